@@ -1,0 +1,396 @@
+//===- ONNXOps.td - Operators of the onnx dialect ----------*- tablegen -*-===//
+//
+// One def per supported ONNX operator. Result types are inferred from the
+// operands and attributes (InferTypeOpAdaptor), so the verifier checks every
+// declared result type against ONNX's shape rules; extra verifiers check axes,
+// permutations and attribute values. docs/ops.md lists the operators.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZERO_DIALECT_ONNX_ONNXOPS_TD
+#define ZERO_DIALECT_ONNX_ONNXOPS_TD
+
+include "zero/Dialect/ONNX/ONNXDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class ONNX_Op<string mnemonic, list<Trait> traits = []>
+    : Op<ONNX_Dialect, mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+
+defvar ONNX_Tensor = AnyRankedTensor;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def ONNX_ConstantOp : Op<ONNX_Dialect, "Constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "output"]>]> {
+  let summary = "A constant tensor (small ONNX Constant nodes and folded shapes)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+// Binary ops with ONNX's multidirectional (numpy) broadcasting; the result has
+// the operands' element type.
+class ONNX_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, traits> {
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
+  let results = (outs ONNX_Tensor:$C);
+  let assemblyFormat = "$A `,` $B attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_AddOp : ONNX_BinaryOp<"Add", [Commutative]> { let summary = "A + B"; }
+def ONNX_SubOp : ONNX_BinaryOp<"Sub"> { let summary = "A - B"; }
+def ONNX_MulOp : ONNX_BinaryOp<"Mul", [Commutative]> { let summary = "A * B"; }
+def ONNX_DivOp : ONNX_BinaryOp<"Div"> { let summary = "A / B (integers truncate)"; }
+def ONNX_PowOp : ONNX_BinaryOp<"Pow"> { let summary = "A ^ B (result type of A)"; }
+def ONNX_MaxOp : ONNX_BinaryOp<"Max", [Commutative]> { let summary = "max(A, B)"; }
+def ONNX_MinOp : ONNX_BinaryOp<"Min", [Commutative]> { let summary = "min(A, B)"; }
+def ONNX_ModOp : ONNX_BinaryOp<"Mod"> {
+  let summary = "A mod B";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B,
+                   DefaultValuedAttr<I64Attr, "0">:$fmod);
+}
+// Comparisons and logic produce i1 tensors.
+def ONNX_EqualOp : ONNX_BinaryOp<"Equal", [Commutative]> { let summary = "A == B"; }
+def ONNX_LessOp : ONNX_BinaryOp<"Less"> { let summary = "A < B"; }
+def ONNX_LessOrEqualOp : ONNX_BinaryOp<"LessOrEqual"> { let summary = "A <= B"; }
+def ONNX_GreaterOp : ONNX_BinaryOp<"Greater"> { let summary = "A > B"; }
+def ONNX_GreaterOrEqualOp : ONNX_BinaryOp<"GreaterOrEqual"> { let summary = "A >= B"; }
+def ONNX_AndOp : ONNX_BinaryOp<"And", [Commutative]> { let summary = "A and B"; }
+def ONNX_OrOp : ONNX_BinaryOp<"Or", [Commutative]> { let summary = "A or B"; }
+def ONNX_XorOp : ONNX_BinaryOp<"Xor", [Commutative]> { let summary = "A xor B"; }
+
+def ONNX_WhereOp : ONNX_Op<"Where"> {
+  let summary = "condition ? X : Y, broadcast three ways";
+  let arguments = (ins ONNX_Tensor:$condition, ONNX_Tensor:$X, ONNX_Tensor:$Y);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$condition `,` $X `,` $Y attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+// Unary ops whose result has the operand's type.
+class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, traits> {
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_NegOp : ONNX_UnaryOp<"Neg"> { let summary = "-X"; let hasFolder = 1; }
+def ONNX_AbsOp : ONNX_UnaryOp<"Abs"> { let summary = "|X|"; }
+def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt"> { let summary = "sqrt(X)"; }
+def ONNX_ReciprocalOp : ONNX_UnaryOp<"Reciprocal"> { let summary = "1 / X"; }
+def ONNX_ExpOp : ONNX_UnaryOp<"Exp"> { let summary = "exp(X)"; }
+def ONNX_LogOp : ONNX_UnaryOp<"Log"> { let summary = "log(X)"; }
+def ONNX_TanhOp : ONNX_UnaryOp<"Tanh"> { let summary = "tanh(X)"; }
+def ONNX_ErfOp : ONNX_UnaryOp<"Erf"> { let summary = "erf(X)"; }
+def ONNX_SigmoidOp : ONNX_UnaryOp<"Sigmoid"> { let summary = "1 / (1 + exp(-X))"; }
+def ONNX_ReluOp : ONNX_UnaryOp<"Relu"> { let summary = "max(X, 0)"; }
+def ONNX_SinOp : ONNX_UnaryOp<"Sin"> { let summary = "sin(X)"; }
+def ONNX_CosOp : ONNX_UnaryOp<"Cos"> { let summary = "cos(X)"; }
+def ONNX_FloorOp : ONNX_UnaryOp<"Floor"> { let summary = "floor(X)"; }
+def ONNX_CeilOp : ONNX_UnaryOp<"Ceil"> { let summary = "ceil(X)"; }
+def ONNX_RoundOp : ONNX_UnaryOp<"Round"> { let summary = "round half to even"; }
+def ONNX_SignOp : ONNX_UnaryOp<"Sign"> { let summary = "sign(X)"; }
+def ONNX_SoftplusOp : ONNX_UnaryOp<"Softplus"> { let summary = "log(1 + exp(X))"; }
+def ONNX_NotOp : ONNX_UnaryOp<"Not"> { let summary = "logical not"; let hasFolder = 1; }
+def ONNX_IdentityOp : ONNX_UnaryOp<"Identity"> { let summary = "X"; let hasFolder = 1; }
+def ONNX_DropoutOp : ONNX_UnaryOp<"Dropout"> {
+  let summary = "Dropout in inference mode: the identity";
+  let hasFolder = 1;
+}
+def ONNX_HardSwishOp : ONNX_UnaryOp<"HardSwish"> { let summary = "X * HardSigmoid(X)"; }
+def ONNX_GeluOp : ONNX_UnaryOp<"Gelu"> {
+  let summary = "GELU, exact (erf) or tanh approximation";
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu"> {
+  let summary = "X >= 0 ? X : alpha * X";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+def ONNX_EluOp : ONNX_UnaryOp<"Elu"> {
+  let summary = "X >= 0 ? X : alpha * (exp(X) - 1)";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid"> {
+  let summary = "max(0, min(1, alpha * X + beta))";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.5">:$beta);
+}
+def ONNX_ClipOp : ONNX_UnaryOp<"Clip"> {
+  let summary = "clamp X to [min, max]; a missing bound is unbounded";
+  let arguments = (ins ONNX_Tensor:$X, OptionalAttr<F64Attr>:$min,
+                   OptionalAttr<F64Attr>:$max);
+}
+
+// Unary predicates produce i1.
+def ONNX_IsNaNOp : ONNX_UnaryOp<"IsNaN"> { let summary = "X != X"; }
+def ONNX_IsInfOp : ONNX_UnaryOp<"IsInf"> {
+  let summary = "X is +/- infinity";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<I64Attr, "1">:$detect_negative,
+                   DefaultValuedAttr<I64Attr, "1">:$detect_positive);
+}
+
+def ONNX_CastOp : ONNX_Op<"Cast"> {
+  let summary = "Element type conversion";
+  let arguments = (ins ONNX_Tensor:$input, TypeAttr:$to);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and normalisation
+//===----------------------------------------------------------------------===//
+
+def ONNX_MatMulOp : ONNX_Op<"MatMul"> {
+  let summary = "numpy matmul (batch dimensions broadcast)";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$A `,` $B attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_GemmOp : ONNX_Op<"Gemm"> {
+  let summary = "alpha * op(A) * op(B) + beta * C";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B, Optional<ONNX_Tensor>:$C,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   DefaultValuedAttr<I64Attr, "0">:$transA,
+                   DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$A `,` $B (`,` $C^)? attr-dict `:` functional-type(operands, results)";
+}
+
+class ONNX_AxisOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+def ONNX_SoftmaxOp : ONNX_AxisOp<"Softmax"> { let summary = "softmax along one axis"; }
+def ONNX_LogSoftmaxOp : ONNX_AxisOp<"LogSoftmax"> { let summary = "log-softmax along one axis"; }
+
+def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization"> {
+  let summary = "(X - mean) / sqrt(var + epsilon) * Scale + B over dims [axis, rank)";
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$Scale, Optional<ONNX_Tensor>:$B,
+                   I64Attr:$axis, DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X `,` $Scale (`,` $B^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_RMSNormalizationOp : ONNX_Op<"RMSNormalization"> {
+  let summary = "X / sqrt(mean(X^2) + epsilon) * scale over dims [axis, rank)";
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$scale, I64Attr:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X `,` $scale attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_SoftmaxCrossEntropyLossOp : ONNX_Op<"SoftmaxCrossEntropyLoss"> {
+  let summary = "cross entropy of softmax(scores) against integer labels";
+  let arguments = (ins ONNX_Tensor:$scores, ONNX_Tensor:$labels,
+                   Optional<ONNX_Tensor>:$weights,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+// `axes` is sorted, non-negative and never empty (import expands "all axes").
+class ONNX_ReduceOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs ONNX_Tensor:$reduced);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+}
+def ONNX_ReduceMeanOp : ONNX_ReduceOp<"ReduceMean"> { let summary = "mean over axes"; }
+def ONNX_ReduceSumOp : ONNX_ReduceOp<"ReduceSum"> { let summary = "sum over axes"; let hasFolder = 1; }
+def ONNX_ReduceMaxOp : ONNX_ReduceOp<"ReduceMax"> { let summary = "max over axes"; }
+def ONNX_ReduceMinOp : ONNX_ReduceOp<"ReduceMin"> { let summary = "min over axes"; }
+def ONNX_ReduceProdOp : ONNX_ReduceOp<"ReduceProd"> { let summary = "product over axes"; let hasFolder = 1; }
+def ONNX_ReduceL2Op : ONNX_ReduceOp<"ReduceL2"> { let summary = "L2 norm over axes"; }
+def ONNX_ReduceSumSquareOp : ONNX_ReduceOp<"ReduceSumSquare"> { let summary = "sum of squares over axes"; }
+def ONNX_ReduceLogSumExpOp : ONNX_ReduceOp<"ReduceLogSumExp"> { let summary = "log(sum(exp)) over axes"; }
+
+class ONNX_ArgOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let arguments = (ins ONNX_Tensor:$data, I64Attr:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$select_last_index);
+  let results = (outs ONNX_Tensor:$reduced);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+}
+def ONNX_ArgMaxOp : ONNX_ArgOp<"ArgMax"> { let summary = "index of the max along axis"; }
+def ONNX_ArgMinOp : ONNX_ArgOp<"ArgMin"> { let summary = "index of the min along axis"; }
+
+def ONNX_CumSumOp : ONNX_Op<"CumSum"> {
+  let summary = "cumulative sum along axis";
+  let arguments = (ins ONNX_Tensor:$x, I64Attr:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                   DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs ONNX_Tensor:$y);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def ONNX_ReshapeOp : ONNX_Op<"Reshape"> {
+  let summary = "Reshape to the static `shape` (no 0 or -1 left)";
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$shape);
+  let results = (outs ONNX_Tensor:$reshaped);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_FlattenOp : ONNX_Op<"Flatten"> {
+  let summary = "Reshape to 2-D at axis";
+  let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze"> {
+  let summary = "Insert size-1 dims at `axes` (of the output)";
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$axes);
+  let results = (outs ONNX_Tensor:$expanded);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_SqueezeOp : ONNX_Op<"Squeeze"> {
+  let summary = "Remove size-1 dims at `axes`";
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$axes);
+  let results = (outs ONNX_Tensor:$squeezed);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
+  let summary = "Permute dims: output dim i is input dim perm[i]";
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$perm);
+  let results = (outs ONNX_Tensor:$transposed);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_ConcatOp : ONNX_Op<"Concat"> {
+  let summary = "Concatenate along axis";
+  let arguments = (ins Variadic<ONNX_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs ONNX_Tensor:$concat_result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_SplitOp : ONNX_Op<"Split"> {
+  let summary = "Split along axis into parts of the given sizes";
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$split);
+  let results = (outs Variadic<ONNX_Tensor>:$outputs);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_SliceOp : ONNX_Op<"Slice"> {
+  let summary = "Strided slice; starts/ends/steps cover every dim, normalised";
+  let description = [{
+    `starts[d]` is a valid index of dim d, `steps[d]` is non-zero and
+    `ends[d]` is clamped to [-1, dim] as ONNX's rules give; the output has
+    ceil((ends - starts) / steps) elements on each dim.
+  }];
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_GatherOp : ONNX_Op<"Gather"> {
+  let summary = "Take entries of `data` along axis at `indices`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_GatherElementsOp : ONNX_Op<"GatherElements"> {
+  let summary = "Element-wise gather along axis";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_ScatterElementsOp : ONNX_Op<"ScatterElements"> {
+  let summary = "Element-wise scatter of updates along axis";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices, ONNX_Tensor:$updates,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_ScatterNDOp : ONNX_Op<"ScatterND"> {
+  let summary = "Scatter slices of updates at index tuples";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices, ONNX_Tensor:$updates,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_ExpandOp : ONNX_Op<"Expand"> {
+  let summary = "Broadcast to `shape` (numpy rules, result is the broadcast shape)";
+  let arguments = (ins ONNX_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_TileOp : ONNX_Op<"Tile"> {
+  let summary = "Repeat the input `repeats[d]` times along each dim";
+  let arguments = (ins ONNX_Tensor:$input, DenseI64ArrayAttr:$repeats);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_PadOp : ONNX_Op<"Pad"> {
+  let summary = "Pad (begins then ends per dim)";
+  let arguments = (ins ONNX_Tensor:$data, DenseI64ArrayAttr:$pads,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                   DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_TriluOp : ONNX_Op<"Trilu"> {
+  let summary = "Upper or lower triangle of the last two dims, diagonal offset k";
+  let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$upper,
+                   DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def ONNX_RangeOp : ONNX_Op<"Range"> {
+  let summary = "start, start + delta, ... below limit (the result size is static)";
+  let arguments = (ins ONNX_Tensor:$start, ONNX_Tensor:$limit, ONNX_Tensor:$delta,
+                   I64Attr:$size);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$start `,` $limit `,` $delta attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+#endif // ZERO_DIALECT_ONNX_ONNXOPS_TD

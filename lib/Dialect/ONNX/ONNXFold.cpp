@@ -1,0 +1,458 @@
+//===- ONNXFold.cpp - Constant folding of onnx ops ------------------------===//
+//
+// Evaluates onnx ops whose operands are all constants. This is what removes the
+// shape sub-graphs exporters emit (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape, ConstantOfShape -> Trilu -> Where masks, Range for positions) once the
+// importer has fixed every input shape. Values are computed in double (floats)
+// or int64 (integers and i1); results larger than kMaxFoldElements are left to
+// run time unless they are splats, which stay cheap whatever their size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/ONNX/ONNXDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+using namespace zero::onnx;
+
+namespace {
+
+/// A constant tensor's elements, widened to double or int64.
+struct ConstTensor {
+  RankedTensorType type;
+  bool isFloat = false;
+  bool splat = false;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+
+  int64_t numel() const { return type.getNumElements(); }
+  ArrayRef<int64_t> shape() const { return type.getShape(); }
+  double asDouble(int64_t k) const {
+    k = splat ? 0 : k;
+    return isFloat ? f[k] : double(i[k]);
+  }
+  int64_t asInt(int64_t k) const {
+    k = splat ? 0 : k;
+    return isFloat ? int64_t(f[k]) : i[k];
+  }
+};
+
+std::optional<ConstTensor> readConst(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  ConstTensor t;
+  t.type = cast<RankedTensorType>(dense.getType());
+  Type elem = t.type.getElementType();
+  t.splat = dense.isSplat();
+  if (!t.splat && t.numel() > kMaxFoldElements)
+    return std::nullopt;
+  if (isa<FloatType>(elem)) {
+    t.isFloat = true;
+    if (t.splat)
+      t.f.push_back(dense.getSplatValue<APFloat>().convertToDouble());
+    else
+      for (APFloat v : dense.getValues<APFloat>())
+        t.f.push_back(v.convertToDouble());
+  } else if (auto it = dyn_cast<IntegerType>(elem)) {
+    bool isUnsigned = it.isUnsigned() || it.getWidth() == 1;
+    auto widen = [&](const APInt &v) {
+      return isUnsigned ? int64_t(v.getZExtValue()) : v.getSExtValue();
+    };
+    if (t.splat)
+      t.i.push_back(widen(dense.getSplatValue<APInt>()));
+    else
+      for (APInt v : dense.getValues<APInt>())
+        t.i.push_back(widen(v));
+  } else {
+    return std::nullopt;
+  }
+  return t;
+}
+
+/// Builds an attribute of `type` from computed values (`n` of them; 1 = splat).
+Attribute makeConst(RankedTensorType type, int64_t n,
+                    const std::function<double(int64_t)> &getF,
+                    const std::function<int64_t(int64_t)> &getI) {
+  Type elem = type.getElementType();
+  if (auto ft = dyn_cast<FloatType>(elem)) {
+    SmallVector<APFloat> vals;
+    for (int64_t k = 0; k < n; ++k) {
+      APFloat v(getF(k));
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(v);
+    }
+    if (n == 1)
+      return DenseElementsAttr::get(type, vals.front());
+    return DenseElementsAttr::get(type, vals);
+  }
+  auto it = dyn_cast<IntegerType>(elem);
+  if (!it)
+    return {};
+  SmallVector<APInt> vals;
+  for (int64_t k = 0; k < n; ++k)
+    vals.push_back(APInt(it.getWidth(), uint64_t(getI(k)), /*isSigned=*/!it.isUnsigned(),
+                         /*implicitTrunc=*/true));
+  if (n == 1)
+    return DenseElementsAttr::get(type, vals.front());
+  return DenseElementsAttr::get(type, vals);
+}
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> strides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+/// Maps linear index `k` of `outShape` to the broadcast source index in `inShape`.
+int64_t broadcastIndex(ArrayRef<int64_t> outShape, ArrayRef<int64_t> inShape,
+                       int64_t k) {
+  int64_t idx = 0, stride = 1;
+  int64_t offset = outShape.size() - inShape.size();
+  for (int64_t d = int64_t(outShape.size()) - 1; d >= 0; --d) {
+    int64_t coord = k % outShape[d];
+    k /= outShape[d];
+    int64_t id = d - offset;
+    if (id >= 0) {
+      if (inShape[id] != 1)
+        idx += coord * stride;
+      stride *= inShape[id];
+    }
+  }
+  return idx;
+}
+
+/// Elementwise op: `fn` gets source values as doubles or ints.
+Attribute foldElementwise(RankedTensorType resultType,
+                          ArrayRef<ConstTensor> in,
+                          const std::function<double(ArrayRef<double>)> &fnF,
+                          const std::function<int64_t(ArrayRef<int64_t>)> &fnI,
+                          bool computeInFloat) {
+  bool allSplat = llvm::all_of(in, [](const ConstTensor &t) { return t.splat; });
+  int64_t n = allSplat ? 1 : resultType.getNumElements();
+  if (n > kMaxFoldElements)
+    return {};
+  auto srcIdx = [&](const ConstTensor &t, int64_t k) {
+    return allSplat ? 0 : broadcastIndex(resultType.getShape(), t.shape(), k);
+  };
+  auto evalF = [&](int64_t k) {
+    SmallVector<double> args;
+    for (const ConstTensor &t : in)
+      args.push_back(t.asDouble(srcIdx(t, k)));
+    return computeInFloat ? fnF(args) : double(fnI(SmallVector<int64_t>(args.begin(), args.end())));
+  };
+  auto evalI = [&](int64_t k) {
+    if (computeInFloat)
+      return int64_t(evalF(k));
+    SmallVector<int64_t> args;
+    for (const ConstTensor &t : in)
+      args.push_back(t.asInt(srcIdx(t, k)));
+    return fnI(args);
+  };
+  return makeConst(resultType, n, evalF, evalI);
+}
+
+/// Data-movement op: output element k comes from input element `src(k)`.
+Attribute foldGatherLike(RankedTensorType resultType, const ConstTensor &in,
+                         const std::function<int64_t(int64_t)> &src) {
+  if (in.splat)
+    return makeConst(resultType, 1, [&](int64_t) { return in.asDouble(0); },
+                     [&](int64_t) { return in.asInt(0); });
+  int64_t n = resultType.getNumElements();
+  if (n > kMaxFoldElements)
+    return {};
+  return makeConst(resultType, n, [&](int64_t k) { return in.asDouble(src(k)); },
+                   [&](int64_t k) { return in.asInt(src(k)); });
+}
+
+/// Multi-index of linear `k` in `shape`.
+SmallVector<int64_t> unravel(int64_t k, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> idx(shape.size());
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = k % shape[d];
+    k /= shape[d];
+  }
+  return idx;
+}
+
+int64_t ravel(ArrayRef<int64_t> idx, ArrayRef<int64_t> shape) {
+  int64_t k = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    k = k * shape[d] + idx[d];
+  return k;
+}
+
+} // namespace
+
+Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
+  if (op->getNumResults() != 1 || operands.empty())
+    return {};
+  auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!resultType)
+    return {};
+  SmallVector<ConstTensor> in;
+  for (Attribute a : operands) {
+    std::optional<ConstTensor> t = readConst(a);
+    if (!t)
+      return {};
+    in.push_back(std::move(*t));
+  }
+  bool isFloat = in.front().isFloat;
+  using F = ArrayRef<double>;
+  using I = ArrayRef<int64_t>;
+  auto binary = [&](auto fnF, auto fnI) {
+    return foldElementwise(resultType, in, [&](F a) { return fnF(a[0], a[1]); },
+                           [&](I a) { return fnI(a[0], a[1]); }, isFloat);
+  };
+  auto compare = [&](auto fn) {
+    return foldElementwise(
+        resultType, in, [&](F a) { return double(fn(a[0], a[1])); },
+        [&](I a) { return int64_t(fn(a[0], a[1])); }, false);
+  };
+
+  return llvm::TypeSwitch<Operation *, Attribute>(op)
+      .Case([&](AddOp) { return binary(std::plus<double>(), std::plus<int64_t>()); })
+      .Case([&](SubOp) { return binary(std::minus<double>(), std::minus<int64_t>()); })
+      .Case([&](MulOp) { return binary(std::multiplies<double>(), std::multiplies<int64_t>()); })
+      .Case([&](DivOp) -> Attribute {
+        if (!isFloat && llvm::is_contained(in[1].i, 0))
+          return {};
+        return binary(std::divides<double>(), std::divides<int64_t>());
+      })
+      .Case([&](MaxOp) {
+        return binary([](double a, double b) { return std::max(a, b); },
+                      [](int64_t a, int64_t b) { return std::max(a, b); });
+      })
+      .Case([&](MinOp) {
+        return binary([](double a, double b) { return std::min(a, b); },
+                      [](int64_t a, int64_t b) { return std::min(a, b); });
+      })
+      .Case([&](PowOp) -> Attribute {
+        if (!isFloat)
+          return {};
+        return foldElementwise(resultType, in,
+                               [](F a) { return std::pow(a[0], a[1]); },
+                               [](I) { return int64_t(0); }, true);
+      })
+      .Case([&](ModOp m) -> Attribute {
+        if (isFloat || llvm::is_contained(in[1].i, 0))
+          return {};
+        bool fmod = m.getFmod();
+        return binary([](double a, double b) { return std::fmod(a, b); },
+                      [fmod](int64_t a, int64_t b) {
+                        int64_t r = a % b;
+                        if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+                          r += b;
+                        return r;
+                      });
+      })
+      .Case([&](EqualOp) { return compare([](auto a, auto b) { return a == b; }); })
+      .Case([&](LessOp) { return compare([](auto a, auto b) { return a < b; }); })
+      .Case([&](LessOrEqualOp) { return compare([](auto a, auto b) { return a <= b; }); })
+      .Case([&](GreaterOp) { return compare([](auto a, auto b) { return a > b; }); })
+      .Case([&](GreaterOrEqualOp) { return compare([](auto a, auto b) { return a >= b; }); })
+      .Case([&](AndOp) { return compare([](auto a, auto b) { return a && b; }); })
+      .Case([&](OrOp) { return compare([](auto a, auto b) { return a || b; }); })
+      .Case([&](XorOp) { return compare([](auto a, auto b) { return bool(a) != bool(b); }); })
+      .Case([&](WhereOp) {
+        bool f = in[1].isFloat;
+        return foldElementwise(
+            resultType, in, [](F a) { return a[0] != 0 ? a[1] : a[2]; },
+            [](I a) { return a[0] != 0 ? a[1] : a[2]; }, f);
+      })
+      .Case([&](NegOp) {
+        return foldElementwise(resultType, in, [](F a) { return -a[0]; },
+                               [](I a) { return -a[0]; }, isFloat);
+      })
+      .Case([&](NotOp) {
+        return foldElementwise(resultType, in, [](F a) { return double(a[0] == 0); },
+                               [](I a) { return int64_t(a[0] == 0); }, false);
+      })
+      .Case([&](CastOp) {
+        bool toFloat = isa<FloatType>(resultType.getElementType());
+        bool toBool = resultType.getElementType().isInteger(1);
+        return foldElementwise(
+            resultType, in,
+            [toBool](F a) { return toBool ? double(a[0] != 0) : a[0]; },
+            [toBool](I a) { return toBool ? int64_t(a[0] != 0) : a[0]; },
+            toFloat || (isFloat && !toBool));
+      })
+      .Case<ReduceSumOp, ReduceProdOp>([&](auto reduce) -> Attribute {
+        const ConstTensor &t = in[0];
+        if (t.splat && t.numel() > kMaxFoldElements)
+          return {};
+        bool isProd = isa<ReduceProdOp>(reduce.getOperation());
+        ArrayRef<int64_t> axes = reduce.getAxes();
+        int64_t n = resultType.getNumElements();
+        std::vector<double> accF(n, isProd ? 1.0 : 0.0);
+        std::vector<int64_t> accI(n, isProd ? 1 : 0);
+        SmallVector<int64_t> outShape;
+        for (int64_t d = 0; d < t.type.getRank(); ++d)
+          outShape.push_back(llvm::is_contained(axes, d) ? 1 : t.shape()[d]);
+        for (int64_t k = 0; k < t.numel(); ++k) {
+          SmallVector<int64_t> idx = unravel(k, t.shape());
+          for (int64_t a : axes)
+            idx[a] = 0;
+          int64_t o = ravel(idx, outShape);
+          if (isProd) {
+            accF[o] *= t.asDouble(k);
+            accI[o] *= t.asInt(k);
+          } else {
+            accF[o] += t.asDouble(k);
+            accI[o] += t.asInt(k);
+          }
+        }
+        return makeConst(resultType, n, [&](int64_t k) { return accF[k]; },
+                         [&](int64_t k) { return accI[k]; });
+      })
+      .Case<ReshapeOp, UnsqueezeOp, SqueezeOp>([&](Operation *) {
+        return foldGatherLike(resultType, in[0], [](int64_t k) { return k; });
+      })
+      .Case([&](ExpandOp) {
+        return foldGatherLike(resultType, in[0], [&](int64_t k) {
+          return broadcastIndex(resultType.getShape(), in[0].shape(), k);
+        });
+      })
+      .Case([&](TransposeOp t) {
+        ArrayRef<int64_t> perm = t.getPerm();
+        return foldGatherLike(resultType, in[0], [&](int64_t k) {
+          SmallVector<int64_t> outIdx = unravel(k, resultType.getShape());
+          SmallVector<int64_t> inIdx(perm.size());
+          for (size_t d = 0; d < perm.size(); ++d)
+            inIdx[perm[d]] = outIdx[d];
+          return ravel(inIdx, in[0].shape());
+        });
+      })
+      .Case([&](SliceOp s) {
+        ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
+        return foldGatherLike(resultType, in[0], [&](int64_t k) {
+          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
+          for (size_t d = 0; d < idx.size(); ++d)
+            idx[d] = starts[d] + idx[d] * steps[d];
+          return ravel(idx, in[0].shape());
+        });
+      })
+      .Case([&](GatherOp g) -> Attribute {
+        int64_t axis = g.getAxis();
+        const ConstTensor &data = in[0], &indices = in[1];
+        int64_t dim = data.shape()[axis];
+        int64_t q = indices.type.getRank();
+        for (int64_t k = 0; k < (indices.splat ? 1 : indices.numel()); ++k) {
+          int64_t v = indices.asInt(k);
+          if (v < -dim || v >= dim)
+            return {};
+        }
+        return foldGatherLike(resultType, data, [&](int64_t k) {
+          SmallVector<int64_t> outIdx = unravel(k, resultType.getShape());
+          SmallVector<int64_t> idxIdx(outIdx.begin() + axis, outIdx.begin() + axis + q);
+          int64_t v = indices.asInt(indices.splat ? 0 : ravel(idxIdx, indices.shape()));
+          if (v < 0)
+            v += dim;
+          SmallVector<int64_t> inIdx(outIdx.begin(), outIdx.begin() + axis);
+          inIdx.push_back(v);
+          inIdx.append(outIdx.begin() + axis + q, outIdx.end());
+          return ravel(inIdx, data.shape());
+        });
+      })
+      .Case([&](ConcatOp c) -> Attribute {
+        int64_t n = resultType.getNumElements();
+        if (n > kMaxFoldElements)
+          return {};
+        int64_t axis = c.getAxis();
+        // Input and offset along `axis` for each output position on that axis.
+        SmallVector<std::pair<int64_t, int64_t>> owner;
+        for (auto [i, t] : llvm::enumerate(in))
+          for (int64_t j = 0; j < t.shape()[axis]; ++j)
+            owner.push_back({int64_t(i), j});
+        auto locate = [&](int64_t k) {
+          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
+          auto [i, j] = owner[idx[axis]];
+          idx[axis] = j;
+          return std::make_pair(i, ravel(idx, in[i].shape()));
+        };
+        return makeConst(
+            resultType, n,
+            [&](int64_t k) { auto [i, s] = locate(k); return in[i].asDouble(s); },
+            [&](int64_t k) { auto [i, s] = locate(k); return in[i].asInt(s); });
+      })
+      .Case([&](TriluOp t) -> Attribute {
+        int64_t n = resultType.getNumElements();
+        if (n > kMaxFoldElements)
+          return {};
+        bool upper = t.getUpper();
+        int64_t diag = t.getK();
+        auto keep = [&](int64_t k) {
+          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
+          int64_t r = idx[idx.size() - 2], col = idx.back();
+          return upper ? col - r >= diag : col - r <= diag;
+        };
+        return makeConst(
+            resultType, n,
+            [&](int64_t k) { return keep(k) ? in[0].asDouble(k) : 0.0; },
+            [&](int64_t k) { return keep(k) ? in[0].asInt(k) : int64_t(0); });
+      })
+      .Case([&](RangeOp r) -> Attribute {
+        int64_t n = resultType.getNumElements();
+        if (n > kMaxFoldElements)
+          return {};
+        return makeConst(
+            resultType, n,
+            [&](int64_t k) { return in[0].asDouble(0) + k * in[2].asDouble(0); },
+            [&](int64_t k) { return in[0].asInt(0) + k * in[2].asInt(0); });
+      })
+      .Default([](Operation *) { return Attribute(); });
+}
+
+#define ZERO_FOLD(OP)                                                          \
+  OpFoldResult OP::fold(FoldAdaptor adaptor) {                                 \
+    return foldONNXOp(*this, adaptor.getOperands());                           \
+  }
+ZERO_FOLD(AddOp)
+ZERO_FOLD(SubOp)
+ZERO_FOLD(MulOp)
+ZERO_FOLD(DivOp)
+ZERO_FOLD(PowOp)
+ZERO_FOLD(MaxOp)
+ZERO_FOLD(MinOp)
+ZERO_FOLD(ModOp)
+ZERO_FOLD(EqualOp)
+ZERO_FOLD(LessOp)
+ZERO_FOLD(LessOrEqualOp)
+ZERO_FOLD(GreaterOp)
+ZERO_FOLD(GreaterOrEqualOp)
+ZERO_FOLD(AndOp)
+ZERO_FOLD(OrOp)
+ZERO_FOLD(XorOp)
+ZERO_FOLD(WhereOp)
+ZERO_FOLD(NegOp)
+ZERO_FOLD(NotOp)
+ZERO_FOLD(CastOp)
+ZERO_FOLD(ReduceSumOp)
+ZERO_FOLD(ReduceProdOp)
+ZERO_FOLD(UnsqueezeOp)
+ZERO_FOLD(SqueezeOp)
+ZERO_FOLD(TransposeOp)
+ZERO_FOLD(ConcatOp)
+ZERO_FOLD(SliceOp)
+ZERO_FOLD(GatherOp)
+ZERO_FOLD(ExpandOp)
+ZERO_FOLD(TriluOp)
+ZERO_FOLD(RangeOp)
+#undef ZERO_FOLD
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getX(); }
+OpFoldResult DropoutOp::fold(FoldAdaptor) { return getX(); }
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType())
+    return getData();
+  return foldONNXOp(*this, adaptor.getOperands());
+}

@@ -1,0 +1,722 @@
+//===- ONNXOps.cpp - Shape and type rules of the onnx ops -----------------===//
+//
+// Result-type inference for every onnx op, following ONNX's shape inference for
+// static shapes. Because the ops use InferTypeOpAdaptor, the verifier compares
+// each declared result type with the one computed here, so a wrong shape in
+// hand-written IR is reported at the op. The importer builds ops through the
+// same functions, which is how imported graphs get their static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/ONNX/ONNXDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace zero::onnx;
+
+namespace {
+
+RankedTensorType rankedType(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+Type i1Type(MLIRContext *ctx) { return IntegerType::get(ctx, 1); }
+
+bool isBool(Type t) { return t.isInteger(1); }
+
+/// Numpy broadcast of several shapes, or failure with a message.
+LogicalResult broadcastShapes(std::optional<Location> loc,
+                              ArrayRef<ArrayRef<int64_t>> shapes,
+                              SmallVectorImpl<int64_t> &out) {
+  size_t rank = 0;
+  for (auto s : shapes)
+    rank = std::max(rank, s.size());
+  out.assign(rank, 1);
+  for (auto s : shapes) {
+    size_t offset = rank - s.size();
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t d = s[i];
+      int64_t &o = out[offset + i];
+      if (o == 1)
+        o = d;
+      else if (d != 1 && d != o)
+        return emitOptionalError(loc, "operand shapes are not broadcastable: "
+                                      "dimension ",
+                                 offset + i, " is ", o, " and ", d);
+    }
+  }
+  return success();
+}
+
+LogicalResult broadcastOperands(std::optional<Location> loc, ValueRange values,
+                                SmallVectorImpl<int64_t> &out) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : values)
+    shapes.push_back(rankedType(v).getShape());
+  return broadcastShapes(loc, shapes, out);
+}
+
+LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
+                        StringRef what = "axis") {
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, what, " ", axis,
+                             " is out of range for a tensor of rank ", rank,
+                             " (expected 0 <= ", what, " < rank)");
+  return success();
+}
+
+LogicalResult checkSortedAxes(std::optional<Location> loc, ArrayRef<int64_t> axes,
+                              int64_t rank, StringRef what) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (failed(checkAxis(loc, axes[i], rank, what)))
+      return failure();
+    if (i && axes[i] <= axes[i - 1])
+      return emitOptionalError(loc, what,
+                               " must be sorted and without duplicates");
+  }
+  return success();
+}
+
+LogicalResult sameElementType(std::optional<Location> loc, ValueRange values) {
+  for (Value v : values.drop_front())
+    if (getElementTypeOrSelf(v) != getElementTypeOrSelf(values.front()))
+      return emitOptionalError(loc, "operands have different element types: ",
+                               getElementTypeOrSelf(values.front()), " and ",
+                               getElementTypeOrSelf(v));
+  return success();
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Constant
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+namespace {
+enum class BinaryKind { Arithmetic, Power, Compare, Logical };
+
+LogicalResult inferBinary(MLIRContext *ctx, std::optional<Location> loc,
+                          Value a, Value b, BinaryKind kind,
+                          SmallVectorImpl<Type> &results) {
+  if (kind != BinaryKind::Power && failed(sameElementType(loc, {a, b})))
+    return failure();
+  Type elem = getElementTypeOrSelf(a);
+  if (kind == BinaryKind::Logical && !isBool(elem))
+    return emitOptionalError(loc, "operands must be i1 tensors, got ", elem);
+  SmallVector<int64_t> shape;
+  if (failed(broadcastOperands(loc, {a, b}, shape)))
+    return failure();
+  Type resultElem =
+      (kind == BinaryKind::Compare || kind == BinaryKind::Logical) ? i1Type(ctx)
+                                                                   : elem;
+  results.push_back(RankedTensorType::get(shape, resultElem));
+  return success();
+}
+} // namespace
+
+#define ZERO_BINARY_INFER(OP, KIND)                                            \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                         \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    return inferBinary(ctx, loc, adaptor.getA(), adaptor.getB(),               \
+                       BinaryKind::KIND, results);                             \
+  }
+ZERO_BINARY_INFER(AddOp, Arithmetic)
+ZERO_BINARY_INFER(SubOp, Arithmetic)
+ZERO_BINARY_INFER(MulOp, Arithmetic)
+ZERO_BINARY_INFER(DivOp, Arithmetic)
+ZERO_BINARY_INFER(MaxOp, Arithmetic)
+ZERO_BINARY_INFER(MinOp, Arithmetic)
+ZERO_BINARY_INFER(ModOp, Arithmetic)
+ZERO_BINARY_INFER(PowOp, Power)
+ZERO_BINARY_INFER(EqualOp, Compare)
+ZERO_BINARY_INFER(LessOp, Compare)
+ZERO_BINARY_INFER(LessOrEqualOp, Compare)
+ZERO_BINARY_INFER(GreaterOp, Compare)
+ZERO_BINARY_INFER(GreaterOrEqualOp, Compare)
+ZERO_BINARY_INFER(AndOp, Logical)
+ZERO_BINARY_INFER(OrOp, Logical)
+ZERO_BINARY_INFER(XorOp, Logical)
+#undef ZERO_BINARY_INFER
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  if (!isBool(getElementTypeOrSelf(adaptor.getCondition())))
+    return emitOptionalError(loc, "condition must be an i1 tensor");
+  if (failed(sameElementType(loc, {adaptor.getX(), adaptor.getY()})))
+    return failure();
+  SmallVector<int64_t> shape;
+  if (failed(broadcastOperands(
+          loc, {adaptor.getCondition(), adaptor.getX(), adaptor.getY()}, shape)))
+    return failure();
+  results.push_back(
+      RankedTensorType::get(shape, getElementTypeOrSelf(adaptor.getX())));
+  return success();
+}
+
+#define ZERO_UNARY_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location>,   \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    results.push_back(adaptor.getX().getType());                               \
+    return success();                                                          \
+  }
+ZERO_UNARY_INFER(NegOp)
+ZERO_UNARY_INFER(AbsOp)
+ZERO_UNARY_INFER(SqrtOp)
+ZERO_UNARY_INFER(ReciprocalOp)
+ZERO_UNARY_INFER(ExpOp)
+ZERO_UNARY_INFER(LogOp)
+ZERO_UNARY_INFER(TanhOp)
+ZERO_UNARY_INFER(ErfOp)
+ZERO_UNARY_INFER(SigmoidOp)
+ZERO_UNARY_INFER(ReluOp)
+ZERO_UNARY_INFER(SinOp)
+ZERO_UNARY_INFER(CosOp)
+ZERO_UNARY_INFER(FloorOp)
+ZERO_UNARY_INFER(CeilOp)
+ZERO_UNARY_INFER(RoundOp)
+ZERO_UNARY_INFER(SignOp)
+ZERO_UNARY_INFER(SoftplusOp)
+ZERO_UNARY_INFER(NotOp)
+ZERO_UNARY_INFER(IdentityOp)
+ZERO_UNARY_INFER(DropoutOp)
+ZERO_UNARY_INFER(HardSwishOp)
+ZERO_UNARY_INFER(GeluOp)
+ZERO_UNARY_INFER(LeakyReluOp)
+ZERO_UNARY_INFER(EluOp)
+ZERO_UNARY_INFER(HardSigmoidOp)
+ZERO_UNARY_INFER(ClipOp)
+#undef ZERO_UNARY_INFER
+
+LogicalResult IsNaNOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  results.push_back(rankedType(adaptor.getX()).clone(i1Type(ctx)));
+  return success();
+}
+
+LogicalResult IsInfOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  results.push_back(rankedType(adaptor.getX()).clone(i1Type(ctx)));
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  results.push_back(rankedType(adaptor.getInput()).clone(adaptor.getTo()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and normalisation
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  if (failed(sameElementType(loc, {adaptor.getA(), adaptor.getB()})))
+    return failure();
+  auto a = rankedType(adaptor.getA()), b = rankedType(adaptor.getB());
+  SmallVector<int64_t> as(a.getShape()), bs(b.getShape());
+  if (as.empty() || bs.empty())
+    return emitOptionalError(loc, "MatMul operands must have rank >= 1");
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  int64_t k = as.back(), k2 = bs[bs.size() - 2];
+  if (k != k2)
+    return emitOptionalError(loc, "MatMul inner dimensions differ: A has ", k,
+                             " columns, B has ", k2, " rows");
+  SmallVector<int64_t> batch;
+  ArrayRef<int64_t> ab = ArrayRef<int64_t>(as).drop_back(2);
+  ArrayRef<int64_t> bb = ArrayRef<int64_t>(bs).drop_back(2);
+  if (failed(broadcastShapes(loc, {ab, bb}, batch)))
+    return failure();
+  if (!aVec)
+    batch.push_back(as[as.size() - 2]);
+  if (!bVec)
+    batch.push_back(bs.back());
+  results.push_back(RankedTensorType::get(batch, a.getElementType()));
+  return success();
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  auto a = rankedType(adaptor.getA()), b = rankedType(adaptor.getB());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOptionalError(loc, "Gemm operands A and B must be 2-D");
+  int64_t m = adaptor.getTransA() ? a.getDimSize(1) : a.getDimSize(0);
+  int64_t ka = adaptor.getTransA() ? a.getDimSize(0) : a.getDimSize(1);
+  int64_t kb = adaptor.getTransB() ? b.getDimSize(1) : b.getDimSize(0);
+  int64_t n = adaptor.getTransB() ? b.getDimSize(0) : b.getDimSize(1);
+  if (ka != kb)
+    return emitOptionalError(loc, "Gemm inner dimensions differ: ", ka, " vs ", kb);
+  SmallVector<int64_t> shape{m, n};
+  if (Value c = adaptor.getC()) {
+    SmallVector<int64_t> out;
+    if (failed(broadcastShapes(loc, {rankedType(c).getShape(), shape}, out)) ||
+        out != shape)
+      return emitOptionalError(loc, "Gemm C must broadcast to ", m, "x", n);
+  }
+  results.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+#define ZERO_AXIS_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    auto t = rankedType(adaptor.getInput());                                   \
+    if (failed(checkAxis(loc, adaptor.getAxis(), t.getRank())))                \
+      return failure();                                                        \
+    results.push_back(t);                                                      \
+    return success();                                                          \
+  }
+ZERO_AXIS_INFER(SoftmaxOp)
+ZERO_AXIS_INFER(LogSoftmaxOp)
+#undef ZERO_AXIS_INFER
+
+namespace {
+/// Scale/bias of a normalisation must broadcast to the normalised dims.
+LogicalResult inferNormalization(std::optional<Location> loc, Value x,
+                                 ValueRange params, int64_t axis,
+                                 SmallVectorImpl<Type> &results) {
+  auto t = rankedType(x);
+  if (failed(checkAxis(loc, axis, t.getRank())))
+    return failure();
+  ArrayRef<int64_t> normalized = t.getShape().drop_front(axis);
+  for (Value p : params) {
+    if (!p)
+      continue;
+    SmallVector<int64_t> out;
+    if (failed(broadcastShapes(loc, {rankedType(p).getShape(), normalized}, out)) ||
+        ArrayRef<int64_t>(out) != normalized)
+      return emitOptionalError(loc, "scale/bias shape ", rankedType(p),
+                               " does not broadcast to the normalised dims");
+  }
+  results.push_back(t);
+  return success();
+}
+} // namespace
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  return inferNormalization(loc, adaptor.getX(),
+                            {adaptor.getScale(), adaptor.getB()},
+                            adaptor.getAxis(), results);
+}
+
+LogicalResult RMSNormalizationOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  return inferNormalization(loc, adaptor.getX(), {adaptor.getScale()},
+                            adaptor.getAxis(), results);
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto scores = rankedType(adaptor.getScores());
+  auto labels = rankedType(adaptor.getLabels());
+  if (scores.getRank() < 2)
+    return emitOptionalError(loc, "scores must be [N, C, ...]");
+  SmallVector<int64_t> expected{scores.getDimSize(0)};
+  llvm::append_range(expected, scores.getShape().drop_front(2));
+  if (labels.getShape() != ArrayRef<int64_t>(expected) ||
+      !labels.getElementType().isInteger())
+    return emitOptionalError(loc, "labels must be an integer tensor of shape [N, d...] matching scores");
+  StringRef reduction = adaptor.getReduction();
+  if (reduction == "none")
+    results.push_back(RankedTensorType::get(expected, scores.getElementType()));
+  else if (reduction == "mean" || reduction == "sum")
+    results.push_back(RankedTensorType::get({}, scores.getElementType()));
+  else
+    return emitOptionalError(loc, "reduction must be none, mean or sum");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult inferReduce(std::optional<Location> loc, Value data,
+                          ArrayRef<int64_t> axes, bool keepdims, Type elem,
+                          SmallVectorImpl<Type> &results) {
+  auto t = rankedType(data);
+  if (axes.empty() && t.getRank() > 0)
+    return emitOptionalError(loc, "axes must not be empty (list every axis to reduce all)");
+  if (failed(checkSortedAxes(loc, axes, t.getRank(), "axes")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (!llvm::is_contained(axes, d))
+      shape.push_back(t.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  results.push_back(RankedTensorType::get(shape, elem ? elem : t.getElementType()));
+  return success();
+}
+} // namespace
+
+#define ZERO_REDUCE_INFER(OP)                                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    return inferReduce(loc, adaptor.getData(), adaptor.getAxes(),              \
+                       adaptor.getKeepdims(), Type(), results);                \
+  }
+ZERO_REDUCE_INFER(ReduceMeanOp)
+ZERO_REDUCE_INFER(ReduceSumOp)
+ZERO_REDUCE_INFER(ReduceMaxOp)
+ZERO_REDUCE_INFER(ReduceMinOp)
+ZERO_REDUCE_INFER(ReduceProdOp)
+ZERO_REDUCE_INFER(ReduceL2Op)
+ZERO_REDUCE_INFER(ReduceSumSquareOp)
+ZERO_REDUCE_INFER(ReduceLogSumExpOp)
+#undef ZERO_REDUCE_INFER
+
+#define ZERO_ARG_INFER(OP)                                                     \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                         \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    int64_t axis = adaptor.getAxis();                                          \
+    return inferReduce(loc, adaptor.getData(), ArrayRef<int64_t>(axis),        \
+                       adaptor.getKeepdims(), IntegerType::get(ctx, 64),       \
+                       results);                                               \
+  }
+ZERO_ARG_INFER(ArgMaxOp)
+ZERO_ARG_INFER(ArgMinOp)
+#undef ZERO_ARG_INFER
+
+LogicalResult CumSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getX());
+  if (failed(checkAxis(loc, adaptor.getAxis(), t.getRank())))
+    return failure();
+  results.push_back(t);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "shape must be fully resolved (no -1)");
+  if (product(shape) != t.getNumElements())
+    return emitOptionalError(loc, "cannot reshape ", t, " (", t.getNumElements(),
+                             " elements) to ", product(shape), " elements");
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis > t.getRank())
+    return emitOptionalError(loc, "axis ", axis, " is out of range [0, ", t.getRank(), "]");
+  int64_t outer = product(t.getShape().take_front(axis));
+  results.push_back(t.clone({outer, product(t.getShape().drop_front(axis))}));
+  return success();
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t outRank = t.getRank() + axes.size();
+  if (failed(checkSortedAxes(loc, axes, outRank, "axes")))
+    return failure();
+  SmallVector<int64_t> shape;
+  auto in = t.getShape().begin();
+  for (int64_t d = 0; d < outRank; ++d)
+    shape.push_back(llvm::is_contained(axes, d) ? 1 : *in++);
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  if (failed(checkSortedAxes(loc, axes, t.getRank(), "axes")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (!llvm::is_contained(axes, d))
+      shape.push_back(t.getDimSize(d));
+    else if (t.getDimSize(d) != 1)
+      return emitOptionalError(loc, "cannot squeeze dimension ", d, " of size ",
+                               t.getDimSize(d));
+  }
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if (int64_t(perm.size()) != t.getRank())
+    return emitOptionalError(loc, "perm has ", perm.size(),
+                             " entries for a tensor of rank ", t.getRank());
+  llvm::SmallSet<int64_t, 8> seen;
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= t.getRank() || !seen.insert(p).second)
+      return emitOptionalError(loc, "perm is not a permutation of [0, ", t.getRank(), ")");
+    shape.push_back(t.getDimSize(p));
+  }
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(loc, "Concat needs at least one input");
+  if (failed(sameElementType(loc, inputs)))
+    return failure();
+  auto first = rankedType(inputs.front());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : inputs) {
+    auto t = rankedType(v);
+    if (t.getRank() != first.getRank())
+      return emitOptionalError(loc, "Concat inputs have different ranks");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "Concat inputs differ in dimension ", d);
+    shape[axis] += t.getDimSize(axis);
+  }
+  results.push_back(first.clone(shape));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, t.getRank())))
+    return failure();
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSplit()) {
+    if (s < 0)
+      return emitOptionalError(loc, "split sizes must be non-negative");
+    total += s;
+  }
+  if (total != t.getDimSize(axis))
+    return emitOptionalError(loc, "split sizes sum to ", total, " but dimension ",
+                             axis, " has ", t.getDimSize(axis));
+  for (int64_t s : adaptor.getSplit()) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[axis] = s;
+    results.push_back(t.clone(shape));
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+                    steps = adaptor.getSteps();
+  if (int64_t(starts.size()) != t.getRank() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return emitOptionalError(loc, "starts, ends and steps must have one entry per dimension (", t.getRank(), ")");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    int64_t dim = t.getDimSize(d), s = starts[d], e = ends[d], step = steps[d];
+    if (step == 0)
+      return emitOptionalError(loc, "steps must be non-zero");
+    if (s < 0 || s > dim || e < -1 || e > dim)
+      return emitOptionalError(loc, "slice bounds [", s, ", ", e, ") of dimension ", d,
+                               " are not normalised for size ", dim);
+    int64_t n = step > 0 ? (e - s + step - 1) / step : (s - e - step - 1) / -step;
+    shape.push_back(std::max<int64_t>(n, 0));
+  }
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, data.getRank())))
+    return failure();
+  if (!indices.getElementType().isInteger())
+    return emitOptionalError(loc, "indices must be integers");
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  results.push_back(data.clone(shape));
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &results) {
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  if (failed(checkAxis(loc, adaptor.getAxis(), data.getRank())))
+    return failure();
+  if (indices.getRank() != data.getRank())
+    return emitOptionalError(loc, "indices must have the rank of data");
+  results.push_back(data.clone(indices.getShape()));
+  return success();
+}
+
+LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &results) {
+  auto data = rankedType(adaptor.getData());
+  if (failed(checkAxis(loc, adaptor.getAxis(), data.getRank())))
+    return failure();
+  if (rankedType(adaptor.getIndices()).getShape() !=
+      rankedType(adaptor.getUpdates()).getShape())
+    return emitOptionalError(loc, "indices and updates must have the same shape");
+  results.push_back(data);
+  return success();
+}
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  results.push_back(rankedType(adaptor.getData()));
+  return success();
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getInput());
+  SmallVector<int64_t> shape;
+  if (failed(broadcastShapes(loc, {t.getShape(), adaptor.getShape()}, shape)))
+    return failure();
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getInput());
+  ArrayRef<int64_t> repeats = adaptor.getRepeats();
+  if (int64_t(repeats.size()) != t.getRank())
+    return emitOptionalError(loc, "repeats must have one entry per dimension");
+  SmallVector<int64_t> shape;
+  for (auto [d, r] : llvm::zip(t.getShape(), repeats))
+    shape.push_back(d * r);
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getData());
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  if (int64_t(pads.size()) != 2 * t.getRank())
+    return emitOptionalError(loc, "pads must have 2 * rank entries");
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return emitOptionalError(loc, "mode must be constant, edge or reflect");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    int64_t n = t.getDimSize(d) + pads[d] + pads[d + t.getRank()];
+    if (n < 0)
+      return emitOptionalError(loc, "padding makes dimension ", d, " negative");
+    shape.push_back(n);
+  }
+  results.push_back(t.clone(shape));
+  return success();
+}
+
+LogicalResult TriluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto t = rankedType(adaptor.getInput());
+  if (t.getRank() < 2)
+    return emitOptionalError(loc, "Trilu input must have rank >= 2");
+  results.push_back(t);
+  return success();
+}
+
+LogicalResult RangeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  for (Value v : {adaptor.getStart(), adaptor.getLimit(), adaptor.getDelta()})
+    if (rankedType(v).getNumElements() != 1)
+      return emitOptionalError(loc, "Range start, limit and delta must be scalars");
+  if (failed(sameElementType(loc, {adaptor.getStart(), adaptor.getLimit(),
+                                   adaptor.getDelta()})))
+    return failure();
+  if (adaptor.getSize() < 0)
+    return emitOptionalError(loc, "size must be non-negative");
+  results.push_back(RankedTensorType::get(
+      {adaptor.getSize()}, getElementTypeOrSelf(adaptor.getStart())));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "zero/Dialect/ONNX/ONNXOps.cpp.inc"

@@ -1,0 +1,753 @@
+//===- ONNXImporter.cpp - ONNX model -> onnx dialect ----------------------===//
+//
+// Walks an ONNX graph in order and builds the `forward` function: graph inputs
+// become arguments (symbolic dims fixed from --input-shape), parameters become
+// ml_program.global + global_load, each node goes through the operator table in
+// OpImporters.cpp, model-local functions are inlined, and constant operands are
+// folded as the graph is built, so shape sub-graphs never reach the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Import/ONNXImporter.h"
+
+#include "ImporterImpl.h"
+#include "Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <onnx/defs/parser.h>
+
+#include <climits>
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace zero;
+using namespace zero::import;
+
+ImportedWeights::~ImportedWeights() = default;
+
+bool zero::parseShape(StringRef s, std::vector<int64_t> &dims) {
+  dims.clear();
+  if (s.empty() || s == "scalar")
+    return true;
+  SmallVector<StringRef> parts;
+  s.split(parts, 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d < 0)
+      return false;
+    dims.push_back(d);
+  }
+  return true;
+}
+
+Type zero::import::elementTypeFor(MLIRContext *ctx, int32_t t) {
+  using TP = ::onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT: return Float32Type::get(ctx);
+  case TP::DOUBLE: return Float64Type::get(ctx);
+  case TP::FLOAT16: return Float16Type::get(ctx);
+  case TP::BFLOAT16: return BFloat16Type::get(ctx);
+  case TP::INT64: return IntegerType::get(ctx, 64);
+  case TP::INT32: return IntegerType::get(ctx, 32);
+  case TP::INT16: return IntegerType::get(ctx, 16);
+  case TP::INT8: return IntegerType::get(ctx, 8);
+  case TP::UINT8: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case TP::UINT16: return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case TP::UINT32: return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case TP::UINT64: return IntegerType::get(ctx, 64, IntegerType::Unsigned);
+  case TP::BOOL: return IntegerType::get(ctx, 1);
+  default: return {};
+  }
+}
+
+DenseElementsAttr zero::import::tensorProtoToAttr(MLIRContext *ctx,
+                                                  const ::onnx::TensorProto &t) {
+  if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
+    return {};
+  Type elem = elementTypeFor(ctx, t.data_type());
+  if (!elem)
+    return {};
+  SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  auto type = RankedTensorType::get(shape, elem);
+  std::string bytes = tensorProtoBytes(t);
+  int64_t n = type.getNumElements();
+  size_t elemBytes = elem.isInteger(1) ? 1 : elem.getIntOrFloatBitWidth() / 8;
+  if (bytes.size() != size_t(n) * elemBytes)
+    return {};
+  if (elem.isInteger(1)) {
+    SmallVector<bool> vals;
+    for (char c : bytes)
+      vals.push_back(c != 0);
+    return DenseElementsAttr::get(type, vals);
+  }
+  return DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes.data(), bytes.size()));
+}
+
+namespace zero::import {
+
+/// Builds the module for one ONNX model.
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &ctx, StringRef path, const ImportOptions &options,
+                std::unique_ptr<::onnx::ModelProto> model)
+      : ctx_(ctx), builder_(&ctx), path_(path.str()), options_(options),
+        model_(std::move(model)) {}
+
+  FailureOr<ImportedModel> run();
+
+  MLIRContext *ctx() { return &ctx_; }
+  OpBuilder &builder() { return builder_; }
+  const std::string &path() const { return path_; }
+
+  /// The Value for an ONNX value name (materialising initializers on demand),
+  /// or null if unknown.
+  Value lookup(const std::string &name);
+
+  InFlightDiagnostic fileError() {
+    return mlir::emitError(FileLineColLoc::get(&ctx_, path_, 0, 0));
+  }
+
+private:
+  LogicalResult importGraphInputs();
+  LogicalResult importNodes(const google::protobuf::RepeatedPtrField<::onnx::NodeProto> &nodes,
+                            const llvm::StringMap<int64_t> &opsets, int depth);
+  LogicalResult importNode(const ::onnx::NodeProto &node,
+                           const llvm::StringMap<int64_t> &opsets, int depth);
+  LogicalResult inlineFunction(const ::onnx::NodeProto &node,
+                               const ::onnx::FunctionProto &fn, int depth);
+  Value materializeInitializer(const ::onnx::TensorProto &t);
+  Location nodeLoc(const ::onnx::NodeProto &node);
+  void eraseDeadCode();
+
+  MLIRContext &ctx_;
+  OpBuilder builder_;
+  std::string path_;
+  const ImportOptions &options_;
+  std::unique_ptr<::onnx::ModelProto> model_;
+  ModuleOp module_;
+  func::FuncOp func_;
+  std::unique_ptr<SymbolTable> symbols_;
+  llvm::StringMap<Value> values_;
+  llvm::StringMap<const ::onnx::TensorProto *> initializers_;
+  std::vector<WeightRef> weights_;
+  int nodeCounter_ = 0;
+  int inlineCounter_ = 0;
+};
+
+} // namespace zero::import
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(GraphImporter &graph, const ::onnx::NodeProto &node,
+                         int64_t opset, Location loc)
+    : graph_(graph), node_(node), opset_(opset), loc_(loc) {
+  for (const std::string &name : node.input())
+    inputs_.push_back(name.empty() ? Value() : graph.lookup(name));
+}
+
+MLIRContext *NodeContext::ctx() const { return graph_.ctx(); }
+OpBuilder &NodeContext::builder() { return graph_.builder(); }
+
+DenseElementsAttr NodeContext::constInput(size_t i) const {
+  Value v = input(i);
+  DenseElementsAttr attr;
+  if (v && matchPattern(v, m_Constant(&attr)))
+    return attr;
+  return {};
+}
+
+FailureOr<std::optional<SmallVector<int64_t>>>
+NodeContext::constIntsInput(size_t i, StringRef what) {
+  if (!input(i))
+    return std::optional<SmallVector<int64_t>>();
+  DenseElementsAttr attr = constInput(i);
+  if (!attr || !attr.getElementType().isInteger()) {
+    emitError() << what << " (input " << i << ", '" << node_.input(int(i))
+                << "') must be a constant integer tensor once input shapes are "
+                   "fixed; it is computed from run-time data";
+    return failure();
+  }
+  SmallVector<int64_t> out;
+  for (APInt v : attr.getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return std::optional<SmallVector<int64_t>>(std::move(out));
+}
+
+const ::onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node_.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float NodeContext::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
+                                              StringRef what) {
+  if (axis < -rank || axis >= rank) {
+    emitError() << what << " " << axis << " is out of range for rank " << rank;
+    return failure();
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+InFlightDiagnostic NodeContext::emitError() {
+  return mlir::emitError(loc_) << node_.op_type() << ": ";
+}
+
+NamedAttribute NodeContext::i64(StringRef name, int64_t v) {
+  return builder().getNamedAttr(name, builder().getI64IntegerAttr(v));
+}
+NamedAttribute NodeContext::f32(StringRef name, float v) {
+  return builder().getNamedAttr(name, builder().getF32FloatAttr(v));
+}
+NamedAttribute NodeContext::f64(StringRef name, double v) {
+  return builder().getNamedAttr(name, builder().getF64FloatAttr(v));
+}
+NamedAttribute NodeContext::str(StringRef name, StringRef v) {
+  return builder().getNamedAttr(name, builder().getStringAttr(v));
+}
+NamedAttribute NodeContext::i64s(StringRef name, ArrayRef<int64_t> v) {
+  return builder().getNamedAttr(name, builder().getDenseI64ArrayAttr(v));
+}
+NamedAttribute NodeContext::type(StringRef name, Type t) {
+  return builder().getNamedAttr(name, TypeAttr::get(t));
+}
+
+Value NodeContext::constant(DenseElementsAttr value) {
+  return zero::onnx::ConstantOp::create(builder(), loc_, value);
+}
+
+FailureOr<SmallVector<Value>> NodeContext::create(StringRef opName,
+                                                  ValueRange operands,
+                                                  ArrayRef<NamedAttribute> attrs,
+                                                  unsigned numResults) {
+  std::string fullName = ("onnx." + opName).str();
+  std::optional<RegisteredOperationName> info =
+      RegisteredOperationName::lookup(fullName, ctx());
+  assert(info && "op importer names an unregistered onnx op");
+  OperationState state(loc_, *info);
+  // Omitted optional operands (null Values) are trailing; drop them.
+  for (Value v : operands)
+    if (v)
+      state.operands.push_back(v);
+  state.addAttributes(attrs);
+  state.addTypes(SmallVector<Type>(numResults, NoneType::get(ctx())));
+  Operation *op = builder().create(state);
+
+  // Infer result types; re-emit the inference's own message at this node.
+  SmallVector<Type> types;
+  std::string message;
+  LogicalResult inferred = failure();
+  {
+    ScopedDiagnosticHandler capture(ctx(), [&](Diagnostic &diag) {
+      message = diag.str();
+      return success();
+    });
+    auto iface = cast<InferTypeOpInterface>(op);
+    inferred = iface.inferReturnTypes(ctx(), loc_, op->getOperands(),
+                                      op->getRawDictionaryAttrs(),
+                                      op->getPropertiesStorage(),
+                                      op->getRegions(), types);
+  }
+  if (failed(inferred) || types.size() != numResults) {
+    op->erase();
+    emitError() << (message.empty() ? "cannot infer the result types" : message);
+    return failure();
+  }
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  if (failed(mlir::verify(op))) {
+    op->erase();
+    return failure();
+  }
+
+  SmallVector<OpFoldResult> folded;
+  if (succeeded(op->fold(folded)) && !folded.empty()) {
+    SmallVector<Value> out;
+    for (auto [fr, r] : llvm::zip(folded, op->getResults())) {
+      if (auto v = dyn_cast<Value>(fr)) {
+        out.push_back(v);
+        continue;
+      }
+      auto attr = cast<DenseElementsAttr>(cast<Attribute>(fr));
+      out.push_back(constant(attr));
+    }
+    op->erase();
+    return out;
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+FailureOr<Value> NodeContext::create1(StringRef opName, ValueRange operands,
+                                      ArrayRef<NamedAttribute> attrs) {
+  FailureOr<SmallVector<Value>> r = create(opName, operands, attrs, 1);
+  if (failed(r))
+    return failure();
+  return r->front();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
+  std::string name = node.name();
+  if (name.empty())
+    name = node.op_type() + "_" + std::to_string(nodeCounter_);
+  return NameLoc::get(StringAttr::get(&ctx_, name),
+                      FileLineColLoc::get(&ctx_, path_, 0, 0));
+}
+
+/// Parameters (float tensors, large integer tables) become globals; small
+/// integer/bool initializers are shapes and indices and become constants so
+/// shape sub-graphs can fold.
+static bool isParameter(const ::onnx::TensorProto &t) {
+  using TP = ::onnx::TensorProto;
+  bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
+                 t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
+  int64_t n = 1;
+  for (int64_t d : t.dims())
+    n *= d;
+  return isFloat || n > zero::onnx::kMaxFoldElements ||
+         t.data_location() == TP::EXTERNAL;
+}
+
+Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
+  MLIRContext *ctx = &ctx_;
+  Location loc = NameLoc::get(StringAttr::get(ctx, t.name()));
+  if (!isParameter(t)) {
+    if (DenseElementsAttr attr = tensorProtoToAttr(ctx, t))
+      return zero::onnx::ConstantOp::create(builder_, loc, attr);
+  }
+  Type elem = elementTypeFor(ctx, t.data_type());
+  if (!elem) {
+    fileError() << "initializer '" << t.name() << "' has unsupported data type "
+                << t.data_type();
+    return {};
+  }
+  SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  auto type = RankedTensorType::get(shape, elem);
+  WeightRef ref;
+  ref.name = t.name();
+  ref.proto = &t;
+  ref.shape.assign(shape.begin(), shape.end());
+  if (t.data_location() == ::onnx::TensorProto::EXTERNAL) {
+    for (const auto &kv : t.external_data()) {
+      if (kv.key() == "location")
+        ref.externalPath = kv.value();
+      else if (kv.key() == "offset")
+        ref.externalOffset = std::stoull(kv.value());
+      else if (kv.key() == "length")
+        ref.externalLength = std::stoull(kv.value());
+    }
+    SmallString<256> full(llvm::sys::path::parent_path(path_));
+    llvm::sys::path::append(full, ref.externalPath);
+    ref.externalPath = std::string(full);
+    if (!llvm::sys::fs::exists(ref.externalPath)) {
+      fileError() << "initializer '" << t.name() << "' keeps its data in '"
+                  << ref.externalPath
+                  << "', which does not exist; put the external-data file next "
+                     "to the model";
+      return {};
+    }
+  }
+  weights_.push_back(std::move(ref));
+
+  // The global goes before the function (symbol names are made unique by the
+  // symbol table); the load goes where the value is first used.
+  ml_program::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPoint(func_);
+    global = ml_program::GlobalOp::create(
+        builder_, loc, t.name(), type, /*is_mutable=*/false,
+        ml_program::ExternAttr::get(ctx, type), builder_.getStringAttr("private"));
+    global->setAttr("zero.tensor", builder_.getStringAttr(t.name()));
+    symbols_->insert(global);
+  }
+  return ml_program::GlobalLoadOp::create(builder_, loc, type,
+                                          FlatSymbolRefAttr::get(global.getSymNameAttr()));
+}
+
+Value GraphImporter::lookup(const std::string &name) {
+  auto it = values_.find(name);
+  if (it != values_.end())
+    return it->second;
+  auto init = initializers_.find(name);
+  if (init == initializers_.end())
+    return {};
+  Value v = materializeInitializer(*init->second);
+  if (v)
+    values_[name] = v;
+  return v;
+}
+
+LogicalResult GraphImporter::importGraphInputs() {
+  const ::onnx::GraphProto &graph = model_->graph();
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  llvm::StringSet<> known;
+  for (const auto &in : graph.input()) {
+    if (initializers_.count(in.name()))
+      continue; // IR < 4 lists initializers as inputs too.
+    known.insert(in.name());
+    if (!in.type().has_tensor_type()) {
+      fileError() << "graph input '" << in.name()
+                  << "' is not a tensor; only tensor inputs are supported";
+      return failure();
+    }
+    const auto &tt = in.type().tensor_type();
+    Type elem = elementTypeFor(&ctx_, tt.elem_type());
+    if (!elem) {
+      fileError() << "graph input '" << in.name() << "' has unsupported element type "
+                  << tt.elem_type();
+      return failure();
+    }
+    SmallVector<int64_t> dims;
+    auto fixed = options_.inputShapes.find(in.name());
+    if (fixed != options_.inputShapes.end()) {
+      if (tt.has_shape() && tt.shape().dim_size() != int(fixed->second.size())) {
+        fileError() << "--input-shape " << in.name() << " gives "
+                    << fixed->second.size() << " dimensions but the input has rank "
+                    << tt.shape().dim_size();
+        return failure();
+      }
+      for (int d = 0; d < int(fixed->second.size()); ++d) {
+        int64_t v = fixed->second[d];
+        if (tt.has_shape() && tt.shape().dim(d).has_dim_value() &&
+            tt.shape().dim(d).dim_value() != v) {
+          fileError() << "--input-shape " << in.name() << ": dimension " << d
+                      << " is fixed to " << tt.shape().dim(d).dim_value()
+                      << " in the model, not " << v;
+          return failure();
+        }
+      }
+      dims.assign(fixed->second.begin(), fixed->second.end());
+    } else if (!tt.has_shape()) {
+      fileError() << "graph input '" << in.name()
+                  << "' has no shape; give one with --input-shape " << in.name()
+                  << "=<d0>x<d1>...";
+      return failure();
+    } else {
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        if (!dim.has_dim_value()) {
+          std::string sym = dim.has_dim_param() ? dim.dim_param() : "?";
+          fileError() << "graph input '" << in.name() << "' has symbolic dimension '"
+                      << sym << "' (dim " << d << "); fix it with --input-shape "
+                      << in.name() << "=<d0>x<d1>... (rank " << tt.shape().dim_size()
+                      << ")";
+          return failure();
+        }
+        dims.push_back(dim.dim_value());
+      }
+    }
+    argTypes.push_back(RankedTensorType::get(dims, elem));
+    argNames.push_back(in.name());
+  }
+  for (const auto &kv : options_.inputShapes) {
+    if (!known.contains(kv.first)) {
+      std::string names;
+      for (const auto &n : argNames)
+        names += (names.empty() ? "" : ", ") + n;
+      fileError() << "--input-shape names '" << kv.first
+                  << "', which is not a graph input (inputs: " << names << ")";
+      return failure();
+    }
+  }
+
+  std::string fname = options_.functionName.empty() ? "forward" : options_.functionName;
+  builder_.setInsertionPointToEnd(module_.getBody());
+  func_ = func::FuncOp::create(builder_, FileLineColLoc::get(&ctx_, path_, 0, 0),
+                               fname, builder_.getFunctionType(argTypes, {}));
+  symbols_ = std::make_unique<SymbolTable>(module_);
+  Block *entry = func_.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func_.setArgAttr(i, "onnx.name", builder_.getStringAttr(name));
+    values_[name] = entry->getArgument(i);
+  }
+  builder_.setInsertionPointToStart(entry);
+  return success();
+}
+
+LogicalResult GraphImporter::inlineFunction(const ::onnx::NodeProto &call,
+                                            const ::onnx::FunctionProto &fn,
+                                            int depth) {
+  if (depth > 16) {
+    fileError() << "node '" << call.name() << "': functions nest too deeply";
+    return failure();
+  }
+  // Rename the function's values into a fresh scope bound to the call's values.
+  std::string prefix = "__inline" + std::to_string(inlineCounter_++) + "/";
+  llvm::StringMap<std::string> rename;
+  for (int i = 0; i < fn.input_size(); ++i)
+    rename[fn.input(i)] = i < call.input_size() ? call.input(i) : "";
+  for (int i = 0; i < fn.output_size(); ++i)
+    rename[fn.output(i)] = i < call.output_size() ? call.output(i) : "";
+  auto mapName = [&](const std::string &n) -> std::string {
+    if (n.empty())
+      return n;
+    auto it = rename.find(n);
+    return it != rename.end() ? it->second : prefix + n;
+  };
+  llvm::StringMap<const ::onnx::AttributeProto *> callAttrs;
+  for (const auto &a : call.attribute())
+    callAttrs[a.name()] = &a;
+
+  google::protobuf::RepeatedPtrField<::onnx::NodeProto> body;
+  for (const ::onnx::NodeProto &n : fn.node()) {
+    ::onnx::NodeProto *copy = body.Add();
+    *copy = n;
+    if (copy->name().empty())
+      copy->set_name(call.name() + "/" + n.op_type());
+    else
+      copy->set_name(call.name() + "/" + n.name());
+    for (auto &in : *copy->mutable_input())
+      in = mapName(in);
+    for (auto &out : *copy->mutable_output())
+      out = mapName(out);
+    copy->clear_attribute();
+    for (const auto &a : n.attribute()) {
+      if (a.ref_attr_name().empty()) {
+        *copy->add_attribute() = a;
+        continue;
+      }
+      auto it = callAttrs.find(a.ref_attr_name());
+      if (it == callAttrs.end())
+        continue; // The function's default applies.
+      ::onnx::AttributeProto *na = copy->add_attribute();
+      *na = *it->second;
+      na->set_name(a.name());
+    }
+  }
+  llvm::StringMap<int64_t> opsets;
+  for (const auto &o : fn.opset_import())
+    opsets[o.domain()] = o.version();
+  return importNodes(body, opsets, depth + 1);
+}
+
+LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
+                                        const llvm::StringMap<int64_t> &opsets,
+                                        int depth) {
+  ++nodeCounter_;
+  std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  // Model-local functions (exporters put decompositions there) are inlined.
+  for (const auto &fn : model_->functions())
+    if (fn.name() == node.op_type() && fn.domain() == node.domain())
+      return inlineFunction(node, fn, depth);
+
+  auto opsetIt = opsets.find(domain);
+  int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
+  Location loc = nodeLoc(node);
+  const auto &table = getOpImporters();
+  auto importer = table.find(node.op_type());
+  if (!domain.empty() || importer == table.end()) {
+    mlir::emitError(loc) << "unsupported operator " << node.op_type()
+                         << " (domain '" << (node.domain().empty() ? "ai.onnx" : node.domain())
+                         << "', opset " << opset
+                         << "); docs/ops.md lists the supported operators";
+    return failure();
+  }
+  if (opset < 13) {
+    mlir::emitError(loc) << node.op_type() << ": the model uses opset " << opset
+                         << " of the default domain; zero-opt accepts opsets 13 and "
+                            "newer (re-export with opset_version >= 13)";
+    return failure();
+  }
+  for (const std::string &in : node.input()) {
+    if (!in.empty() && !lookup(in)) {
+      if (!initializers_.count(in))
+        mlir::emitError(loc) << node.op_type() << ": input '" << in
+                             << "' is not produced by any earlier node, graph input "
+                                "or initializer";
+      return failure();
+    }
+  }
+  NodeContext nc(*this, node, opset, loc);
+  if (failed(importer->second(nc)))
+    return failure();
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string &out = node.output(i);
+    if (out.empty())
+      continue;
+    if (size_t(i) >= nc.results.size() || !nc.results[i]) {
+      mlir::emitError(loc) << node.op_type() << ": output " << i << " ('" << out
+                           << "') is not supported; only the outputs listed in "
+                              "docs/ops.md are";
+      return failure();
+    }
+    values_[out] = nc.results[i];
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::importNodes(
+    const google::protobuf::RepeatedPtrField<::onnx::NodeProto> &nodes,
+    const llvm::StringMap<int64_t> &opsets, int depth) {
+  for (const ::onnx::NodeProto &node : nodes)
+    if (failed(importNode(node, opsets, depth)))
+      return failure();
+  return success();
+}
+
+void GraphImporter::eraseDeadCode() {
+  // Folding leaves the shape sub-graph's constants and loads without users.
+  Block &body = func_.getBody().front();
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (!op.use_empty() || op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      if (isOpTriviallyDead(&op) || isa<ml_program::GlobalLoadOp>(op)) {
+        op.erase();
+        changed = true;
+      }
+    }
+  }
+  // Parameters only a shape computation looked at are not model state.
+  llvm::StringSet<> loaded;
+  func_.walk([&](ml_program::GlobalLoadOp load) {
+    loaded.insert(load.getGlobal().getRootReference().getValue());
+  });
+  llvm::StringSet<> keptTensors;
+  for (auto global : llvm::make_early_inc_range(module_.getOps<ml_program::GlobalOp>())) {
+    if (!loaded.contains(global.getSymName())) {
+      global.erase();
+      continue;
+    }
+    keptTensors.insert(global->getAttrOfType<StringAttr>("zero.tensor").getValue());
+  }
+  llvm::erase_if(weights_, [&](const WeightRef &w) { return !keptTensors.contains(w.name); });
+}
+
+FailureOr<ImportedModel> GraphImporter::run() {
+  ctx_.loadDialect<zero::onnx::ONNXDialect, func::FuncDialect, ml_program::MLProgramDialect>();
+  module_ = ModuleOp::create(FileLineColLoc::get(&ctx_, path_, 0, 0));
+  OwningOpRef<ModuleOp> owned(module_);
+  const ::onnx::GraphProto &graph = model_->graph();
+  for (const auto &t : graph.initializer())
+    initializers_[t.name()] = &t;
+  if (failed(importGraphInputs()))
+    return failure();
+
+  llvm::StringMap<int64_t> opsets;
+  for (const auto &o : model_->opset_import())
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (failed(importNodes(graph.node(), opsets, 0)))
+    return failure();
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : graph.output()) {
+    Value v = lookup(out.name());
+    if (!v) {
+      fileError() << "graph output '" << out.name() << "' is not produced by any node";
+      return failure();
+    }
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  func::ReturnOp::create(builder_, func_.getLoc(), results);
+  eraseDeadCode();
+  func_.setType(builder_.getFunctionType(func_.getArgumentTypes(), resultTypes));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func_.setResultAttr(i, "onnx.name", builder_.getStringAttr(out.name()));
+  if (!graph.name().empty())
+    module_->setAttr("onnx.graph_name", builder_.getStringAttr(graph.name()));
+  if (failed(mlir::verify(module_)))
+    return failure();
+
+  ImportedModel result;
+  result.module = std::move(owned);
+  result.weights = makeImportedWeights(std::move(model_), std::move(weights_));
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+static std::unique_ptr<::onnx::ModelProto> readModel(MLIRContext &ctx, StringRef path) {
+  auto fail = [&](const Twine &msg) {
+    mlir::emitError(FileLineColLoc::get(&ctx, path, 0, 0)) << msg;
+    return nullptr;
+  };
+  if (!llvm::sys::fs::exists(path))
+    return fail("no such file; check the path");
+  auto model = std::make_unique<::onnx::ModelProto>();
+  if (path.ends_with(".onnxtext")) {
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer)
+      return fail("cannot read the file: " + buffer.getError().message());
+    std::string text = (*buffer)->getBuffer().str();
+    auto status = ::onnx::OnnxParser::Parse(*model, text.c_str());
+    if (!status.IsOK())
+      return fail("not a valid ONNX text model: " + status.ErrorMessage());
+    return model;
+  }
+  int fd = ::open(path.str().c_str(), O_RDONLY);
+  if (fd < 0)
+    return fail("cannot open the file");
+  bool ok;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);
+    ok = model->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!ok || !model->has_graph())
+    return fail("not an ONNX model (protobuf ModelProto with a graph could not be "
+                "parsed); export it with torch.onnx.export or onnx.save");
+  return model;
+}
+
+ImportedModel zero::importONNXFile(MLIRContext &context, StringRef path,
+                                   const ImportOptions &options) {
+  std::unique_ptr<::onnx::ModelProto> model = readModel(context, path);
+  if (!model)
+    return {};
+  GraphImporter importer(context, path, options, std::move(model));
+  FailureOr<ImportedModel> result = importer.run();
+  if (failed(result))
+    return {};
+  return std::move(*result);
+}

@@ -1,0 +1,206 @@
+//===- Safetensors.cpp - Streaming imported weights to safetensors --------===//
+//
+// The importer never copies weights into the IR. After a successful import the
+// parameters are written here, one after another, straight from the protobuf's
+// buffers (or copied in chunks from external-data files), so peak memory stays
+// close to the size of the model itself. The file is written under a temporary
+// name and renamed at the end: a failure leaves nothing behind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Safetensors.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+using namespace zero;
+using namespace zero::import;
+
+const char *zero::import::safetensorsDType(int32_t t) {
+  using TP = ::onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT: return "F32";
+  case TP::DOUBLE: return "F64";
+  case TP::FLOAT16: return "F16";
+  case TP::BFLOAT16: return "BF16";
+  case TP::INT64: return "I64";
+  case TP::INT32: return "I32";
+  case TP::INT16: return "I16";
+  case TP::INT8: return "I8";
+  case TP::UINT8: return "U8";
+  case TP::UINT16: return "U16";
+  case TP::UINT32: return "U32";
+  case TP::UINT64: return "U64";
+  case TP::BOOL: return "BOOL";
+  default: return "";
+  }
+}
+
+size_t zero::import::onnxElementSize(int32_t t) {
+  using TP = ::onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT: case TP::INT32: case TP::UINT32: return 4;
+  case TP::DOUBLE: case TP::INT64: case TP::UINT64: return 8;
+  case TP::FLOAT16: case TP::BFLOAT16: case TP::INT16: case TP::UINT16: return 2;
+  case TP::INT8: case TP::UINT8: case TP::BOOL: return 1;
+  default: return 0;
+  }
+}
+
+std::string zero::import::tensorProtoBytes(const ::onnx::TensorProto &t) {
+  if (t.has_raw_data())
+    return t.raw_data();
+  using TP = ::onnx::TensorProto;
+  size_t elem = onnxElementSize(t.data_type());
+  std::string out;
+  auto append = [&](const void *p, size_t n) {
+    out.append(static_cast<const char *>(p), n);
+  };
+  switch (t.data_type()) {
+  case TP::FLOAT:
+    append(t.float_data().data(), t.float_data_size() * 4);
+    break;
+  case TP::DOUBLE:
+    append(t.double_data().data(), t.double_data_size() * 8);
+    break;
+  case TP::INT64:
+    append(t.int64_data().data(), t.int64_data_size() * 8);
+    break;
+  case TP::UINT32: case TP::UINT64:
+    for (uint64_t v : t.uint64_data())
+      append(&v, elem);
+    break;
+  default:
+    // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 live in
+    // int32_data, one element per entry; keep the low `elem` bytes.
+    for (int32_t v : t.int32_data())
+      append(&v, elem);
+    break;
+  }
+  return out;
+}
+
+namespace {
+
+class SafetensorsWeights : public ImportedWeights {
+public:
+  SafetensorsWeights(std::unique_ptr<::onnx::ModelProto> model,
+                     std::vector<WeightRef> weights)
+      : model_(std::move(model)), weights_(std::move(weights)) {}
+
+  size_t numTensors() const override { return weights_.size(); }
+
+  uint64_t totalBytes() const override {
+    uint64_t total = 0;
+    for (const WeightRef &w : weights_)
+      total += byteSize(w);
+    return total;
+  }
+
+  std::string writeSafetensors(const std::string &path) const override;
+
+private:
+  static uint64_t byteSize(const WeightRef &w) {
+    uint64_t n = onnxElementSize(w.proto->data_type());
+    for (int64_t d : w.shape)
+      n *= d;
+    return n;
+  }
+
+  std::unique_ptr<::onnx::ModelProto> model_;
+  std::vector<WeightRef> weights_;
+};
+
+std::string SafetensorsWeights::writeSafetensors(const std::string &path) const {
+  // Header: name -> dtype, shape, [begin, end) within the data section.
+  llvm::json::Object header;
+  uint64_t offset = 0;
+  for (const WeightRef &w : weights_) {
+    uint64_t n = byteSize(w);
+    llvm::json::Array shape;
+    for (int64_t d : w.shape)
+      shape.push_back(d);
+    header[w.name] = llvm::json::Object{
+        {"dtype", safetensorsDType(w.proto->data_type())},
+        {"shape", std::move(shape)},
+        {"data_offsets", llvm::json::Array{offset, offset + n}}};
+    offset += n;
+  }
+  header["__metadata__"] = llvm::json::Object{{"format", "pt"}, {"producer", "zero-opt"}};
+  std::string headerText;
+  llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
+  while (headerText.size() % 8)
+    headerText.push_back(' ');
+
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out)
+    return "cannot write '" + path + "' (is the directory writable?)";
+  auto fail = [&](const std::string &msg) {
+    out.close();
+    std::remove(tmp.c_str());
+    return msg;
+  };
+  uint64_t len = headerText.size();
+  char lenBytes[8];
+  for (int i = 0; i < 8; ++i)
+    lenBytes[i] = char((len >> (8 * i)) & 0xff);
+  out.write(lenBytes, 8);
+  out.write(headerText.data(), headerText.size());
+
+  std::vector<char> chunk(1 << 20);
+  for (const WeightRef &w : weights_) {
+    uint64_t n = byteSize(w);
+    if (w.externalPath.empty()) {
+      if (w.proto->has_raw_data()) {
+        if (w.proto->raw_data().size() != n)
+          return fail("initializer '" + w.name + "' has " +
+                      std::to_string(w.proto->raw_data().size()) +
+                      " bytes of data, its shape needs " + std::to_string(n));
+        out.write(w.proto->raw_data().data(), n);
+      } else {
+        std::string bytes = tensorProtoBytes(*w.proto);
+        if (bytes.size() != n)
+          return fail("initializer '" + w.name + "' has " +
+                      std::to_string(bytes.size()) + " bytes of data, its shape needs " +
+                      std::to_string(n));
+        out.write(bytes.data(), n);
+      }
+      continue;
+    }
+    std::ifstream in(w.externalPath, std::ios::binary);
+    if (!in)
+      return fail("cannot read external data '" + w.externalPath + "' of '" + w.name + "'");
+    in.seekg(std::streamoff(w.externalOffset));
+    uint64_t left = n;
+    while (left) {
+      size_t step = size_t(std::min<uint64_t>(left, chunk.size()));
+      in.read(chunk.data(), std::streamsize(step));
+      if (size_t(in.gcount()) != step)
+        return fail("external data '" + w.externalPath + "' ends before the " +
+                    std::to_string(n) + " bytes of '" + w.name + "' at offset " +
+                    std::to_string(w.externalOffset));
+      out.write(chunk.data(), std::streamsize(step));
+      left -= step;
+    }
+  }
+  out.close();
+  if (!out)
+    return fail("writing '" + path + "' failed (disk full?)");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail("cannot move the weights into place at '" + path + "'");
+  return "";
+}
+
+} // namespace
+
+std::unique_ptr<ImportedWeights>
+zero::import::makeImportedWeights(std::unique_ptr<::onnx::ModelProto> model,
+                                  std::vector<WeightRef> weights) {
+  return std::make_unique<SafetensorsWeights>(std::move(model), std::move(weights));
+}

@@ -1,0 +1,98 @@
+//===- Kernel.h - The kernel table shared by all backends -------*- C++ -*-===//
+//
+// A kernel implements one program op ("MatMul", "Softmax", ...) on TensorRefs.
+// Shapes come from the tensors (static, checked by the loader); everything else
+// comes from the instruction's attributes, which use ONNX's attribute names in the
+// normalised form the compiler emits (docs/program-format.md). A backend provides a
+// KernelTable; the executor looks kernels up by name once at load time.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_KERNEL_H
+#define ZRT_KERNEL_H
+
+#include "zrt/Status.h"
+#include "zrt/Tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// One attribute value of an instruction.
+struct AttrValue {
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::string str;
+};
+
+/// The attributes of one instruction, by name.
+class AttrMap {
+public:
+  void set(std::string name, AttrValue v) { map_[std::move(name)] = std::move(v); }
+  bool has(const std::string &name) const { return map_.count(name) != 0; }
+  int64_t getInt(const std::string &name, int64_t dflt) const {
+    auto it = map_.find(name);
+    return it == map_.end() || it->second.ints.empty() ? dflt : it->second.ints[0];
+  }
+  std::vector<int64_t> getInts(const std::string &name) const {
+    auto it = map_.find(name);
+    return it == map_.end() ? std::vector<int64_t>() : it->second.ints;
+  }
+  double getFloat(const std::string &name, double dflt) const {
+    auto it = map_.find(name);
+    return it == map_.end() || it->second.floats.empty() ? dflt : it->second.floats[0];
+  }
+  std::string getString(const std::string &name, const std::string &dflt) const {
+    auto it = map_.find(name);
+    return it == map_.end() ? dflt : it->second.str;
+  }
+
+private:
+  std::map<std::string, AttrValue> map_;
+};
+
+/// Runs `fn(begin, end)` over [0, n) split across the backend's worker threads.
+using ParallelFor =
+    std::function<void(int64_t n, const std::function<void(int64_t, int64_t)> &fn)>;
+
+/// What a kernel may use besides its operands.
+struct KernelContext {
+  ParallelFor parallelFor; ///< never null; runs serially when there is one thread
+  int numThreads = 1;
+};
+
+/// A kernel: reads `inputs`, writes `outputs` (preallocated with their final
+/// shapes). Returns an error for unsupported dtypes or attribute values.
+using KernelFn = Status (*)(const KernelContext &ctx,
+                            const std::vector<TensorRef> &inputs,
+                            const std::vector<TensorRef> &outputs,
+                            const AttrMap &attrs);
+
+/// Kernels by op name.
+class KernelTable {
+public:
+  void add(const std::string &op, KernelFn fn) { table_[op] = fn; }
+  KernelFn lookup(const std::string &op) const {
+    auto it = table_.find(op);
+    return it == table_.end() ? nullptr : it->second;
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (auto &kv : table_)
+      out.push_back(kv.first);
+    return out;
+  }
+
+private:
+  std::map<std::string, KernelFn> table_;
+};
+
+/// Adds every CPU kernel to `table` (runtime/src/cpu/kernels).
+void registerCpuKernels(KernelTable &table);
+
+} // namespace zrt
+
+#endif // ZRT_KERNEL_H

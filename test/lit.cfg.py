@@ -1,0 +1,24 @@
+# lit configuration for the zero compiler tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "zero"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtext", ".test"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "models"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.zero_obj_root, "test")
+
+config.substitutions.append(("%models", os.path.join(config.zero_src_root, "test", "models")))
+config.substitutions.append(("%src", config.zero_src_root))
+config.substitutions.append(("%pyenv", os.path.join(config.zero_obj_root, "pyenv", "bin", "python")))
+
+llvm_config.with_system_environment(["HOME", "PATH", "OMPI_ALLOW_RUN_AS_ROOT",
+                                     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"])
+llvm_config.use_default_substitutions()
+tool_dirs = [config.zero_tools_dir, config.zero_runtime_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["zero-opt"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.zero_tools_dir, append_path=True)

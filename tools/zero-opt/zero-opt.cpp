@@ -1,0 +1,316 @@
+//===- zero-opt.cpp - The zero compiler driver ----------------------------===//
+//
+// The one user-facing compiler tool, mlir-opt style: it reads `.mlir`, or an
+// ONNX model (`.onnx`, `.onnxtext`) which it imports first, runs the requested
+// passes, and writes MLIR. Outputs are written only when everything succeeded:
+// a failed run leaves no partial file behind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/ONNX/ONNXDialect.h"
+#include "zero/Import/ONNXImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/ToolUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <map>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<input .mlir/.onnx/.onnxtext>"),
+                                          cl::init("-"));
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("filename"), cl::init("-"));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Fix a graph input's shape: NAME=D0xD1x... (repeatable)"),
+                cl::value_desc("name=2x8"));
+static cl::opt<std::string>
+    weightsOut("weights-out",
+               cl::desc("Where to write the imported weights (safetensors); "
+                        "default: next to -o, with extension .safetensors"),
+               cl::value_desc("file"));
+static cl::opt<std::string> functionName("function-name",
+                                         cl::desc("Name of the imported function"),
+                                         cl::init("forward"));
+static cl::opt<bool> printSummary(
+    "summary", cl::desc("Print a summary of the imported model (ops by type, "
+                        "parameters and bytes, weights file)"));
+static cl::opt<bool> splitInputFile("split-input-file",
+                                    cl::desc("Process each `// -----` chunk separately"));
+static cl::opt<bool> verifyDiagnostics(
+    "verify-diagnostics",
+    cl::desc("Check that emitted diagnostics match expected-* comments"));
+
+namespace {
+
+bool isONNXInput(StringRef path) {
+  return path.ends_with(".onnx") || path.ends_with(".onnxtext");
+}
+
+/// Prints import diagnostics as "<file>: error: node '<name>': <message>".
+LogicalResult printImportDiagnostic(Diagnostic &diag) {
+  std::string where, node;
+  Location loc = diag.getLocation();
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    node = name.getName().str();
+    loc = name.getChildLoc();
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    where = file.getFilename().str();
+  const char *kind = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                     : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                         : "note";
+  llvm::errs() << (where.empty() ? std::string("zero-opt") : where) << ": " << kind
+               << ": ";
+  if (!node.empty())
+    llvm::errs() << "node '" << node << "': ";
+  llvm::errs() << diag.str() << "\n";
+  return success();
+}
+
+/// Writes `contents` to `path` through a temporary file renamed at the end.
+std::string writeFileAtomically(StringRef path, StringRef contents) {
+  if (path == "-") {
+    llvm::outs() << contents;
+    return "";
+  }
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return "cannot write '" + path.str() + "': " + ec.message();
+    os << contents;
+    os.close();
+    if (os.has_error()) {
+      std::remove(tmp.c_str());
+      return "writing '" + path.str() + "' failed";
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    std::remove(tmp.c_str());
+    return "cannot write '" + path.str() + "': " + ec.message();
+  }
+  return "";
+}
+
+/// Checks up front that `path` can be created, so a bad -o fails before work.
+std::string checkWritable(StringRef path) {
+  if (path == "-")
+    return "";
+  StringRef dir = llvm::sys::path::parent_path(path);
+  if (dir.empty())
+    dir = ".";
+  if (!llvm::sys::fs::is_directory(dir))
+    return "cannot write '" + path.str() + "': directory '" + dir.str() +
+           "' does not exist";
+  if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+    return "cannot write '" + path.str() + "': directory '" + dir.str() +
+           "' is not writable";
+  return "";
+}
+
+void printModelSummary(ModuleOp module, const zero::ImportedWeights &weights,
+                       StringRef weightsPath, raw_ostream &os) {
+  std::map<std::string, int> opCounts;
+  int64_t params = 0, globals = 0;
+  module.walk([&](Operation *op) {
+    if (auto g = dyn_cast<ml_program::GlobalOp>(op)) {
+      ++globals;
+      params += cast<ShapedType>(g.getType()).getNumElements();
+    } else if (op->getDialect() &&
+               op->getDialect()->getNamespace() == "onnx") {
+      ++opCounts[op->getName().stripDialect().str()];
+    }
+  });
+  os << "== model summary ==\n";
+  module.walk([&](func::FuncOp f) {
+    os << "function @" << f.getName() << " : " << f.getFunctionType() << "\n";
+  });
+  os << "ops by type:\n";
+  int total = 0;
+  for (auto &[name, n] : opCounts) {
+    os << llvm::format("  %-28s %d\n", name.c_str(), n);
+    total += n;
+  }
+  os << "  total                        " << total << "\n";
+  os << "parameters: " << globals << " tensors, " << params << " elements, "
+     << weights.totalBytes() << " bytes\n";
+  os << "weights file: " << (weightsPath.empty() ? "(not written)" : weightsPath)
+     << "\n";
+}
+
+} // namespace
+
+static int importAndWrite(MLIRContext &context, PassManager &pm) {
+  zero::ImportOptions options;
+  options.functionName = functionName;
+  for (const std::string &spec : inputShapes) {
+    StringRef s(spec);
+    auto [name, dims] = s.split('=');
+    std::vector<int64_t> shape;
+    if (name.empty() || !s.contains('=') || !zero::parseShape(dims, shape)) {
+      llvm::errs() << "zero-opt: error: malformed --input-shape '" << spec
+                   << "'; expected NAME=D0xD1x... with non-negative integers, "
+                      "e.g. input_ids=2x8\n";
+      return 1;
+    }
+    options.inputShapes[name.str()] = shape;
+  }
+  std::string weightsPath = weightsOut;
+  if (weightsPath.empty() && outputFilename != "-") {
+    SmallString<256> p(outputFilename);
+    llvm::sys::path::replace_extension(p, "safetensors");
+    weightsPath = std::string(p);
+  }
+  for (const std::string &path : {std::string(outputFilename), weightsPath}) {
+    if (path.empty())
+      continue;
+    std::string err = checkWritable(path);
+    if (!err.empty()) {
+      llvm::errs() << "zero-opt: error: " << err << "\n";
+      return 1;
+    }
+  }
+
+  zero::ImportedModel model;
+  {
+    ScopedDiagnosticHandler handler(&context, printImportDiagnostic);
+    model = zero::importONNXFile(context, inputFilename, options);
+    if (!model.module)
+      return 1;
+  }
+  if (failed(pm.run(*model.module)))
+    return 1;
+
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    model.module->print(os);
+  }
+  if (!weightsPath.empty()) {
+    std::string err = model.weights->writeSafetensors(weightsPath);
+    if (!err.empty()) {
+      llvm::errs() << "zero-opt: error: " << err << "\n";
+      return 1;
+    }
+  }
+  std::string err = writeFileAtomically(outputFilename, text);
+  if (!err.empty()) {
+    if (!weightsPath.empty())
+      std::remove(weightsPath.c_str());
+    llvm::errs() << "zero-opt: error: " << err << "\n";
+    return 1;
+  }
+  if (printSummary)
+    printModelSummary(*model.module, *model.weights, weightsPath,
+                      outputFilename == "-" ? llvm::errs() : llvm::outs());
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  registerTransformsPasses();
+  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "zero compiler driver: ONNX import, ZeRO passes\n");
+
+  DialectRegistry registry;
+  registry.insert<zero::onnx::ONNXDialect, func::FuncDialect,
+                  ml_program::MLProgramDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  auto buildPipeline = [&](PassManager &pm) -> LogicalResult {
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    auto errorHandler = [&](const Twine &msg) {
+      emitError(UnknownLoc::get(&context)) << msg;
+      return failure();
+    };
+    return passPipeline.addToPipeline(pm, errorHandler);
+  };
+
+  if (isONNXInput(inputFilename)) {
+    PassManager pm(&context);
+    if (failed(buildPipeline(pm)))
+      return 1;
+    return importAndWrite(context, pm);
+  }
+
+  std::string errorMessage;
+  auto file = openInputFile(inputFilename, &errorMessage);
+  if (!file) {
+    llvm::errs() << "zero-opt: error: " << errorMessage << "\n";
+    return 1;
+  }
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  auto processChunk = [&](std::unique_ptr<llvm::MemoryBuffer> chunk,
+                          raw_ostream &os) -> LogicalResult {
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(chunk), SMLoc());
+    MLIRContext chunkContext(registry);
+    chunkContext.loadAllAvailableDialects();
+    chunkContext.allowUnregisteredDialects(false);
+    auto run = [&]() -> LogicalResult {
+      OwningOpRef<ModuleOp> module =
+          parseSourceFile<ModuleOp>(sourceMgr, &chunkContext);
+      if (!module)
+        return failure();
+      PassManager pm(&chunkContext);
+      if (failed(buildPipeline(pm)) || failed(pm.run(*module)))
+        return failure();
+      module->print(os);
+      os << "\n";
+      return success();
+    };
+    if (verifyDiagnostics) {
+      SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &chunkContext);
+      (void)run();
+      return handler.verify();
+    }
+    SourceMgrDiagnosticHandler handler(sourceMgr, &chunkContext);
+    return run();
+  };
+  LogicalResult result =
+      splitInputFile
+          ? splitAndProcessBuffer(std::move(file), processChunk, out)
+          : processChunk(std::move(file), out);
+  if (failed(result))
+    return 1;
+  if (verifyDiagnostics)
+    return 0;
+  std::string err = writeFileAtomically(outputFilename, text);
+  if (!err.empty()) {
+    llvm::errs() << "zero-opt: error: " << err << "\n";
+    return 1;
+  }
+  return 0;
+}
