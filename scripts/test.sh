@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: lit (IR and end-to-end), the runtime's
+# unit tests and the multi-rank MPI tests, all driven by ctest.
+# Works on a fresh machine: installs Debian packages and a small Python
+# virtualenv (build/pyenv: numpy, onnx, safetensors) for the test drivers.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
+export ZERO_PYENV="$BUILD/pyenv"
+"$ROOT/scripts/build.sh"
+"$ROOT/scripts/setup-pyenv.sh" test >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$BUILD"
+ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
