@@ -426,12 +426,19 @@ LogicalResult importConcat(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.attrInt("axis", 0), ctx.inputType(0).getRank());
   if (failed(axis))
     return failure();
-  SmallVector<Value> operands;
-  for (size_t i = 0; i < ctx.numInputs(); ++i)
-    if (ctx.input(i) && ctx.inputType(i).getNumElements() != 0)
+  // Inputs without elements add nothing (exporters emit them for empty
+  // caches) and are dropped, unless all are empty: then all are kept so the
+  // result keeps the sum of their sizes along axis.
+  SmallVector<Value> operands, all;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.input(i))
+      continue;
+    all.push_back(ctx.input(i));
+    if (ctx.inputType(i).getNumElements() != 0)
       operands.push_back(ctx.input(i));
+  }
   if (operands.empty())
-    operands.push_back(ctx.input(0));
+    operands = all;
   return setResult(ctx, ctx.create1("Concat", operands, {ctx.i64("axis", *axis)}));
 }
 

@@ -8,7 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
+#include "zero/Dialect/ZRT/ZRTDialect.h"
+#include "zero/Dialect/Zero/ZeroDialect.h"
 #include "zero/Import/ONNXImporter.h"
+#include "zero/Target/ZRTSerialization.h"
+#include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -57,6 +61,12 @@ static cl::opt<std::string> functionName("function-name",
 static cl::opt<bool> printSummary(
     "summary", cl::desc("Print a summary of the imported model (ops by type, "
                         "parameters and bytes, weights file)"));
+enum class EmitKind { MLIR, ZRT };
+static cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to write"), cl::init(EmitKind::MLIR),
+    cl::values(clEnumValN(EmitKind::MLIR, "mlir", "MLIR text (default)"),
+               clEnumValN(EmitKind::ZRT, "zrt",
+                          "the .zrt runtime program (lowers to zrt first)")));
 static cl::opt<bool> splitInputFile("split-input-file",
                                     cl::desc("Process each `// -----` chunk separately"));
 static cl::opt<bool> verifyDiagnostics(
@@ -162,6 +172,30 @@ void printModelSummary(ModuleOp module, const zero::ImportedWeights &weights,
      << "\n";
 }
 
+/// Produces the output bytes for `module`: MLIR text, or the serialised zrt
+/// program (running zero-lower-to-runtime first when it has not run yet).
+LogicalResult renderOutput(ModuleOp module, std::string &out) {
+  if (emitKind == EmitKind::MLIR) {
+    llvm::raw_string_ostream os(out);
+    module.print(os);
+    os << "\n";
+    return success();
+  }
+  auto programs = module.getOps<zero::zrt::ProgramOp>();
+  if (programs.empty()) {
+    PassManager pm(module.getContext());
+    pm.addPass(zero::createZeroLowerToRuntimePass());
+    if (failed(pm.run(module)))
+      return failure();
+    programs = module.getOps<zero::zrt::ProgramOp>();
+  }
+  if (programs.empty()) {
+    module.emitError("--emit=zrt: the module has no zrt.program");
+    return failure();
+  }
+  return zero::serializeZRTProgram(*programs.begin(), out);
+}
+
 } // namespace
 
 static int importAndWrite(MLIRContext &context, PassManager &pm) {
@@ -206,10 +240,8 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
     return 1;
 
   std::string text;
-  {
-    llvm::raw_string_ostream os(text);
-    model.module->print(os);
-  }
+  if (failed(renderOutput(*model.module, text)))
+    return 1;
   if (!weightsPath.empty()) {
     std::string err = model.weights->writeSafetensors(weightsPath);
     if (!err.empty()) {
@@ -237,12 +269,14 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   registerTransformsPasses();
+  zero::registerZeroPasses();
   PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
   cl::ParseCommandLineOptions(argc, argv,
                               "zero compiler driver: ONNX import, ZeRO passes\n");
 
   DialectRegistry registry;
-  registry.insert<zero::onnx::ONNXDialect, func::FuncDialect,
+  registry.insert<zero::onnx::ONNXDialect, zero::dist::ZeroDialect,
+                  zero::zrt::ZRTDialect, func::FuncDialect,
                   ml_program::MLProgramDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
@@ -287,8 +321,10 @@ int main(int argc, char **argv) {
       PassManager pm(&chunkContext);
       if (failed(buildPipeline(pm)) || failed(pm.run(*module)))
         return failure();
-      module->print(os);
-      os << "\n";
+      std::string rendered;
+      if (failed(renderOutput(*module, rendered)))
+        return failure();
+      os << rendered;
       return success();
     };
     if (verifyDiagnostics) {

@@ -212,10 +212,11 @@ Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
     return foldElementwise(resultType, in, [&](F a) { return fnF(a[0], a[1]); },
                            [&](I a) { return fnI(a[0], a[1]); }, isFloat);
   };
+  // Float operands are compared as doubles (not truncated to integers).
   auto compare = [&](auto fn) {
     return foldElementwise(
         resultType, in, [&](F a) { return double(fn(a[0], a[1])); },
-        [&](I a) { return int64_t(fn(a[0], a[1])); }, false);
+        [&](I a) { return int64_t(fn(a[0], a[1])); }, isFloat);
   };
 
   return llvm::TypeSwitch<Operation *, Attribute>(op)
@@ -283,7 +284,7 @@ Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
             resultType, in,
             [toBool](F a) { return toBool ? double(a[0] != 0) : a[0]; },
             [toBool](I a) { return toBool ? int64_t(a[0] != 0) : a[0]; },
-            toFloat || (isFloat && !toBool));
+            toFloat || isFloat);
       })
       .Case<ReduceSumOp, ReduceProdOp>([&](auto reduce) -> Attribute {
         const ConstTensor &t = in[0];

@@ -1,0 +1,130 @@
+//===- ZRTOps.td - The runtime program dialect -------------*- tablegen -*-===//
+//
+// `zrt` is what the runtime executes, one-to-one with the .zrt program file
+// (runtime/schema/zrt.fbs): streams, arenas with the memory plan's sizes,
+// buffers at fixed arena offsets, globals read from the weights file (whole or
+// as this rank's shard), kernel and collective calls bound to a stream, and
+// events that order work across streams. Nothing above this level reaches the
+// runtime; zero-lower-to-runtime produces it and --emit=zrt serialises it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZERO_DIALECT_ZRT_ZRTOPS_TD
+#define ZERO_DIALECT_ZRT_ZRTOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def ZRT_Dialect : Dialect {
+  let name = "zrt";
+  let summary = "Runtime programs: buffers, streams, events, kernel and collective calls";
+  let cppNamespace = "::zero::zrt";
+}
+
+class ZRT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<ZRT_Dialect, mnemonic, traits>;
+
+def ZRT_ProgramOp : ZRT_Op<"program", [SymbolTable, Symbol, IsolatedFromAbove,
+                                       NoTerminator, SingleBlock]> {
+  let summary = "A runtime program: declarations, then instructions in order";
+  let description = [{
+    Each stream executes the instructions bound to it in the order they appear
+    here; streams synchronise only through `zrt.record` / `zrt.wait`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$world_size);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `world_size` `=` $world_size attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def ZRT_StreamOp : ZRT_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "An execution stream (a thread on CPU, a CUDA stream on GPU)";
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind);
+  let assemblyFormat = "$sym_name $kind attr-dict";
+}
+
+def ZRT_GroupOp : ZRT_Op<"group", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A process group: world ranks in group-rank order";
+  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$ranks);
+  let assemblyFormat = "$sym_name $ranks attr-dict";
+}
+
+def ZRT_ArenaOp : ZRT_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A memory arena sized by the memory plan";
+  let description = [{
+    `size` is the planned peak with buffer reuse, `no_reuse_size` the sum of
+    all buffers, `lower_bound` the largest set of simultaneously live bytes.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$size,
+                   I64Attr:$no_reuse_size, I64Attr:$lower_bound);
+  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound attr-dict";
+}
+
+def ZRT_BufferOp : ZRT_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A typed view at a fixed offset of an arena (views may alias)";
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
+                   FlatSymbolRefAttr:$arena, I64Attr:$offset);
+  let assemblyFormat = "$sym_name `:` $type `at` $arena `[` $offset `]` attr-dict";
+}
+
+def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
+  let summary = "A parameter read from the weights file at start-up";
+  let description = [{
+    `tensor` names the tensor in the weights file and `type` is its full type.
+    With `shard_world`, the tensor is flattened and zero-padded to
+    `padded_numel` and rank r reads elements [r*s, (r+1)*s), s = padded/world.
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$tensor, TypeAttr:$type,
+                   FlatSymbolRefAttr:$buffer,
+                   OptionalAttr<I64Attr>:$shard_world,
+                   OptionalAttr<I64Attr>:$padded_numel);
+  let assemblyFormat = "$name `tensor` $tensor `:` $type `into` $buffer attr-dict";
+}
+
+def ZRT_ConstantOp : ZRT_Op<"constant", [HasParent<"ProgramOp">]> {
+  let summary = "Initial contents of a buffer";
+  let arguments = (ins FlatSymbolRefAttr:$buffer, ElementsAttr:$value);
+  let assemblyFormat = "$buffer `=` $value attr-dict";
+}
+
+def ZRT_InputOp : ZRT_Op<"input", [HasParent<"ProgramOp">]> {
+  let summary = "Binds a graph input to a buffer";
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$buffer);
+  let assemblyFormat = "$name `->` $buffer attr-dict";
+}
+
+def ZRT_OutputOp : ZRT_Op<"output", [HasParent<"ProgramOp">]> {
+  let summary = "Binds a graph output to a buffer";
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$buffer);
+  let assemblyFormat = "$name `from` $buffer attr-dict";
+}
+
+def ZRT_KernelOp : ZRT_Op<"kernel", [HasParent<"ProgramOp">]> {
+  let summary = "Runs a kernel (docs/kernels.md) on a stream";
+  let arguments = (ins StrAttr:$kernel, FlatSymbolRefAttr:$stream,
+                   SymbolRefArrayAttr:$ins, SymbolRefArrayAttr:$outs,
+                   DictionaryAttr:$params);
+  let assemblyFormat = "$kernel `on` $stream $ins `->` $outs $params attr-dict";
+}
+
+def ZRT_CollectiveOp : ZRT_Op<"collective", [HasParent<"ProgramOp">]> {
+  let summary = "Runs a collective (AllGather, ReduceScatter, ...) on a stream";
+  let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$stream,
+                   FlatSymbolRefAttr:$group, SymbolRefArrayAttr:$ins,
+                   SymbolRefArrayAttr:$outs, DictionaryAttr:$params);
+  let assemblyFormat = "$kind `on` $stream `group` $group $ins `->` $outs $params attr-dict";
+}
+
+def ZRT_RecordOp : ZRT_Op<"record", [HasParent<"ProgramOp">]> {
+  let summary = "Marks an event as reached on a stream";
+  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+def ZRT_WaitOp : ZRT_Op<"wait", [HasParent<"ProgramOp">]> {
+  let summary = "Blocks a stream until an event is recorded";
+  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+#endif // ZERO_DIALECT_ZRT_ZRTOPS_TD

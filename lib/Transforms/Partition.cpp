@@ -1,0 +1,108 @@
+//===- Partition.cpp - ZeRO-3 parameter partitioning ----------------------===//
+//
+// zero-partition: each parameter above the persistence threshold becomes its
+// flat shard (flatten, zero-pad to a multiple of dp, rank r owns [r*s,(r+1)*s))
+// and every load of it becomes shard load -> zero.all_gather -> unpad Slice ->
+// Reshape. This is DeepSpeed's ZeRO-3 rule (partition_parameters.py), fixed
+// at compile time: the per-rank layout is the same on every rank by
+// construction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROPARTITIONPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+
+namespace {
+
+struct ZeroPartitionPass
+    : public ::zero::impl::ZeroPartitionPassBase<ZeroPartitionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (dp < 1) {
+      module.emitError() << "zero-partition: dp must be >= 1, got " << dp;
+      return signalPassFailure();
+    }
+    if (stage == 1 || stage == 2) {
+      module.emitError()
+          << "zero-partition: stage " << stage
+          << " partitions optimizer state"
+          << (stage == 2 ? " and gradients" : "")
+          << ", which this program does not have: it is a forward (inference) "
+             "program and training programs are not supported yet; use stage=3 "
+             "to partition parameters, or stage=0 to replicate them";
+      return signalPassFailure();
+    }
+    if (stage != 0 && stage != 3) {
+      module.emitError() << "zero-partition: stage must be 0, 1, 2 or 3, got " << stage;
+      return signalPassFailure();
+    }
+    if (persistenceThreshold < 0) {
+      module.emitError() << "zero-partition: persistence-threshold must be >= 0";
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getContext());
+    module->setAttr("zero.world_size", b.getI64IntegerAttr(dp));
+    module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+    if (stage == 0)
+      return;
+
+    for (auto global : module.getOps<ml_program::GlobalOp>()) {
+      auto type = dyn_cast<RankedTensorType>(global.getType());
+      if (!type || global->hasAttr("zero.shard"))
+        continue;
+      int64_t numel = type.getNumElements();
+      if (numel <= persistenceThreshold)
+        continue;
+      int64_t padded = (numel + dp - 1) / dp * dp;
+      int64_t shardNumel = padded / dp;
+      auto shardType = RankedTensorType::get({shardNumel}, type.getElementType());
+      global.setType(shardType);
+      global.setValueAttr(ml_program::ExternAttr::get(b.getContext(), shardType));
+      global->setAttr("zero.full_type", TypeAttr::get(type));
+      global->setAttr("zero.shard",
+                      b.getDictionaryAttr(
+                          {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),
+                           b.getNamedAttr("numel", b.getI64IntegerAttr(numel)),
+                           b.getNamedAttr("padded_numel", b.getI64IntegerAttr(padded))}));
+      auto uses = SymbolTable::getSymbolUses(global, module);
+      if (!uses)
+        continue;
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        auto load = dyn_cast<ml_program::GlobalLoadOp>(use.getUser());
+        if (!load)
+          continue;
+        // Compute keeps using the parameter; only its producer changes.
+        SmallVector<OpOperand *> computeUses;
+        for (OpOperand &u : load.getResult().getUses())
+          computeUses.push_back(&u);
+        b.setInsertionPointAfter(load);
+        Location loc = load.getLoc();
+        load.getResult().setType(shardType);
+        Value full = ::zero::dist::AllGatherOp::create(
+            b, loc, RankedTensorType::get({padded}, type.getElementType()),
+            load.getResult(), dp);
+        if (padded != numel)
+          full = ::zero::onnx::SliceOp::create(b, loc, full, ArrayRef<int64_t>{0},
+                                               ArrayRef<int64_t>{numel},
+                                               ArrayRef<int64_t>{1});
+        if (type.getRank() != 1)
+          full = ::zero::onnx::ReshapeOp::create(b, loc, full, type.getShape());
+        for (OpOperand *u : computeUses)
+          u->set(full);
+      }
+    }
+  }
+};
+
+} // namespace

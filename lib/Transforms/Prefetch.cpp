@@ -1,0 +1,90 @@
+//===- Prefetch.cpp - Issue parameter gathers ahead of their use ----------===//
+//
+// zero-prefetch: with gathers ordered by where their parameters are first
+// used, gather j moves to just before the first use of gather j-depth (the
+// first `depth` gathers move to the start of the function). On the runtime's
+// communication stream it then overlaps the compute in between. A gather
+// moves less far when the gathered bytes live at its new position would
+// exceed `bytes` (DeepSpeed's stage3_max_live_parameters /
+// stage3_prefetch_bucket_size, decided here once for the whole program rather
+// than from a recorded trace).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GatherPlan.h"
+
+#include "zero/Transforms/Passes.h"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROPREFETCHPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+
+namespace {
+
+struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetchPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(runOnFunction(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult runOnFunction(func::FuncOp func) {
+    if (depth < 0 || bytes < 0) {
+      func.emitError() << "zero-prefetch: depth and bytes must be >= 0";
+      return failure();
+    }
+    if (depth == 0)
+      return success();
+    Block &block = func.getBody().front();
+    struct Entry {
+      Operation *gather;
+      Operation *first;
+      Operation *last;
+      int64_t bytes;
+    };
+    SmallVector<Entry> entries;
+    for (Operation &op : block)
+      if (::zero::isGather(&op))
+        if (Operation *first = ::zero::firstUse(&op))
+          entries.push_back({&op, first, ::zero::lastUse(&op), ::zero::gatheredBytes(&op)});
+    llvm::stable_sort(entries, [](const Entry &a, const Entry &b) {
+      return a.first->isBeforeInBlock(b.first);
+    });
+
+    for (size_t j = 0; j < entries.size(); ++j) {
+      Entry &e = entries[j];
+      for (int64_t d = std::min<int64_t>(depth, j + 1); d >= 1; --d) {
+        Operation *target = int64_t(j) - d >= 0 ? entries[j - d].first : &block.front();
+        if (!target->isBeforeInBlock(e.gather))
+          continue; // already at or before that point
+        if (bytes > 0) {
+          // Gathered bytes live just before `target` with this gather there.
+          int64_t live = e.bytes;
+          for (size_t k = 0; k < j; ++k) {
+            const Entry &o = entries[k];
+            bool issued = o.gather == target || o.gather->isBeforeInBlock(target);
+            bool alive = o.last && (o.last == target || target->isBeforeInBlock(o.last));
+            if (issued && alive)
+              live += o.bytes;
+          }
+          if (live > bytes)
+            continue;
+        }
+        for (Value operand : e.gather->getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            if (def->getBlock() == &block && target->isBeforeInBlock(def))
+              def->moveBefore(target);
+        e.gather->moveBefore(target);
+        break;
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,142 @@
+//===- Report.cpp - Per-rank memory and communication of a ZeRO plan ------===//
+//
+// zero-report: reads the partitioned program and prints, per rank, the bytes
+// of parameter shards, persistent parameters, their sum, the peak of gathered
+// parameters live at once, and the communication of one forward by collective,
+// each next to the ZeRO paper's closed form (shards Psi/N, all-gather traffic
+// Psi(N-1)/N). Padding to a multiple of N is why plan and formula can differ
+// by a few elements.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GatherPlan.h"
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <map>
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROREPORTPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+
+namespace {
+
+struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t world = 1, stage = 0;
+    if (auto w = module->getAttrOfType<IntegerAttr>("zero.world_size"))
+      world = w.getInt();
+    if (auto s = module->getAttrOfType<IntegerAttr>("zero.stage"))
+      stage = s.getInt();
+
+    int64_t numParams = 0, totalBytes = 0, shardedFullBytes = 0, shardBytes = 0,
+            persistentBytes = 0, tensors = 0;
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      Type full = g.getType();
+      if (auto f = g->getAttrOfType<TypeAttr>("zero.full_type"))
+        full = f.getValue();
+      int64_t bytes = ::zero::tensorBytes(full);
+      ++tensors;
+      numParams += cast<RankedTensorType>(full).getNumElements();
+      totalBytes += bytes;
+      if (g->hasAttr("zero.shard")) {
+        shardedFullBytes += bytes;
+        shardBytes += ::zero::tensorBytes(g.getType());
+      } else {
+        persistentBytes += bytes;
+      }
+    }
+
+    // Collectives of one forward, and the peak of gathered bytes live at once
+    // (a gather is live from its issue to its release or last use).
+    std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
+    int64_t live = 0, peak = 0;
+    std::map<Operation *, int64_t> liveUntil;
+    module.walk([&](func::FuncOp func) {
+      for (Operation &op : func.getBody().front()) {
+        if (::zero::isGather(&op)) {
+          int64_t gathered = ::zero::gatheredBytes(&op);
+          // Each rank sends its shard to the N-1 others.
+          auto &entry = sent[isa<::zero::dist::BucketAllGatherOp>(op) ? "all_gather (bucketed)"
+                                                                      : "all_gather"];
+          entry.first += 1;
+          entry.second += gathered / world * (world - 1);
+          live += gathered;
+          peak = std::max(peak, live);
+          Operation *end = ::zero::lastUse(&op);
+          for (Value r : op.getResults())
+            for (Value v : ::zero::parameterViews(r))
+              for (Operation *u : v.getUsers())
+                if (isa<::zero::dist::ReleaseOp>(u) && (!end || end->isBeforeInBlock(u)))
+                  end = u;
+          if (!end)
+            live -= gathered;
+          else
+            liveUntil[end] += gathered;
+          continue;
+        }
+        if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
+                ::zero::dist::BroadcastOp>(op)) {
+          auto &entry = sent[op.getName().stripDialect().str()];
+          entry.first += 1;
+          entry.second += ::zero::tensorBytes(op.getOperand(0).getType());
+        }
+        auto it = liveUntil.find(&op);
+        if (it != liveUntil.end())
+          live -= it->second;
+      }
+    });
+
+    std::string errorMessage;
+    std::unique_ptr<llvm::ToolOutputFile> file;
+    raw_ostream *os = &llvm::errs();
+    if (output != "-") {
+      file = openOutputFile(output, &errorMessage);
+      if (!file) {
+        module.emitError() << "zero-report: " << errorMessage;
+        return signalPassFailure();
+      }
+      os = &file->os();
+    }
+    auto row = [&](StringRef what, int64_t plan, StringRef formula, int64_t closed) {
+      *os << llvm::format("  %-34s %14lld", what.str().c_str(), (long long)plan);
+      if (!formula.empty())
+        *os << llvm::format("   %-22s %14lld", formula.str().c_str(), (long long)closed);
+      *os << "\n";
+    };
+    *os << "== zero-report: stage " << stage << ", dp = " << world << " ==\n";
+    *os << "parameters: " << tensors << " tensors, " << numParams << " elements, "
+        << totalBytes << " bytes (Psi); sharded " << shardedFullBytes
+        << " bytes (Psi_s), persistent " << persistentBytes << " bytes\n";
+    *os << "per rank                                       plan   closed form\n";
+    row("parameter shards (bytes)", shardBytes, "Psi_s/N", shardedFullBytes / world);
+    row("persistent parameters (bytes)", persistentBytes, "", 0);
+    row("resident parameters (bytes)", shardBytes + persistentBytes, "Psi_s/N + persistent",
+        shardedFullBytes / world + persistentBytes);
+    row("peak gathered parameters (bytes)", peak, "", 0);
+    *os << "communication per forward, per rank (bytes sent)\n";
+    int64_t gatherSent = 0;
+    for (auto &[kind, entry] : sent) {
+      row((kind + " x" + std::to_string(entry.first)).c_str(), entry.second, "", 0);
+      if (kind.rfind("all_gather", 0) == 0)
+        gatherSent += entry.second;
+    }
+    row("all_gather total", gatherSent, "Psi_s(N-1)/N",
+        shardedFullBytes * (world - 1) / world);
+    if (file)
+      file->keep();
+  }
+};
+
+} // namespace
