@@ -80,6 +80,11 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
             if (def->getBlock() == &block && target->isBeforeInBlock(def))
               def->moveBefore(target);
         e.gather->moveBefore(target);
+        // A shard load can be the target itself: keep the gather after it.
+        for (Value operand : e.gather->getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            if (def->getBlock() == &block && e.gather->isBeforeInBlock(def))
+              e.gather->moveAfter(def);
         break;
       }
     }

@@ -67,6 +67,16 @@ static cl::opt<EmitKind> emitKind(
     cl::values(clEnumValN(EmitKind::MLIR, "mlir", "MLIR text (default)"),
                clEnumValN(EmitKind::ZRT, "zrt",
                           "the .zrt runtime program (lowers to zrt first)")));
+static cl::opt<std::string> zeroPipeline(
+    "zero-pipeline",
+    cl::desc("ZeRO passes to run: \"stage=3 dp=4 prefetch=2 prefetch-bytes=B "
+             "bucket-bytes=B persistence-threshold=E\""),
+    cl::value_desc("options"));
+static cl::opt<std::string> deepspeedConfig(
+    "config", cl::desc("DeepSpeed-style JSON config (zero_optimization.*)"),
+    cl::value_desc("ds_config.json"));
+static cl::opt<bool> zeroReport(
+    "report", cl::desc("Print the per-rank memory/communication plan (zero-report)"));
 static cl::opt<bool> splitInputFile("split-input-file",
                                     cl::desc("Process each `// -----` chunk separately"));
 static cl::opt<bool> verifyDiagnostics(
@@ -281,14 +291,46 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
+  zero::ZeroPipelineOptions zeroOptions;
+  if (!deepspeedConfig.empty()) {
+    std::vector<std::string> warnings;
+    std::string err = zero::readDeepSpeedConfig(deepspeedConfig, zeroOptions, warnings);
+    for (const std::string &w : warnings)
+      llvm::errs() << "zero-opt: warning: " << deepspeedConfig << ": " << w << "\n";
+    if (!err.empty()) {
+      llvm::errs() << "zero-opt: error: " << err << "\n";
+      return 1;
+    }
+  }
+  if (!zeroPipeline.empty()) {
+    std::string err = zero::parseZeroPipelineOptions(zeroPipeline, zeroOptions);
+    if (!err.empty()) {
+      llvm::errs() << "zero-opt: error: " << err << "\n";
+      return 1;
+    }
+  }
+  if (zeroOptions.any && zeroOptions.dp < 0) {
+    llvm::errs() << "zero-opt: error: the data-parallel size is not set; DeepSpeed takes "
+                    "it from the launcher, zero-opt from --zero-pipeline=\"dp=N\" "
+                    "(N = the mpirun -np you will use)\n";
+    return 1;
+  }
+
   auto buildPipeline = [&](PassManager &pm) -> LogicalResult {
     if (failed(applyPassManagerCLOptions(pm)))
       return failure();
+    if (zeroOptions.any)
+      zero::buildZeroPipeline(pm, zeroOptions);
+
     auto errorHandler = [&](const Twine &msg) {
       emitError(UnknownLoc::get(&context)) << msg;
       return failure();
     };
-    return passPipeline.addToPipeline(pm, errorHandler);
+    if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+      return failure();
+    if (zeroReport)
+      pm.addPass(zero::createZeroReportPass());
+    return success();
   };
 
   if (isONNXInput(inputFilename)) {

@@ -1,0 +1,155 @@
+//===- Pipeline.cpp - ZeRO options to a pass list -------------------------===//
+//
+// The two ways users configure ZeRO, --zero-pipeline="stage=3 dp=4 ..." and a
+// DeepSpeed ds_config.json, both land in ZeroPipelineOptions and expand to the
+// same pass list: partition, bucket, prefetch, release.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Transforms/Passes.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+
+std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
+                                           ZeroPipelineOptions &opts) {
+  SmallVector<StringRef> tokens;
+  spec.split(tokens, ' ', -1, /*KeepEmpty=*/false);
+  SmallVector<StringRef> all;
+  for (StringRef t : tokens)
+    t.split(all, ',', -1, false);
+  for (StringRef token : all) {
+    auto [key, value] = token.split('=');
+    int64_t v;
+    if (value.empty() || value.getAsInteger(10, v))
+      return ("--zero-pipeline: '" + token +
+              "' is not KEY=INTEGER (keys: stage, dp, prefetch, prefetch-bytes, "
+              "bucket-bytes, persistence-threshold)")
+          .str();
+    if (key == "stage")
+      opts.stage = v;
+    else if (key == "dp")
+      opts.dp = v;
+    else if (key == "prefetch")
+      opts.prefetchDepth = v;
+    else if (key == "prefetch-bytes")
+      opts.prefetchBytes = v;
+    else if (key == "bucket-bytes")
+      opts.bucketBytes = v;
+    else if (key == "persistence-threshold")
+      opts.persistenceThreshold = v;
+    else
+      return ("--zero-pipeline: unknown option '" + key +
+              "' (keys: stage, dp, prefetch, prefetch-bytes, bucket-bytes, "
+              "persistence-threshold)")
+          .str();
+    if (v < 0 || (key == "dp" && v < 1))
+      return ("--zero-pipeline: " + key + " must be " + (key == "dp" ? ">= 1" : ">= 0") +
+              ", got " + value)
+          .str();
+  }
+  opts.any = true;
+  return "";
+}
+
+std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions &opts,
+                                      std::vector<std::string> &warnings) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return (path + ": cannot read the config: " + buffer.getError().message()).str();
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return (path + ": not valid JSON: " + llvm::toString(parsed.takeError())).str();
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return (path + ": the config must be a JSON object").str();
+
+  // DeepSpeed's defaults, in elements (runtime/zero/config.py).
+  int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
+          persistence = 100'000, allgatherBucket = 500'000'000;
+  const int64_t kBytesPerElement = 4; // fp32 programs
+  for (const auto &kv : *root) {
+    if (kv.first != "zero_optimization")
+      warnings.push_back(("'" + kv.first.str() + "' is not used by zero-opt (only "
+                          "zero_optimization settings shape the program)"));
+  }
+  if (const llvm::json::Value *z = root->get("zero_optimization")) {
+    const llvm::json::Object *zo = z->getAsObject();
+    if (!zo)
+      return (path + ": zero_optimization must be an object").str();
+    for (const auto &kv : *zo) {
+      std::string key = kv.first.str();
+      std::optional<int64_t> v = kv.second.getAsInteger();
+      if (!v) {
+        if (std::optional<double> d = kv.second.getAsNumber(); d && *d == int64_t(*d))
+          v = int64_t(*d); // 5e7 is a number literal in JSON
+      }
+      auto needInt = [&]() -> std::string {
+        if (!v || *v < 0)
+          return (path + ": zero_optimization." + key +
+                  " must be a non-negative integer")
+              .str();
+        return "";
+      };
+      if (key == "stage") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.stage = *v;
+      } else if (key == "stage3_prefetch_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        prefetchElems = *v;
+      } else if (key == "stage3_param_persistence_threshold") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        persistence = *v;
+      } else if (key == "stage3_max_live_parameters") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        maxLiveElems = *v;
+      } else if (key == "allgather_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        allgatherBucket = *v;
+      } else if (key == "reduce_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
+                           "forward program (there are no gradients to reduce)");
+      } else {
+        warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
+      }
+    }
+  }
+  opts.persistenceThreshold = persistence;
+  // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
+  opts.prefetchDepth = prefetchElems > 0 ? 1 << 20 : 0;
+  opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
+  opts.bucketBytes = allgatherBucket * kBytesPerElement;
+  opts.any = true;
+  return "";
+}
+
+void zero::buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &opts) {
+  ZeroPartitionPassOptions partition;
+  partition.stage = opts.stage;
+  partition.dp = opts.dp < 0 ? 1 : opts.dp;
+  partition.persistenceThreshold = opts.persistenceThreshold;
+  pm.addPass(createZeroPartitionPass(partition));
+  if (opts.stage == 3) {
+    if (opts.bucketBytes > 0) {
+      ZeroBucketPassOptions bucket;
+      bucket.bytes = opts.bucketBytes;
+      pm.addPass(createZeroBucketPass(bucket));
+    }
+    if (opts.prefetchDepth > 0) {
+      ZeroPrefetchPassOptions prefetch;
+      prefetch.depth = opts.prefetchDepth;
+      prefetch.bytes = opts.prefetchBytes;
+      pm.addPass(createZeroPrefetchPass(prefetch));
+    }
+    pm.addPass(createZeroReleasePass());
+  }
+}
