@@ -336,8 +336,8 @@ Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
 }
 
 /// Parameters (float tensors, large integer tables) become globals; small
-/// integer/bool initializers are shapes and indices and become constants so
-/// shape sub-graphs can fold.
+/// integer/bool initializers are shapes and indices, and 0-d initializers are
+/// the exporter's scalar constants: both become constants so they can fold.
 static bool isParameter(const ::onnx::TensorProto &t) {
   using TP = ::onnx::TensorProto;
   bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
@@ -345,6 +345,9 @@ static bool isParameter(const ::onnx::TensorProto &t) {
   int64_t n = 1;
   for (int64_t d : t.dims())
     n *= d;
+  // 0-d tensors are the exporter's scalar constants (eps, scale, 0, -inf).
+  if (t.dims_size() == 0 && t.data_location() != TP::EXTERNAL)
+    return false;
   return isFloat || n > zero::onnx::kMaxFoldElements ||
          t.data_location() == TP::EXTERNAL;
 }

@@ -679,6 +679,7 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
                                          ctx.str("reduction", ctx.attrString("reduction", "none"))}));
     };
     t["ScatterND"] = direct("ScatterND", {}, {}, {"reduction"});
+    t["GatherND"] = direct("GatherND", {"batch_dims"});
     t["LayerNormalization"] = importLayerNorm;
     t["RMSNormalization"] = importRMSNorm;
     t["SoftmaxCrossEntropyLoss"] = importSoftmaxCrossEntropy;

@@ -289,7 +289,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   SmallVector<int64_t> shape{m, n};
   if (Value c = adaptor.getC()) {
     SmallVector<int64_t> out;
-    if (failed(broadcastShapes(loc, {rankedType(c).getShape(), shape}, out)) ||
+    if (failed(broadcastShapes(std::nullopt, {rankedType(c).getShape(), shape}, out)) ||
         out != shape)
       return emitOptionalError(loc, "Gemm C must broadcast to ", m, "x", n);
   }
@@ -324,7 +324,7 @@ LogicalResult inferNormalization(std::optional<Location> loc, Value x,
     if (!p)
       continue;
     SmallVector<int64_t> out;
-    if (failed(broadcastShapes(loc, {rankedType(p).getShape(), normalized}, out)) ||
+    if (failed(broadcastShapes(std::nullopt, {rankedType(p).getShape(), normalized}, out)) ||
         ArrayRef<int64_t>(out) != normalized)
       return emitOptionalError(loc, "scale/bias shape ", rankedType(p),
                                " does not broadcast to the normalised dims");
@@ -378,11 +378,12 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
 namespace {
 LogicalResult inferReduce(std::optional<Location> loc, Value data,
                           ArrayRef<int64_t> axes, bool keepdims, Type elem,
-                          SmallVectorImpl<Type> &results) {
+                          SmallVectorImpl<Type> &results,
+                          StringRef what = "axes") {
   auto t = rankedType(data);
   if (axes.empty() && t.getRank() > 0)
     return emitOptionalError(loc, "axes must not be empty (list every axis to reduce all)");
-  if (failed(checkSortedAxes(loc, axes, t.getRank(), "axes")))
+  if (failed(checkSortedAxes(loc, axes, t.getRank(), what)))
     return failure();
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.getRank(); ++d) {
@@ -421,7 +422,7 @@ ZERO_REDUCE_INFER(ReduceLogSumExpOp)
     int64_t axis = adaptor.getAxis();                                          \
     return inferReduce(loc, adaptor.getData(), ArrayRef<int64_t>(axis),        \
                        adaptor.getKeepdims(), IntegerType::get(ctx, 64),       \
-                       results);                                               \
+                       results, "axis");                                       \
   }
 ZERO_ARG_INFER(ArgMaxOp)
 ZERO_ARG_INFER(ArgMinOp)
@@ -715,6 +716,28 @@ LogicalResult RangeOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
     return emitOptionalError(loc, "size must be non-negative");
   results.push_back(RankedTensorType::get(
       {adaptor.getSize()}, getElementTypeOrSelf(adaptor.getStart())));
+  return success();
+}
+
+LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &results) {
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  int64_t b = adaptor.getBatchDims();
+  if (indices.getRank() < 1 || !indices.getElementType().isInteger())
+    return emitOptionalError(loc, "indices must be an integer tensor of rank >= 1");
+  int64_t k = indices.getShape().back();
+  if (b < 0 || b >= std::min(data.getRank(), indices.getRank()) ||
+      b + k > data.getRank())
+    return emitOptionalError(loc, "batch_dims ", b, " and index depth ", k,
+                             " do not fit data of rank ", data.getRank());
+  for (int64_t d = 0; d < b; ++d)
+    if (data.getDimSize(d) != indices.getDimSize(d))
+      return emitOptionalError(loc, "batch dimension ", d, " differs between data and indices");
+  SmallVector<int64_t> shape(indices.getShape().drop_back());
+  llvm::append_range(shape, data.getShape().drop_front(b + k));
+  results.push_back(data.clone(shape));
   return success();
 }
 

@@ -393,4 +393,12 @@ def ONNX_RangeOp : ONNX_Op<"Range"> {
   let hasFolder = 1;
 }
 
+def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
+  let summary = "Gather slices of data at index tuples (last dim of indices)";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // ZERO_DIALECT_ONNX_ONNXOPS_TD
