@@ -637,10 +637,20 @@ struct ZeroLowerToRuntimePass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>(function);
+    func::FuncOp func;
+    if (!function.empty()) {
+      func = module.lookupSymbol<func::FuncOp>(function);
+    } else {
+      auto funcs = module.getOps<func::FuncOp>();
+      if (!funcs.empty() && std::next(funcs.begin()) == funcs.end())
+        func = *funcs.begin();
+      else
+        func = module.lookupSymbol<func::FuncOp>("forward");
+    }
     if (!func) {
-      module.emitError() << "zero-lower-to-runtime: no function @" << function
-                         << " to lower";
+      module.emitError() << "zero-lower-to-runtime: no function @"
+                         << (function.empty() ? std::string("forward") : std::string(function))
+                         << " to lower (name one with function=...)";
       return signalPassFailure();
     }
     if (!func.getBody().hasOneBlock()) {

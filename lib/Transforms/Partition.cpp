@@ -30,12 +30,12 @@ struct ZeroPartitionPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (dp < 1) {
-      module.emitError() << "zero-partition: dp must be >= 1, got " << dp;
+      module.emitError() << "zero-partition: dp must be >= 1, got " << int64_t(dp);
       return signalPassFailure();
     }
     if (stage == 1 || stage == 2) {
       module.emitError()
-          << "zero-partition: stage " << stage
+          << "zero-partition: stage " << int64_t(stage)
           << " partitions optimizer state"
           << (stage == 2 ? " and gradients" : "")
           << ", which this program does not have: it is a forward (inference) "
@@ -44,7 +44,7 @@ struct ZeroPartitionPass
       return signalPassFailure();
     }
     if (stage != 0 && stage != 3) {
-      module.emitError() << "zero-partition: stage must be 0, 1, 2 or 3, got " << stage;
+      module.emitError() << "zero-partition: stage must be 0, 1, 2 or 3, got " << int64_t(stage);
       return signalPassFailure();
     }
     if (persistenceThreshold < 0) {

@@ -56,18 +56,23 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
       return a.first->isBeforeInBlock(b.first);
     });
 
+    // Gathers hoisted to the function start keep their use order there.
+    Operation *lastAtStart = nullptr;
     for (size_t j = 0; j < entries.size(); ++j) {
       Entry &e = entries[j];
       for (int64_t d = std::min<int64_t>(depth, j + 1); d >= 1; --d) {
-        Operation *target = int64_t(j) - d >= 0 ? entries[j - d].first : &block.front();
-        if (!target->isBeforeInBlock(e.gather))
+        bool atStart = int64_t(j) - d < 0;
+        Operation *target = atStart ? (lastAtStart ? lastAtStart->getNextNode()
+                                                   : &block.front())
+                                    : entries[j - d].first;
+        if (target == e.gather || !target->isBeforeInBlock(e.gather))
           continue; // already at or before that point
         if (bytes > 0) {
           // Gathered bytes live just before `target` with this gather there.
           int64_t live = e.bytes;
           for (size_t k = 0; k < j; ++k) {
             const Entry &o = entries[k];
-            bool issued = o.gather == target || o.gather->isBeforeInBlock(target);
+            bool issued = o.gather->isBeforeInBlock(target);
             bool alive = o.last && (o.last == target || target->isBeforeInBlock(o.last));
             if (issued && alive)
               live += o.bytes;
@@ -75,16 +80,14 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
           if (live > bytes)
             continue;
         }
-        for (Value operand : e.gather->getOperands())
-          if (Operation *def = operand.getDefiningOp())
-            if (def->getBlock() == &block && target->isBeforeInBlock(def))
-              def->moveBefore(target);
         e.gather->moveBefore(target);
-        // A shard load can be the target itself: keep the gather after it.
+        // Shard loads have no operands: they follow their gather up.
         for (Value operand : e.gather->getOperands())
           if (Operation *def = operand.getDefiningOp())
             if (def->getBlock() == &block && e.gather->isBeforeInBlock(def))
-              e.gather->moveAfter(def);
+              def->moveBefore(e.gather);
+        if (atStart)
+          lastAtStart = e.gather;
         break;
       }
     }

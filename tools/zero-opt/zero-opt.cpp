@@ -355,6 +355,8 @@ int main(int argc, char **argv) {
     MLIRContext chunkContext(registry);
     chunkContext.loadAllAvailableDialects();
     chunkContext.allowUnregisteredDialects(false);
+    // Like mlir-opt: expected-* comments list the diagnostics themselves.
+    chunkContext.printOpOnDiagnostic(!verifyDiagnostics);
     auto run = [&]() -> LogicalResult {
       OwningOpRef<ModuleOp> module =
           parseSourceFile<ModuleOp>(sourceMgr, &chunkContext);

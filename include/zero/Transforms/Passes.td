@@ -106,8 +106,8 @@ def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
     size, the no-reuse total and the live-bytes lower bound.
   }];
   let options = [
-    Option<"function", "function", "std::string", "\"forward\"",
-           "Function to lower">,
+    Option<"function", "function", "std::string", "\"\"",
+           "Function to lower (default: the only function, else @forward)">,
   ];
   let dependentDialects = ["::zero::zrt::ZRTDialect"];
 }

@@ -1,0 +1,77 @@
+// RUN: zero-opt %s --split-input-file --zero-lower-to-runtime | FileCheck %s
+
+// Tests the memory plan on a chain: each value is live from its producer to
+// its last reader, so the third value reuses the first one's space; the
+// arena records the planned size (128 B), the no-reuse total (4 x 64 B) and
+// the live-bytes lower bound (two 64 B blocks at once).
+// CHECK-LABEL: zrt.program @chain world_size = 1
+// CHECK: zrt.arena @activations size = 128 no_reuse = 256 lower_bound = 128
+// CHECK: zrt.buffer @[[X:.+]] : tensor<4xf32> at @activations[[[XO:[0-9]+]]]
+// CHECK: zrt.input "x" -> @[[X]]
+// CHECK: zrt.buffer @[[A:.+]] : tensor<4xf32> at @activations[[[AO:[0-9]+]]]
+// CHECK: zrt.kernel "Relu" on @compute [@[[X]]] -> [@[[A]]] {}
+// CHECK: zrt.buffer @[[B:.+]] : tensor<4xf32> at @activations[[[XO]]]
+// CHECK: zrt.kernel "Neg" on @compute [@[[A]]] -> [@[[B]]] {}
+// CHECK: zrt.buffer @[[C:.+]] : tensor<4xf32> at @activations[[[AO]]]
+// CHECK: zrt.kernel "Exp" on @compute [@[[B]]] -> [@[[C]]] {}
+// CHECK: zrt.output "y" from @[[C]]
+// CHECK-NOT: zrt.record
+func.func @chain(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<4xf32> {onnx.name = "y"}) {
+  %a = onnx.Relu %x : (tensor<4xf32>) -> tensor<4xf32>
+  %b = onnx.Neg %a : (tensor<4xf32>) -> tensor<4xf32>
+  %c = onnx.Exp %b : (tensor<4xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+// Tests that reshapes are free views of their operand's bytes, that small
+// constants go to the constants arena and large splats become Fill kernels.
+// Activations: x (64 B, dead after Add), s (64 B) and the 400-byte splat
+// (448 B aligned) live together at the end: 512 B, which is also the bound.
+// CHECK-LABEL: zrt.program @views
+// CHECK: zrt.arena @constants size = 64 no_reuse = 64 lower_bound = 64
+// CHECK: zrt.arena @activations size = 512 no_reuse = 576 lower_bound = 512
+// CHECK: zrt.buffer @[[K:.+]] : tensor<6xf32> at @constants[0]
+// CHECK: zrt.constant @[[K]] = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00]> : tensor<6xf32>
+// CHECK: zrt.buffer @[[X:.+]] : tensor<2x3xf32> at @activations[[[XO:[0-9]+]]]
+// CHECK: zrt.buffer @[[XV:.+]] : tensor<6xf32> at @activations[[[XO]]]
+// CHECK: zrt.kernel "Add" on @compute [@[[XV]], @[[K]]]
+// CHECK: zrt.kernel "Fill" on @compute [] -> [@{{.+}}] {value = 5.000000e-01 : f64}
+func.func @views(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<100xf32>) {
+  %k = onnx.Constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]> : tensor<6xf32>
+  %f = onnx.Reshape %x {shape = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
+  %s = onnx.Add %f, %k : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+  %h = onnx.Constant dense<0.5> : tensor<100xf32>
+  return %s, %h : tensor<6xf32>, tensor<100xf32>
+}
+
+// -----
+
+// Tests stream assignment and events: the gather runs on the communication
+// stream, compute waits for its event before the first use, and the gathered
+// block dies at its release, so four 64-byte values need only 192 bytes.
+// CHECK-LABEL: zrt.program @gathered world_size = 2
+// CHECK: zrt.group @world [0, 1]
+// CHECK: zrt.arena @activations size = 192 no_reuse = 256 lower_bound = 192
+// CHECK: zrt.global "w" tensor "w" : tensor<4x2xf32> into @[[S:.+]] {padded_numel = 8 : i64, shard_world = 2 : i64}
+// CHECK: zrt.buffer @[[G:.+]] : tensor<8xf32> at @activations[[[GO:[0-9]+]]]
+// CHECK: zrt.collective "AllGather" on @comm group @world [@[[S]]] -> [@[[G]]] {}
+// CHECK-NEXT: zrt.record 0 on @comm
+// CHECK-NEXT: zrt.wait 0 on @compute
+// CHECK: zrt.buffer @[[W:.+]] : tensor<4x2xf32> at @activations[[[GO]]]
+// CHECK: zrt.kernel "MatMul" on @compute [@{{.+}}, @[[W]]] -> [@[[Y:.+]]] {}
+// CHECK: zrt.kernel "Relu" on @compute [@[[Y]]]
+// CHECK-NOT: zrt.wait
+module attributes {zero.world_size = 2 : i64} {
+  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<4x2xf32>, zero.shard = {numel = 8 : i64, padded_numel = 8 : i64, world = 2 : i64}, zero.tensor = "w"}
+  func.func @gathered(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %s = ml_program.global_load @w : tensor<4xf32>
+    %g = zero.all_gather %s {world = 2 : i64} : tensor<4xf32> -> tensor<8xf32>
+    %w = onnx.Reshape %g {shape = array<i64: 4, 2>} : (tensor<8xf32>) -> tensor<4x2xf32>
+    %y = onnx.MatMul %x, %w : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    zero.release %w : tensor<4x2xf32>
+    %r = onnx.Relu %y : (tensor<3x2xf32>) -> tensor<3x2xf32>
+    return %r : tensor<3x2xf32>
+  }
+}
