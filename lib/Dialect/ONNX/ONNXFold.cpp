@@ -409,6 +409,74 @@ Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
             [&](int64_t k) { return in[0].asDouble(0) + k * in[2].asDouble(0); },
             [&](int64_t k) { return in[0].asInt(0) + k * in[2].asInt(0); });
       })
+      .Case([&](CumSumOp c) -> Attribute {
+        const ConstTensor &t = in[0];
+        int64_t n = resultType.getNumElements();
+        if (n > kMaxFoldElements)
+          return {};
+        int64_t axis = c.getAxis();
+        bool exclusive = c.getExclusive(), reverse = c.getReverse();
+        ArrayRef<int64_t> shape = resultType.getShape();
+        int64_t inner = 1;
+        for (size_t d = axis + 1; d < shape.size(); ++d)
+          inner *= shape[d];
+        int64_t len = shape[axis], outer = n / std::max<int64_t>(1, len * inner);
+        std::vector<double> f(n);
+        std::vector<int64_t> iv(n);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            double accF = 0;
+            int64_t accI = 0;
+            for (int64_t step = 0; step < len; ++step) {
+              int64_t j = reverse ? len - 1 - step : step;
+              int64_t k = (o * len + j) * inner + i;
+              if (!exclusive) {
+                accF += t.asDouble(k);
+                accI += t.asInt(k);
+              }
+              f[k] = accF;
+              iv[k] = accI;
+              if (exclusive) {
+                accF += t.asDouble(k);
+                accI += t.asInt(k);
+              }
+            }
+          }
+        return makeConst(resultType, n, [&](int64_t k) { return f[k]; },
+                         [&](int64_t k) { return iv[k]; });
+      })
+      .Case([&](GatherNDOp g) -> Attribute {
+        const ConstTensor &data = in[0], &indices = in[1];
+        int64_t b = g.getBatchDims();
+        ArrayRef<int64_t> ds = data.shape(), is = indices.shape();
+        int64_t depth = is.back();
+        int64_t sliceSize = 1;
+        for (size_t d = b + depth; d < ds.size(); ++d)
+          sliceSize *= ds[d];
+        SmallVector<int64_t> dataStrides = strides(ds);
+        int64_t batch = 1;
+        for (int64_t d = 0; d < b; ++d)
+          batch *= ds[d];
+        int64_t tuples = indices.numel() / std::max<int64_t>(1, depth);
+        int64_t perBatch = tuples / std::max<int64_t>(1, batch);
+        // Source element of each output element.
+        std::vector<int64_t> src(resultType.getNumElements());
+        if (int64_t(src.size()) > kMaxFoldElements)
+          return {};
+        for (int64_t t = 0; t < tuples; ++t) {
+          int64_t bi = perBatch ? t / perBatch : 0;
+          int64_t base = bi * (b ? dataStrides[b - 1] : 0);
+          for (int64_t k = 0; k < depth; ++k) {
+            int64_t v = indices.asInt(t * depth + k), dim = ds[b + k];
+            if (v < -dim || v >= dim)
+              return {};
+            base += (v < 0 ? v + dim : v) * dataStrides[b + k];
+          }
+          for (int64_t e = 0; e < sliceSize; ++e)
+            src[t * sliceSize + e] = base + e;
+        }
+        return foldGatherLike(resultType, data, [&](int64_t k) { return src[k]; });
+      })
       .Default([](Operation *) { return Attribute(); });
 }
 
@@ -447,6 +515,8 @@ ZERO_FOLD(GatherOp)
 ZERO_FOLD(ExpandOp)
 ZERO_FOLD(TriluOp)
 ZERO_FOLD(RangeOp)
+ZERO_FOLD(CumSumOp)
+ZERO_FOLD(GatherNDOp)
 #undef ZERO_FOLD
 
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getX(); }

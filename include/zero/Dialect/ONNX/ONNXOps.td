@@ -243,6 +243,7 @@ def ONNX_CumSumOp : ONNX_Op<"CumSum"> {
                    DefaultValuedAttr<I64Attr, "0">:$reverse);
   let results = (outs ONNX_Tensor:$y);
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -399,6 +400,7 @@ def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
                    DefaultValuedAttr<I64Attr, "0">:$batch_dims);
   let results = (outs ONNX_Tensor:$output);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 #endif // ZERO_DIALECT_ONNX_ONNXOPS_TD
