@@ -1,0 +1,53 @@
+//===- Bindings.h - Weights, inputs and outputs of a program ----*- C++ -*-===//
+//
+// Connects a program's globals, inputs and outputs to tensor files. Globals are
+// read from a safetensors weights file; a sharded global (ShardSpec) reads only
+// this rank's element range of the flattened tensor and zero-fills the padding.
+// Inputs come from .npy files or from safetensors tensors with matching names.
+// Every mismatch names the tensor and says what was expected and what was found.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_BINDINGS_H
+#define ZRT_BINDINGS_H
+
+#include "zrt/Executor.h"
+#include "zrt/Program.h"
+#include "zrt/Status.h"
+#include "zrt/TensorFile.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// What loading the globals cost this rank.
+struct WeightsStats {
+  uint64_t residentBytes = 0; ///< bytes of global buffers held by this rank
+  uint64_t bytesRead = 0;     ///< bytes read from the weights file
+};
+
+/// Reads every global of the executor's program from `weights` into its
+/// buffer: the whole tensor for replicated globals, world rank `rank`'s shard
+/// for sharded ones.
+Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
+                   WeightsStats *stats = nullptr);
+
+/// Where an input comes from: `name=path.npy`, or every tensor of a
+/// safetensors file whose name is a program input (name empty).
+struct InputSource {
+  std::string name;
+  std::string path;
+};
+
+/// Reads the program inputs from `sources` into their buffers. Every program
+/// input must be given exactly once, with the buffer's dtype and shape; a named
+/// source must name a program input.
+Status bindInputs(Executor &executor, const std::vector<InputSource> &sources);
+
+/// Writes the program outputs, in program order, to a safetensors file.
+Status writeOutputs(const Executor &executor, const std::string &path);
+
+} // namespace zrt
+
+#endif // ZRT_BINDINGS_H

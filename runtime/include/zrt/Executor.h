@@ -1,0 +1,101 @@
+//===- Executor.h - Runs a loaded program on a backend ----------*- C++ -*-===//
+//
+// The executor allocates the program's arenas, fills its constants, resolves every
+// instruction to a kernel or collective once, and runs the streams: one host thread
+// per stream, each executing its instructions in program order and meeting the
+// others only at events. The first failure cancels the run: streams stop before
+// their next instruction, waits on events and collectives still in progress are
+// released with an error, and run() returns the first error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_EXECUTOR_H
+#define ZRT_EXECUTOR_H
+
+#include "zrt/Backend.h"
+#include "zrt/Program.h"
+#include "zrt/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace zrt {
+
+/// How to run.
+struct ExecutorOptions {
+  /// Track buffer liveness to measure the actual peak bytes per arena.
+  bool trackMemory = false;
+  /// Record a start/duration for every instruction.
+  bool trace = false;
+  /// Called once with the first error, on the thread that hit it, before the
+  /// other streams are cancelled (zero-run aborts the MPI job here, since other
+  /// ranks may be blocked in a collective with this one).
+  std::function<void(const Status &)> onError;
+};
+
+/// One executed instruction, for traces.
+struct TraceEvent {
+  uint32_t instruction = 0;
+  uint32_t stream = 0;
+  double startUs = 0; ///< from the start of run()
+  double durationUs = 0;
+};
+
+/// What the last run measured.
+struct RunStats {
+  double wallSeconds = 0;
+  /// Per arena: the largest union of byte ranges of live buffers seen at any
+  /// moment of the run. A buffer is live from the start of the first
+  /// instruction that writes it (the start of the run for constants, inputs
+  /// and globals) until the end of the last instruction that reads it
+  /// (the end of the run for outputs and globals).
+  std::vector<uint64_t> peakLiveBytes;
+  /// Per arena: one past the highest byte any executed instruction touched.
+  std::vector<uint64_t> highWaterBytes;
+  /// Every executed instruction, in stream order then time order.
+  std::vector<TraceEvent> trace;
+};
+
+/// Executes one program on this rank.
+class Executor {
+public:
+  /// Allocates the arenas, copies the constants in, creates streams and events,
+  /// resolves kernels, checks that the instructions this rank runs cannot
+  /// deadlock on events, and sets up the communicator's groups and channels.
+  /// Collective: every rank calls it; if any rank fails, all return an error.
+  /// `program`, `backend` and `comm` must outlive the executor.
+  static Expected<std::unique_ptr<Executor>>
+  create(const Program &program, Backend &backend, Communicator &comm,
+         ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const Program &program() const;
+  /// A view of buffer `index` (device memory on a GPU backend).
+  TensorRef buffer(uint32_t index) const;
+  /// The buffer's host address, or null when the backend's memory is not host
+  /// accessible.
+  void *hostAddress(uint32_t index) const;
+  /// Copies `bytes` from host memory into buffer `index` at `byteOffset`.
+  Status writeBuffer(uint32_t index, const void *src, uint64_t bytes,
+                     uint64_t byteOffset = 0);
+  /// Copies `bytes` of buffer `index` from `byteOffset` into host memory.
+  Status readBuffer(uint32_t index, void *dst, uint64_t bytes,
+                    uint64_t byteOffset = 0) const;
+
+  /// Runs every stream to completion; returns the first error, if any.
+  Status run();
+  /// Figures from the last run().
+  const RunStats &stats() const;
+
+private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace zrt
+
+#endif // ZRT_EXECUTOR_H

@@ -1,0 +1,223 @@
+//===- Program.h - A loaded, validated .zrt program -------------*- C++ -*-===//
+//
+// The in-memory form of a .zrt file (schema/zrt.fbs). loadProgram() verifies the
+// FlatBuffer, checks the format version, copies the tables into the plain structs
+// below and validates every index, so that the executor and the tools never see
+// an out-of-range buffer, arena, stream, event or group. The FlatBuffers-generated
+// code stays private to the loader.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_PROGRAM_H
+#define ZRT_PROGRAM_H
+
+#include "zrt/Kernel.h"
+#include "zrt/Status.h"
+#include "zrt/Tensor.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zrt {
+
+/// The .zrt format version this runtime reads. Programs with another `version`
+/// are rejected with a message asking for a matching zero-opt.
+constexpr uint32_t kFormatVersion = 1;
+
+/// Which kind of work a stream carries; mirrors `zrt.fb.StreamKind`.
+enum class StreamKind : uint8_t { Compute = 0, Comm };
+
+/// What an instruction does, derived from its op name at load time.
+enum class OpKind : uint8_t {
+  Kernel,        ///< a kernel from the backend's KernelTable
+  Record,        ///< marks `event` as reached on this stream
+  Wait,          ///< blocks this stream until `event` has been recorded
+  AllGather,     ///< rank-major concatenation of equal shards
+  ReduceScatter, ///< sum, then rank r keeps block r
+  AllReduce,     ///< sum on every rank
+  Broadcast,     ///< attr `root` (group rank) sends, all receive
+  AllToAll,      ///< block j of the input goes to group rank j
+  Send,          ///< input to attr `peer` (group rank)
+  Recv,          ///< output from attr `peer` (group rank)
+};
+
+/// Number of collective kinds (AllGather .. Recv), for per-kind counters.
+constexpr int kNumCollectiveKinds = 7;
+
+/// True for AllGather .. Recv.
+inline bool isCollective(OpKind k) { return k >= OpKind::AllGather; }
+
+/// Index 0..kNumCollectiveKinds-1 of a collective kind.
+inline int collectiveIndex(OpKind k) {
+  return int(k) - int(OpKind::AllGather);
+}
+
+/// The op name of `k` as written in programs ("AllGather", "Record", ...);
+/// "kernel" for OpKind::Kernel.
+const char *opKindName(OpKind k);
+
+/// The collective kind named `op`, Record/Wait for those names, else Kernel.
+OpKind classifyOp(const std::string &op);
+
+/// A region of memory sized by the compiler's memory plan.
+struct ArenaDesc {
+  std::string name;
+  uint64_t size = 0;        ///< bytes to allocate (the planned peak)
+  uint64_t noReuseSize = 0; ///< bytes the buffers would take without reuse
+  uint64_t lowerBound = 0;  ///< the most bytes simultaneously live
+};
+
+/// A typed view at a fixed offset of an arena. Several buffers may alias.
+struct BufferDesc {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint32_t arena = 0;
+  uint64_t offset = 0;
+
+  /// Elements of the shape (1 for a scalar).
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  /// Bytes the buffer spans in its arena.
+  uint64_t bytes() const { return uint64_t(numel()) * dtypeSize(dtype); }
+};
+
+/// Initial contents of a buffer.
+struct ConstantDesc {
+  uint32_t buffer = 0;
+  std::vector<uint8_t> data;
+};
+
+/// The ZeRO-3 split of a global over `world` ranks: flatten, zero-pad to
+/// `paddedNumel` (a multiple of `world`), rank r holds [r*s, (r+1)*s).
+struct ShardSpec {
+  int world = 1;
+  uint64_t numel = 0;
+  uint64_t paddedNumel = 0;
+
+  /// Elements per rank, s = paddedNumel / world.
+  uint64_t shardNumel() const { return paddedNumel / uint64_t(world); }
+  /// The real (unpadded) elements rank `rank` holds: [begin, end) of the
+  /// flattened tensor; empty when the rank holds only padding.
+  std::pair<uint64_t, uint64_t> range(int rank) const {
+    uint64_t s = shardNumel();
+    uint64_t b = std::min(numel, uint64_t(rank) * s);
+    uint64_t e = std::min(numel, uint64_t(rank + 1) * s);
+    return {b, e};
+  }
+};
+
+/// A parameter or state tensor read from the weights file at start-up.
+struct GlobalDesc {
+  std::string name;            ///< IR symbol
+  std::string tensor;          ///< name in the safetensors weights file
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  ///< full logical shape, as in the file
+  uint32_t buffer = 0;         ///< whole tensor, or this rank's shard
+  std::optional<ShardSpec> shard; ///< absent: replicated
+};
+
+/// A queue of instructions executed in program order.
+struct StreamDesc {
+  std::string name;
+  StreamKind kind = StreamKind::Compute;
+};
+
+/// Ranks of a process group, in group-rank order (group rank i = ranks[i]).
+struct ProcessGroupDesc {
+  std::string name;
+  std::vector<int> ranks;
+};
+
+/// A named graph input or output and the buffer holding it.
+struct BindingDesc {
+  std::string name;
+  uint32_t buffer = 0;
+};
+
+/// One step of one stream: a kernel call, a collective, Record or Wait.
+struct Instruction {
+  std::string op;
+  OpKind kind = OpKind::Kernel;
+  uint32_t stream = 0;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  AttrMap attrs;
+  int event = -1;          ///< Record/Wait
+  int group = -1;          ///< collectives; -1 is the world
+  std::vector<int> ranks;  ///< world ranks that execute it; empty: all
+  std::string loc;
+
+  /// Whether world rank `rank` executes this instruction (see ranks).
+  bool runsOn(int rank) const {
+    if (ranks.empty())
+      return true;
+    for (int r : ranks)
+      if (r == rank)
+        return true;
+    return false;
+  }
+};
+
+/// A loaded program. `path` is used in every message about it.
+struct Program {
+  std::string path;
+  uint32_t version = 0;
+  int worldSize = 1;
+  std::vector<ArenaDesc> arenas;
+  std::vector<BufferDesc> buffers;
+  std::vector<ConstantDesc> constants;
+  std::vector<GlobalDesc> globals;
+  std::vector<StreamDesc> streams;
+  uint32_t numEvents = 0;
+  std::vector<ProcessGroupDesc> groups;
+  std::vector<BindingDesc> inputs;
+  std::vector<BindingDesc> outputs;
+  std::vector<Instruction> instructions;
+
+  /// "instruction 12 (MatMul at \"node_3\")", for messages.
+  std::string describeInstruction(size_t index) const;
+  /// "buffer 7 \"h1\" (f32[2x8] in arena 1 \"activations\" at offset 128)".
+  std::string describeBuffer(uint32_t index) const;
+  /// Number of ranks in `group` (worldSize for -1).
+  int64_t groupSize(int group) const {
+    return group >= 0 && size_t(group) < groups.size()
+               ? int64_t(groups[size_t(group)].ranks.size())
+               : int64_t(worldSize);
+  }
+};
+
+/// Reads, verifies and validates the program file at `path`. When `kernels` is
+/// given, every kernel op must exist in it.
+Expected<Program> loadProgram(const std::string &path,
+                              const KernelTable *kernels = nullptr);
+
+/// Like loadProgram, from bytes already in memory; `name` stands for the file
+/// in messages.
+Expected<Program> parseProgram(const void *data, size_t size,
+                               const std::string &name,
+                               const KernelTable *kernels = nullptr);
+
+/// The index checks loadProgram runs: every buffer, arena, stream, event and
+/// group index in range, buffers inside their arenas, constants and shards
+/// consistent with their buffers, collectives shaped for their groups, and (if
+/// `kernels` is given) every kernel op known.
+Status validateProgram(const Program &program,
+                       const KernelTable *kernels = nullptr);
+
+/// Checks that the instructions `rank` executes cannot deadlock on events: each
+/// event is recorded at most once and every Wait is eventually satisfied when
+/// each stream runs its instructions in order. Cross-rank ordering of
+/// collectives is not checked.
+Status checkEventOrder(const Program &program, int rank);
+
+} // namespace zrt
+
+#endif // ZRT_PROGRAM_H

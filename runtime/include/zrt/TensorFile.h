@@ -1,0 +1,103 @@
+//===- TensorFile.h - safetensors and .npy files ----------------*- C++ -*-===//
+//
+// Readers and writers for the tensor files zero-run exchanges with users:
+// safetensors for weights, inputs and outputs (an 8-byte little-endian header
+// length, a JSON header of name -> dtype/shape/data_offsets, then raw bytes), and
+// NumPy .npy (v1-v3, little-endian, C order) for inputs. The safetensors reader
+// only parses the header on open and reads byte ranges on demand with pread, so a
+// rank can read just its shard of a large weights file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TENSORFILE_H
+#define ZRT_TENSORFILE_H
+
+#include "zrt/Status.h"
+#include "zrt/Tensor.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// The safetensors dtype string of `t` ("F32", "BF16", "BOOL", ...).
+const char *safetensorsDTypeName(DType t);
+/// The DType for a safetensors dtype string; an error for others.
+Expected<DType> parseSafetensorsDType(const std::string &name);
+
+/// One tensor of a safetensors file.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t fileOffset = 0; ///< absolute offset of the first byte in the file
+  uint64_t bytes = 0;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// An open safetensors file: the parsed header and a descriptor for reads.
+class SafetensorsFile {
+public:
+  /// Opens `path` and checks its header: valid JSON, known dtypes, data
+  /// offsets matching dtype and shape and lying inside the file.
+  static Expected<SafetensorsFile> open(const std::string &path);
+  SafetensorsFile(SafetensorsFile &&other) noexcept;
+  SafetensorsFile &operator=(SafetensorsFile &&other) noexcept;
+  ~SafetensorsFile();
+
+  const std::string &path() const { return path_; }
+  /// Tensors in file order.
+  const std::vector<SafetensorsEntry> &entries() const { return entries_; }
+  /// The tensor called `name`, or null.
+  const SafetensorsEntry *find(const std::string &name) const;
+  /// Reads `bytes` bytes of `entry` starting `byteOffset` bytes into it.
+  Status read(const SafetensorsEntry &entry, uint64_t byteOffset,
+              uint64_t bytes, void *dst) const;
+  /// Total bytes read() has read so far.
+  uint64_t bytesRead() const { return bytesRead_->load(); }
+
+private:
+  SafetensorsFile() = default;
+  std::string path_;
+  int fd_ = -1;
+  std::vector<SafetensorsEntry> entries_;
+  std::unique_ptr<std::atomic<uint64_t>> bytesRead_;
+};
+
+/// A tensor to write: name, type, shape and `numel * dtypeSize` bytes at data.
+struct NamedTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void *data = nullptr;
+};
+
+/// Writes `tensors` to a safetensors file at `path`, in the given order.
+Status writeSafetensors(const std::string &path,
+                        const std::vector<NamedTensor> &tensors);
+
+/// A whole .npy array in memory.
+struct NpyArray {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+/// Reads a .npy file (format 1.0, 2.0 or 3.0; little-endian or byte-sized
+/// dtypes f2/f4/f8/i1/i4/i8/u1/b1; C order).
+Expected<NpyArray> readNpy(const std::string &path);
+
+/// Writes a .npy file (format 1.0).
+Status writeNpy(const std::string &path, DType dtype,
+                const std::vector<int64_t> &shape, const void *data);
+
+} // namespace zrt
+
+#endif // ZRT_TENSORFILE_H

@@ -1,0 +1,283 @@
+//===- KernelSupport.cpp - Shared helpers of the CPU kernels --------------===//
+//
+// Out-of-line parts of KernelSupport.h: half-precision conversions, scalar
+// encoding for fills, the common error messages, shape helpers and the
+// broadcasting planner.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+namespace zrt {
+namespace cpu {
+
+//===----------------------------------------------------------------------===//
+// Half precision
+//===----------------------------------------------------------------------===//
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else { // subnormal: renormalise
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      mantissa &= 0x3ffu;
+      bits = sign | (exponent << 23) | (mantissa << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  return bitsToFloat(bits);
+}
+
+uint16_t floatToHalf(float value) {
+  const uint32_t x = floatToBits(value);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t absBits = x & 0x7fffffffu;
+  if (absBits >= 0x7f800000u) // inf, nan
+    return uint16_t(sign | 0x7c00u | (absBits > 0x7f800000u ? 0x200u : 0u));
+  if (absBits >= 0x477ff000u) // >= 65520 rounds to inf
+    return uint16_t(sign | 0x7c00u);
+  if (absBits < 0x38800000u) { // below 2^-14: subnormal half (or zero)
+    const float scaled = bitsToFloat(absBits) * 16777216.0f; // exact, < 1024
+    return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
+  }
+  uint32_t h = (((absBits >> 23) - 127 + 15) << 10) | ((absBits >> 13) & 0x3ffu);
+  const uint32_t rest = absBits & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h; // a carry into the exponent is the correct rounding
+  return uint16_t(sign | h);
+}
+
+float bfloat16ToFloat(uint16_t bits) { return bitsToFloat(uint32_t(bits) << 16); }
+
+uint16_t floatToBfloat16(float value) {
+  const uint32_t x = floatToBits(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((x >> 16) | 0x40u); // quiet nan
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars and fills
+//===----------------------------------------------------------------------===//
+
+namespace {
+template <typename Convert> uint64_t encodeWith(DType dtype, Convert convert) {
+  uint64_t bits = 0;
+  dispatchType(AllTypes{}, dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = convert(tag);
+    std::memcpy(&bits, &v, sizeof(T));
+  });
+  return bits;
+}
+} // namespace
+
+uint64_t encodeScalar(DType dtype, double value) {
+  return encodeWith(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return fromDouble<T>(value);
+  });
+}
+
+uint64_t encodeScalarInt(DType dtype, int64_t value) {
+  return encodeWith(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>)
+      return value != 0;
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(value);
+    else
+      return fromDouble<T>(double(value));
+  });
+}
+
+void fillElements(void *dst, size_t elementSize, uint64_t bits, int64_t count) {
+  dispatchBySize(elementSize, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    U v;
+    std::memcpy(&v, &bits, sizeof(U));
+    std::fill(static_cast<U *>(dst), static_cast<U *>(dst) + count, v);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Errors and shapes
+//===----------------------------------------------------------------------===//
+
+Status kernelError(const std::string &op, const std::string &what,
+                   const std::string &got, const std::string &expected) {
+  return Status::error(op + ": " + what + " (got " + got + ", expected " +
+                       expected + ")");
+}
+
+static std::string rangeString(size_t lo, size_t hi) {
+  if (lo == hi)
+    return std::to_string(lo);
+  if (hi == size_t(-1))
+    return "at least " + std::to_string(lo);
+  return std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+Status checkArity(const char *op, const std::vector<TensorRef> &inputs,
+                  const std::vector<TensorRef> &outputs, size_t minIn,
+                  size_t maxIn, size_t minOut, size_t maxOut) {
+  if (inputs.size() < minIn || inputs.size() > maxIn)
+    return kernelError(op, "wrong number of inputs",
+                       std::to_string(inputs.size()), rangeString(minIn, maxIn));
+  if (outputs.size() < minOut || outputs.size() > maxOut)
+    return kernelError(op, "wrong number of outputs",
+                       std::to_string(outputs.size()),
+                       rangeString(minOut, maxOut));
+  return Status::ok();
+}
+
+Status checkSameDType(const char *op, const TensorRef &a, const char *aName,
+                      const TensorRef &b, const char *bName) {
+  if (a.dtype == b.dtype)
+    return Status::ok();
+  return kernelError(op, std::string("dtype of ") + bName + " differs from " +
+                             aName,
+                     dtypeName(b.dtype), dtypeName(a.dtype));
+}
+
+Status checkShape(const char *op, const char *operand, const TensorRef &t,
+                  const std::vector<int64_t> &shape) {
+  if (t.shape == shape)
+    return Status::ok();
+  return kernelError(op, std::string("wrong shape of ") + operand,
+                     shapeString(t.shape), shapeString(shape));
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+int64_t productOf(const std::vector<int64_t> &shape, size_t begin,
+                  size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end && d < shape.size(); ++d)
+    n *= shape[d];
+  return n;
+}
+
+Status splitAtAxis(const char *op, const std::vector<int64_t> &shape,
+                   int64_t axis, AxisSplit &split) {
+  const int64_t rank = int64_t(shape.size());
+  if (rank == 0 && axis == 0) {
+    split = AxisSplit{};
+    return Status::ok();
+  }
+  if (axis < 0 || axis >= rank)
+    return kernelError(op, "axis out of range", std::to_string(axis),
+                       "0 <= axis < " + std::to_string(rank));
+  split.outer = productOf(shape, 0, size_t(axis));
+  split.axis = shape[size_t(axis)];
+  split.inner = productOf(shape, size_t(axis) + 1, shape.size());
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting
+//===----------------------------------------------------------------------===//
+
+Status planBroadcast(const char *op, const std::vector<int64_t> &outShape,
+                     const std::vector<const std::vector<int64_t> *> &inputShapes,
+                     BroadcastPlan &plan) {
+  const size_t rank = outShape.size();
+  const size_t numInputs = inputShapes.size();
+  // Per-input strides aligned to the output's dims (0 where broadcast).
+  std::vector<std::vector<int64_t>> aligned(numInputs,
+                                            std::vector<int64_t>(rank, 0));
+  for (size_t i = 0; i < numInputs; ++i) {
+    const std::vector<int64_t> &shape = *inputShapes[i];
+    const std::vector<int64_t> strides = contiguousStrides(shape);
+    // Extra leading dims are allowed only when they are 1.
+    const size_t extra = shape.size() > rank ? shape.size() - rank : 0;
+    for (size_t d = 0; d < extra; ++d)
+      if (shape[d] != 1)
+        return kernelError(op, "operand " + std::to_string(i) +
+                                   " does not broadcast to the output",
+                           shapeString(shape), "a shape broadcastable to " +
+                                                   shapeString(outShape));
+    for (size_t k = extra; k < shape.size(); ++k) {
+      const size_t d = rank - (shape.size() - k);
+      if (shape[k] == outShape[d])
+        aligned[i][d] = shape[k] == 1 ? 0 : strides[k];
+      else if (shape[k] != 1)
+        return kernelError(op, "operand " + std::to_string(i) +
+                                   " does not broadcast to the output",
+                           shapeString(shape), "a shape broadcastable to " +
+                                                   shapeString(outShape));
+    }
+  }
+  plan.dims.clear();
+  plan.strides.assign(numInputs, {});
+  plan.numel = productOf(outShape, 0, rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (outShape[d] == 1)
+      continue;
+    bool merge = !plan.dims.empty();
+    for (size_t i = 0; merge && i < numInputs; ++i)
+      merge = plan.strides[i].back() == aligned[i][d] * outShape[d];
+    if (merge) {
+      plan.dims.back() *= outShape[d];
+      for (size_t i = 0; i < numInputs; ++i)
+        plan.strides[i].back() = aligned[i][d];
+      continue;
+    }
+    plan.dims.push_back(outShape[d]);
+    for (size_t i = 0; i < numInputs; ++i)
+      plan.strides[i].push_back(aligned[i][d]);
+  }
+  if (plan.dims.empty()) {
+    plan.dims.push_back(1);
+    for (size_t i = 0; i < numInputs; ++i)
+      plan.strides[i].push_back(0);
+  }
+  return Status::ok();
+}
+
+Status broadcastCopy(const KernelContext &ctx, const char *op,
+                     const TensorRef &in, const TensorRef &out) {
+  const size_t elementSize = dtypeSize(out.dtype);
+  if (dtypeSize(in.dtype) != elementSize)
+    return kernelError(op, "input and output dtypes differ", dtypeName(in.dtype),
+                       dtypeName(out.dtype));
+  BroadcastPlan plan;
+  ZRT_RETURN_IF_ERROR(planBroadcast(op, out.shape, {&in.shape}, plan));
+  dispatchBySize(elementSize, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U *src = in.as<U>();
+    U *dst = out.as<U>();
+    const int64_t stride = plan.innerStride(0);
+    parallelRange(ctx, plan.numel, kElementGrain, [&](int64_t b, int64_t e) {
+      forEachBroadcastRow(plan, b, e,
+                          [&](int64_t o, const int64_t *inOff, int64_t n) {
+                            if (stride == 0)
+                              std::fill(dst + o, dst + o + n, src[inOff[0]]);
+                            else
+                              std::memcpy(dst + o, src + inOff[0],
+                                          size_t(n) * sizeof(U));
+                          });
+    });
+  });
+  return Status::ok();
+}
+
+} // namespace cpu
+} // namespace zrt

@@ -1,0 +1,643 @@
+//===- KernelSupport.h - Shared helpers of the CPU kernels ------*- C++ -*-===//
+//
+// Internal to runtime/src/cpu/kernels. It maps the program's dtypes to C++
+// element types and dispatches a generic lambda on them, formats kernel errors
+// in the common "<Op>: <what> (got ..., expected ...)" shape, plans numpy-style
+// broadcasting (collapsed dims plus per-input element strides) and walks such a
+// plan row by row, splits shapes around an axis, splits flat ranges across the
+// KernelContext's threads, and provides vectorisable f32 exp/tanh used by the
+// transcendental-heavy kernels (softmax, sigmoid, gelu, losses).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CPU_KERNELS_KERNELSUPPORT_H
+#define ZRT_CPU_KERNELS_KERNELSUPPORT_H
+
+#include "zrt/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace zrt {
+namespace cpu {
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// IEEE binary16, stored as its bits; converted through float.
+struct Float16 {
+  uint16_t bits;
+};
+/// bfloat16 (the upper half of an f32), stored as its bits.
+struct BFloat16 {
+  uint16_t bits;
+};
+
+float halfToFloat(uint16_t bits);
+uint16_t floatToHalf(float value);
+float bfloat16ToFloat(uint16_t bits);
+uint16_t floatToBfloat16(float value);
+
+/// The DType of a C++ element type.
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::F32; };
+template <> struct DTypeOf<Float16> {
+  static constexpr DType value = DType::F16;
+};
+template <> struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::BF16;
+};
+template <> struct DTypeOf<double> {
+  static constexpr DType value = DType::F64;
+};
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::I8; };
+template <> struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::U8;
+};
+template <> struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <> struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
+
+/// Converts any supported element type to double (half types via float).
+template <typename T> inline double toDouble(T v) {
+  if constexpr (std::is_same_v<T, Float16>)
+    return halfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bfloat16ToFloat(v.bits);
+  else
+    return static_cast<double>(v);
+}
+
+/// Converts a double to element type T: floats round, integers truncate
+/// toward zero, Bool is "nonzero".
+template <typename T> inline T fromDouble(double v) {
+  if constexpr (std::is_same_v<T, Float16>)
+    return Float16{floatToHalf(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{floatToBfloat16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0.0;
+  else if constexpr (std::is_integral_v<T>) {
+    // Saturate instead of the undefined out-of-range conversion; NaN -> 0.
+    if (!(v == v))
+      return T(0);
+    if (v <= double(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    if (v >= double(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  } else
+    return static_cast<T>(v);
+}
+
+template <typename T> struct TypeTag {
+  using type = T;
+};
+template <typename... Ts> struct TypeList {};
+
+using FloatTypes = TypeList<float, double>;
+using IntTypes = TypeList<int32_t, int64_t>;
+using NumericTypes = TypeList<float, double, int32_t, int64_t>;
+using NumericBoolTypes = TypeList<float, double, int32_t, int64_t, bool>;
+using AllTypes = TypeList<float, Float16, BFloat16, double, int8_t, uint8_t,
+                          int32_t, int64_t, bool>;
+using IndexTypes = TypeList<int64_t, int32_t>;
+
+/// Calls `fn(TypeTag<T>{})` for the element type T of `dtype` if T is in the
+/// list; returns false (without calling) otherwise.
+template <typename Fn, typename... Ts>
+bool dispatchType(TypeList<Ts...>, DType dtype, Fn &&fn) {
+  return ((dtype == DTypeOf<Ts>::value ? (fn(TypeTag<Ts>{}), true) : false) ||
+          ...);
+}
+
+/// "f32, f64, i32 or i64".
+template <typename... Ts> std::string typeListNames(TypeList<Ts...>) {
+  std::vector<std::string> names = {dtypeName(DTypeOf<Ts>::value)...};
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i)
+      out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+/// Unsigned integer type of the same size as an element; data movement
+/// kernels are written once per element size, not per dtype.
+template <size_t Size> struct BitsOfSize;
+template <> struct BitsOfSize<1> { using type = uint8_t; };
+template <> struct BitsOfSize<2> { using type = uint16_t; };
+template <> struct BitsOfSize<4> { using type = uint32_t; };
+template <> struct BitsOfSize<8> { using type = uint64_t; };
+
+/// Calls `fn(TypeTag<U>{})` with U the unsigned type of `elementSize` bytes.
+template <typename Fn> bool dispatchBySize(size_t elementSize, Fn &&fn) {
+  switch (elementSize) {
+  case 1: fn(TypeTag<uint8_t>{}); return true;
+  case 2: fn(TypeTag<uint16_t>{}); return true;
+  case 4: fn(TypeTag<uint32_t>{}); return true;
+  case 8: fn(TypeTag<uint64_t>{}); return true;
+  default: return false;
+  }
+}
+
+/// The bytes of `value` converted to `dtype`, in the low bytes of the result.
+uint64_t encodeScalar(DType dtype, double value);
+/// Same for an integer value (exact for i64).
+uint64_t encodeScalarInt(DType dtype, int64_t value);
+
+/// Writes `count` copies of the element `bits` (of `elementSize` bytes).
+void fillElements(void *dst, size_t elementSize, uint64_t bits, int64_t count);
+
+//===----------------------------------------------------------------------===//
+// Errors and operands
+//===----------------------------------------------------------------------===//
+
+/// "<op>: <what> (got <got>, expected <expected>)".
+Status kernelError(const std::string &op, const std::string &what,
+                   const std::string &got, const std::string &expected);
+
+/// "<op>: unsupported dtype of <operand> (got f16, expected f32 or f64)".
+template <typename... Ts>
+Status dtypeError(const std::string &op, const std::string &operand,
+                  DType got, TypeList<Ts...> expected) {
+  return kernelError(op, "unsupported dtype of " + operand, dtypeName(got),
+                     typeListNames(expected));
+}
+
+/// Checks the operand counts: minIn <= inputs <= maxIn, likewise outputs.
+Status checkArity(const char *op, const std::vector<TensorRef> &inputs,
+                  const std::vector<TensorRef> &outputs, size_t minIn,
+                  size_t maxIn, size_t minOut, size_t maxOut);
+
+/// Checks that two operands have the same dtype.
+Status checkSameDType(const char *op, const TensorRef &a, const char *aName,
+                      const TensorRef &b, const char *bName);
+
+/// Checks that `t` has exactly `shape`.
+Status checkShape(const char *op, const char *operand, const TensorRef &t,
+                  const std::vector<int64_t> &shape);
+
+/// Whether operand `i` is present: optional trailing operands may be left out
+/// of the list, and a left-out operand in the middle has a null data pointer.
+inline bool hasOperand(const std::vector<TensorRef> &operands, size_t i) {
+  return i < operands.size() &&
+         (operands[i].data != nullptr || operands[i].numel() == 0);
+}
+
+/// Row-major strides, in elements.
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
+
+/// product(shape[begin, end)).
+int64_t productOf(const std::vector<int64_t> &shape, size_t begin,
+                  size_t end);
+
+/// A shape viewed as [outer, axis, inner] around one axis.
+struct AxisSplit {
+  int64_t outer = 1;
+  int64_t axis = 1;
+  int64_t inner = 1;
+};
+
+/// Splits `shape` at `axis`; fails (kernel error) when axis is not in
+/// [0, rank). A rank-0 shape with axis 0 is treated as [1].
+Status splitAtAxis(const char *op, const std::vector<int64_t> &shape,
+                   int64_t axis, AxisSplit &split);
+
+//===----------------------------------------------------------------------===//
+// Broadcasting
+//===----------------------------------------------------------------------===//
+
+/// Inputs broadcast (numpy rules) to an output shape, with dims of size 1
+/// dropped and adjacent dims merged while every input stays affine in them.
+/// The innermost stride of each input is 0 (broadcast) or 1 (contiguous).
+struct BroadcastPlan {
+  std::vector<int64_t> dims;                 ///< collapsed output dims, >= 1
+  std::vector<std::vector<int64_t>> strides; ///< [input][dim], elements
+  int64_t numel = 0;
+
+  int64_t innerStride(size_t input) const { return strides[input].back(); }
+};
+
+/// Plans broadcasting `inputShapes` to `outShape`; fails if an input does not
+/// broadcast to it (unidirectionally: the output shape is authoritative).
+Status planBroadcast(const char *op, const std::vector<int64_t> &outShape,
+                     const std::vector<const std::vector<int64_t> *> &inputShapes,
+                     BroadcastPlan &plan);
+
+/// Calls `rowFn(outOffset, inOffsets, length)` for each run of output elements
+/// in [begin, end) that lies within one innermost row; `inOffsets[i]` is the
+/// element offset of input i at `outOffset`, and input i advances by
+/// `plan.innerStride(i)` per element along the run.
+template <typename RowFn>
+void forEachBroadcastRow(const BroadcastPlan &plan, int64_t begin, int64_t end,
+                         RowFn &&rowFn) {
+  if (begin >= end)
+    return;
+  const size_t rank = plan.dims.size();
+  const size_t numInputs = plan.strides.size();
+  std::vector<int64_t> index(rank), offsets(numInputs, 0);
+  int64_t rest = begin;
+  for (size_t d = rank; d-- > 0;) {
+    index[d] = rest % plan.dims[d];
+    rest /= plan.dims[d];
+  }
+  for (size_t i = 0; i < numInputs; ++i)
+    for (size_t d = 0; d < rank; ++d)
+      offsets[i] += index[d] * plan.strides[i][d];
+  const int64_t inner = plan.dims.back();
+  int64_t pos = begin;
+  while (pos < end) {
+    const int64_t len = std::min(end - pos, inner - index[rank - 1]);
+    rowFn(pos, offsets.data(), len);
+    pos += len;
+    index[rank - 1] += len;
+    for (size_t i = 0; i < numInputs; ++i)
+      offsets[i] += len * plan.strides[i][rank - 1];
+    if (index[rank - 1] < inner)
+      continue;
+    index[rank - 1] = 0;
+    for (size_t i = 0; i < numInputs; ++i)
+      offsets[i] -= inner * plan.strides[i][rank - 1];
+    for (size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      for (size_t i = 0; i < numInputs; ++i)
+        offsets[i] += plan.strides[i][d];
+      if (index[d] < plan.dims[d])
+        break;
+      index[d] = 0;
+      for (size_t i = 0; i < numInputs; ++i)
+        offsets[i] -= plan.dims[d] * plan.strides[i][d];
+    }
+  }
+}
+
+/// Writes `in` broadcast to `out`'s shape (same element size); used by Expand
+/// and wherever a smaller operand must be materialised at full size.
+Status broadcastCopy(const KernelContext &ctx, const char *op,
+                     const TensorRef &in, const TensorRef &out);
+
+//===----------------------------------------------------------------------===//
+// Parallelism
+//===----------------------------------------------------------------------===//
+
+/// Elements of cheap elementwise work worth one parallel chunk.
+constexpr int64_t kElementGrain = 32768;
+/// Elements of transcendental work (exp, erf, ...) worth one parallel chunk.
+constexpr int64_t kTranscendentalGrain = 4096;
+
+/// Runs `fn(begin, end)` over contiguous pieces of [0, n), each at least
+/// `grain` items, on ctx's threads; small ranges run inline.
+template <typename Fn>
+void parallelRange(const KernelContext &ctx, int64_t n, int64_t grain,
+                   Fn &&fn) {
+  if (n <= 0)
+    return;
+  const int64_t maxChunks = n / std::max<int64_t>(grain, 1);
+  const int64_t chunks =
+      std::min<int64_t>(maxChunks, int64_t(std::max(ctx.numThreads, 1)) * 4);
+  if (chunks <= 1 || ctx.numThreads <= 1 || !ctx.parallelFor) {
+    fn(int64_t(0), n);
+    return;
+  }
+  ctx.parallelFor(chunks, [&](int64_t chunkBegin, int64_t chunkEnd) {
+    fn(chunkBegin * n / chunks, chunkEnd * n / chunks);
+  });
+}
+
+/// Grain in rows for row-wise kernels whose rows cost `rowCost` elements.
+inline int64_t rowGrain(int64_t rowCost, int64_t elementGrain) {
+  return std::max<int64_t>(1, elementGrain / std::max<int64_t>(rowCost, 1));
+}
+
+/// Calls `fn(row, offset)` for rows [begin, end) of a row-major `dims` (a row
+/// is one index of every dim but the last), where offset = sum over those
+/// dims of index * strides[d]; offsets are updated incrementally.
+template <typename Fn>
+void forEachRow(const std::vector<int64_t> &dims,
+                const std::vector<int64_t> &strides, int64_t begin, int64_t end,
+                Fn &&fn) {
+  if (begin >= end)
+    return;
+  const size_t outerRank = dims.empty() ? 0 : dims.size() - 1;
+  std::vector<int64_t> index(outerRank);
+  int64_t offset = 0, rest = begin;
+  for (size_t d = outerRank; d-- > 0;) {
+    index[d] = rest % dims[d];
+    rest /= dims[d];
+    offset += index[d] * strides[d];
+  }
+  for (int64_t row = begin; row < end; ++row) {
+    fn(row, offset);
+    for (size_t d = outerRank; d-- > 0;) {
+      offset += strides[d];
+      if (++index[d] < dims[d])
+        break;
+      offset -= dims[d] * strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+/// For [outer, axis, inner] work (softmax over a middle axis, cumsum, arg
+/// max, ...): calls `fn(o, innerBegin, innerEnd)` covering every outer index
+/// and the whole inner range, in parallel. The inner range is split into
+/// blocks only when there are too few outer indices to feed the threads.
+template <typename Fn>
+void parallelOuterInner(const KernelContext &ctx, int64_t outer,
+                        int64_t axisLen, int64_t inner, Fn &&fn) {
+  if (outer <= 0 || inner <= 0)
+    return;
+  constexpr int64_t kMinInnerBlock = 64;
+  const int64_t threads = std::max(ctx.numThreads, 1);
+  int64_t blocks = 1;
+  if (outer < 2 * threads && inner >= 2 * kMinInnerBlock)
+    blocks = std::min((4 * threads + outer - 1) / outer, inner / kMinInnerBlock);
+  const int64_t blockSize = (inner + blocks - 1) / blocks;
+  blocks = (inner + blockSize - 1) / blockSize;
+  parallelRange(ctx, outer * blocks,
+                rowGrain(std::max<int64_t>(axisLen, 1) * blockSize, kElementGrain),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t t = begin; t < end; ++t) {
+                    const int64_t innerBegin = (t % blocks) * blockSize;
+                    fn(t / blocks, innerBegin,
+                       std::min(inner, innerBegin + blockSize));
+                  }
+                });
+}
+
+//===----------------------------------------------------------------------===//
+// Vectorisable math
+//===----------------------------------------------------------------------===//
+
+inline float bitsToFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint32_t floatToBits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+/// cond ? a : b computed branch-free through bit masks: both arms are always
+/// evaluated, so the compiler vectorises loops over it even with
+/// -ftrapping-math (which forbids speculating float arithmetic in a branch).
+inline float selectFloat(bool cond, float a, float b) {
+  const uint32_t mask = 0u - uint32_t(cond);
+  return bitsToFloat((floatToBits(a) & mask) | (floatToBits(b) & ~mask));
+}
+
+/// e^x for f32 within ~2 ulp of std::exp, written branch-free so that loops
+/// over it vectorise (Cephes' polynomial; the 2^n scaling is split in two so
+/// results underflow to subnormals and overflow to inf like std::exp).
+inline float expF32(float x) {
+  float clamped = selectFloat(x > -104.0f, x, -104.0f); // NaN -> -104 too
+  clamped = selectFloat(clamped < 89.0f, clamped, 89.0f);
+  // Round x*log2(e) to the nearest integer n with the 1.5*2^23 trick.
+  const float magic = 12582912.0f;
+  const float shifted = clamped * 1.44269504088896341f + magic;
+  const float n = shifted - magic;
+  const int32_t ni = int32_t(floatToBits(shifted) - floatToBits(magic));
+  float r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t half = ni >> 1;
+  const float scale1 = bitsToFloat(uint32_t(half + 127) << 23);
+  const float scale2 = bitsToFloat(uint32_t(ni - half + 127) << 23);
+  const float y = p * scale1 * scale2;
+  return selectFloat(x == x, y, x);
+}
+
+/// tanh for f32 within a few ulp (Cephes: odd polynomial below 0.625,
+/// 1 - 2/(e^2|x| + 1) above), branch-free.
+inline float tanhF32(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  float small = -5.70498872745e-3f;
+  small = small * z + 2.06390887954e-2f;
+  small = small * z - 5.37397155531e-2f;
+  small = small * z + 1.33314422036e-1f;
+  small = small * z - 3.33332819422e-1f;
+  small = small * z * x + x;
+  const float e = expF32(2.0f * selectFloat(ax < 44.0f, ax, 44.0f));
+  float large = 1.0f - 2.0f / (e + 1.0f);
+  large = selectFloat(x < 0.0f, -large, large);
+  const float y = selectFloat(ax < 0.625f, small, large);
+  return selectFloat(x == x, y, x);
+}
+
+/// erf for f32, branch-free: the Maclaurin series up to x^25 below |x| = 1
+/// (relative error ~1e-7), Abramowitz-Stegun 7.1.26 above (absolute error
+/// < 3e-7, against erf >= 0.84).
+inline float erfF32(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  // sum_n (-1)^n x^(2n+1) / (n! (2n+1)), times 2/sqrt(pi).
+  float series = 1.0f / 11975040000.0f;
+  series = series * z - 1.0f / 918086400.0f;
+  series = series * z + 1.0f / 76204800.0f;
+  series = series * z - 1.0f / 6894720.0f;
+  series = series * z + 1.0f / 685440.0f;
+  series = series * z - 1.0f / 75600.0f;
+  series = series * z + 1.0f / 9360.0f;
+  series = series * z - 1.0f / 1320.0f;
+  series = series * z + 1.0f / 216.0f;
+  series = series * z - 1.0f / 42.0f;
+  series = series * z + 1.0f / 10.0f;
+  series = series * z - 1.0f / 3.0f;
+  series = (series * z + 1.0f) * x * 1.12837916709551257f;
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float poly = 1.061405429f;
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  float tail = 1.0f - poly * t * expF32(-z);
+  tail = selectFloat(x < 0.0f, -tail, tail);
+  return selectFloat(ax < 1.0f, series, tail);
+}
+
+/// e^x: the fast f32 version, std::exp otherwise.
+template <typename T> inline T expOf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return expF32(x);
+  else
+    return std::exp(x);
+}
+
+/// tanh: the fast f32 version, std::tanh otherwise.
+template <typename T> inline T tanhOf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return tanhF32(x);
+  else
+    return std::tanh(x);
+}
+
+/// erf: the fast f32 version, std::erf otherwise.
+template <typename T> inline T erfOf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return erfF32(x);
+  else
+    return std::erf(x);
+}
+
+/// Marks a function holding a hot loop to be compiled for AVX-512F, AVX2 and
+/// the baseline ISA, with the dynamic loader picking one per CPU (GCC
+/// target_clones on x86-64 Linux; a no-op elsewhere). Only the ISA differs
+/// (not -march), so the helpers it calls are inlined into every clone, and
+/// without -ffast-math all clones compute bitwise the same results.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&         \
+    defined(__linux__)
+#define ZRT_HOT_LOOP                                                           \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ZRT_HOT_LOOP
+#endif
+
+/// out[i] = fn(in[i]) for i < n. `out` and `in` are the same array or
+/// disjoint; both cases vectorise.
+template <typename TI, typename TO, typename Fn>
+inline void mapElements(const TI *in, TO *out, int64_t n, Fn &&fn) {
+  if constexpr (std::is_same_v<TI, TO>) {
+    if (in == out) {
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = fn(out[i]);
+      return;
+    }
+  }
+  const TI *__restrict src = in;
+  TO *__restrict dst = out;
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = fn(src[i]);
+}
+
+/// out[i] = fn(a[i], b[i]) for i < n. `out` is disjoint from `a` and `b` or
+/// the same array as one of them.
+template <typename TA, typename TB, typename TO, typename Fn>
+inline void zipElements(const TA *a, const TB *b, TO *out, int64_t n, Fn &&fn) {
+  if (static_cast<const void *>(out) == static_cast<const void *>(a) ||
+      static_cast<const void *>(out) == static_cast<const void *>(b)) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = fn(a[i], b[i]);
+    return;
+  }
+  const TA *__restrict x = a;
+  const TB *__restrict y = b;
+  TO *__restrict dst = out;
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = fn(x[i], y[i]);
+}
+
+/// Sum of n contiguous values with 8 partial sums (faster and more accurate
+/// than one running sum); `fn` maps each value first.
+template <typename T, typename Acc = T, typename Fn>
+inline Acc sumMapped(const T *in, int64_t n, Fn &&fn) {
+  constexpr int kBlock = 8;
+  Acc partial[kBlock] = {};
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (int j = 0; j < kBlock; ++j)
+      partial[j] += Acc(fn(in[i + j]));
+  Acc total = 0;
+  for (; i < n; ++i)
+    total += Acc(fn(in[i]));
+  for (int j = 0; j < kBlock; ++j)
+    total += partial[j];
+  return total;
+}
+
+/// out[i] = fn(in[i]) for i < n, returning the sum of the outputs (8 partial
+/// sums). `out` and `in` are the same array or disjoint.
+template <typename T, typename Fn>
+inline T mapAndSum(const T *in, T *out, int64_t n, Fn &&fn) {
+  constexpr int kBlock = 8;
+  T partial[kBlock] = {};
+  int64_t i = 0;
+  if (in == out) {
+    for (; i + kBlock <= n; i += kBlock)
+      for (int j = 0; j < kBlock; ++j) {
+        out[i + j] = fn(out[i + j]);
+        partial[j] += out[i + j];
+      }
+  } else {
+    const T *__restrict src = in;
+    T *__restrict dst = out;
+    for (; i + kBlock <= n; i += kBlock)
+      for (int j = 0; j < kBlock; ++j) {
+        dst[i + j] = fn(src[i + j]);
+        partial[j] += dst[i + j];
+      }
+  }
+  T total = T(0);
+  for (; i < n; ++i) {
+    out[i] = fn(in[i]);
+    total += out[i];
+  }
+  for (int j = 0; j < kBlock; ++j)
+    total += partial[j];
+  return total;
+}
+
+/// Maximum of n > 0 contiguous values (NaN-propagating is not guaranteed).
+/// Floats use GCC/Clang vector extensions: a plain max loop does not
+/// vectorise without -ffast-math.
+template <typename T> inline T maxOf(const T *in, int64_t n) {
+  T best = in[0];
+  int64_t i = 1;
+#if defined(__GNUC__)
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr int64_t kLanes = 32 / sizeof(T);
+    typedef T Vector __attribute__((vector_size(32)));
+    if (n >= kLanes) {
+      Vector lanes, x;
+      std::memcpy(&lanes, in, sizeof(Vector));
+      for (i = kLanes; i + kLanes <= n; i += kLanes) {
+        std::memcpy(&x, in + i, sizeof(Vector));
+        lanes = x > lanes ? x : lanes;
+      }
+      for (int64_t j = 0; j < kLanes; ++j)
+        best = lanes[j] > best ? lanes[j] : best;
+    }
+  }
+#endif
+  for (; i < n; ++i)
+    best = in[i] > best ? in[i] : best;
+  return best;
+}
+
+//===----------------------------------------------------------------------===//
+// Registration, one function per kernel family
+//===----------------------------------------------------------------------===//
+
+void registerBinaryKernels(KernelTable &table);
+void registerUnaryKernels(KernelTable &table);
+void registerMatMulKernels(KernelTable &table);
+void registerReduceKernels(KernelTable &table);
+void registerNormalizationKernels(KernelTable &table);
+void registerShapeKernels(KernelTable &table);
+void registerIndexingKernels(KernelTable &table);
+void registerLossKernels(KernelTable &table);
+
+} // namespace cpu
+} // namespace zrt
+
+#endif // ZRT_CPU_KERNELS_KERNELSUPPORT_H

@@ -1,0 +1,229 @@
+//===- MatMul.cpp - MatMul and Gemm ---------------------------------------===//
+//
+// numpy-style MatMul (1-D operands promoted and their dims dropped, batch dims
+// broadcast) and ONNX Gemm. f32/f64 go through OpenBLAS (cblas_sgemm/dgemm);
+// integer types use a plain row-accumulating loop. Batched MatMul folds A's
+// batch into M when B has no batch, runs small independent products in
+// parallel (each below OpenBLAS's own threading threshold), and otherwise
+// loops over the batch letting OpenBLAS thread each product.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+#include <atomic>
+#include <cblas.h>
+
+namespace zrt {
+namespace cpu {
+namespace {
+
+/// Matches OpenBLAS's thread count to the runtime's before threaded calls.
+void setBlasThreads(int numThreads) {
+#ifdef OPENBLAS_VERSION
+  static std::atomic<int> current{0};
+  numThreads = std::max(numThreads, 1);
+  if (current.exchange(numThreads) != numThreads)
+    openblas_set_num_threads(numThreads);
+#else
+  (void)numThreads;
+#endif
+}
+
+/// Below this M*N*K OpenBLAS runs a product on the calling thread only
+/// (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD in its interface/gemm.c),
+/// so such products may run concurrently on our threads.
+constexpr double kSingleThreadedGemm = 65536.0 * 4;
+
+/// C = alpha * op(A) * op(B) + beta * C, row-major, C is M x N. With beta == 0
+/// C is not read.
+template <typename T>
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+          double alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+          double beta, T *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (k == 0) { // BLAS would not touch C when alpha*AB vanishes; be explicit
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c[i * ldc + j] = beta == 0 ? T(0) : T(beta) * c[i * ldc + j];
+      return;
+    }
+    const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+    const CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), float(alpha),
+                  a, int(lda), b, int(ldb), float(beta), c, int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, a,
+                  int(lda), b, int(ldb), beta, c, int(ldc));
+  } else {
+    std::vector<T> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(row.begin(), row.end(), T(0));
+      for (int64_t p = 0; p < k; ++p) {
+        const T av = transA ? a[p * lda + i] : a[i * lda + p];
+        if (av == T(0))
+          continue;
+        if (transB)
+          for (int64_t j = 0; j < n; ++j)
+            row[size_t(j)] += av * b[j * ldb + p];
+        else
+          for (int64_t j = 0; j < n; ++j)
+            row[size_t(j)] += av * b[p * ldb + j];
+      }
+      T *ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = alpha * double(row[size_t(j)]) +
+                         (beta == 0 ? 0.0 : beta * double(ci[j]));
+        ci[j] = fromDouble<T>(v);
+      }
+    }
+  }
+}
+
+/// Runs independent products [0, count) either concurrently (when each is
+/// small enough to stay on one thread) or one after another.
+template <typename Fn>
+void forEachProduct(const KernelContext &ctx, int64_t count, double flopsEach,
+                    Fn &&fn) {
+  if (count > 1 && flopsEach <= kSingleThreadedGemm && ctx.numThreads > 1) {
+    parallelRange(ctx, count, rowGrain(int64_t(flopsEach), 1 << 16),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i)
+                      fn(i);
+                  });
+    return;
+  }
+  setBlasThreads(ctx.numThreads);
+  for (int64_t i = 0; i < count; ++i)
+    fn(i);
+}
+
+Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &) {
+  ZRT_RETURN_IF_ERROR(checkArity("MatMul", in, out, 2, 2, 1, 1));
+  const TensorRef &a = in[0], &b = in[1], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", b, "input B"));
+  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", y, "output"));
+  if (a.rank() == 0 || b.rank() == 0)
+    return kernelError("MatMul", "scalar operand",
+                       shapeString(a.shape) + " and " + shapeString(b.shape),
+                       "operands of rank >= 1");
+  // Promote 1-D operands: A [K] -> [1, K], B [K] -> [K, 1].
+  const bool aVector = a.rank() == 1, bVector = b.rank() == 1;
+  const int64_t m = aVector ? 1 : a.shape[size_t(a.rank() - 2)];
+  const int64_t k = a.shape.back();
+  const int64_t kb = bVector ? b.shape[0] : b.shape[size_t(b.rank() - 2)];
+  const int64_t n = bVector ? 1 : b.shape.back();
+  if (k != kb)
+    return kernelError("MatMul", "inner dimensions differ",
+                       shapeString(a.shape) + " x " + shapeString(b.shape),
+                       "A's last dim equal to B's second-to-last");
+  std::vector<int64_t> aBatch(a.shape.begin(), a.shape.end() - (aVector ? 1 : 2));
+  std::vector<int64_t> bBatch(b.shape.begin(), b.shape.end() - (bVector ? 1 : 2));
+  const size_t dropped = (aVector ? 0 : 1) + (bVector ? 0 : 1);
+  if (y.shape.size() < dropped)
+    return kernelError("MatMul", "output rank too small", shapeString(y.shape),
+                       "rank >= " + std::to_string(dropped));
+  std::vector<int64_t> batch(y.shape.begin(), y.shape.end() - dropped);
+  std::vector<int64_t> expected = batch;
+  if (!aVector)
+    expected.push_back(m);
+  if (!bVector)
+    expected.push_back(n);
+  ZRT_RETURN_IF_ERROR(checkShape("MatMul", "output", y, expected));
+  BroadcastPlan plan;
+  ZRT_RETURN_IF_ERROR(planBroadcast("MatMul", batch, {&aBatch, &bBatch}, plan));
+
+  if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T *pa = a.as<T>(), *pb = b.as<T>();
+        T *py = y.as<T>();
+        if (plan.numel == 0 || m == 0 || n == 0)
+          return;
+        const int64_t bBatchNumel = productOf(bBatch, 0, bBatch.size());
+        const int64_t aBatchNumel = productOf(aBatch, 0, aBatch.size());
+        if (bBatchNumel == 1 && aBatchNumel == plan.numel) {
+          // B is one matrix: fold A's batch into M, one product.
+          setBlasThreads(ctx.numThreads);
+          gemm<T>(false, false, plan.numel * m, n, k, 1.0, pa, k, pb, n, 0.0,
+                  py, n);
+          return;
+        }
+        // Offsets (in matrices) of A and B for each batch index.
+        std::vector<int64_t> aOffset(size_t(plan.numel)),
+            bOffset(size_t(plan.numel));
+        forEachBroadcastRow(plan, 0, plan.numel,
+                            [&](int64_t o, const int64_t *off, int64_t len) {
+                              for (int64_t i = 0; i < len; ++i) {
+                                aOffset[size_t(o + i)] =
+                                    off[0] + i * plan.innerStride(0);
+                                bOffset[size_t(o + i)] =
+                                    off[1] + i * plan.innerStride(1);
+                              }
+                            });
+        forEachProduct(ctx, plan.numel, double(m) * double(n) * double(k),
+                       [&](int64_t i) {
+                         gemm<T>(false, false, m, n, k, 1.0,
+                                 pa + aOffset[size_t(i)] * m * k, k,
+                                 pb + bOffset[size_t(i)] * k * n, n, 0.0,
+                                 py + i * m * n, n);
+                       });
+      }))
+    return dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+/// Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast.
+Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                  const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  ZRT_RETURN_IF_ERROR(checkArity("Gemm", in, out, 2, 3, 1, 1));
+  const TensorRef &a = in[0], &b = in[1], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", b, "input B"));
+  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", y, "output"));
+  const bool transA = attrs.getInt("transA", 0) != 0;
+  const bool transB = attrs.getInt("transB", 0) != 0;
+  const double alpha = attrs.getFloat("alpha", 1.0);
+  double beta = attrs.getFloat("beta", 1.0);
+  if (a.rank() != 2 || b.rank() != 2)
+    return kernelError("Gemm", "operands must be matrices",
+                       shapeString(a.shape) + " and " + shapeString(b.shape),
+                       "rank 2 and rank 2");
+  const int64_t m = transA ? a.shape[1] : a.shape[0];
+  const int64_t k = transA ? a.shape[0] : a.shape[1];
+  const int64_t kb = transB ? b.shape[1] : b.shape[0];
+  const int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb)
+    return kernelError("Gemm", "inner dimensions differ",
+                       shapeString(a.shape) + " x " + shapeString(b.shape) +
+                           (transA ? " transA" : "") + (transB ? " transB" : ""),
+                       "equal K");
+  ZRT_RETURN_IF_ERROR(checkShape("Gemm", "output", y, {m, n}));
+  const bool hasC = hasOperand(in, 2) && beta != 0.0;
+  if (hasC) {
+    ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", in[2], "input C"));
+    ZRT_RETURN_IF_ERROR(broadcastCopy(ctx, "Gemm", in[2], y));
+  } else {
+    beta = 0.0;
+  }
+  if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        setBlasThreads(ctx.numThreads);
+        gemm<T>(transA, transB, m, n, k, alpha, a.as<T>(), a.shape[1],
+                b.as<T>(), b.shape[1], beta, y.as<T>(), n);
+      }))
+    return dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+} // namespace
+
+void registerMatMulKernels(KernelTable &table) {
+  table.add("MatMul", matMulKernel);
+  table.add("Gemm", gemmKernel);
+}
+
+} // namespace cpu
+} // namespace zrt

@@ -1,0 +1,24 @@
+//===- Registry.cpp - The CPU kernel table --------------------------------===//
+//
+// registerCpuKernels (declared in zrt/Kernel.h) fills a KernelTable with every
+// CPU kernel; each kernel family registers its own names, see docs/kernels.md
+// for the list and the normalised attributes each kernel reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+namespace zrt {
+
+void registerCpuKernels(KernelTable &table) {
+  cpu::registerBinaryKernels(table);
+  cpu::registerUnaryKernels(table);
+  cpu::registerMatMulKernels(table);
+  cpu::registerReduceKernels(table);
+  cpu::registerNormalizationKernels(table);
+  cpu::registerShapeKernels(table);
+  cpu::registerIndexingKernels(table);
+  cpu::registerLossKernels(table);
+}
+
+} // namespace zrt

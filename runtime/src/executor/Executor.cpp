@@ -1,0 +1,357 @@
+//===- Executor.cpp - Runs a loaded program on a backend ------------------===//
+//
+// create() does everything that can fail before a run: arenas, constants,
+// streams, events, kernel lookup, the communicator's groups, and the event-order
+// check for this rank. It also turns each instruction this rank executes into a
+// Step with its TensorRefs resolved, so run() does no lookups. run() starts one
+// thread per stream; the first error sets `cancelled`, which every stream checks
+// before its next step and every event wait and collective poll observes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zrt/Executor.h"
+
+#include "executor/LiveBytes.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace zrt {
+
+namespace {
+/// One instruction as this rank executes it.
+struct Step {
+  size_t index = 0;
+  const Instruction *inst = nullptr;
+  KernelFn kernel = nullptr;
+  std::vector<TensorRef> inputs, outputs;
+  int channel = 0;
+};
+} // namespace
+
+struct Executor::Impl {
+  Impl(const Program &p, Backend &b, Communicator &c, ExecutorOptions o)
+      : program(p), backend(b), comm(c), options(std::move(o)) {}
+  ~Impl() {
+    for (void *base : arenaBase)
+      if (base)
+        backend.allocator().deallocate(base);
+  }
+
+  /// Everything local to this rank; may fail on some ranks only.
+  Status init();
+  /// The collective part: the communicator's groups and channels.
+  Status connect(int numChannels);
+  void runStream(size_t stream, std::chrono::steady_clock::time_point start);
+  Status execute(Step &step, Stream &stream);
+  void fail(Status error);
+  Status checkRange(uint32_t index, uint64_t bytes, uint64_t offset) const;
+
+  const Program &program;
+  Backend &backend;
+  Communicator &comm;
+  ExecutorOptions options;
+  std::vector<void *> arenaBase;
+  std::vector<TensorRef> buffers;
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::unique_ptr<Event>> events;
+  std::vector<std::vector<Step>> steps; // per stream
+  std::unique_ptr<LiveBytesTracker> liveBytes;
+  std::vector<std::vector<TraceEvent>> trace; // per stream
+  int numChannels = 0;
+
+  std::atomic<bool> cancelled{false};
+  std::mutex errorMutex;
+  Status firstError;
+  RunStats stats;
+};
+
+Status Executor::Impl::init() {
+  const Program &p = program;
+  int rank = comm.rank();
+  if (p.worldSize != comm.worldSize())
+    return Status::error(p.path + ": the program was compiled for " +
+                         std::to_string(p.worldSize) + " ranks but runs on " +
+                         std::to_string(comm.worldSize()));
+  ZRT_RETURN_IF_ERROR(validateProgram(p, &backend.kernels()));
+  ZRT_RETURN_IF_ERROR(checkEventOrder(p, rank));
+
+  Allocator &alloc = backend.allocator();
+  arenaBase.assign(p.arenas.size(), nullptr);
+  for (size_t a = 0; a < p.arenas.size(); ++a) {
+    Expected<void *> base = alloc.allocate(
+        p.arenas[a].size, "arena " + std::to_string(a) + " \"" +
+                              p.arenas[a].name + "\" of " + p.path);
+    if (!base)
+      return base.status();
+    arenaBase[a] = *base;
+  }
+  for (const BufferDesc &b : p.buffers)
+    buffers.push_back({static_cast<uint8_t *>(arenaBase[b.arena]) + b.offset,
+                       b.dtype, b.shape});
+  for (const ConstantDesc &c : p.constants)
+    ZRT_RETURN_IF_ERROR(alloc.copyFromHost(buffers[c.buffer].data, c.data.data(),
+                                           c.data.size()));
+
+  // One communication channel per stream that issues collectives.
+  std::vector<int> channelOf(p.streams.size(), -1);
+  numChannels = 0;
+  for (const Instruction &inst : p.instructions)
+    if (isCollective(inst.kind) && channelOf[inst.stream] < 0)
+      channelOf[inst.stream] = numChannels++;
+  for (size_t s = 0; s < p.streams.size(); ++s) {
+    Expected<std::unique_ptr<Stream>> stream =
+        backend.createStream(int(s), p.streams[s]);
+    if (!stream)
+      return stream.status();
+    streams.push_back(std::move(*stream));
+  }
+  for (uint32_t e = 0; e < p.numEvents; ++e) {
+    Expected<std::unique_ptr<Event>> event = backend.createEvent();
+    if (!event)
+      return event.status();
+    events.push_back(std::move(*event));
+  }
+
+  // Collectives run on the members of their group only (group -1: all).
+  std::vector<bool> member(p.groups.size(), false);
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    for (int r : p.groups[g].ranks)
+      member[g] = member[g] || r == rank;
+  steps.assign(p.streams.size(), {});
+  std::vector<size_t> executed;
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction &inst = p.instructions[i];
+    if (!inst.runsOn(rank))
+      continue;
+    if (isCollective(inst.kind) && inst.group >= 0 && !member[size_t(inst.group)])
+      continue;
+    Step step;
+    step.index = i;
+    step.inst = &inst;
+    step.channel = std::max(0, channelOf[inst.stream]);
+    if (inst.kind == OpKind::Kernel)
+      step.kernel = backend.kernels().lookup(inst.op);
+    for (uint32_t b : inst.inputs)
+      step.inputs.push_back(buffers[b]);
+    for (uint32_t b : inst.outputs)
+      step.outputs.push_back(buffers[b]);
+    steps[inst.stream].push_back(std::move(step));
+    executed.push_back(i);
+  }
+
+  stats.highWaterBytes.assign(p.arenas.size(), 0);
+  auto touch = [&](uint32_t b) {
+    const BufferDesc &d = p.buffers[b];
+    stats.highWaterBytes[d.arena] =
+        std::max(stats.highWaterBytes[d.arena], d.offset + d.bytes());
+  };
+  for (size_t i : executed) {
+    for (uint32_t b : p.instructions[i].inputs)
+      touch(b);
+    for (uint32_t b : p.instructions[i].outputs)
+      touch(b);
+  }
+  for (const ConstantDesc &c : p.constants)
+    touch(c.buffer);
+  for (const GlobalDesc &g : p.globals)
+    touch(g.buffer);
+  for (const BindingDesc &b : p.inputs)
+    touch(b.buffer);
+  if (options.trackMemory)
+    liveBytes = std::make_unique<LiveBytesTracker>(p, executed);
+  return Status::ok();
+}
+
+Status Executor::Impl::connect(int numChannels) {
+  std::vector<std::vector<int>> groups;
+  for (const ProcessGroupDesc &g : program.groups)
+    groups.push_back(g.ranks);
+  return comm.setup(groups, numChannels);
+}
+
+void Executor::Impl::fail(Status error) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    if (!firstError.isOk())
+      return;
+    firstError = error;
+  }
+  cancelled = true;
+  for (auto &event : events)
+    event->cancel();
+  if (options.onError)
+    options.onError(error);
+}
+
+Status Executor::Impl::execute(Step &step, Stream &stream) {
+  const Instruction &inst = *step.inst;
+  CommContext ctx{inst.group, step.channel, &stream, &cancelled};
+  switch (inst.kind) {
+  case OpKind::Kernel:
+    return stream.launch(step.kernel, step.inputs, step.outputs, inst.attrs);
+  case OpKind::Record:
+    return events[size_t(inst.event)]->record(stream);
+  case OpKind::Wait:
+    return events[size_t(inst.event)]->wait(stream);
+  case OpKind::AllGather:
+    return comm.allGather(step.inputs[0], step.outputs[0], ctx);
+  case OpKind::ReduceScatter:
+    return comm.reduceScatter(step.inputs[0], step.outputs[0], ctx);
+  case OpKind::AllReduce:
+    return comm.allReduce(step.inputs[0], step.outputs[0], ctx);
+  case OpKind::Broadcast:
+    return comm.broadcast(step.inputs[0], step.outputs[0],
+                          int(inst.attrs.getInt("root", 0)), ctx);
+  case OpKind::AllToAll:
+    return comm.allToAll(step.inputs[0], step.outputs[0], ctx);
+  case OpKind::Send:
+    return comm.send(step.inputs[0], int(inst.attrs.getInt("peer", 0)),
+                     int(inst.attrs.getInt("tag", 0)), ctx);
+  case OpKind::Recv:
+    return comm.recv(step.outputs[0], int(inst.attrs.getInt("peer", 0)),
+                     int(inst.attrs.getInt("tag", 0)), ctx);
+  }
+  return Status::error("unknown instruction kind");
+}
+
+void Executor::Impl::runStream(size_t s,
+                               std::chrono::steady_clock::time_point start) {
+  using Clock = std::chrono::steady_clock;
+  auto micros = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - start).count();
+  };
+  Stream &stream = *streams[s];
+  for (Step &step : steps[s]) {
+    if (cancelled.load(std::memory_order_relaxed))
+      return;
+    if (liveBytes)
+      liveBytes->instructionStarted(*step.inst);
+    Clock::time_point begin = Clock::now();
+    Status status = execute(step, stream);
+    if (!status.isOk()) {
+      if (cancelled.load())
+        return; // a consequence of an earlier failure, not worth reporting
+      std::string where = program.path + ": " +
+                          program.describeInstruction(step.index) +
+                          " on stream " + std::to_string(s) + " \"" +
+                          program.streams[s].name + "\"";
+      if (program.worldSize > 1)
+        where += " of rank " + std::to_string(comm.rank());
+      fail(Status::error(where + ": " + status.message()));
+      return;
+    }
+    if (options.trace)
+      trace[s].push_back({uint32_t(step.index), uint32_t(s), micros(begin),
+                          micros(Clock::now()) - micros(begin)});
+    if (liveBytes)
+      liveBytes->instructionFinished(*step.inst);
+  }
+  Status status = stream.synchronize();
+  if (!status.isOk())
+    fail(Status::error(program.path + ": stream " + std::to_string(s) + " \"" +
+                       program.streams[s].name + "\": " + status.message()));
+}
+
+Expected<std::unique_ptr<Executor>>
+Executor::create(const Program &program, Backend &backend, Communicator &comm,
+                 ExecutorOptions options) {
+  auto impl = std::make_unique<Impl>(program, backend, comm, std::move(options));
+  Status status = impl->init();
+  // Agree before the collective setup, so that a rank that failed alone does
+  // not leave the others waiting in it.
+  std::vector<int> failed = comm.failedRanks(status.isOk());
+  if (!status.isOk())
+    return status;
+  if (!failed.empty()) {
+    std::string ranks;
+    for (int r : failed)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    return Status::error(program.path + ": stopped because rank(s) " + ranks +
+                         " could not prepare the program");
+  }
+  ZRT_RETURN_IF_ERROR(impl->connect(impl->numChannels));
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+const Program &Executor::program() const { return impl_->program; }
+
+TensorRef Executor::buffer(uint32_t index) const {
+  return index < impl_->buffers.size() ? impl_->buffers[index] : TensorRef();
+}
+
+void *Executor::hostAddress(uint32_t index) const {
+  if (index >= impl_->buffers.size() ||
+      !impl_->backend.allocator().hostAccessible())
+    return nullptr;
+  return impl_->buffers[index].data;
+}
+
+Status Executor::Impl::checkRange(uint32_t index, uint64_t bytes,
+                                  uint64_t offset) const {
+  if (index >= buffers.size())
+    return Status::error(program.path + ": no buffer " + std::to_string(index));
+  uint64_t size = buffers[index].bytes();
+  if (offset > size || bytes > size - offset)
+    return Status::error(program.path + ": bytes [" + std::to_string(offset) +
+                         ", " + std::to_string(offset + bytes) +
+                         ") are outside " + program.describeBuffer(index));
+  return Status::ok();
+}
+
+Status Executor::writeBuffer(uint32_t index, const void *src, uint64_t bytes,
+                             uint64_t byteOffset) {
+  ZRT_RETURN_IF_ERROR(impl_->checkRange(index, bytes, byteOffset));
+  if (bytes == 0)
+    return Status::ok();
+  return impl_->backend.allocator().copyFromHost(
+      static_cast<uint8_t *>(impl_->buffers[index].data) + byteOffset, src,
+      bytes);
+}
+
+Status Executor::readBuffer(uint32_t index, void *dst, uint64_t bytes,
+                            uint64_t byteOffset) const {
+  ZRT_RETURN_IF_ERROR(impl_->checkRange(index, bytes, byteOffset));
+  if (bytes == 0)
+    return Status::ok();
+  return impl_->backend.allocator().copyToHost(
+      dst, static_cast<const uint8_t *>(impl_->buffers[index].data) + byteOffset,
+      bytes);
+}
+
+Status Executor::run() {
+  Impl &impl = *impl_;
+  for (auto &event : impl.events)
+    event->reset();
+  impl.cancelled = false;
+  impl.firstError = Status::ok();
+  impl.trace.assign(impl.streams.size(), {});
+  if (impl.liveBytes)
+    impl.liveBytes->reset();
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < impl.streams.size(); ++s)
+    if (!impl.steps[s].empty())
+      threads.emplace_back([&impl, s, start] { impl.runStream(s, start); });
+  for (std::thread &t : threads)
+    t.join();
+  impl.stats.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+
+  impl.stats.trace.clear();
+  for (std::vector<TraceEvent> &events : impl.trace)
+    impl.stats.trace.insert(impl.stats.trace.end(), events.begin(), events.end());
+  impl.stats.peakLiveBytes = impl.liveBytes ? impl.liveBytes->peaks()
+                                            : std::vector<uint64_t>();
+  return impl.firstError;
+}
+
+const RunStats &Executor::stats() const { return impl_->stats; }
+
+} // namespace zrt

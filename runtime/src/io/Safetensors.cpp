@@ -1,0 +1,256 @@
+//===- Safetensors.cpp - Reading and writing safetensors files ------------===//
+//
+// A safetensors file is an 8-byte little-endian header length N, N bytes of JSON
+// mapping tensor names to {dtype, shape, data_offsets: [begin, end)} (offsets from
+// the end of the header; an optional "__metadata__" entry of strings), then the
+// data. open() parses and checks the whole header up front, so that later reads,
+// done with pread on byte ranges, cannot run past the file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zrt/TensorFile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace zrt {
+
+namespace {
+struct DTypeName {
+  DType dtype;
+  const char *name;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"},
+    {DType::F64, "F64"}, {DType::I8, "I8"},   {DType::U8, "U8"},
+    {DType::I32, "I32"}, {DType::I64, "I64"}, {DType::Bool, "BOOL"},
+};
+} // namespace
+
+const char *safetensorsDTypeName(DType t) {
+  for (const DTypeName &d : kDTypeNames)
+    if (d.dtype == t)
+      return d.name;
+  return "?";
+}
+
+Expected<DType> parseSafetensorsDType(const std::string &name) {
+  for (const DTypeName &d : kDTypeNames)
+    if (name == d.name)
+      return d.dtype;
+  return Status::error("unsupported dtype \"" + name +
+                       "\" (supported: F32 F16 BF16 F64 I64 I32 I8 U8 BOOL)");
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_),
+      entries_(std::move(other.entries_)),
+      bytesRead_(std::move(other.bytesRead_)) {
+  other.fd_ = -1;
+}
+
+SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    entries_ = std::move(other.entries_);
+    bytesRead_ = std::move(other.bytesRead_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+/// Reads exactly `bytes` at `offset`, retrying short reads.
+static Status preadAll(int fd, void *dst, uint64_t bytes, uint64_t offset,
+                       const std::string &path) {
+  auto *out = static_cast<char *>(dst);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd, out, size_t(std::min<uint64_t>(bytes, 1u << 30)),
+                        off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return Status::error(path + ": read failed: " + std::strerror(errno));
+    if (n == 0)
+      return Status::error(path + ": unexpected end of file at byte " +
+                           std::to_string(offset));
+    out += n;
+    bytes -= uint64_t(n);
+    offset += uint64_t(n);
+  }
+  return Status::ok();
+}
+
+Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
+  SafetensorsFile file;
+  file.path_ = path;
+  file.bytesRead_ = std::make_unique<std::atomic<uint64_t>>(0);
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd_ < 0)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(file.fd_, &st) != 0)
+    return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  uint64_t fileSize = uint64_t(st.st_size);
+  const std::string bad = path + ": not a safetensors file: ";
+  if (fileSize < 8)
+    return Status::error(bad + "only " + std::to_string(fileSize) + " bytes");
+  uint8_t lenBytes[8];
+  ZRT_RETURN_IF_ERROR(preadAll(file.fd_, lenBytes, 8, 0, path));
+  uint64_t headerLen = 0;
+  for (int i = 7; i >= 0; --i)
+    headerLen = (headerLen << 8) | lenBytes[i];
+  if (headerLen > fileSize - 8 || headerLen > (uint64_t(1) << 30))
+    return Status::error(bad + "header length " + std::to_string(headerLen) +
+                         " exceeds the file size " + std::to_string(fileSize));
+  std::string header(size_t(headerLen), '\0');
+  ZRT_RETURN_IF_ERROR(preadAll(file.fd_, header.data(), headerLen, 8, path));
+  nlohmann::json json = nlohmann::json::parse(header, nullptr,
+                                              /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    return Status::error(bad + "the header is not a JSON object");
+
+  uint64_t dataStart = 8 + headerLen, dataSize = fileSize - dataStart;
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (it.key() == "__metadata__")
+      continue;
+    const nlohmann::json &t = it.value();
+    std::string where = path + ": tensor \"" + it.key() + "\": ";
+    if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() ||
+        !t.contains("shape") || !t["shape"].is_array() ||
+        !t.contains("data_offsets") || !t["data_offsets"].is_array() ||
+        t["data_offsets"].size() != 2)
+      return Status::error(where + "header entry needs dtype, shape and "
+                                   "data_offsets [begin, end]");
+    SafetensorsEntry e;
+    e.name = it.key();
+    Expected<DType> dtype = parseSafetensorsDType(t["dtype"].get<std::string>());
+    if (!dtype)
+      return Status::error(where + dtype.status().message());
+    e.dtype = *dtype;
+    uint64_t numel = 1;
+    for (const nlohmann::json &d : t["shape"]) {
+      if (!d.is_number_unsigned())
+        return Status::error(where + "shape entries must be non-negative integers");
+      uint64_t dim = d.get<uint64_t>();
+      if (dim > (uint64_t(1) << 62) ||
+          __builtin_mul_overflow(numel, dim, &numel))
+        return Status::error(where + "shape is too large");
+      e.shape.push_back(int64_t(dim));
+    }
+    const nlohmann::json &off = t["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return Status::error(where + "data_offsets must be non-negative integers");
+    uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    uint64_t bytes;
+    if (__builtin_mul_overflow(numel, uint64_t(dtypeSize(e.dtype)), &bytes) ||
+        end < begin || end - begin != bytes)
+      return Status::error(where + "data_offsets [" + std::to_string(begin) +
+                           ", " + std::to_string(end) + ") do not hold " +
+                           std::to_string(numel) + " " + t["dtype"].get<std::string>() +
+                           " elements");
+    if (end > dataSize)
+      return Status::error(where + "data_offsets end " + std::to_string(end) +
+                           " lies past the end of the file (" +
+                           std::to_string(dataSize) +
+                           " data bytes); the file is truncated");
+    e.fileOffset = dataStart + begin;
+    e.bytes = bytes;
+    file.entries_.push_back(std::move(e));
+  }
+  std::sort(file.entries_.begin(), file.entries_.end(),
+            [](const SafetensorsEntry &a, const SafetensorsEntry &b) {
+              return a.fileOffset < b.fileOffset;
+            });
+  return file;
+}
+
+const SafetensorsEntry *SafetensorsFile::find(const std::string &name) const {
+  for (const SafetensorsEntry &e : entries_)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+Status SafetensorsFile::read(const SafetensorsEntry &entry, uint64_t byteOffset,
+                             uint64_t bytes, void *dst) const {
+  if (byteOffset > entry.bytes || bytes > entry.bytes - byteOffset)
+    return Status::error(path_ + ": tensor \"" + entry.name + "\": read of [" +
+                         std::to_string(byteOffset) + ", " +
+                         std::to_string(byteOffset + bytes) +
+                         ") is outside its " + std::to_string(entry.bytes) +
+                         " bytes");
+  ZRT_RETURN_IF_ERROR(
+      preadAll(fd_, dst, bytes, entry.fileOffset + byteOffset, path_));
+  *bytesRead_ += bytes;
+  return Status::ok();
+}
+
+Status writeSafetensors(const std::string &path,
+                        const std::vector<NamedTensor> &tensors) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  for (const NamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    uint64_t bytes = numel * dtypeSize(t.dtype);
+    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  // Pad with spaces so the data starts 8-byte aligned, as the reference
+  // implementation does.
+  text.append((8 - (text.size() % 8)) % 8, ' ');
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error(path + ": cannot create: " + std::strerror(errno));
+  auto writeAll = [&](const void *data, uint64_t bytes) -> bool {
+    auto *p = static_cast<const char *>(data);
+    while (bytes > 0) {
+      ssize_t n = ::write(fd, p, size_t(std::min<uint64_t>(bytes, 1u << 30)));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      p += n;
+      bytes -= uint64_t(n);
+    }
+    return true;
+  };
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+  bool ok = writeAll(len, 8) && writeAll(text.data(), text.size());
+  for (const NamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    ok = ok && writeAll(t.data, numel * dtypeSize(t.dtype));
+  }
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok)
+    return Status::error(path + ": write failed: " + std::strerror(err));
+  return Status::ok();
+}
+
+} // namespace zrt

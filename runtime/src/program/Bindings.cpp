@@ -1,0 +1,168 @@
+//===- Bindings.cpp - Weights, inputs and outputs of a program ------------===//
+//
+// The ZeRO-3 read path: a sharded global's buffer holds elements [r*s, (r+1)*s)
+// of the flattened, zero-padded tensor, so rank r reads the byte range of the real
+// elements among those straight from the weights file (into the arena when the
+// backend's memory is host accessible, else through a staging copy) and writes
+// zeros over the padding (the arena may hold data of an earlier run).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zrt/Bindings.h"
+
+#include <map>
+#include <tuple>
+
+namespace zrt {
+
+namespace {
+
+std::string typeString(DType dtype, const std::vector<int64_t> &shape) {
+  return std::string(dtypeName(dtype)) + "[" + shapeString(shape) + "]";
+}
+
+/// Copies `bytes` from `read` (a function filling a host buffer) into buffer
+/// `index` at `offset`, directly when the memory is host accessible.
+template <typename ReadFn>
+Status fill(Executor &executor, uint32_t index, uint64_t offset, uint64_t bytes,
+            ReadFn read) {
+  if (void *host = executor.hostAddress(index))
+    return read(static_cast<uint8_t *>(host) + offset);
+  std::vector<uint8_t> staging(static_cast<size_t>(bytes));
+  ZRT_RETURN_IF_ERROR(read(staging.data()));
+  return executor.writeBuffer(index, staging.data(), bytes, offset);
+}
+
+} // namespace
+
+Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
+                   WeightsStats *stats) {
+  const Program &p = executor.program();
+  uint64_t readBefore = weights.bytesRead();
+  WeightsStats local;
+  for (const GlobalDesc &g : p.globals) {
+    std::string where = weights.path() + ": weight \"" + g.tensor + "\"" +
+                        (g.name != g.tensor ? " (global " + g.name + ")" : "");
+    const SafetensorsEntry *e = weights.find(g.tensor);
+    if (!e)
+      return Status::error(where + " is missing from the weights file (" +
+                           std::to_string(weights.entries().size()) +
+                           " tensors); expected " + typeString(g.dtype, g.shape));
+    if (e->dtype != g.dtype)
+      return Status::error(where + " has dtype " + safetensorsDTypeName(e->dtype) +
+                           ", the program expects " +
+                           safetensorsDTypeName(g.dtype));
+    if (e->shape != g.shape)
+      return Status::error(where + " has shape [" + shapeString(e->shape) +
+                           "], the program expects [" + shapeString(g.shape) +
+                           "]");
+    const BufferDesc &b = p.buffers[g.buffer];
+    uint64_t elem = dtypeSize(g.dtype);
+    uint64_t first = 0, last = uint64_t(e->numel());
+    if (g.shard)
+      std::tie(first, last) = g.shard->range(rank);
+    uint64_t bytes = (last - first) * elem;
+    ZRT_RETURN_IF_ERROR(fill(executor, g.buffer, 0, bytes, [&](void *dst) {
+      return weights.read(*e, first * elem, bytes, dst);
+    }));
+    if (uint64_t padding = b.bytes() - bytes) {
+      std::vector<uint8_t> zeros(size_t(padding), 0);
+      ZRT_RETURN_IF_ERROR(
+          executor.writeBuffer(g.buffer, zeros.data(), padding, bytes));
+    }
+    local.residentBytes += b.bytes();
+  }
+  local.bytesRead = weights.bytesRead() - readBefore;
+  if (stats)
+    *stats = local;
+  return Status::ok();
+}
+
+Status bindInputs(Executor &executor, const std::vector<InputSource> &sources) {
+  const Program &p = executor.program();
+  std::map<std::string, uint32_t> inputs;
+  for (const BindingDesc &b : p.inputs)
+    inputs[b.name] = b.buffer;
+  auto expected = [&](uint32_t buffer) {
+    return typeString(p.buffers[buffer].dtype, p.buffers[buffer].shape);
+  };
+  auto check = [&](const std::string &name, const std::string &file, DType dtype,
+                   const std::vector<int64_t> &shape, uint32_t buffer) {
+    const BufferDesc &b = p.buffers[buffer];
+    if (dtype != b.dtype || shape != b.shape)
+      return Status::error(file + ": input \"" + name + "\" is " +
+                           typeString(dtype, shape) + ", the program expects " +
+                           expected(buffer));
+    return Status::ok();
+  };
+
+  std::map<std::string, std::string> boundFrom;
+  auto bind = [&](const std::string &name, const std::string &file) {
+    auto [it, inserted] = boundFrom.emplace(name, file);
+    if (!inserted)
+      return Status::error("input \"" + name + "\" is given twice (" +
+                           it->second + " and " + file + ")");
+    return Status::ok();
+  };
+
+  for (const InputSource &src : sources) {
+    if (!src.name.empty()) {
+      auto it = inputs.find(src.name);
+      if (it == inputs.end()) {
+        std::string names;
+        for (const BindingDesc &b : p.inputs)
+          names += (names.empty() ? "" : ", ") + b.name;
+        return Status::error("--input " + src.name + "=" + src.path +
+                             ": the program has no input \"" + src.name +
+                             "\" (its inputs: " +
+                             (names.empty() ? "none" : names) + ")");
+      }
+      Expected<NpyArray> array = readNpy(src.path);
+      if (!array)
+        return array.status();
+      ZRT_RETURN_IF_ERROR(
+          check(src.name, src.path, array->dtype, array->shape, it->second));
+      ZRT_RETURN_IF_ERROR(bind(src.name, src.path));
+      ZRT_RETURN_IF_ERROR(executor.writeBuffer(it->second, array->data.data(),
+                                               array->data.size()));
+      continue;
+    }
+    Expected<SafetensorsFile> file = SafetensorsFile::open(src.path);
+    if (!file)
+      return file.status();
+    for (const SafetensorsEntry &e : file->entries()) {
+      auto it = inputs.find(e.name);
+      if (it == inputs.end())
+        continue;
+      ZRT_RETURN_IF_ERROR(check(e.name, src.path, e.dtype, e.shape, it->second));
+      ZRT_RETURN_IF_ERROR(bind(e.name, src.path));
+      ZRT_RETURN_IF_ERROR(fill(executor, it->second, 0, e.bytes, [&](void *dst) {
+        return file->read(e, 0, e.bytes, dst);
+      }));
+    }
+  }
+  for (const BindingDesc &b : p.inputs)
+    if (!boundFrom.count(b.name))
+      return Status::error("input \"" + b.name + "\" (" + expected(b.buffer) +
+                           ") is not given; pass --input " + b.name +
+                           "=FILE.npy or a safetensors file with a tensor \"" +
+                           b.name + "\"");
+  return Status::ok();
+}
+
+Status writeOutputs(const Executor &executor, const std::string &path) {
+  const Program &p = executor.program();
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<NamedTensor> tensors;
+  data.reserve(p.outputs.size());
+  for (const BindingDesc &b : p.outputs) {
+    const BufferDesc &d = p.buffers[b.buffer];
+    data.emplace_back(size_t(d.bytes()));
+    ZRT_RETURN_IF_ERROR(
+        executor.readBuffer(b.buffer, data.back().data(), d.bytes()));
+    tensors.push_back({b.name, d.dtype, d.shape, data.back().data()});
+  }
+  return writeSafetensors(path, tensors);
+}
+
+} // namespace zrt

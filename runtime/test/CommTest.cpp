@@ -1,0 +1,344 @@
+//===- CommTest.cpp - Collectives under mpirun against closed forms -------===//
+//
+// Run as `mpirun -np N zrt-comm-tests` (N = 2 and 4 in ctest; N = 1 without
+// mpirun exercises the single-process communicator). Every rank runs every test;
+// inputs are functions of the rank and index, and each result is checked
+// against its closed form. Only rank 0 prints gtest's report, but a failure on
+// any rank fails the job. Tests use EXPECT, not ASSERT, around collectives so a
+// failing rank still takes part in the next one instead of hanging the others.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramWriter.h"
+
+#include "zrt/Backend.h"
+#include "zrt/Bindings.h"
+#include "zrt/Executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <unistd.h>
+
+using namespace zrt;
+using ::testing::HasSubstr;
+
+namespace {
+
+Communicator *world = nullptr;
+
+TensorRef ref(std::vector<float> &v) {
+  return {v.data(), DType::F32, {int64_t(v.size())}};
+}
+TensorRef ref(std::vector<int64_t> &v) {
+  return {v.data(), DType::I64, {int64_t(v.size())}};
+}
+
+class Collectives : public ::testing::Test {
+protected:
+  void SetUp() override {
+    rank = world->rank();
+    size = world->worldSize();
+    // groups: 0 = even ranks, 1 = odd ranks (the even ones again when there
+    // are none), 2 = the world in reverse order.
+    groups = {{}, {}, {}};
+    for (int r = 0; r < size; ++r)
+      groups[r % 2].push_back(r);
+    for (int r = size - 1; r >= 0; --r)
+      groups[2].push_back(r);
+    if (groups[1].empty())
+      groups[1] = groups[0];
+    Status s = world->setup(groups, 2);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  int rank = 0, size = 1;
+  std::vector<std::vector<int>> groups;
+};
+
+TEST_F(Collectives, AllGatherConcatenatesRankMajor) {
+  const int s = 5;
+  std::vector<float> in(s), out(size_t(s * size), -1);
+  for (int i = 0; i < s; ++i)
+    in[i] = float(rank * 100 + i);
+  uint64_t before = world->bytesSent(OpKind::AllGather);
+  Status st = world->allGather(ref(in), ref(out), {});
+  ASSERT_TRUE(st.isOk()) << st.message();
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < s; ++i)
+      EXPECT_EQ(out[size_t(r * s + i)], float(r * 100 + i));
+  EXPECT_EQ(world->bytesSent(OpKind::AllGather) - before,
+            uint64_t(size - 1) * s * 4);
+
+  // In place: this rank's shard already sits at its block of the output.
+  std::vector<float> inPlace(size_t(s * size), -1);
+  for (int i = 0; i < s; ++i)
+    inPlace[size_t(rank * s + i)] = float(rank * 100 + i);
+  TensorRef shard{inPlace.data() + rank * s, DType::F32, {s}};
+  st = world->allGather(shard, ref(inPlace), {});
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(inPlace, out);
+}
+
+TEST_F(Collectives, ReduceScatterSumsAndKeepsOwnBlock) {
+  const int s = 3;
+  std::vector<float> in(size_t(s * size)), out(s, -1);
+  for (int j = 0; j < s * size; ++j)
+    in[j] = float(rank + j);
+  Status st = world->reduceScatter(ref(in), ref(out), {});
+  ASSERT_TRUE(st.isOk()) << st.message();
+  // sum_r (r + rank*s + i) = size*(rank*s + i) + size*(size-1)/2
+  for (int i = 0; i < s; ++i)
+    EXPECT_EQ(out[i], float(size * (rank * s + i) + size * (size - 1) / 2));
+}
+
+TEST_F(Collectives, AllReduceSumsF32I64AndF16) {
+  std::vector<float> in(7), out(7);
+  for (int i = 0; i < 7; ++i)
+    in[i] = float(rank + i);
+  ASSERT_TRUE(world->allReduce(ref(in), ref(out), {}).isOk());
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(out[i], float(size * i + size * (size - 1) / 2));
+
+  std::vector<int64_t> big(3);
+  for (int i = 0; i < 3; ++i)
+    big[i] = (int64_t(1) << 40) + rank * i;
+  ASSERT_TRUE(world->allReduce(ref(big), ref(big), {}).isOk()); // in place
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(big[i], size * (int64_t(1) << 40) + int64_t(i) * size * (size - 1) / 2);
+
+  // f16 1.0 = 0x3c00; the sum of `size` ones is exact for small sizes.
+  std::vector<uint16_t> half(4, 0x3c00), halfOut(4);
+  TensorRef hin{half.data(), DType::F16, {4}}, hout{halfOut.data(), DType::F16, {4}};
+  ASSERT_TRUE(world->allReduce(hin, hout, {}).isOk());
+  const uint16_t halfOf[] = {0, 0x3c00, 0x4000, 0x4200, 0x4400}; // 0.0 .. 4.0
+  if (size <= 4)
+    EXPECT_EQ(halfOut[0], halfOf[size]);
+
+  std::vector<uint8_t> flags(2);
+  TensorRef b{flags.data(), DType::Bool, {2}};
+  Status st = world->allReduce(b, b, {});
+  ASSERT_FALSE(st.isOk());
+  EXPECT_THAT(st.message(), HasSubstr("cannot sum bool tensors"));
+}
+
+TEST_F(Collectives, BroadcastCopiesTheRootsInput) {
+  int root = size - 1;
+  std::vector<float> in(6), out(6, -1);
+  for (int i = 0; i < 6; ++i)
+    in[i] = float(rank * 10 + i);
+  uint64_t before = world->bytesSent(OpKind::Broadcast);
+  ASSERT_TRUE(world->broadcast(ref(in), ref(out), root, {}).isOk());
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(out[i], float(root * 10 + i));
+  EXPECT_EQ(world->bytesSent(OpKind::Broadcast) - before,
+            rank == root ? uint64_t(size - 1) * 24 : 0u);
+}
+
+TEST_F(Collectives, AllToAllTransposesBlocks) {
+  const int blk = 2;
+  std::vector<float> in(size_t(blk * size)), out(size_t(blk * size), -1);
+  for (int j = 0; j < size; ++j)
+    for (int k = 0; k < blk; ++k)
+      in[size_t(j * blk + k)] = float(rank * 100 + j * 10 + k);
+  ASSERT_TRUE(world->allToAll(ref(in), ref(out), {}).isOk());
+  for (int i = 0; i < size; ++i)
+    for (int k = 0; k < blk; ++k)
+      EXPECT_EQ(out[size_t(i * blk + k)], float(i * 100 + rank * 10 + k));
+}
+
+TEST_F(Collectives, SendRecvAroundARing) {
+  if (size == 1) {
+    std::vector<float> v(1);
+    Status st = world->send(ref(v), 0, 0, {});
+    EXPECT_THAT(st.message(), HasSubstr("a single-process run has no peers"));
+    return;
+  }
+  int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  std::vector<float> mine(4, float(rank)), got(4, -1);
+  // Even ranks send first, odd ranks receive first: no cycle of waits.
+  Status a, b;
+  if (rank % 2 == 0) {
+    a = world->send(ref(mine), next, 3, {});
+    b = world->recv(ref(got), prev, 3, {});
+  } else {
+    b = world->recv(ref(got), prev, 3, {});
+    a = world->send(ref(mine), next, 3, {});
+  }
+  ASSERT_TRUE(a.isOk()) << a.message();
+  ASSERT_TRUE(b.isOk()) << b.message();
+  EXPECT_EQ(got, std::vector<float>(4, float(prev)));
+  Status self = world->send(ref(mine), rank, 0, {});
+  EXPECT_THAT(self.message(), HasSubstr("is not another rank"));
+}
+
+TEST_F(Collectives, SubGroupsAndGroupRankOrder) {
+  if (size == 1)
+    GTEST_SKIP() << "needs several ranks";
+  // Within the even/odd group of this rank: sum of the members' world ranks.
+  int mine = rank % 2;
+  std::vector<float> in(2, float(rank)), out(2);
+  CommContext ctx;
+  ctx.group = mine;
+  ctx.channel = 1;
+  ASSERT_TRUE(world->allReduce(ref(in), ref(out), ctx).isOk());
+  float sum = 0;
+  for (int r : groups[size_t(mine)])
+    sum += float(r);
+  EXPECT_EQ(out[0], sum);
+  EXPECT_EQ(world->groupRank(mine), rank / 2);
+  EXPECT_EQ(world->groupRank(1 - mine), -1);
+  Status notMember = world->allReduce(ref(in), ref(out), {1 - mine, 0, nullptr, nullptr});
+  ASSERT_FALSE(notMember.isOk());
+  EXPECT_THAT(notMember.message(), HasSubstr("is not a member of process group"));
+
+  // The reversed world: group rank g is world rank size-1-g, so the gather is
+  // in reverse rank order.
+  std::vector<float> one(1, float(rank)), all(static_cast<size_t>(size));
+  ctx.group = 2;
+  ASSERT_TRUE(world->allGather(ref(one), ref(all), ctx).isOk());
+  for (int g = 0; g < size; ++g)
+    EXPECT_EQ(all[size_t(g)], float(size - 1 - g));
+}
+
+TEST_F(Collectives, CoordinationHelpers) {
+  std::vector<int> failed = world->failedRanks(rank != size - 1);
+  EXPECT_EQ(failed, std::vector<int>{size - 1});
+  EXPECT_TRUE(world->failedRanks(true).empty());
+  std::vector<std::string> texts = world->gatherToRoot("rank" + std::to_string(rank));
+  if (rank == 0) {
+    ASSERT_EQ(int(texts.size()), size);
+    EXPECT_EQ(texts[size_t(size - 1)], "rank" + std::to_string(size - 1));
+  } else {
+    EXPECT_TRUE(texts.empty());
+  }
+  uint64_t value = rank == 0 ? 0xfeedu : 0u;
+  ASSERT_TRUE(world->broadcastBytes(&value, sizeof value, 0).isOk());
+  EXPECT_EQ(value, 0xfeedu);
+}
+
+TEST(MultiRankExecutor, RunsTheShardedLinearModel) {
+  // Each rank writes its own copy of the files, then runs the ZeRO-3 program:
+  // its weight shard is all-gathered, y = x @ w + b, y_sum = size * y.
+  int rank = world->rank(), size = world->worldSize();
+  char pattern[] = "/tmp/zrt-comm-test-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string dir = pattern;
+  ASSERT_TRUE(test::writeLinearModel(dir, size).isOk());
+  auto backend = createCpuBackend(1);
+  Expected<Program> p = loadProgram(dir + "/model.zrt", &backend->kernels());
+  ASSERT_TRUE(p.isOk()) << p.status().message();
+  ExecutorOptions options;
+  options.trackMemory = true;
+  auto exec = Executor::create(*p, *backend, *world, options);
+  ASSERT_TRUE(exec.isOk()) << exec.status().message();
+  Expected<SafetensorsFile> weights = SafetensorsFile::open(dir + "/weights.safetensors");
+  ASSERT_TRUE(weights.isOk());
+  WeightsStats stats;
+  ASSERT_TRUE(loadGlobals(**exec, *weights, rank, &stats).isOk());
+  // w: 30 elements padded to a multiple of size; rank r reads its real ones.
+  uint64_t shard = (30 + size - 1) / size;
+  uint64_t real = std::min<uint64_t>(30, (rank + 1) * shard) -
+                  std::min<uint64_t>(30, rank * shard);
+  EXPECT_EQ(stats.bytesRead, (real + 5) * 4);
+  EXPECT_EQ(stats.residentBytes, (shard + 5) * 4);
+  ASSERT_TRUE(bindInputs(**exec, {{"x", dir + "/x.npy"}}).isOk());
+  Status s = (*exec)->run();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  test::LinearModel m = test::makeLinearModel(size);
+  std::vector<float> y(20), ySum(20);
+  ASSERT_TRUE((*exec)->readBuffer(6, y.data(), 80).isOk());
+  ASSERT_TRUE((*exec)->readBuffer(7, ySum.data(), 80).isOk());
+  EXPECT_EQ(y, m.y);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(ySum[size_t(i)], float(size) * m.y[size_t(i)]);
+  // The gathered weight's padding must be zeros, from every rank's shard.
+  std::vector<float> gathered(size_t(shard * size));
+  ASSERT_TRUE((*exec)->readBuffer(2, gathered.data(), gathered.size() * 4).isOk());
+  for (size_t i = 30; i < gathered.size(); ++i)
+    EXPECT_EQ(gathered[i], 0.0f);
+  EXPECT_EQ(world->bytesSent(OpKind::AllGather) > 0, size > 1);
+  if (!::testing::Test::HasFailure())
+    std::filesystem::remove_all(dir);
+}
+
+TEST(MultiRankExecutor, RunsGroupCollectivesAndRankGatedInstructions) {
+  // comm stream: AllReduce over the even ranks and one over the odd ranks
+  // (each rank runs its own group's), then rank 0 sends its sum to rank 1,
+  // which receives it; a Broadcast from the last rank of the world.
+  int rank = world->rank(), size = world->worldSize();
+  if (size == 1)
+    GTEST_SKIP() << "needs several ranks";
+  Program p;
+  p.path = "groups.zrt";
+  p.version = kFormatVersion;
+  p.worldSize = size;
+  p.arenas = {{"activations", 4 * 64, 0, 0}};
+  p.buffers = {{"v", DType::F32, {4}, 0, 0},
+               {"sum", DType::F32, {4}, 0, 64},
+               {"got", DType::F32, {4}, 0, 128},
+               {"bcast", DType::F32, {4}, 0, 192}};
+  p.streams = {{"comm", StreamKind::Comm}};
+  p.groups = {{"even", {}}, {"odd", {}}};
+  for (int r = 0; r < size; ++r)
+    p.groups[size_t(r % 2)].ranks.push_back(r);
+  Instruction even = test::makeInstruction("AllReduce", 0, {0}, {1}, "even");
+  even.group = 0;
+  Instruction odd = test::makeInstruction("AllReduce", 0, {0}, {1}, "odd");
+  odd.group = 1;
+  Instruction send = test::makeInstruction("Send", 0, {1}, {}, "to1");
+  send.attrs.set("peer", AttrValue{{1}, {}, ""});
+  send.ranks = {0};
+  Instruction recv = test::makeInstruction("Recv", 0, {}, {2}, "from0");
+  recv.attrs.set("peer", AttrValue{{0}, {}, ""});
+  recv.ranks = {1};
+  Instruction bcast = test::makeInstruction("Broadcast", 0, {0}, {3}, "bcast");
+  bcast.attrs.set("root", AttrValue{{size - 1}, {}, ""});
+  p.instructions = {even, odd, send, recv, bcast};
+  ASSERT_TRUE(validateProgram(p).isOk()) << validateProgram(p).message();
+
+  auto backend = createCpuBackend(1);
+  auto exec = Executor::create(p, *backend, *world);
+  ASSERT_TRUE(exec.isOk()) << exec.status().message();
+  std::vector<float> v(4, float(rank + 1));
+  ASSERT_TRUE((*exec)->writeBuffer(0, v.data(), 16).isOk());
+  Status s = (*exec)->run();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  auto groupSum = [&](int parity) {
+    float sum = 0;
+    for (int r = parity; r < size; r += 2)
+      sum += float(r + 1);
+    return sum;
+  };
+  std::vector<float> sum(4), got(4), b(4);
+  ASSERT_TRUE((*exec)->readBuffer(1, sum.data(), 16).isOk());
+  ASSERT_TRUE((*exec)->readBuffer(2, got.data(), 16).isOk());
+  ASSERT_TRUE((*exec)->readBuffer(3, b.data(), 16).isOk());
+  EXPECT_EQ(sum, std::vector<float>(4, groupSum(rank % 2)));
+  EXPECT_EQ(got, std::vector<float>(4, rank == 1 ? groupSum(0) : 0.0f));
+  EXPECT_EQ(b, std::vector<float>(4, float(size)));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  Expected<std::unique_ptr<Communicator>> comm = createWorldCommunicator(&argc, &argv);
+  if (!comm) {
+    std::fprintf(stderr, "%s\n", comm.status().message().c_str());
+    return 1;
+  }
+  world = comm->get();
+  if (world->rank() != 0) {
+    ::testing::TestEventListeners &listeners =
+        ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int result = RUN_ALL_TESTS();
+  // A failure on any rank fails every rank's exit code.
+  bool anyFailed = !world->failedRanks(result == 0).empty();
+  comm->reset();
+  return anyFailed ? 1 : 0;
+}

@@ -1,0 +1,362 @@
+//===- ZeroRunTest.cpp - zero-run end to end, under mpirun ----------------===//
+//
+// Runs the zero-run binary as a user would: zrt-testgen writes the example
+// ZeRO-3 linear model, its weights and input; zero-run runs it on 1, 2 and 4
+// ranks; the outputs must equal the expected values written by zrt-testgen and
+// the --report-json figures must equal the shard arithmetic. Bad inputs must
+// end every rank with a non-zero exit code and a message naming the problem,
+// never a hang (ctest's timeout would catch one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramWriter.h"
+
+#include "zrt/TensorFile.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace zrt;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct CommandResult {
+  int exitCode = -1;
+  std::string output; // stdout and stderr
+};
+
+CommandResult runCommand(const std::string &command) {
+  CommandResult result;
+  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe)
+    return result;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, pipe)) > 0)
+    result.output.append(chunk, n);
+  int status = pclose(pipe);
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return result;
+}
+
+/// zero-run with `args`, directly (np == 0) or under mpirun -np `np`.
+CommandResult zeroRun(int np, const std::string &args) {
+  std::string command;
+  if (np > 0) {
+    command = std::string(ZRT_MPIEXEC) + " " + ZRT_MPIEXEC_NUMPROC_FLAG + " " +
+              std::to_string(np) + " " + ZRT_MPIEXEC_PREFLAGS + " ";
+    if (np > 2)
+      command += std::string(ZRT_MPIEXEC_OVERSUBSCRIBE) + " ";
+  }
+  return runCommand(command + ZRT_ZERO_RUN + " " + args);
+}
+
+std::vector<float> readTensor(const std::string &path, const std::string &name) {
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  EXPECT_TRUE(file.isOk()) << (file.isOk() ? "" : file.status().message());
+  if (!file.isOk())
+    return {};
+  const SafetensorsEntry *e = file->find(name);
+  EXPECT_NE(e, nullptr) << name;
+  if (!e)
+    return {};
+  std::vector<float> out(size_t(e->numel()));
+  EXPECT_TRUE(file->read(*e, 0, e->bytes, out.data()).isOk());
+  return out;
+}
+
+class ZeroRun : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    // Open MPI refuses to start as root (as in containers) unless told.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  void SetUp() override {
+    char pattern[] = "/tmp/zrt-zero-run-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir = pattern;
+  }
+  void TearDown() override {
+    if (!HasFailure()) // keep the files of a failed test for a look
+      std::filesystem::remove_all(dir);
+  }
+  /// Writes the example for `world` ranks with zrt-testgen into dir/wN.
+  std::string generate(int world) {
+    std::string sub = dir + "/w" + std::to_string(world);
+    runCommand("mkdir -p " + sub);
+    CommandResult r = runCommand(std::string(ZRT_TESTGEN) + " " + sub +
+                                 " --world " + std::to_string(world));
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    return sub;
+  }
+  std::string args(const std::string &sub, const std::string &extra = "") {
+    return sub + "/model.zrt --weights " + sub + "/weights.safetensors --input x=" +
+           sub + "/x.npy " + extra;
+  }
+  std::string dir;
+};
+
+void expectOutputsMatch(const std::string &sub) {
+  for (const char *name : {"y", "y_sum"}) {
+    std::vector<float> got = readTensor(sub + "/out.safetensors", name);
+    std::vector<float> want = readTensor(sub + "/expected.safetensors", name);
+    EXPECT_EQ(got, want) << name;
+    EXPECT_EQ(got.size(), 20u);
+  }
+}
+
+nlohmann::json readJson(const std::string &path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+TEST_F(ZeroRun, RunsWithoutALauncher) {
+  std::string sub = generate(1);
+  CommandResult r = zeroRun(0, args(sub, "--output " + sub + "/out.safetensors"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputsMatch(sub);
+}
+
+TEST_F(ZeroRun, RunsTheShardedModelOnTwoRanksWithReports) {
+  std::string sub = generate(2);
+  CommandResult r = zeroRun(
+      2, args(sub, "--output " + sub + "/out.safetensors --report --report-json " +
+                       sub + "/report.json --trace " + sub + "/trace.json --threads 1"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputsMatch(sub);
+  EXPECT_THAT(r.output, HasSubstr("zero-run report: " + sub + "/model.zrt, 2 rank(s)"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] bytes sent: AllGather 60 B (1 calls)"));
+
+  nlohmann::json report = readJson(sub + "/report.json");
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["world_size"], 2);
+  EXPECT_EQ(report["backend"], "cpu");
+  EXPECT_EQ(report["communicator"], "mpi");
+  EXPECT_EQ(report["threads_per_rank"], 1);
+  EXPECT_GT(report["wall_time_s"].get<double>(), 0.0);
+  ASSERT_EQ(report["ranks"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const nlohmann::json &rank = report["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    // w: 30 elements, 15 per rank, all real; b: 5 elements, replicated.
+    EXPECT_EQ(rank["param_bytes_resident"], (15 + 5) * 4);
+    EXPECT_EQ(rank["weights_bytes_read"], (15 + 5) * 4);
+    EXPECT_EQ(rank["bytes_sent"]["AllGather"], 15 * 4);
+    EXPECT_EQ(rank["bytes_sent"]["AllReduce"], 2 * 1 * 80 / 2);
+    EXPECT_EQ(rank["bytes_sent"]["ReduceScatter"], 0);
+    EXPECT_EQ(rank["collective_calls"]["AllReduce"], 1);
+    EXPECT_EQ(rank["bytes_sent_total"], 60 + 80);
+    EXPECT_GT(rank["peak_rss_bytes"].get<uint64_t>(), 0u);
+    ASSERT_EQ(rank["arenas"].size(), 2u);
+    for (const nlohmann::json &a : rank["arenas"]) {
+      EXPECT_GT(a["peak_live_bytes"].get<uint64_t>(), 0u);
+      EXPECT_LE(a["peak_live_bytes"].get<uint64_t>(), a["planned_bytes"].get<uint64_t>());
+      EXPECT_LE(a["high_water_bytes"].get<uint64_t>(), a["planned_bytes"].get<uint64_t>());
+    }
+    EXPECT_EQ(rank["arenas"][0]["name"], "params");
+    // Both params buffers stay live: the 60-byte shard and b (20 bytes).
+    EXPECT_EQ(rank["arenas"][0]["peak_live_bytes"], 60 + 20);
+  }
+  EXPECT_EQ(report["param_bytes_resident_total"], 2 * 80);
+
+  nlohmann::json trace = readJson(sub + "/trace.json");
+  ASSERT_FALSE(trace.is_discarded());
+  int complete = 0, threadNames = 0;
+  std::set<int> pids;
+  for (const nlohmann::json &e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      pids.insert(e["pid"].get<int>());
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+      if (e["name"] == "MatMul") {
+        EXPECT_EQ(e["tid"], 0);
+        EXPECT_EQ(e["args"]["loc"], "linear/MatMul");
+      }
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      ++threadNames;
+  }
+  EXPECT_EQ(complete, 2 * 8);
+  EXPECT_EQ(threadNames, 2 * 2);
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+}
+
+TEST_F(ZeroRun, RunsTheShardedModelOnFourRanks) {
+  std::string sub = generate(4);
+  CommandResult r = zeroRun(4, args(sub, "--output " + sub +
+                                             "/out.safetensors --report-json " +
+                                             sub + "/report.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputsMatch(sub);
+  nlohmann::json report = readJson(sub + "/report.json");
+  ASSERT_EQ(report["ranks"].size(), 4u);
+  // 30 elements padded to 32: 8 per rank; rank 3 holds 6 real ones and 2 zeros.
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(report["ranks"][r]["param_bytes_resident"], (8 + 5) * 4);
+    EXPECT_EQ(report["ranks"][r]["weights_bytes_read"], ((r == 3 ? 6 : 8) + 5) * 4);
+    EXPECT_EQ(report["ranks"][r]["bytes_sent"]["AllGather"], 3 * 8 * 4);
+  }
+  EXPECT_EQ(report["weights_bytes_read_total"], (30 + 4 * 5) * 4);
+}
+
+TEST_F(ZeroRun, RejectsTheWrongNumberOfRanksOnEveryRank) {
+  std::string sub = generate(2);
+  CommandResult alone = zeroRun(0, args(sub));
+  EXPECT_EQ(alone.exitCode, 1);
+  EXPECT_THAT(alone.output,
+              HasSubstr("zero-run: error: " + sub + "/model.zrt: the program was "
+                        "compiled for 2 rank(s) but zero-run runs on 1; start it "
+                        "with mpirun -np 2"));
+  CommandResult four = zeroRun(4, args(sub));
+  EXPECT_NE(four.exitCode, 0);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_THAT(four.output, HasSubstr("[rank " + std::to_string(r) +
+                                       "] zero-run: error: " + sub +
+                                       "/model.zrt: the program was compiled for 2"));
+}
+
+TEST_F(ZeroRun, RejectsMissingAndMisshapenInputs) {
+  std::string sub = generate(2);
+  std::string base = sub + "/model.zrt --weights " + sub + "/weights.safetensors";
+  CommandResult missing = zeroRun(2, base);
+  EXPECT_NE(missing.exitCode, 0);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_THAT(missing.output,
+                HasSubstr("[rank " + std::to_string(r) +
+                          "] zero-run: error: input \"x\" (f32[4x6]) is not given; "
+                          "pass --input x=FILE.npy"));
+
+  std::vector<float> seven(28, 1.0f);
+  ASSERT_TRUE(writeNpy(sub + "/x7.npy", DType::F32, {4, 7}, seven.data()).isOk());
+  CommandResult shape = zeroRun(2, base + " --input x=" + sub + "/x7.npy");
+  EXPECT_NE(shape.exitCode, 0);
+  EXPECT_THAT(shape.output, HasSubstr(sub + "/x7.npy: input \"x\" is f32[4x7], the "
+                                      "program expects f32[4x6]"));
+
+  std::vector<double> f64(24, 1.0);
+  ASSERT_TRUE(writeNpy(sub + "/x64.npy", DType::F64, {4, 6}, f64.data()).isOk());
+  CommandResult dtype = zeroRun(2, base + " --input x=" + sub + "/x64.npy");
+  EXPECT_NE(dtype.exitCode, 0);
+  EXPECT_THAT(dtype.output, HasSubstr("input \"x\" is f64[4x6], the program "
+                                      "expects f32[4x6]"));
+
+  CommandResult unknown = zeroRun(2, base + " --input z=" + sub + "/x.npy");
+  EXPECT_NE(unknown.exitCode, 0);
+  EXPECT_THAT(unknown.output, HasSubstr("the program has no input \"z\" (its inputs: x)"));
+
+  // Inputs from a safetensors file by name.
+  test::LinearModel m = test::makeLinearModel(2);
+  ASSERT_TRUE(writeSafetensors(sub + "/inputs.safetensors",
+                               {{"x", DType::F32, {4, 6}, m.x.data()}})
+                  .isOk());
+  CommandResult st = zeroRun(2, base + " --input " + sub +
+                                    "/inputs.safetensors --output " + sub +
+                                    "/out.safetensors");
+  EXPECT_EQ(st.exitCode, 0) << st.output;
+  expectOutputsMatch(sub);
+}
+
+TEST_F(ZeroRun, RejectsMissingAndMismatchedWeights) {
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  ASSERT_TRUE(writeSafetensors(sub + "/no-b.safetensors",
+                               {{"w", DType::F32, {6, 5}, m.w.data()}})
+                  .isOk());
+  std::string rest = " --input x=" + sub + "/x.npy";
+  CommandResult missing =
+      zeroRun(2, sub + "/model.zrt --weights " + sub + "/no-b.safetensors" + rest);
+  EXPECT_NE(missing.exitCode, 0);
+  EXPECT_THAT(missing.output,
+              HasSubstr(sub + "/no-b.safetensors: weight \"b\" is missing from the "
+                              "weights file (1 tensors); expected f32[5]"));
+
+  ASSERT_TRUE(writeSafetensors(sub + "/b6.safetensors",
+                               {{"w", DType::F32, {6, 5}, m.w.data()},
+                                {"b", DType::F32, {6}, m.w.data()}})
+                  .isOk());
+  CommandResult shape =
+      zeroRun(2, sub + "/model.zrt --weights " + sub + "/b6.safetensors" + rest);
+  EXPECT_NE(shape.exitCode, 0);
+  EXPECT_THAT(shape.output, HasSubstr("weight \"b\" has shape [6], the program "
+                                      "expects [5]"));
+
+  CommandResult none = zeroRun(2, sub + "/model.zrt" + rest);
+  EXPECT_NE(none.exitCode, 0);
+  EXPECT_THAT(none.output, HasSubstr("the program has 2 weight tensor(s); pass "
+                                     "--weights FILE.safetensors"));
+}
+
+TEST_F(ZeroRun, RejectsDamagedPrograms) {
+  std::string sub = generate(2);
+  std::ifstream in(sub + "/model.zrt", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(sub + "/cut.zrt", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CommandResult cut = zeroRun(2, "" + sub + "/cut.zrt --input x=" + sub + "/x.npy");
+  EXPECT_NE(cut.exitCode, 0);
+  EXPECT_THAT(cut.output, HasSubstr("[rank 1] zero-run: error: " + sub +
+                                    "/cut.zrt: corrupted or truncated program file"));
+
+  test::LinearModel m = test::makeLinearModel(2);
+  m.program.version = 7;
+  ASSERT_TRUE(test::writeFile(sub + "/v7.zrt", test::serializeProgram(m.program)).isOk());
+  CommandResult version = zeroRun(0, sub + "/v7.zrt");
+  EXPECT_EQ(version.exitCode, 1);
+  EXPECT_THAT(version.output, HasSubstr(sub + "/v7.zrt: program format version 7, "
+                                        "this zero-run reads version 1; recompile "
+                                        "with the matching zero-opt"));
+}
+
+TEST_F(ZeroRun, AbortsAllRanksOnAKernelError) {
+  // MatMul of x [4x6] with a [5x6] view of the gathered weight fails at run
+  // time on every rank; the job must end, not hang, and name the instruction.
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  m.program.buffers[3].shape = {5, 6};
+  ASSERT_TRUE(test::writeFile(sub + "/bad.zrt", test::serializeProgram(m.program)).isOk());
+  CommandResult r = zeroRun(2, sub + "/bad.zrt --weights " + sub +
+                                   "/weights.safetensors --input x=" + sub + "/x.npy");
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_THAT(r.output, HasSubstr("/bad.zrt: instruction 3 (MatMul at "
+                                  "\"linear/MatMul\") on stream 0 \"compute\" of rank"));
+
+  // Only rank 1 fails; rank 0 is left inside the AllReduce and must be ended
+  // by rank 1's abort.
+  m = test::makeLinearModel(2);
+  Instruction bad = test::makeInstruction("MatMul", 0, {4, 4}, {5}, "only.rank1");
+  bad.ranks = {1};
+  m.program.instructions.insert(m.program.instructions.begin() + 3, bad);
+  ASSERT_TRUE(test::writeFile(sub + "/bad1.zrt", test::serializeProgram(m.program)).isOk());
+  r = zeroRun(2, sub + "/bad1.zrt --weights " + sub + "/weights.safetensors --input x=" +
+                     sub + "/x.npy");
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: " + sub +
+                                  "/bad1.zrt: instruction 3 (MatMul at "
+                                  "\"only.rank1\") on stream 0 \"compute\" of rank 1: "));
+}
+
+TEST_F(ZeroRun, ReportsUsageErrors) {
+  CommandResult none = zeroRun(0, "");
+  EXPECT_EQ(none.exitCode, 2);
+  EXPECT_THAT(none.output, HasSubstr("zero-run: error: no program given (zero-run "
+                                     "--help for usage)"));
+  CommandResult bad = zeroRun(0, "model.zrt --frobnicate");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_THAT(bad.output, HasSubstr("unknown option --frobnicate"));
+  CommandResult threads = zeroRun(0, "model.zrt --threads 0");
+  EXPECT_EQ(threads.exitCode, 2);
+  CommandResult help = zeroRun(0, "--help");
+  EXPECT_EQ(help.exitCode, 0);
+  EXPECT_THAT(help.output, HasSubstr("usage: [mpirun -np N] zero-run MODEL.zrt"));
+}
+
+} // namespace

@@ -1,0 +1,1475 @@
+//===- kernels_test.cpp - Tests of the CPU kernels ------------------------===//
+//
+// Runs every CPU kernel through the KernelTable (as the executor does) on
+// small hand-derivable cases or against an independent naive computation in
+// this file: broadcasting, rank-0 and empty tensors, Bool outputs, integer
+// dtypes, and the parallel paths (with a 4-thread parallelFor).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zrt/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <thread>
+
+namespace {
+
+using zrt::AttrMap;
+using zrt::AttrValue;
+using zrt::DType;
+using zrt::KernelContext;
+using zrt::TensorRef;
+
+//===----------------------------------------------------------------------===//
+// Harness
+//===----------------------------------------------------------------------===//
+
+template <typename T> DType dtypeOf();
+template <> DType dtypeOf<float>() { return DType::F32; }
+template <> DType dtypeOf<double>() { return DType::F64; }
+template <> DType dtypeOf<int32_t>() { return DType::I32; }
+template <> DType dtypeOf<int64_t>() { return DType::I64; }
+template <> DType dtypeOf<bool>() { return DType::Bool; }
+
+const zrt::KernelTable &kernels() {
+  static const zrt::KernelTable table = [] {
+    zrt::KernelTable t;
+    zrt::registerCpuKernels(t);
+    return t;
+  }();
+  return table;
+}
+
+KernelContext serialContext() {
+  KernelContext ctx;
+  ctx.numThreads = 1;
+  ctx.parallelFor = [](int64_t n,
+                       const std::function<void(int64_t, int64_t)> &fn) {
+    if (n > 0)
+      fn(0, n);
+  };
+  return ctx;
+}
+
+/// Splits [0, n) into 4 contiguous pieces on 4 threads.
+KernelContext threadedContext() {
+  KernelContext ctx;
+  ctx.numThreads = 4;
+  ctx.parallelFor = [](int64_t n,
+                       const std::function<void(int64_t, int64_t)> &fn) {
+    std::vector<std::thread> threads;
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t b = n * t / 4, e = n * (t + 1) / 4;
+      if (b < e)
+        threads.emplace_back([&fn, b, e] { fn(b, e); });
+    }
+    for (std::thread &th : threads)
+      th.join();
+  };
+  return ctx;
+}
+
+/// Owns the storage of the tensors of one test.
+class Tensors {
+public:
+  template <typename T>
+  TensorRef input(std::vector<int64_t> shape, const std::vector<T> &values) {
+    TensorRef t = output<T>(std::move(shape));
+    EXPECT_EQ(size_t(t.numel()), values.size()) << "test bug: value count";
+    for (size_t i = 0; i < values.size() && i < size_t(t.numel()); ++i)
+      t.as<T>()[i] = values[i];
+    return t;
+  }
+  /// A tensor filled with a garbage byte pattern.
+  template <typename T> TensorRef output(std::vector<int64_t> shape) {
+    return raw(dtypeOf<T>(), std::move(shape));
+  }
+  TensorRef raw(DType dtype, std::vector<int64_t> shape) {
+    TensorRef t;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    storage_.push_back(std::make_unique<std::vector<char>>(
+        std::max<size_t>(t.bytes(), 1), char(0x5a)));
+    t.data = storage_.back()->data();
+    return t;
+  }
+
+private:
+  std::vector<std::unique_ptr<std::vector<char>>> storage_;
+};
+
+template <typename T> std::vector<T> values(const TensorRef &t) {
+  return std::vector<T>(t.as<T>(), t.as<T>() + t.numel());
+}
+
+std::vector<bool> bools(const TensorRef &t) {
+  std::vector<bool> out;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out.push_back(t.as<uint8_t>()[i] != 0);
+  return out;
+}
+
+AttrValue ints(std::vector<int64_t> v) {
+  AttrValue a;
+  a.ints = std::move(v);
+  return a;
+}
+AttrValue floats(std::vector<double> v) {
+  AttrValue a;
+  a.floats = std::move(v);
+  return a;
+}
+AttrValue str(std::string s) {
+  AttrValue a;
+  a.str = std::move(s);
+  return a;
+}
+
+AttrMap attrs(std::vector<std::pair<std::string, AttrValue>> list) {
+  AttrMap m;
+  for (auto &kv : list)
+    m.set(kv.first, kv.second);
+  return m;
+}
+
+zrt::Status run(const std::string &op, const std::vector<TensorRef> &in,
+                const std::vector<TensorRef> &out, const AttrMap &a = {},
+                const KernelContext &ctx = serialContext()) {
+  zrt::KernelFn fn = kernels().lookup(op);
+  if (!fn)
+    return zrt::Status::error("no kernel " + op);
+  return fn(ctx, in, out, a);
+}
+
+#define EXPECT_OK(expr)                                                        \
+  do {                                                                         \
+    zrt::Status s_ = (expr);                                                   \
+    EXPECT_TRUE(s_.isOk()) << s_.message();                                    \
+  } while (0)
+
+template <typename T>
+void expectNear(const std::vector<T> &actual, const std::vector<double> &expected,
+                double tol = 1e-5) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(double(actual[i]))) << "at " << i;
+      continue;
+    }
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(double(actual[i]), expected[i]) << "at " << i;
+      continue;
+    }
+    EXPECT_NEAR(double(actual[i]), expected[i],
+                tol * std::max(1.0, std::fabs(expected[i])))
+        << "at " << i;
+  }
+}
+
+std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -2.0f,
+                                float hi = 2.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Flat index -> multi-index, and multi-index -> flat index under a
+/// broadcast (numpy) reading of `shape` right-aligned to the index.
+std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+int64_t broadcastFlat(const std::vector<int64_t> &idx,
+                      const std::vector<int64_t> &shape) {
+  int64_t flat = 0;
+  const size_t offset = idx.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat = flat * shape[d] + (shape[d] == 1 ? 0 : idx[offset + d]);
+  return flat;
+}
+
+//===----------------------------------------------------------------------===//
+// Registry and helpers
+//===----------------------------------------------------------------------===//
+
+TEST(Registry, HasTheContractKernels) {
+  for (const char *op :
+       {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less",
+        "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where",
+        "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Tanh", "Erf",
+        "Sigmoid", "Relu", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign",
+        "Softplus", "IsNaN", "IsInf", "Not", "LeakyRelu", "Elu", "HardSigmoid",
+        "HardSwish", "Gelu", "Identity", "Dropout", "Cast", "Clip", "MatMul",
+        "Gemm", "Softmax", "LogSoftmax", "LayerNormalization",
+        "RMSNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+        "ReduceProd", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp",
+        "ArgMax", "ArgMin", "Transpose", "Concat", "Split", "Slice", "Gather",
+        "GatherElements", "ScatterElements", "ScatterND", "Copy", "Expand",
+        "Tile", "Pad", "Fill", "Trilu", "Range", "CumSum",
+        "SoftmaxCrossEntropyLoss"})
+    EXPECT_NE(kernels().lookup(op), nullptr) << op;
+}
+
+TEST(Helpers, DTypeNamesAndShapes) {
+  EXPECT_STREQ(zrt::dtypeName(DType::F32), "f32");
+  EXPECT_STREQ(zrt::dtypeName(DType::BF16), "bf16");
+  EXPECT_STREQ(zrt::dtypeName(DType::Bool), "bool");
+  EXPECT_EQ(zrt::shapeString({2, 8, 64}), "2x8x64");
+  EXPECT_EQ(zrt::shapeString({}), "scalar");
+}
+
+//===----------------------------------------------------------------------===//
+// Binary
+//===----------------------------------------------------------------------===//
+
+TEST(Binary, AddSameShapeAndBroadcast) {
+  Tensors t;
+  TensorRef a = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef row = t.input<float>({3}, {10, 20, 30});
+  TensorRef col = t.input<float>({2, 1}, {100, 200});
+  TensorRef y = t.output<float>({2, 3});
+  EXPECT_OK(run("Add", {a, a}, {y}));
+  expectNear(values<float>(y), {2, 4, 6, 8, 10, 12});
+  EXPECT_OK(run("Add", {a, row}, {y}));
+  expectNear(values<float>(y), {11, 22, 33, 14, 25, 36});
+  EXPECT_OK(run("Add", {col, row}, {y}));
+  expectNear(values<float>(y), {110, 120, 130, 210, 220, 230});
+  EXPECT_OK(run("Sub", {row, a}, {y}));
+  expectNear(values<float>(y), {9, 18, 27, 6, 15, 24});
+}
+
+TEST(Binary, ScalarRankZeroAndEmpty) {
+  Tensors t;
+  TensorRef s = t.input<float>({}, {2});
+  TensorRef a = t.input<float>({2, 2}, {1, 2, 3, 4});
+  TensorRef y = t.output<float>({2, 2});
+  EXPECT_OK(run("Mul", {s, a}, {y}));
+  expectNear(values<float>(y), {2, 4, 6, 8});
+  TensorRef ys = t.output<float>({});
+  EXPECT_OK(run("Div", {s, s}, {ys}));
+  expectNear(values<float>(ys), {1});
+  TensorRef e = t.input<float>({0, 3}, {});
+  TensorRef r = t.input<float>({3}, {1, 2, 3});
+  TensorRef ye = t.output<float>({0, 3});
+  EXPECT_OK(run("Add", {e, r}, {ye}));
+}
+
+TEST(Binary, IntegerArithmetic) {
+  Tensors t;
+  TensorRef a = t.input<int32_t>({4}, {-7, 7, 5, std::numeric_limits<int32_t>::min()});
+  TensorRef b = t.input<int32_t>({4}, {2, -2, 0, -1});
+  TensorRef y = t.output<int32_t>({4});
+  EXPECT_OK(run("Div", {a, b}, {y}));
+  EXPECT_EQ(values<int32_t>(y),
+            (std::vector<int32_t>{-3, -3, 0, std::numeric_limits<int32_t>::min()}));
+  TensorRef a64 = t.input<int64_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef b64 = t.input<int64_t>({2}, {10, 20});
+  TensorRef y64 = t.output<int64_t>({2, 2});
+  EXPECT_OK(run("Add", {a64, b64}, {y64}));
+  EXPECT_EQ(values<int64_t>(y64), (std::vector<int64_t>{11, 22, 13, 24}));
+  EXPECT_OK(run("Mul", {a64, b64}, {y64}));
+  EXPECT_EQ(values<int64_t>(y64), (std::vector<int64_t>{10, 40, 30, 80}));
+}
+
+TEST(Binary, ModBothConventions) {
+  Tensors t;
+  TensorRef a = t.input<int64_t>({4}, {-7, 7, -7, 7});
+  TensorRef b = t.input<int64_t>({4}, {3, -3, -3, 3});
+  TensorRef y = t.output<int64_t>({4});
+  EXPECT_OK(run("Mod", {a, b}, {y}, attrs({{"fmod", ints({0})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{2, -2, -1, 1}));
+  EXPECT_OK(run("Mod", {a, b}, {y}, attrs({{"fmod", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{-1, 1, -1, 1}));
+  TensorRef af = t.input<float>({2}, {-7.5f, 7.5f});
+  TensorRef bf = t.input<float>({2}, {2, 2});
+  TensorRef yf = t.output<float>({2});
+  EXPECT_OK(run("Mod", {af, bf}, {yf}, attrs({{"fmod", ints({1})}})));
+  expectNear(values<float>(yf), {-1.5, 1.5});
+  EXPECT_OK(run("Mod", {af, bf}, {yf}));
+  expectNear(values<float>(yf), {0.5, 1.5});
+  zrt::Status bad = run("Mod", {af, bf}, {yf}, attrs({{"fmod", ints({2})}}));
+  EXPECT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("Mod: bad attribute fmod (got 2"),
+            std::string::npos);
+}
+
+TEST(Binary, PowMixedExponentTypes) {
+  Tensors t;
+  TensorRef x = t.input<float>({3}, {2, 3, 4});
+  TensorRef ef = t.input<float>({3}, {0.5f, 2, -1});
+  TensorRef ei = t.input<int64_t>({3}, {3, 0, 2});
+  TensorRef two = t.input<float>({}, {2});
+  TensorRef half = t.input<double>({1}, {0.5});
+  TensorRef y = t.output<float>({3});
+  EXPECT_OK(run("Pow", {x, ef}, {y}));
+  expectNear(values<float>(y), {std::sqrt(2.0), 9, 0.25});
+  EXPECT_OK(run("Pow", {x, ei}, {y}));
+  expectNear(values<float>(y), {8, 1, 16});
+  EXPECT_OK(run("Pow", {x, two}, {y}));
+  expectNear(values<float>(y), {4, 9, 16});
+  EXPECT_OK(run("Pow", {x, half}, {y}));
+  expectNear(values<float>(y), {std::sqrt(2.0), std::sqrt(3.0), 2});
+  TensorRef xi = t.input<int64_t>({3}, {2, -3, 5});
+  TensorRef yi = t.output<int64_t>({3});
+  EXPECT_OK(run("Pow", {xi, ei}, {yi}));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{8, 1, 25}));
+}
+
+TEST(Binary, VariadicMaxMinSumMean) {
+  Tensors t;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  TensorRef a = t.input<float>({2, 2}, {1, 5, nan, 0});
+  TensorRef b = t.input<float>({2}, {3, 2});
+  TensorRef c = t.input<float>({}, {4});
+  TensorRef y = t.output<float>({2, 2});
+  EXPECT_OK(run("Max", {a, b, c}, {y}));
+  expectNear(values<float>(y), {4, 5, NAN, 4});
+  EXPECT_OK(run("Min", {a, b, c}, {y}));
+  expectNear(values<float>(y), {1, 2, NAN, 0});
+  TensorRef d = t.input<float>({2, 2}, {1, 2, 3, 4});
+  EXPECT_OK(run("Sum", {d, b, c}, {y}));
+  expectNear(values<float>(y), {8, 8, 10, 10});
+  EXPECT_OK(run("Mean", {d, b}, {y}));
+  expectNear(values<float>(y), {2, 2, 3, 3});
+  EXPECT_OK(run("Max", {b}, {y}));
+  expectNear(values<float>(y), {3, 2, 3, 2});
+  TensorRef i = t.input<int32_t>({3}, {1, 9, -4});
+  TensorRef j = t.input<int32_t>({3}, {2, 8, -5});
+  TensorRef yi = t.output<int32_t>({3});
+  EXPECT_OK(run("Max", {i, j}, {yi}));
+  EXPECT_EQ(values<int32_t>(yi), (std::vector<int32_t>{2, 9, -4}));
+}
+
+TEST(Binary, ComparisonsGiveBool) {
+  Tensors t;
+  TensorRef a = t.input<int64_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef b = t.input<int64_t>({}, {2});
+  TensorRef y = t.output<bool>({2, 2});
+  EXPECT_OK(run("Equal", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, true, false, false}));
+  EXPECT_OK(run("Less", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{true, false, false, false}));
+  EXPECT_OK(run("LessOrEqual", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{true, true, false, false}));
+  EXPECT_OK(run("Greater", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, false, true, true}));
+  EXPECT_OK(run("GreaterOrEqual", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, true, true, true}));
+  TensorRef f = t.input<float>({2}, {0.5f, NAN});
+  TensorRef g = t.input<float>({2}, {0.5f, NAN});
+  TensorRef yb = t.output<bool>({2});
+  EXPECT_OK(run("Equal", {f, g}, {yb}));
+  EXPECT_EQ(bools(yb), (std::vector<bool>{true, false}));
+  TensorRef p = t.input<bool>({2}, {true, false});
+  TensorRef q = t.input<bool>({2}, {true, true});
+  EXPECT_OK(run("Equal", {p, q}, {yb}));
+  EXPECT_EQ(bools(yb), (std::vector<bool>{true, false}));
+  // Wrong output dtype is reported.
+  TensorRef wrong = t.output<float>({2, 2});
+  zrt::Status s = run("Less", {a, b}, {wrong});
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("Less: wrong output dtype (got f32, expected bool)"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(Binary, Logical) {
+  Tensors t;
+  TensorRef a = t.input<bool>({4}, {false, false, true, true});
+  TensorRef b = t.input<bool>({4}, {false, true, false, true});
+  TensorRef y = t.output<bool>({4});
+  EXPECT_OK(run("And", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, false, false, true}));
+  EXPECT_OK(run("Or", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, true, true, true}));
+  EXPECT_OK(run("Xor", {a, b}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, true, true, false}));
+  TensorRef f = t.input<float>({4}, {0, 1, 0, 1});
+  EXPECT_FALSE(run("And", {f, b}, {y}).isOk());
+}
+
+TEST(Binary, WhereThreeWayBroadcast) {
+  Tensors t;
+  TensorRef cond = t.input<bool>({2, 1}, {true, false});
+  TensorRef x = t.input<int64_t>({3}, {1, 2, 3});
+  TensorRef y = t.input<int64_t>({}, {-1});
+  TensorRef out = t.output<int64_t>({2, 3});
+  EXPECT_OK(run("Where", {cond, x, y}, {out}));
+  EXPECT_EQ(values<int64_t>(out), (std::vector<int64_t>{1, 2, 3, -1, -1, -1}));
+  TensorRef c2 = t.input<bool>({3}, {true, false, true});
+  TensorRef xf = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef yf = t.input<float>({2, 3}, {-1, -2, -3, -4, -5, -6});
+  TensorRef of = t.output<float>({2, 3});
+  EXPECT_OK(run("Where", {c2, xf, yf}, {of}));
+  expectNear(values<float>(of), {1, -2, 3, 4, -5, 6});
+}
+
+TEST(Binary, PRelu) {
+  Tensors t;
+  TensorRef x = t.input<float>({2, 2}, {-2, 3, -4, 5});
+  TensorRef slope = t.input<float>({2}, {0.5f, 0.1f});
+  TensorRef y = t.output<float>({2, 2});
+  EXPECT_OK(run("PRelu", {x, slope}, {y}));
+  expectNear(values<float>(y), {-1, 3, -2, 5});
+}
+
+TEST(Binary, LargeBroadcastMatchesNaiveThreaded) {
+  Tensors t;
+  const std::vector<int64_t> as = {7, 1, 33, 1}, bs = {5, 1, 9}, os = {7, 5, 33, 9};
+  std::vector<float> av = randomFloats(size_t(product(as)), 1);
+  std::vector<float> bv = randomFloats(size_t(product(bs)), 2);
+  TensorRef a = t.input<float>(as, av), b = t.input<float>(bs, bv);
+  TensorRef y = t.output<float>(os);
+  KernelContext ctx = threadedContext();
+  EXPECT_OK(run("Mul", {a, b}, {y}, {}, ctx));
+  std::vector<double> expected;
+  for (int64_t i = 0; i < product(os); ++i) {
+    const std::vector<int64_t> idx = unflatten(i, os);
+    expected.push_back(double(av[size_t(broadcastFlat(idx, as))]) *
+                       double(bv[size_t(broadcastFlat(idx, bs))]));
+  }
+  expectNear(values<float>(y), expected);
+  // Same-shape and row-broadcast fast paths over a big tensor.
+  std::vector<float> big = randomFloats(200000, 3);
+  TensorRef p = t.input<float>({200000}, big);
+  TensorRef q = t.input<float>({1}, {3});
+  TensorRef z = t.output<float>({200000});
+  EXPECT_OK(run("Sub", {p, q}, {z}, {}, ctx));
+  std::vector<float> zv = values<float>(z);
+  for (size_t i = 0; i < big.size(); i += 997)
+    EXPECT_FLOAT_EQ(zv[i], big[i] - 3);
+}
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+TEST(Unary, MathMatchesStd) {
+  struct Case {
+    const char *op;
+    double (*ref)(double);
+  };
+  const Case cases[] = {
+      {"Neg", [](double x) { return -x; }},
+      {"Abs", [](double x) { return std::fabs(x); }},
+      {"Exp", [](double x) { return std::exp(x); }},
+      {"Tanh", [](double x) { return std::tanh(x); }},
+      {"Erf", [](double x) { return std::erf(x); }},
+      {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"Relu", [](double x) { return x > 0 ? x : 0; }},
+      {"Sin", [](double x) { return std::sin(x); }},
+      {"Cos", [](double x) { return std::cos(x); }},
+      {"Atan", [](double x) { return std::atan(x); }},
+      {"Floor", [](double x) { return std::floor(x); }},
+      {"Ceil", [](double x) { return std::ceil(x); }},
+      {"Sign", [](double x) { return double((x > 0) - (x < 0)); }},
+      {"Softplus", [](double x) { return std::log(1 + std::exp(x)); }},
+      {"Softsign", [](double x) { return x / (1 + std::fabs(x)); }},
+      {"HardSwish",
+       [](double x) { return x * std::min(1.0, std::max(0.0, x / 6 + 0.5)); }},
+      {"HardSigmoid",
+       [](double x) { return std::min(1.0, std::max(0.0, 0.2 * x + 0.5)); }},
+      {"LeakyRelu", [](double x) { return x < 0 ? 0.01 * x : x; }},
+      {"Elu", [](double x) { return x < 0 ? std::exp(x) - 1 : x; }},
+      {"Selu",
+       [](double x) {
+         return 1.05070102214813232421875 *
+                (x > 0 ? x : 1.67326319217681884765625 * (std::exp(x) - 1));
+       }},
+      {"Gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+  };
+  std::vector<float> xs;
+  for (float x = -6.0f; x <= 6.0f; x += 0.0625f)
+    xs.push_back(x);
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.op);
+    Tensors t;
+    TensorRef x = t.input<float>({int64_t(xs.size())}, xs);
+    TensorRef y = t.output<float>({int64_t(xs.size())});
+    EXPECT_OK(run(c.op, {x}, {y}));
+    std::vector<double> expected;
+    for (float v : xs)
+      expected.push_back(c.ref(v));
+    expectNear(values<float>(y), expected, 2e-6);
+    // f64 too.
+    std::vector<double> xd(xs.begin(), xs.end());
+    TensorRef x64 = t.input<double>({int64_t(xs.size())}, xd);
+    TensorRef y64 = t.output<double>({int64_t(xs.size())});
+    EXPECT_OK(run(c.op, {x64}, {y64}));
+    expectNear(values<double>(y64), expected, 1e-12);
+  }
+}
+
+TEST(Unary, FastTranscendentalsAccuracy) {
+  // Exp over the whole f32 range (including subnormal results and overflow),
+  // Tanh and Erf near zero where relative accuracy matters.
+  std::vector<float> xs;
+  for (float x = -105.0f; x <= 90.0f; x += 0.01f)
+    xs.push_back(x);
+  xs.push_back(std::numeric_limits<float>::infinity());
+  xs.push_back(-std::numeric_limits<float>::infinity());
+  xs.push_back(NAN);
+  Tensors t;
+  const int64_t n = int64_t(xs.size());
+  TensorRef x = t.input<float>({n}, xs);
+  TensorRef y = t.output<float>({n});
+  EXPECT_OK(run("Exp", {x}, {y}, {}, threadedContext()));
+  std::vector<float> yv = values<float>(y);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float ref = std::exp(xs[i]);
+    if (std::isnan(ref))
+      EXPECT_TRUE(std::isnan(yv[i]));
+    else if (std::isinf(ref))
+      EXPECT_EQ(yv[i], ref) << xs[i];
+    else if (ref < std::numeric_limits<float>::min())
+      EXPECT_NEAR(yv[i], ref, 2e-45f) << xs[i];
+    else
+      EXPECT_NEAR(yv[i], ref, 3e-7 * ref) << xs[i];
+  }
+  std::vector<float> small;
+  for (float v = -1.2f; v <= 1.2f; v += 0.001f)
+    small.push_back(v);
+  small.push_back(1e-6f);
+  small.push_back(-3e-8f);
+  TensorRef s = t.input<float>({int64_t(small.size())}, small);
+  TensorRef sy = t.output<float>({int64_t(small.size())});
+  for (const char *op : {"Tanh", "Erf"}) {
+    EXPECT_OK(run(op, {s}, {sy}));
+    std::vector<float> v = values<float>(sy);
+    for (size_t i = 0; i < small.size(); ++i) {
+      const double ref = std::string(op) == "Tanh" ? std::tanh(double(small[i]))
+                                                   : std::erf(double(small[i]));
+      EXPECT_NEAR(v[i], ref, 3e-7 * std::fabs(ref) + 1e-30) << op << small[i];
+    }
+  }
+  std::vector<float> wide;
+  for (float v = -12.0f; v <= 12.0f; v += 0.003f)
+    wide.push_back(v);
+  TensorRef w = t.input<float>({int64_t(wide.size())}, wide);
+  TensorRef wy = t.output<float>({int64_t(wide.size())});
+  for (const char *op : {"Tanh", "Erf"}) {
+    EXPECT_OK(run(op, {w}, {wy}));
+    std::vector<float> v = values<float>(wy);
+    for (size_t i = 0; i < wide.size(); ++i) {
+      const double ref = std::string(op) == "Tanh" ? std::tanh(double(wide[i]))
+                                                   : std::erf(double(wide[i]));
+      EXPECT_NEAR(v[i], ref, 3e-7) << op << wide[i];
+    }
+  }
+}
+
+TEST(Unary, RoundHalfToEvenAndIntegerOps) {
+  Tensors t;
+  TensorRef x = t.input<float>({6}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 2.4f});
+  TensorRef y = t.output<float>({6});
+  EXPECT_OK(run("Round", {x}, {y}));
+  expectNear(values<float>(y), {0, 2, 2, 0, -2, 2});
+  TensorRef i = t.input<int64_t>({3}, {-3, 0, 4});
+  TensorRef yi = t.output<int64_t>({3});
+  EXPECT_OK(run("Abs", {i}, {yi}));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{3, 0, 4}));
+  EXPECT_OK(run("Neg", {i}, {yi}));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{3, 0, -4}));
+  EXPECT_OK(run("Sign", {i}, {yi}));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_OK(run("Relu", {i}, {yi}));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{0, 0, 4}));
+  TensorRef r = t.input<float>({3}, {4, 0.25f, 9});
+  TensorRef ry = t.output<float>({3});
+  EXPECT_OK(run("Sqrt", {r}, {ry}));
+  expectNear(values<float>(ry), {2, 0.5, 3});
+  EXPECT_OK(run("Reciprocal", {r}, {ry}));
+  expectNear(values<float>(ry), {0.25, 4, 1.0 / 9});
+  EXPECT_OK(run("Log", {r}, {ry}));
+  expectNear(values<float>(ry), {std::log(4.0), std::log(0.25), std::log(9.0)});
+  zrt::Status s = run("Sqrt", {i}, {yi});
+  EXPECT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(),
+            "Sqrt: unsupported dtype of input (got i64, expected f32 or f64)");
+}
+
+TEST(Unary, PredicatesAndNot) {
+  Tensors t;
+  const float inf = std::numeric_limits<float>::infinity();
+  TensorRef x = t.input<float>({4}, {1, NAN, inf, -inf});
+  TensorRef y = t.output<bool>({4});
+  EXPECT_OK(run("IsNaN", {x}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, true, false, false}));
+  EXPECT_OK(run("IsInf", {x}, {y}));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, false, true, true}));
+  EXPECT_OK(run("IsInf", {x}, {y}, attrs({{"detect_negative", ints({0})}})));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, false, true, false}));
+  TensorRef b = t.input<bool>({2}, {true, false});
+  TensorRef nb = t.output<bool>({2});
+  EXPECT_OK(run("Not", {b}, {nb}));
+  EXPECT_EQ(bools(nb), (std::vector<bool>{false, true}));
+}
+
+TEST(Unary, ParameterisedActivations) {
+  Tensors t;
+  TensorRef x = t.input<float>({4}, {-2, -0.5f, 0.5f, 3});
+  TensorRef y = t.output<float>({4});
+  EXPECT_OK(run("LeakyRelu", {x}, {y}, attrs({{"alpha", floats({0.1})}})));
+  expectNear(values<float>(y), {-0.2, -0.05, 0.5, 3});
+  EXPECT_OK(run("Elu", {x}, {y}, attrs({{"alpha", floats({2.0})}})));
+  expectNear(values<float>(y), {2 * (std::exp(-2.0) - 1), 2 * (std::exp(-0.5) - 1), 0.5, 3});
+  EXPECT_OK(run("HardSigmoid", {x}, {y},
+                attrs({{"alpha", floats({0.5})}, {"beta", floats({0.25})}})));
+  expectNear(values<float>(y), {0, 0, 0.5, 1});
+  EXPECT_OK(run("ThresholdedRelu", {x}, {y}));
+  expectNear(values<float>(y), {0, 0, 0, 3});
+  EXPECT_OK(run("Celu", {x}, {y}));
+  expectNear(values<float>(y), {std::exp(-2.0) - 1, std::exp(-0.5) - 1, 0.5, 3});
+  EXPECT_OK(run("Gelu", {x}, {y}, attrs({{"approximate", str("tanh")}})));
+  std::vector<double> expected;
+  for (double v : {-2.0, -0.5, 0.5, 3.0})
+    expected.push_back(0.5 * v *
+                       (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+  expectNear(values<float>(y), expected, 2e-6);
+}
+
+TEST(Unary, Cast) {
+  Tensors t;
+  TensorRef f = t.input<float>({5}, {-1.7f, 0, 2.9f, 0.25f, -0.0f});
+  TensorRef i = t.output<int32_t>({5});
+  EXPECT_OK(run("Cast", {f}, {i}));
+  EXPECT_EQ(values<int32_t>(i), (std::vector<int32_t>{-1, 0, 2, 0, 0}));
+  TensorRef b = t.output<bool>({5});
+  EXPECT_OK(run("Cast", {f}, {b}));
+  EXPECT_EQ(bools(b), (std::vector<bool>{true, false, true, true, false}));
+  TensorRef back = t.output<double>({5});
+  EXPECT_OK(run("Cast", {b}, {back}));
+  expectNear(values<double>(back), {1, 0, 1, 1, 0});
+  TensorRef big = t.input<int64_t>({2}, {int64_t(1) << 40, -3});
+  TensorRef bf = t.output<float>({2});
+  EXPECT_OK(run("Cast", {big}, {bf}));
+  expectNear(values<float>(bf), {std::ldexp(1.0, 40), -3});
+  // f32 -> f16 -> f32 and f32 -> bf16 -> f32 round trips.
+  TensorRef h = t.raw(DType::F16, {5});
+  TensorRef src = t.input<float>({5}, {1.0f, -2.5f, 65504.0f, 1e-7f, 0.1f});
+  TensorRef out = t.output<float>({5});
+  EXPECT_OK(run("Cast", {src}, {h}));
+  EXPECT_EQ(h.as<uint16_t>()[0], 0x3c00);
+  EXPECT_EQ(h.as<uint16_t>()[1], 0xc100);
+  EXPECT_EQ(h.as<uint16_t>()[2], 0x7bff);
+  EXPECT_OK(run("Cast", {h}, {out}));
+  expectNear(values<float>(out), {1.0, -2.5, 65504, 1.1920928955078125e-07, 0.0999755859375}, 1e-9);
+  TensorRef bh = t.raw(DType::BF16, {5});
+  EXPECT_OK(run("Cast", {src}, {bh}));
+  EXPECT_OK(run("Cast", {bh}, {out}));
+  expectNear(values<float>(out), {1.0, -2.5, 65536, 1.0011717677116394e-07, 0.10009765625}, 1e-9);
+}
+
+TEST(Unary, Clip) {
+  Tensors t;
+  TensorRef x = t.input<float>({4}, {-5, 0.5f, 2, 7});
+  TensorRef y = t.output<float>({4});
+  EXPECT_OK(run("Clip", {x}, {y}, attrs({{"min", floats({0})}, {"max", floats({6})}})));
+  expectNear(values<float>(y), {0, 0.5, 2, 6});
+  EXPECT_OK(run("Clip", {x}, {y}, attrs({{"max", floats({1})}})));
+  expectNear(values<float>(y), {-5, 0.5, 1, 1});
+  EXPECT_OK(run("Clip", {x}, {y}));
+  expectNear(values<float>(y), {-5, 0.5, 2, 7});
+  TensorRef i = t.input<int64_t>({3}, {-9, 3, 9});
+  TensorRef yi = t.output<int64_t>({3});
+  EXPECT_OK(run("Clip", {i}, {yi}, attrs({{"min", floats({-2})}, {"max", floats({4})}})));
+  EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{-2, 3, 4}));
+}
+
+TEST(Unary, IdentityAndDropout) {
+  Tensors t;
+  TensorRef x = t.input<int64_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef y = t.output<int64_t>({2, 2});
+  EXPECT_OK(run("Identity", {x}, {y}));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{1, 2, 3, 4}));
+  TensorRef y2 = t.output<int64_t>({2, 2});
+  TensorRef mask = t.output<bool>({2, 2});
+  EXPECT_OK(run("Dropout", {x}, {y2, mask}));
+  EXPECT_EQ(values<int64_t>(y2), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(bools(mask), (std::vector<bool>{true, true, true, true}));
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul, Gemm
+//===----------------------------------------------------------------------===//
+
+/// Naive batched matmul of [..., m, k] x [..., k, n] with broadcast batches
+/// (both operands at least 2-D), in double.
+std::vector<double> naiveMatMul(const std::vector<float> &a,
+                                const std::vector<int64_t> &as,
+                                const std::vector<float> &b,
+                                const std::vector<int64_t> &bs,
+                                const std::vector<int64_t> &batch) {
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  std::vector<double> out;
+  for (int64_t i = 0; i < product(batch); ++i) {
+    const std::vector<int64_t> idx = unflatten(i, batch);
+    const int64_t ao = broadcastFlat(idx, ab) * m * k;
+    const int64_t bo = broadcastFlat(idx, bb) * k * n;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += double(a[size_t(ao + r * k + p)]) * double(b[size_t(bo + p * n + c)]);
+        out.push_back(acc);
+      }
+  }
+  return out;
+}
+
+TEST(MatMul, BatchedBroadcastAndFolded) {
+  struct Case {
+    std::vector<int64_t> a, b, batch;
+  };
+  const Case cases[] = {
+      {{3, 4}, {4, 5}, {}},
+      {{2, 3, 4, 5}, {5, 6}, {2, 3}},     // folded into one sgemm
+      {{2, 1, 4, 5}, {3, 5, 6}, {2, 3}},  // broadcast batch
+      {{4, 5}, {3, 5, 2}, {3}},           // A broadcast
+      {{64, 8, 16}, {64, 16, 8}, {64}},   // many small products (parallel)
+  };
+  for (const Case &c : cases) {
+    for (bool threaded : {false, true}) {
+      Tensors t;
+      std::vector<float> av = randomFloats(size_t(product(c.a)), 7);
+      std::vector<float> bv = randomFloats(size_t(product(c.b)), 8);
+      std::vector<int64_t> os = c.batch;
+      os.push_back(c.a[c.a.size() - 2]);
+      os.push_back(c.b.back());
+      TensorRef a = t.input<float>(c.a, av), b = t.input<float>(c.b, bv);
+      TensorRef y = t.output<float>(os);
+      EXPECT_OK(run("MatMul", {a, b}, {y}, {},
+                    threaded ? threadedContext() : serialContext()));
+      expectNear(values<float>(y), naiveMatMul(av, c.a, bv, c.b, c.batch), 1e-5);
+    }
+  }
+}
+
+TEST(MatMul, VectorsAndIntegers) {
+  Tensors t;
+  TensorRef v = t.input<float>({3}, {1, 2, 3});
+  TensorRef m = t.input<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  TensorRef y = t.output<float>({2});
+  EXPECT_OK(run("MatMul", {v, m}, {y}));
+  expectNear(values<float>(y), {22, 28});
+  TensorRef mt = t.input<float>({2, 3}, {1, 3, 5, 2, 4, 6});
+  EXPECT_OK(run("MatMul", {mt, v}, {y}));
+  expectNear(values<float>(y), {22, 28});
+  TensorRef s = t.output<float>({});
+  EXPECT_OK(run("MatMul", {v, v}, {s}));
+  expectNear(values<float>(s), {14});
+  TensorRef ia = t.input<int64_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef ib = t.input<int64_t>({2, 2}, {5, 6, 7, 8});
+  TensorRef iy = t.output<int64_t>({2, 2});
+  EXPECT_OK(run("MatMul", {ia, ib}, {iy}));
+  EXPECT_EQ(values<int64_t>(iy), (std::vector<int64_t>{19, 22, 43, 50}));
+  TensorRef da = t.input<double>({1, 2}, {0.5, 0.25});
+  TensorRef db = t.input<double>({2, 1}, {4, 8});
+  TensorRef dy = t.output<double>({1, 1});
+  EXPECT_OK(run("MatMul", {da, db}, {dy}));
+  expectNear(values<double>(dy), {4});
+  TensorRef bad = t.output<float>({3});
+  EXPECT_FALSE(run("MatMul", {v, m}, {bad}).isOk());
+}
+
+TEST(Gemm, TransposesAlphaBetaAndBroadcastC) {
+  Tensors t;
+  // A^T is [[1,2,3],[4,5,6]] (2x3); B^T is [[1,0],[0,1],[1,1]] (3x2).
+  TensorRef a = t.input<float>({3, 2}, {1, 4, 2, 5, 3, 6});
+  TensorRef b = t.input<float>({2, 3}, {1, 0, 1, 0, 1, 1});
+  TensorRef cRow = t.input<float>({2}, {10, 20});
+  TensorRef cCol = t.input<float>({2, 1}, {1, 2});
+  TensorRef y = t.output<float>({2, 2});
+  // A^T B^T = [[4, 5], [10, 11]].
+  EXPECT_OK(run("Gemm", {a, b}, {y},
+                attrs({{"transA", ints({1})}, {"transB", ints({1})}})));
+  expectNear(values<float>(y), {4, 5, 10, 11});
+  EXPECT_OK(run("Gemm", {a, b, cRow}, {y},
+                attrs({{"transA", ints({1})},
+                       {"transB", ints({1})},
+                       {"alpha", floats({2})},
+                       {"beta", floats({0.5})}})));
+  expectNear(values<float>(y), {13, 20, 25, 32});
+  EXPECT_OK(run("Gemm", {a, b, cCol}, {y},
+                attrs({{"transA", ints({1})}, {"transB", ints({1})}})));
+  expectNear(values<float>(y), {5, 6, 12, 13});
+  TensorRef ia = t.input<int32_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef ic = t.input<int32_t>({}, {100});
+  TensorRef iy = t.output<int32_t>({2, 2});
+  EXPECT_OK(run("Gemm", {ia, ia, ic}, {iy}, attrs({{"transB", ints({1})}})));
+  EXPECT_EQ(values<int32_t>(iy), (std::vector<int32_t>{105, 111, 111, 125}));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Naive reduction over `axes` of a [shape] tensor: combines in double.
+std::vector<double> naiveReduce(const std::vector<float> &x,
+                                const std::vector<int64_t> &shape,
+                                const std::vector<int64_t> &axes,
+                                const std::string &op) {
+  std::vector<int64_t> outShape = shape;
+  for (int64_t a : axes)
+    outShape[size_t(a)] = 1;
+  const int64_t outCount = product(outShape);
+  std::vector<std::vector<double>> groups(static_cast<size_t>(outCount));
+  for (int64_t i = 0; i < product(shape); ++i) {
+    std::vector<int64_t> idx = unflatten(i, shape);
+    for (int64_t a : axes)
+      idx[size_t(a)] = 0;
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      o = o * outShape[d] + idx[d];
+    groups[size_t(o)].push_back(x[size_t(i)]);
+  }
+  std::vector<double> out;
+  for (const std::vector<double> &g : groups) {
+    double r = 0;
+    if (op == "ReduceSum" || op == "ReduceMean") {
+      for (double v : g)
+        r += v;
+      if (op == "ReduceMean")
+        r /= double(g.size());
+    } else if (op == "ReduceMax") {
+      r = -INFINITY;
+      for (double v : g)
+        r = std::max(r, v);
+    } else if (op == "ReduceMin") {
+      r = INFINITY;
+      for (double v : g)
+        r = std::min(r, v);
+    } else if (op == "ReduceProd") {
+      r = 1;
+      for (double v : g)
+        r *= v;
+    } else if (op == "ReduceSumSquare" || op == "ReduceL2") {
+      for (double v : g)
+        r += v * v;
+      if (op == "ReduceL2")
+        r = std::sqrt(r);
+    } else if (op == "ReduceL1") {
+      for (double v : g)
+        r += std::fabs(v);
+    } else if (op == "ReduceLogSumExp") {
+      for (double v : g)
+        r += std::exp(v);
+      r = std::log(r);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(Reduce, AllOpsAllAxisSetsMatchNaive) {
+  const std::vector<int64_t> shape = {3, 4, 5, 6};
+  const std::vector<float> x = randomFloats(size_t(product(shape)), 11, 0.5f, 1.5f);
+  const std::vector<std::vector<int64_t>> axisSets = {
+      {0}, {1}, {3}, {0, 2}, {1, 3}, {1, 2}, {0, 1, 2, 3}, {0, 3}};
+  for (const char *op :
+       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+        "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp"})
+    for (const std::vector<int64_t> &axes : axisSets)
+      for (bool threaded : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " axes " + zrt::shapeString(axes));
+        Tensors t;
+        std::vector<int64_t> outShape = shape;
+        for (int64_t a : axes)
+          outShape[size_t(a)] = 1;
+        TensorRef in = t.input<float>(shape, x);
+        TensorRef out = t.output<float>(outShape);
+        EXPECT_OK(run(op, {in}, {out}, attrs({{"axes", ints(axes)}}),
+                      threaded ? threadedContext() : serialContext()));
+        expectNear(values<float>(out), naiveReduce(x, shape, axes, op),
+                   std::string(op) == "ReduceProd" ? 1e-4 : 1e-5);
+      }
+}
+
+TEST(Reduce, KeepdimsIntegersEmptyAndLarge) {
+  Tensors t;
+  TensorRef x = t.input<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef y = t.output<int64_t>({2}); // keepdims = 0
+  EXPECT_OK(run("ReduceSum", {x}, {y},
+                attrs({{"axes", ints({1})}, {"keepdims", ints({0})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{6, 15}));
+  EXPECT_OK(run("ReduceMax", {x}, {y}, attrs({{"axes", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{3, 6}));
+  TensorRef y3 = t.output<int64_t>({1, 3});
+  EXPECT_OK(run("ReduceMean", {x}, {y3}, attrs({{"axes", ints({0})}})));
+  EXPECT_EQ(values<int64_t>(y3), (std::vector<int64_t>{2, 3, 4}));
+  // Reducing an empty axis gives the identity.
+  TensorRef e = t.input<float>({2, 0}, {});
+  TensorRef ey = t.output<float>({2, 1});
+  EXPECT_OK(run("ReduceSum", {e}, {ey}, attrs({{"axes", ints({1})}})));
+  expectNear(values<float>(ey), {0, 0});
+  EXPECT_OK(run("ReduceMax", {e}, {ey}, attrs({{"axes", ints({1})}})));
+  expectNear(values<float>(ey), {-INFINITY, -INFINITY});
+  // Rank 0 and size-1 reduction.
+  TensorRef s = t.input<float>({}, {3});
+  TensorRef sy = t.output<float>({});
+  EXPECT_OK(run("ReduceSumSquare", {s}, {sy}, attrs({{"axes", ints({0})}})));
+  expectNear(values<float>(sy), {9});
+  // A large full reduction (partial sums across threads) and a large
+  // leading-axis reduction (vector mode).
+  std::vector<float> big = randomFloats(300000, 12, 0, 1);
+  TensorRef b = t.input<float>({300000}, big);
+  TensorRef by = t.output<float>({});
+  EXPECT_OK(run("ReduceMean", {b}, {by}, attrs({{"axes", ints({0})}}),
+                threadedContext()));
+  double sum = 0;
+  for (float v : big)
+    sum += v;
+  expectNear(values<float>(by), {sum / 300000}, 1e-5);
+  EXPECT_OK(run("ReduceLogSumExp", {b}, {by}, attrs({{"axes", ints({0})}}),
+                threadedContext()));
+  double lse = 0;
+  for (float v : big)
+    lse += std::exp(double(v));
+  expectNear(values<float>(by), {std::log(lse)}, 1e-5);
+  TensorRef m = t.input<float>({3000, 100}, big);
+  TensorRef my = t.output<float>({1, 100});
+  EXPECT_OK(run("ReduceSum", {m}, {my}, attrs({{"axes", ints({0})}}),
+                threadedContext()));
+  expectNear(values<float>(my), naiveReduce(big, {3000, 100}, {0}, "ReduceSum"),
+             1e-5);
+}
+
+TEST(Reduce, ArgMaxArgMin) {
+  Tensors t;
+  TensorRef x = t.input<float>({2, 3, 2}, {1, 9, 5, 9, 5, 0, 7, 2, 7, 8, 1, 8});
+  TensorRef y = t.output<int64_t>({2, 1, 2});
+  EXPECT_OK(run("ArgMax", {x}, {y}, attrs({{"axis", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{1, 0, 0, 1}));
+  EXPECT_OK(run("ArgMax", {x}, {y},
+                attrs({{"axis", ints({1})}, {"select_last_index", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{2, 1, 1, 2}));
+  EXPECT_OK(run("ArgMin", {x}, {y}, attrs({{"axis", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{0, 2, 2, 0}));
+  TensorRef y2 = t.output<int64_t>({2, 3});
+  EXPECT_OK(run("ArgMax", {x}, {y2},
+                attrs({{"axis", ints({2})}, {"keepdims", ints({0})}})));
+  EXPECT_EQ(values<int64_t>(y2), (std::vector<int64_t>{1, 1, 0, 0, 1, 1}));
+  TensorRef bad = t.output<int32_t>({2, 3});
+  EXPECT_FALSE(run("ArgMax", {x}, {bad}, attrs({{"axis", ints({2})}})).isOk());
+}
+
+TEST(Reduce, CumSum) {
+  Tensors t;
+  TensorRef x = t.input<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef y = t.output<int64_t>({2, 3});
+  EXPECT_OK(run("CumSum", {x}, {y}, attrs({{"axis", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_OK(run("CumSum", {x}, {y},
+                attrs({{"axis", ints({1})}, {"exclusive", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{0, 1, 3, 0, 4, 9}));
+  EXPECT_OK(run("CumSum", {x}, {y},
+                attrs({{"axis", ints({1})}, {"reverse", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{6, 5, 3, 15, 11, 6}));
+  EXPECT_OK(run("CumSum", {x}, {y},
+                attrs({{"axis", ints({0})},
+                       {"reverse", ints({1})},
+                       {"exclusive", ints({1})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{4, 5, 6, 0, 0, 0}));
+  TensorRef f = t.input<float>({3}, {0.5f, 1, 2});
+  TensorRef fy = t.output<float>({3});
+  EXPECT_OK(run("CumSum", {f}, {fy}, attrs({{"axis", ints({0})}})));
+  expectNear(values<float>(fy), {0.5, 1.5, 3.5});
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+std::vector<double> naiveSoftmax(const std::vector<float> &x,
+                                 const std::vector<int64_t> &shape, int64_t axis,
+                                 bool log) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  const int64_t len = shape[size_t(axis)];
+  std::vector<double> out(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double max = -INFINITY, sum = 0;
+      for (int64_t a = 0; a < len; ++a)
+        max = std::max(max, double(x[size_t((o * len + a) * inner + i)]));
+      for (int64_t a = 0; a < len; ++a)
+        sum += std::exp(double(x[size_t((o * len + a) * inner + i)]) - max);
+      for (int64_t a = 0; a < len; ++a) {
+        const size_t k = size_t((o * len + a) * inner + i);
+        const double z = double(x[k]) - max;
+        out[k] = log ? z - std::log(sum) : std::exp(z) / sum;
+      }
+    }
+  return out;
+}
+
+TEST(Normalization, SoftmaxAndLogSoftmaxAnyAxis) {
+  const std::vector<int64_t> shape = {3, 17, 70};
+  const std::vector<float> x = randomFloats(size_t(product(shape)), 21, -8, 8);
+  for (const char *op : {"Softmax", "LogSoftmax"})
+    for (int64_t axis : {0, 1, 2})
+      for (bool threaded : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis));
+        Tensors t;
+        TensorRef in = t.input<float>(shape, x);
+        TensorRef out = t.output<float>(shape);
+        EXPECT_OK(run(op, {in}, {out}, attrs({{"axis", ints({axis})}}),
+                      threaded ? threadedContext() : serialContext()));
+        expectNear(values<float>(out),
+                   naiveSoftmax(x, shape, axis, std::string(op) == "LogSoftmax"),
+                   2e-6);
+      }
+  Tensors t;
+  TensorRef s = t.input<double>({2}, {0, std::log(3.0)});
+  TensorRef sy = t.output<double>({2});
+  EXPECT_OK(run("Softmax", {s}, {sy}, attrs({{"axis", ints({0})}})));
+  expectNear(values<double>(sy), {0.25, 0.75}, 1e-12);
+}
+
+TEST(Normalization, LayerNormWithStatistics) {
+  Tensors t;
+  TensorRef x = t.input<float>({2, 4}, {1, 2, 3, 4, -1, -1, 1, 1});
+  TensorRef scale = t.input<float>({4}, {1, 2, 1, 2});
+  TensorRef bias = t.input<float>({4}, {0, 0, 1, 1});
+  TensorRef y = t.output<float>({2, 4});
+  TensorRef mean = t.output<float>({2, 1});
+  TensorRef inv = t.output<float>({2, 1});
+  EXPECT_OK(run("LayerNormalization", {x, scale, bias}, {y, mean, inv},
+                attrs({{"axis", ints({1})}, {"epsilon", floats({0})}})));
+  const double s0 = 1 / std::sqrt(1.25);
+  expectNear(values<float>(y),
+             {-1.5 * s0, -0.5 * s0 * 2, 0.5 * s0 + 1, 1.5 * s0 * 2 + 1, -1, -2, 2, 3});
+  expectNear(values<float>(mean), {2.5, 0});
+  expectNear(values<float>(inv), {s0, 1});
+  // axis 1 over [2, 3, 2] with a scale of shape [2] (broadcast over dim 1).
+  TensorRef x3 = t.input<float>({2, 3, 2}, {0, 1, 2, 3, 4, 5, 1, 1, 1, 1, 1, 1});
+  TensorRef s2 = t.input<float>({2}, {1, 10});
+  TensorRef y3 = t.output<float>({2, 3, 2});
+  EXPECT_OK(run("LayerNormalization", {x3, s2}, {y3},
+                attrs({{"axis", ints({1})}, {"epsilon", floats({1e-5})}})));
+  std::vector<double> expected;
+  const double var = (6.25 + 2.25 + 0.25 + 0.25 + 2.25 + 6.25) / 6;
+  for (int i = 0; i < 6; ++i)
+    expected.push_back((i - 2.5) / std::sqrt(var + 1e-5) * (i % 2 ? 10 : 1));
+  for (int i = 0; i < 6; ++i)
+    expected.push_back(0);
+  expectNear(values<float>(y3), expected);
+}
+
+TEST(Normalization, RMSNorm) {
+  Tensors t;
+  TensorRef x = t.input<float>({2, 2}, {3, 4, 0, 2});
+  TensorRef scale = t.input<float>({2}, {1, 2});
+  TensorRef y = t.output<float>({2, 2});
+  EXPECT_OK(run("RMSNormalization", {x, scale}, {y},
+                attrs({{"axis", ints({1})}, {"epsilon", floats({0})}})));
+  const double r0 = std::sqrt(12.5), r1 = std::sqrt(2.0);
+  expectNear(values<float>(y), {3 / r0, 8 / r0, 0, 4 / r1});
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST(Shape, CopyAndExpand) {
+  Tensors t;
+  TensorRef x = t.input<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef y = t.output<int32_t>({4});
+  EXPECT_OK(run("Copy", {x}, {y}));
+  EXPECT_EQ(values<int32_t>(y), (std::vector<int32_t>{1, 2, 3, 4}));
+  TensorRef tooBig = t.output<int32_t>({7});
+  EXPECT_FALSE(run("Copy", {x}, {tooBig}).isOk());
+  TensorRef c = t.input<float>({3, 1}, {1, 2, 3});
+  TensorRef e = t.output<float>({2, 3, 2});
+  EXPECT_OK(run("Expand", {c}, {e}));
+  expectNear(values<float>(e), {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+}
+
+TEST(Shape, TransposeMatchesNaive) {
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  };
+  const Case cases[] = {
+      {{70, 45}, {1, 0}},             // tiled
+      {{2, 5, 3, 8}, {0, 2, 1, 3}},   // row copies
+      {{2, 5, 3, 8}, {3, 1, 0, 2}},
+      {{4, 1, 6, 5}, {2, 0, 3, 1}},   // size-1 dim
+      {{2, 3, 4}, {0, 1, 2}},         // identity
+      {{33, 3, 65}, {2, 1, 0}},
+  };
+  for (const Case &c : cases)
+    for (bool threaded : {false, true}) {
+      SCOPED_TRACE(zrt::shapeString(c.shape) + " perm " + zrt::shapeString(c.perm));
+      Tensors t;
+      std::vector<int64_t> xv(size_t(product(c.shape)));
+      for (size_t i = 0; i < xv.size(); ++i)
+        xv[i] = int64_t(i);
+      std::vector<int64_t> os;
+      for (int64_t p : c.perm)
+        os.push_back(c.shape[size_t(p)]);
+      TensorRef x = t.input<int64_t>(c.shape, xv);
+      TensorRef y = t.output<int64_t>(os);
+      EXPECT_OK(run("Transpose", {x}, {y}, attrs({{"perm", ints(c.perm)}}),
+                    threaded ? threadedContext() : serialContext()));
+      std::vector<int64_t> expected;
+      for (int64_t i = 0; i < product(os); ++i) {
+        const std::vector<int64_t> oi = unflatten(i, os);
+        std::vector<int64_t> ii(c.shape.size());
+        for (size_t d = 0; d < os.size(); ++d)
+          ii[size_t(c.perm[d])] = oi[d];
+        expected.push_back(broadcastFlat(ii, c.shape));
+      }
+      EXPECT_EQ(values<int64_t>(y), expected);
+    }
+  Tensors t;
+  TensorRef b = t.input<bool>({2, 3}, {true, false, false, true, true, false});
+  TensorRef by = t.output<bool>({3, 2});
+  EXPECT_OK(run("Transpose", {b}, {by}));
+  EXPECT_EQ(bools(by), (std::vector<bool>{true, true, false, true, false, false}));
+}
+
+TEST(Shape, ConcatAndSplit) {
+  Tensors t;
+  TensorRef a = t.input<float>({2, 1}, {1, 2});
+  TensorRef b = t.input<float>({2, 2}, {3, 4, 5, 6});
+  TensorRef e = t.input<float>({2, 0}, {});
+  TensorRef y = t.output<float>({2, 3});
+  EXPECT_OK(run("Concat", {a, e, b}, {y}, attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(y), {1, 3, 4, 2, 5, 6});
+  TensorRef p = t.output<float>({2, 2});
+  TensorRef q = t.output<float>({2, 1});
+  EXPECT_OK(run("Split", {y}, {p, q}, attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(p), {1, 3, 2, 5});
+  expectNear(values<float>(q), {4, 6});
+  TensorRef r0 = t.output<float>({1, 3});
+  TensorRef r1 = t.output<float>({1, 3});
+  EXPECT_OK(run("Split", {y}, {r0, r1}, attrs({{"axis", ints({0})}})));
+  expectNear(values<float>(r1), {2, 5, 6});
+  TensorRef wrong = t.output<float>({2, 4});
+  EXPECT_FALSE(run("Concat", {a, b}, {wrong}, attrs({{"axis", ints({1})}})).isOk());
+}
+
+TEST(Shape, SliceWithStepsAndNegativeSteps) {
+  Tensors t;
+  std::vector<int64_t> xv(20);
+  for (int i = 0; i < 20; ++i)
+    xv[size_t(i)] = i;
+  TensorRef x = t.input<int64_t>({4, 5}, xv);
+  TensorRef y = t.output<int64_t>({2, 3});
+  // rows 3, 1 (step -2); columns 0, 2, 4 (step 2)
+  EXPECT_OK(run("Slice", {x}, {y},
+                attrs({{"starts", ints({3, 0})}, {"steps", ints({-2, 2})}})));
+  EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{15, 17, 19, 5, 7, 9}));
+  TensorRef z = t.output<int64_t>({1, 2});
+  EXPECT_OK(run("Slice", {x}, {z},
+                attrs({{"starts", ints({2, 1})}, {"steps", ints({1, 1})}})));
+  EXPECT_EQ(values<int64_t>(z), (std::vector<int64_t>{11, 12}));
+  TensorRef over = t.output<int64_t>({3, 1});
+  EXPECT_FALSE(run("Slice", {x}, {over},
+                   attrs({{"starts", ints({3, 0})}, {"steps", ints({1, 1})}}))
+                   .isOk());
+}
+
+TEST(Shape, Tile) {
+  Tensors t;
+  TensorRef x = t.input<int32_t>({2, 2}, {1, 2, 3, 4});
+  TensorRef y = t.output<int32_t>({4, 4});
+  EXPECT_OK(run("Tile", {x}, {y}));
+  EXPECT_EQ(values<int32_t>(y),
+            (std::vector<int32_t>{1, 2, 1, 2, 3, 4, 3, 4, 1, 2, 1, 2, 3, 4, 3, 4}));
+  TensorRef y2 = t.output<int32_t>({2, 6});
+  EXPECT_OK(run("Tile", {x}, {y2}));
+  EXPECT_EQ(values<int32_t>(y2),
+            (std::vector<int32_t>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+}
+
+TEST(Shape, PadModes) {
+  Tensors t;
+  TensorRef x = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef y = t.output<float>({3, 6});
+  const AttrValue pads = ints({0, 2, 1, 1});
+  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"value", floats({9})}})));
+  expectNear(values<float>(y), {9, 9, 1, 2, 3, 9, 9, 9, 4, 5, 6, 9, 9, 9, 9, 9, 9, 9});
+  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("edge")}})));
+  expectNear(values<float>(y), {1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 4, 4, 4, 5, 6, 6});
+  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("reflect")}})));
+  expectNear(values<float>(y), {3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2});
+  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("wrap")}})));
+  expectNear(values<float>(y), {2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4, 2, 3, 1, 2, 3, 1});
+  // Negative pads crop.
+  TensorRef c = t.output<float>({2, 2});
+  EXPECT_OK(run("Pad", {x}, {c}, attrs({{"pads", ints({0, -1, 0, 0})}})));
+  expectNear(values<float>(c), {2, 3, 5, 6});
+  TensorRef i = t.input<int64_t>({2}, {7, 8});
+  TensorRef iy = t.output<int64_t>({4});
+  EXPECT_OK(run("Pad", {i}, {iy}, attrs({{"pads", ints({1, 1})}, {"value", floats({-1})}})));
+  EXPECT_EQ(values<int64_t>(iy), (std::vector<int64_t>{-1, 7, 8, -1}));
+}
+
+TEST(Shape, TriluFillRange) {
+  Tensors t;
+  TensorRef x = t.input<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  TensorRef y = t.output<float>({3, 3});
+  EXPECT_OK(run("Trilu", {x}, {y}));
+  expectNear(values<float>(y), {1, 2, 3, 0, 5, 6, 0, 0, 9});
+  EXPECT_OK(run("Trilu", {x}, {y}, attrs({{"upper", ints({0})}, {"k", ints({-1})}})));
+  expectNear(values<float>(y), {0, 0, 0, 4, 0, 0, 7, 8, 0});
+  EXPECT_OK(run("Trilu", {x}, {y}, attrs({{"k", ints({1})}})));
+  expectNear(values<float>(y), {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  TensorRef f = t.output<float>({2, 2});
+  EXPECT_OK(run("Fill", {}, {f}, attrs({{"value", floats({1.5})}})));
+  expectNear(values<float>(f), {1.5, 1.5, 1.5, 1.5});
+  TensorRef fi = t.output<int64_t>({2});
+  EXPECT_OK(run("Fill", {}, {fi}, attrs({{"value", ints({(int64_t(1) << 60) + 1})}})));
+  EXPECT_EQ(values<int64_t>(fi),
+            (std::vector<int64_t>{(int64_t(1) << 60) + 1, (int64_t(1) << 60) + 1}));
+  TensorRef fb = t.output<bool>({2});
+  EXPECT_OK(run("Fill", {}, {fb}, attrs({{"value", floats({1})}})));
+  EXPECT_EQ(bools(fb), (std::vector<bool>{true, true}));
+  TensorRef start = t.input<float>({}, {1}), limit = t.input<float>({}, {2});
+  TensorRef delta = t.input<float>({}, {0.25f});
+  TensorRef r = t.output<float>({4});
+  EXPECT_OK(run("Range", {start, limit, delta}, {r}));
+  expectNear(values<float>(r), {1, 1.25, 1.5, 1.75});
+  TensorRef s64 = t.input<int64_t>({}, {10}), l64 = t.input<int64_t>({}, {4});
+  TensorRef d64 = t.input<int64_t>({}, {-3});
+  TensorRef r64 = t.output<int64_t>({2});
+  EXPECT_OK(run("Range", {s64, l64, d64}, {r64}));
+  EXPECT_EQ(values<int64_t>(r64), (std::vector<int64_t>{10, 7}));
+}
+
+//===----------------------------------------------------------------------===//
+// Gather / scatter
+//===----------------------------------------------------------------------===//
+
+TEST(Indexing, Gather) {
+  Tensors t;
+  TensorRef data = t.input<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  TensorRef idx = t.input<int64_t>({2, 2}, {0, -1, 1, 2});
+  TensorRef y = t.output<float>({2, 2, 2});
+  EXPECT_OK(run("Gather", {data, idx}, {y}, attrs({{"axis", ints({0})}})));
+  expectNear(values<float>(y), {1, 2, 5, 6, 3, 4, 5, 6});
+  TensorRef col = t.input<int32_t>({}, {1});
+  TensorRef yc = t.output<float>({3});
+  EXPECT_OK(run("Gather", {data, col}, {yc}, attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(yc), {2, 4, 6});
+  TensorRef bad = t.input<int64_t>({1}, {3});
+  TensorRef yb = t.output<float>({1, 2});
+  zrt::Status s = run("Gather", {data, bad}, {yb}, attrs({{"axis", ints({0})}}));
+  EXPECT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(),
+            "Gather: index out of range (got 3, expected an index in [-3, 3))");
+}
+
+TEST(Indexing, GatherElementsAndScatterElements) {
+  Tensors t;
+  TensorRef data = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorRef idx = t.input<int64_t>({2, 2}, {2, 0, -1, 1});
+  TensorRef y = t.output<float>({2, 2});
+  EXPECT_OK(run("GatherElements", {data, idx}, {y}, attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(y), {3, 1, 6, 5});
+  TensorRef idx0 = t.input<int32_t>({1, 3}, {1, 0, 1});
+  TensorRef y0 = t.output<float>({1, 3});
+  EXPECT_OK(run("GatherElements", {data, idx0}, {y0}, attrs({{"axis", ints({0})}})));
+  expectNear(values<float>(y0), {4, 2, 6});
+
+  TensorRef dup = t.input<int64_t>({1, 3}, {1, 1, 0});
+  TensorRef upd = t.input<float>({1, 3}, {10, 20, 30});
+  TensorRef out = t.output<float>({2, 3});
+  EXPECT_OK(run("ScatterElements", {data, dup, upd}, {out},
+                attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(out), {30, 20, 3, 4, 5, 6});
+  EXPECT_OK(run("ScatterElements", {data, dup, upd}, {out},
+                attrs({{"axis", ints({1})}, {"reduction", str("add")}})));
+  expectNear(values<float>(out), {31, 32, 3, 4, 5, 6});
+  EXPECT_OK(run("ScatterElements", {data, dup, upd}, {out},
+                attrs({{"axis", ints({0})}, {"reduction", str("max")}})));
+  expectNear(values<float>(out), {1, 2, 30, 10, 20, 6});
+}
+
+TEST(Indexing, ScatterND) {
+  Tensors t;
+  TensorRef data = t.input<int64_t>({3, 2}, {1, 2, 3, 4, 5, 6});
+  TensorRef rows = t.input<int64_t>({2, 1}, {2, -3});
+  TensorRef upd = t.input<int64_t>({2, 2}, {10, 20, 30, 40});
+  TensorRef out = t.output<int64_t>({3, 2});
+  EXPECT_OK(run("ScatterND", {data, rows, upd}, {out}));
+  EXPECT_EQ(values<int64_t>(out), (std::vector<int64_t>{30, 40, 3, 4, 10, 20}));
+  TensorRef cells = t.input<int64_t>({2, 2}, {0, 1, 0, 1});
+  TensorRef vals = t.input<int64_t>({2}, {100, 1000});
+  EXPECT_OK(run("ScatterND", {data, cells, vals}, {out},
+                attrs({{"reduction", str("add")}})));
+  EXPECT_EQ(values<int64_t>(out), (std::vector<int64_t>{1, 1102, 3, 4, 5, 6}));
+}
+
+//===----------------------------------------------------------------------===//
+// Unusual shapes
+//===----------------------------------------------------------------------===//
+
+TEST(UnusualShapes, EmptyTensorsAndEmptyContractions) {
+  Tensors t;
+  TensorRef e03 = t.input<float>({0, 3}, {});
+  TensorRef r3 = t.input<float>({3}, {1, 2, 3});
+  TensorRef o03 = t.output<float>({0, 3});
+  for (const char *op : {"Add", "Max", "Pow"})
+    EXPECT_OK(run(op, {e03, r3}, {o03}));
+  for (const char *op : {"Exp", "Relu", "Gelu", "Identity"})
+    EXPECT_OK(run(op, {e03}, {o03}));
+  for (const char *op : {"Softmax", "LogSoftmax"})
+    EXPECT_OK(run(op, {e03}, {o03}, attrs({{"axis", ints({1})}})));
+  TensorRef e30 = t.input<float>({3, 0}, {});
+  TensorRef o30 = t.output<float>({3, 0});
+  EXPECT_OK(run("Softmax", {e30}, {o30}, attrs({{"axis", ints({1})}})));
+  EXPECT_OK(run("LayerNormalization", {e03, r3}, {o03}, attrs({{"axis", ints({1})}})));
+  EXPECT_OK(run("Transpose", {e03}, {t.output<float>({3, 0})}));
+  EXPECT_OK(run("CumSum", {e03}, {o03}, attrs({{"axis", ints({0})}})));
+  EXPECT_OK(run("ArgMax", {e03}, {t.output<int64_t>({0})},
+                attrs({{"axis", ints({1})}, {"keepdims", ints({0})}})));
+  EXPECT_OK(run("ReduceSum", {e03}, {t.output<float>({1, 3})},
+                attrs({{"axes", ints({0})}})));
+  EXPECT_OK(run("Pad", {e03}, {t.output<float>({2, 3})},
+                attrs({{"pads", ints({1, 0, 1, 0})}})));
+  EXPECT_OK(run("Tile", {e03}, {t.output<float>({0, 6})}));
+  EXPECT_OK(run("Slice", {r3}, {t.output<float>({0})},
+                attrs({{"starts", ints({0})}, {"steps", ints({1})}})));
+  EXPECT_OK(run("Gather", {r3, t.input<int64_t>({0}, {})}, {t.output<float>({0})},
+                attrs({{"axis", ints({0})}})));
+  // Matrix products with M = 0 and with K = 0 (the result is all zeros, or
+  // beta * C for Gemm).
+  TensorRef b34 = t.input<float>({3, 4}, std::vector<float>(12, 1));
+  EXPECT_OK(run("MatMul", {e03, b34}, {t.output<float>({0, 4})}));
+  TensorRef a20 = t.input<float>({2, 0}, {});
+  TensorRef b03 = t.input<float>({0, 3}, {});
+  TensorRef y23 = t.output<float>({2, 3});
+  EXPECT_OK(run("MatMul", {a20, b03}, {y23}));
+  expectNear(values<float>(y23), {0, 0, 0, 0, 0, 0});
+  TensorRef c = t.input<float>({3}, {1, 2, 3});
+  EXPECT_OK(run("Gemm", {a20, b03, c}, {y23}, attrs({{"beta", floats({2})}})));
+  expectNear(values<float>(y23), {2, 4, 6, 2, 4, 6});
+  TensorRef ia = t.input<int64_t>({2, 0}, {}), ib = t.input<int64_t>({0, 2}, {});
+  TensorRef iy = t.output<int64_t>({2, 2});
+  EXPECT_OK(run("MatMul", {ia, ib}, {iy}));
+  EXPECT_EQ(values<int64_t>(iy), (std::vector<int64_t>{0, 0, 0, 0}));
+}
+
+TEST(UnusualShapes, SizeOneDimsAndScalars) {
+  Tensors t;
+  TensorRef s = t.input<float>({}, {2});
+  TensorRef y = t.output<float>({});
+  EXPECT_OK(run("Exp", {s}, {y}));
+  expectNear(values<float>(y), {std::exp(2.0)});
+  TensorRef x = t.input<float>({1, 3, 1}, {1, 2, 3});
+  TensorRef o = t.output<float>({1, 3, 1});
+  EXPECT_OK(run("Softmax", {x}, {o}, attrs({{"axis", ints({2})}})));
+  expectNear(values<float>(o), {1, 1, 1});
+  EXPECT_OK(run("Softmax", {x}, {o}, attrs({{"axis", ints({1})}})));
+  expectNear(values<float>(o), naiveSoftmax({1, 2, 3}, {3}, 0, false));
+  TensorRef red = t.output<float>({1, 1, 1});
+  // Reducing only size-1 dims keeps 3 elements: a 1-element output is wrong.
+  EXPECT_FALSE(run("ReduceSum", {x}, {red}, attrs({{"axes", ints({0, 2})}})).isOk());
+  TensorRef red3 = t.output<float>({1, 3, 1});
+  EXPECT_OK(run("ReduceMax", {x}, {red3}, attrs({{"axes", ints({0, 2})}})));
+  expectNear(values<float>(red3), {1, 2, 3});
+  TensorRef tx = t.output<float>({3, 1, 1});
+  EXPECT_OK(run("Transpose", {x}, {tx}, attrs({{"perm", ints({1, 2, 0})}})));
+  expectNear(values<float>(tx), {1, 2, 3});
+  TensorRef mm = t.output<float>({1, 1});
+  TensorRef a = t.input<float>({1, 1}, {3});
+  EXPECT_OK(run("MatMul", {a, a}, {mm}));
+  expectNear(values<float>(mm), {9});
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Reference SoftmaxCrossEntropyLoss per element: -log softmax(x)[label].
+double nll(const std::vector<float> &scores, int64_t c, int64_t d, int64_t n,
+           int64_t label, int64_t j) {
+  double max = -INFINITY, sum = 0;
+  for (int64_t k = 0; k < c; ++k)
+    max = std::max(max, double(scores[size_t((n * c + k) * d + j)]));
+  for (int64_t k = 0; k < c; ++k)
+    sum += std::exp(double(scores[size_t((n * c + k) * d + j)]) - max);
+  return -(double(scores[size_t((n * c + label) * d + j)]) - max - std::log(sum));
+}
+
+TEST(Loss, SoftmaxCrossEntropyMeanSumNone) {
+  Tensors t;
+  const std::vector<float> sv = randomFloats(12, 31);
+  TensorRef scores = t.input<float>({3, 4}, sv);
+  TensorRef labels = t.input<int64_t>({3}, {1, 3, 0});
+  TensorRef loss = t.output<float>({});
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {loss}));
+  const double l0 = nll(sv, 4, 1, 0, 1, 0), l1 = nll(sv, 4, 1, 1, 3, 0),
+               l2 = nll(sv, 4, 1, 2, 0, 0);
+  expectNear(values<float>(loss), {(l0 + l1 + l2) / 3});
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {loss},
+                attrs({{"reduction", str("sum")}})));
+  expectNear(values<float>(loss), {l0 + l1 + l2});
+  TensorRef none = t.output<float>({3});
+  TensorRef logProb = t.output<float>({3, 4});
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {none, logProb},
+                attrs({{"reduction", str("none")}})));
+  expectNear(values<float>(none), {l0, l1, l2});
+  expectNear(values<float>(logProb), naiveSoftmax(sv, {3, 4}, 1, true));
+}
+
+TEST(Loss, SoftmaxCrossEntropyWeightsIgnoreAndSpatial) {
+  Tensors t;
+  const std::vector<float> sv = randomFloats(2 * 3 * 2, 32);
+  TensorRef scores = t.input<float>({2, 3, 2}, sv);
+  TensorRef labels = t.input<int32_t>({2, 2}, {2, -100, 0, 1});
+  TensorRef weights = t.input<float>({3}, {0.5f, 2, 1});
+  TensorRef loss = t.output<float>({});
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels, weights}, {loss},
+                attrs({{"ignore_index", ints({-100})}})));
+  const double a = nll(sv, 3, 2, 0, 2, 0) * 1, b = nll(sv, 3, 2, 1, 0, 0) * 0.5,
+               c = nll(sv, 3, 2, 1, 1, 1) * 2;
+  expectNear(values<float>(loss), {(a + b + c) / (1 + 0.5 + 2)});
+  // Without weights, mean divides by the count of non-ignored targets.
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {loss},
+                attrs({{"ignore_index", ints({-100})}})));
+  expectNear(values<float>(loss), {(a + b / 0.5 + c / 2) / 3});
+  TensorRef none = t.output<float>({2, 2});
+  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {none},
+                attrs({{"ignore_index", ints({-100})}, {"reduction", str("none")}})));
+  expectNear(values<float>(none), {a, 0, b / 0.5, c / 2});
+  // Without ignore_index, -100 is an error.
+  EXPECT_FALSE(run("SoftmaxCrossEntropyLoss", {scores, labels}, {loss}).isOk());
+}
+
+TEST(Loss, NegativeLogLikelihood) {
+  Tensors t;
+  TensorRef logp = t.input<float>({2, 3}, {-1, -2, -3, -0.5f, -1.5f, -2.5f});
+  TensorRef labels = t.input<int64_t>({2}, {2, 0});
+  TensorRef loss = t.output<float>({});
+  EXPECT_OK(run("NegativeLogLikelihoodLoss", {logp, labels}, {loss}));
+  expectNear(values<float>(loss), {1.75});
+}
+
+} // namespace

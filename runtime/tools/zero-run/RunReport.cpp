@@ -1,0 +1,180 @@
+//===- RunReport.cpp - zero-run's --report, --report-json and --trace -----===//
+//
+// The figures and their meaning are documented in docs/program-format.md
+// ("Reports"); the key names here are an interface that tests assert on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunReport.h"
+
+#include <cstdio>
+#include <sstream>
+#include <sys/resource.h>
+
+namespace zrt {
+
+namespace {
+
+const OpKind kCollectives[] = {OpKind::AllGather, OpKind::ReduceScatter,
+                               OpKind::AllReduce, OpKind::Broadcast,
+                               OpKind::AllToAll,  OpKind::Send,
+                               OpKind::Recv};
+
+uint64_t peakRssBytes() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return uint64_t(usage.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+std::string humanBytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return text;
+}
+
+} // namespace
+
+nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
+                            const WeightsStats &weights) {
+  const Program &p = executor.program();
+  const RunStats &stats = executor.stats();
+  nlohmann::json rank;
+  rank["rank"] = comm.rank();
+  rank["wall_time_s"] = stats.wallSeconds;
+  rank["peak_rss_bytes"] = peakRssBytes();
+  rank["param_bytes_resident"] = weights.residentBytes;
+  rank["weights_bytes_read"] = weights.bytesRead;
+  nlohmann::json sent, calls;
+  uint64_t totalSent = 0;
+  for (OpKind k : kCollectives) {
+    sent[opKindName(k)] = comm.bytesSent(k);
+    calls[opKindName(k)] = comm.callCount(k);
+    totalSent += comm.bytesSent(k);
+  }
+  rank["bytes_sent"] = sent;
+  rank["bytes_sent_total"] = totalSent;
+  rank["collective_calls"] = calls;
+  nlohmann::json arenas = nlohmann::json::array();
+  for (size_t a = 0; a < p.arenas.size(); ++a) {
+    nlohmann::json arena;
+    arena["name"] = p.arenas[a].name;
+    arena["planned_bytes"] = p.arenas[a].size;
+    arena["no_reuse_bytes"] = p.arenas[a].noReuseSize;
+    arena["lower_bound_bytes"] = p.arenas[a].lowerBound;
+    arena["peak_live_bytes"] =
+        a < stats.peakLiveBytes.size() ? stats.peakLiveBytes[a] : 0;
+    arena["high_water_bytes"] =
+        a < stats.highWaterBytes.size() ? stats.highWaterBytes[a] : 0;
+    arenas.push_back(arena);
+  }
+  rank["arenas"] = arenas;
+  return rank;
+}
+
+nlohmann::json describeRun(const Program &program, const std::string &backend,
+                           const Communicator &comm, int threads,
+                           const std::vector<nlohmann::json> &ranks) {
+  nlohmann::json run;
+  run["program"] = program.path;
+  run["format_version"] = program.version;
+  run["world_size"] = comm.worldSize();
+  run["backend"] = backend;
+  run["communicator"] = comm.name();
+  run["threads_per_rank"] = threads;
+  double wall = 0;
+  uint64_t resident = 0, read = 0, sent = 0;
+  for (const nlohmann::json &r : ranks) {
+    wall = std::max(wall, r["wall_time_s"].get<double>());
+    resident += r["param_bytes_resident"].get<uint64_t>();
+    read += r["weights_bytes_read"].get<uint64_t>();
+    sent += r["bytes_sent_total"].get<uint64_t>();
+  }
+  run["wall_time_s"] = wall;
+  run["param_bytes_resident_total"] = resident;
+  run["weights_bytes_read_total"] = read;
+  run["bytes_sent_total"] = sent;
+  run["ranks"] = ranks;
+  return run;
+}
+
+std::string formatReport(const nlohmann::json &run) {
+  std::ostringstream os;
+  char line[512];
+  os << "zero-run report: " << run["program"].get<std::string>() << ", "
+     << run["world_size"] << " rank(s), " << run["backend"].get<std::string>()
+     << " backend, " << run["threads_per_rank"] << " thread(s) per rank\n";
+  std::snprintf(line, sizeof line, "wall time: %.6f s (slowest rank)\n",
+                run["wall_time_s"].get<double>());
+  os << line;
+  os << "memory per arena (bytes; peak-live = most bytes of live buffers at "
+        "once, high-water = highest byte touched):\n";
+  std::snprintf(line, sizeof line, "  %-4s %-16s %14s %14s %14s %14s %14s\n",
+                "rank", "arena", "planned", "no-reuse", "lower-bound",
+                "peak-live", "high-water");
+  os << line;
+  for (const nlohmann::json &r : run["ranks"])
+    for (const nlohmann::json &a : r["arenas"]) {
+      std::snprintf(line, sizeof line,
+                    "  %-4d %-16s %14llu %14llu %14llu %14llu %14llu\n",
+                    r["rank"].get<int>(), a["name"].get<std::string>().c_str(),
+                    (unsigned long long)a["planned_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["no_reuse_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["lower_bound_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["peak_live_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["high_water_bytes"].get<uint64_t>());
+      os << line;
+    }
+  os << "per rank:\n";
+  for (const nlohmann::json &r : run["ranks"]) {
+    os << "  [rank " << r["rank"] << "] wall "
+       << r["wall_time_s"].get<double>() << " s, parameters resident "
+       << humanBytes(r["param_bytes_resident"]) << ", weights read "
+       << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
+       << humanBytes(r["peak_rss_bytes"]) << "\n";
+    os << "  [rank " << r["rank"] << "] bytes sent:";
+    for (auto it = r["bytes_sent"].begin(); it != r["bytes_sent"].end(); ++it)
+      if (it.value().get<uint64_t>() || r["collective_calls"][it.key()] != 0)
+        os << " " << it.key() << " " << humanBytes(it.value()) << " ("
+           << r["collective_calls"][it.key()] << " calls)";
+    os << " total " << humanBytes(r["bytes_sent_total"]) << "\n";
+  }
+  os << "totals: parameters resident " << humanBytes(run["param_bytes_resident_total"])
+     << ", weights read " << humanBytes(run["weights_bytes_read_total"])
+     << ", bytes sent " << humanBytes(run["bytes_sent_total"]) << "\n";
+  return os.str();
+}
+
+nlohmann::json traceEvents(const Executor &executor, int rank) {
+  const Program &p = executor.program();
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank},
+                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  for (size_t s = 0; s < p.streams.size(); ++s)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
+                      {"tid", s}, {"args", {{"name", p.streams[s].name}}}});
+  for (const TraceEvent &e : executor.stats().trace) {
+    const Instruction &inst = p.instructions[e.instruction];
+    const char *cat = inst.kind == OpKind::Kernel  ? "kernel"
+                      : isCollective(inst.kind) ? "collective"
+                                                : "sync";
+    events.push_back({{"name", inst.op},
+                      {"cat", cat},
+                      {"ph", "X"},
+                      {"ts", e.startUs},
+                      {"dur", e.durationUs},
+                      {"pid", rank},
+                      {"tid", e.stream},
+                      {"args", {{"loc", inst.loc}, {"instruction", e.instruction}}}});
+  }
+  return events;
+}
+
+} // namespace zrt

@@ -1,0 +1,38 @@
+//===- RunReport.h - zero-run's --report, --report-json and --trace -*- C++ -*-===//
+//
+// Each rank describes its run as JSON (memory per arena, parameter bytes, bytes
+// sent per collective kind, trace events); rank 0 gathers them and writes the
+// human-readable report, the machine-readable one, and the Chrome trace.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TOOLS_ZERORUN_RUNREPORT_H
+#define ZRT_TOOLS_ZERORUN_RUNREPORT_H
+
+#include "zrt/Bindings.h"
+#include "zrt/Executor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// This rank's figures (the "ranks" entries of --report-json).
+nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
+                            const WeightsStats &weights);
+
+/// The whole --report-json document from every rank's describeRank().
+nlohmann::json describeRun(const Program &program, const std::string &backend,
+                           const Communicator &comm, int threads,
+                           const std::vector<nlohmann::json> &ranks);
+
+/// The --report text for describeRun()'s document.
+std::string formatReport(const nlohmann::json &run);
+
+/// This rank's trace events (Chrome trace format, pid = rank, tid = stream).
+nlohmann::json traceEvents(const Executor &executor, int rank);
+
+} // namespace zrt
+
+#endif // ZRT_TOOLS_ZERORUN_RUNREPORT_H

@@ -1,0 +1,350 @@
+//===- ZeroRun.cpp - Run a .zrt program on this machine's ranks -----------===//
+//
+// zero-run is started once per rank (mpirun -np N zero-run model.zrt ...) or as
+// a single process without a launcher. Error policy: everything before execution
+// (arguments, program, weights, inputs) is checked on every rank and the ranks
+// agree on the outcome, so that every rank prints its problem (or which rank
+// failed) and exits non-zero instead of leaving the others waiting in a
+// collective; an error during execution is printed and aborts the whole MPI job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunReport.h"
+
+#include "zrt/Backend.h"
+#include "zrt/Bindings.h"
+#include "zrt/Executor.h"
+#include "zrt/Program.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <thread>
+
+using namespace zrt;
+
+namespace {
+
+const char *kUsage =
+    "usage: [mpirun -np N] zero-run MODEL.zrt [options]\n"
+    "  --weights FILE.safetensors   parameters and state (each rank reads its "
+    "shards)\n"
+    "  --input NAME=FILE.npy        one program input (repeatable)\n"
+    "  --input FILE.safetensors     every tensor named like a program input\n"
+    "  --output FILE.safetensors    write the program outputs (rank 0)\n"
+    "  --report                     print time, memory and communication "
+    "figures\n"
+    "  --report-json FILE           write the same figures as JSON (rank 0)\n"
+    "  --trace FILE.json            write a Chrome/Perfetto trace of all ranks\n"
+    "  --threads N                  kernel threads per rank (default: hardware "
+    "threads / ranks on this host)\n"
+#ifdef ZRT_HAVE_CUDA
+    "  --backend cpu|cuda           where to run (default cpu)\n"
+#endif
+    "  --help                       this text\n";
+
+struct Options {
+  std::string model;
+  std::string weights;
+  std::vector<InputSource> inputs;
+  std::string output;
+  bool report = false;
+  std::string reportJson;
+  std::string trace;
+  int threads = 0;
+  std::string backend = "cpu";
+  bool help = false;
+};
+
+/// Parses argv; `--opt value` and `--opt=value` are both accepted.
+Status parseArguments(int argc, char **argv, Options &opts) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool hasValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    auto takeValue = [&]() -> Expected<std::string> {
+      if (hasValue)
+        return value;
+      if (i + 1 >= argc)
+        return Status::error(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto flag = [&](bool &target) -> Status {
+      if (hasValue)
+        return Status::error(arg + " takes no value");
+      target = true;
+      return Status::ok();
+    };
+    if (arg == "--help" || arg == "-h") {
+      ZRT_RETURN_IF_ERROR(flag(opts.help));
+    } else if (arg == "--report") {
+      ZRT_RETURN_IF_ERROR(flag(opts.report));
+    } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
+               arg == "--report-json" || arg == "--trace" ||
+               arg == "--threads" || arg == "--backend") {
+      Expected<std::string> v = takeValue();
+      if (!v)
+        return v.status();
+      if (arg == "--weights") {
+        opts.weights = *v;
+      } else if (arg == "--input") {
+        size_t eq = v->find('=');
+        if (eq != std::string::npos) {
+          if (eq == 0 || eq + 1 == v->size())
+            return Status::error("--input " + *v + ": expected NAME=FILE.npy");
+          std::string path = v->substr(eq + 1);
+          if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0)
+            return Status::error("--input " + *v +
+                                 ": NAME=FILE takes a .npy file; pass "
+                                 "safetensors files without NAME=");
+          opts.inputs.push_back({v->substr(0, eq), path});
+        } else {
+          opts.inputs.push_back({"", *v});
+        }
+      } else if (arg == "--output") {
+        opts.output = *v;
+      } else if (arg == "--report-json") {
+        opts.reportJson = *v;
+      } else if (arg == "--trace") {
+        opts.trace = *v;
+      } else if (arg == "--backend") {
+        opts.backend = *v;
+      } else {
+        char *end = nullptr;
+        long n = std::strtol(v->c_str(), &end, 10);
+        if (v->empty() || *end || n < 1 || n > 4096)
+          return Status::error("--threads " + *v + ": expected a positive count");
+        opts.threads = int(n);
+      }
+    } else if (arg.rfind("-", 0) == 0 && arg.size() > 1) {
+      return Status::error("unknown option " + arg);
+    } else if (opts.model.empty()) {
+      opts.model = arg;
+    } else {
+      return Status::error("unexpected argument " + arg +
+                           " (the model is " + opts.model + ")");
+    }
+  }
+  if (!opts.help && opts.model.empty())
+    return Status::error("no program given");
+  if (opts.backend != "cpu"
+#ifdef ZRT_HAVE_CUDA
+      && opts.backend != "cuda"
+#endif
+  )
+    return Status::error("--backend " + opts.backend +
+                         ": this zero-run has the backends: cpu"
+#ifdef ZRT_HAVE_CUDA
+                         ", cuda"
+#endif
+    );
+  return Status::ok();
+}
+
+/// Prints one rank's error line.
+void printError(const Communicator &comm, const std::string &message) {
+  if (comm.worldSize() > 1)
+    std::fprintf(stderr, "[rank %d] zero-run: error: %s\n", comm.rank(),
+                 message.c_str());
+  else
+    std::fprintf(stderr, "zero-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+/// The pre-execution agreement: true when every rank succeeded. Otherwise
+/// every rank prints either its own error or the ranks that failed.
+bool agree(Communicator &comm, const Status &local) {
+  std::vector<int> failed = comm.failedRanks(local.isOk());
+  if (failed.empty())
+    return true;
+  if (!local.isOk()) {
+    printError(comm, local.message());
+  } else {
+    std::string ranks;
+    for (int r : failed)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    printError(comm, "stopped because rank(s) " + ranks + " failed");
+  }
+  return false;
+}
+
+Status writeText(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out.flush())
+    return Status::error(path + ": cannot write: " + std::strerror(errno));
+  return Status::ok();
+}
+
+struct Runtime {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Communicator> dataComm; // NCCL on the CUDA backend
+};
+
+Status createBackend(const Options &opts, Communicator &world, int threads,
+                     Runtime &rt) {
+  if (opts.backend == "cpu") {
+    rt.backend = createCpuBackend(threads);
+    return Status::ok();
+  }
+#ifdef ZRT_HAVE_CUDA
+  int device = world.rank() % std::max(1, world.localSize());
+  Expected<std::unique_ptr<Backend>> cuda = createCudaBackend(device);
+  if (!cuda)
+    return cuda.status();
+  rt.backend = std::move(*cuda);
+  if (world.worldSize() > 1) {
+    Expected<std::unique_ptr<Communicator>> nccl =
+        createNcclCommunicator(world, device);
+    if (!nccl)
+      return nccl.status();
+    rt.dataComm = std::move(*nccl);
+  }
+  return Status::ok();
+#else
+  return Status::error("no backend " + opts.backend);
+#endif
+}
+
+int runMain(int argc, char **argv, Communicator &comm) {
+  Options opts;
+  Status status = parseArguments(argc, argv, opts);
+  if (opts.help && status.isOk()) {
+    if (comm.rank() == 0)
+      std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!status.isOk()) {
+    agree(comm, Status::error(status.message() + " (zero-run --help for usage)"));
+    return 2;
+  }
+
+  // Phase 1: the program, the world size and the backend.
+  int threads = opts.threads;
+  if (threads == 0)
+    threads = std::max(1, int(std::thread::hardware_concurrency()) /
+                              std::max(1, comm.localSize()));
+  Runtime rt;
+  Expected<Program> program = Status::error("");
+  status = createBackend(opts, comm, threads, rt);
+  if (status.isOk()) {
+    program = loadProgram(opts.model, &rt.backend->kernels());
+    status = program.isOk() ? Status::ok() : program.status();
+  }
+  if (status.isOk() && program->worldSize != comm.worldSize())
+    status = Status::error(
+        opts.model + ": the program was compiled for " +
+        std::to_string(program->worldSize) + " rank(s) but zero-run runs on " +
+        std::to_string(comm.worldSize()) + "; start it with mpirun -np " +
+        std::to_string(program->worldSize));
+  if (status.isOk() && !program->globals.empty() && opts.weights.empty())
+    status = Status::error(opts.model + ": the program has " +
+                           std::to_string(program->globals.size()) +
+                           " weight tensor(s); pass --weights FILE.safetensors");
+  if (!agree(comm, status))
+    return 1;
+
+  // Phase 2: memory, weights and inputs. Executor::create agrees by itself.
+  Communicator &dataComm = rt.dataComm ? *rt.dataComm : comm;
+  ExecutorOptions execOptions;
+  execOptions.trackMemory = opts.report || !opts.reportJson.empty();
+  execOptions.trace = !opts.trace.empty();
+  Expected<std::unique_ptr<Executor>> executor =
+      Executor::create(*program, *rt.backend, dataComm, execOptions);
+  if (!executor) {
+    printError(comm, executor.status().message());
+    return 1;
+  }
+  WeightsStats weights;
+  status = Status::ok();
+  if (!opts.weights.empty()) {
+    Expected<SafetensorsFile> file = SafetensorsFile::open(opts.weights);
+    status = file ? loadGlobals(**executor, *file, comm.rank(), &weights)
+                  : file.status();
+  }
+  if (status.isOk())
+    status = bindInputs(**executor, opts.inputs);
+  if (!agree(comm, status))
+    return 1;
+
+  // Phase 3: run. A failure here may leave other ranks inside a collective
+  // with this one, so it ends the whole job.
+  comm.barrier();
+  status = (*executor)->run();
+  if (!status.isOk()) {
+    printError(comm, status.message());
+    if (comm.worldSize() > 1)
+      comm.abortJob(1);
+    return 1;
+  }
+
+  // Phase 4: outputs and reports, written by rank 0.
+  status = Status::ok();
+  if (comm.rank() == 0 && !opts.output.empty())
+    status = writeOutputs(**executor, opts.output);
+  if (opts.report || !opts.reportJson.empty()) {
+    std::vector<std::string> ranks =
+        comm.gatherToRoot(describeRank(**executor, dataComm, weights).dump());
+    if (comm.rank() == 0) {
+      std::vector<nlohmann::json> parsed;
+      for (const std::string &r : ranks)
+        parsed.push_back(nlohmann::json::parse(r));
+      nlohmann::json run =
+          describeRun(*program, rt.backend->name(), dataComm,
+                      rt.backend->numThreads(), parsed);
+      if (opts.report)
+        std::fputs(formatReport(run).c_str(), stdout);
+      if (status.isOk() && !opts.reportJson.empty())
+        status = writeText(opts.reportJson, run.dump(2) + "\n");
+    }
+  }
+  if (!opts.trace.empty()) {
+    std::vector<std::string> ranks =
+        comm.gatherToRoot(traceEvents(**executor, comm.rank()).dump());
+    if (comm.rank() == 0) {
+      nlohmann::json all = nlohmann::json::array();
+      for (const std::string &r : ranks)
+        for (nlohmann::json &e : nlohmann::json::parse(r))
+          all.push_back(std::move(e));
+      nlohmann::json doc = {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
+      if (status.isOk())
+        status = writeText(opts.trace, doc.dump() + "\n");
+    }
+  }
+  std::fflush(stdout);
+  return agree(comm, status) ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Expected<std::unique_ptr<Communicator>> comm =
+      createWorldCommunicator(&argc, &argv);
+  if (!comm) {
+    std::fprintf(stderr, "zero-run: error: %s\n", comm.status().message().c_str());
+    return 1;
+  }
+  int code;
+  try {
+    code = runMain(argc, argv, **comm);
+  } catch (const std::exception &e) {
+    // The runtime reports errors as Status values; this is the last resort for
+    // what the standard library throws (std::bad_alloc on a huge allocation).
+    printError(**comm, std::string("internal error: ") + e.what());
+    if ((*comm)->worldSize() > 1)
+      (*comm)->abortJob(1);
+    return 1;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return code;
+}
