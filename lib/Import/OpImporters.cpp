@@ -506,9 +506,11 @@ LogicalResult importSlice(NodeContext &ctx) {
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-    } else {
+    } else if (dim > 0) {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
+    } else {
+      start = end = 0; // An empty dim slices to nothing, whatever the step.
     }
     s[*a] = start;
     e[*a] = end;

@@ -531,8 +531,16 @@ void RuntimeLowering::emit() {
       return views[k].first;
     return placement_.lookup(out ? in.outs[k].first : in.ins[k].first).storage;
   };
+  int64_t lastCompute = -1;
   for (int64_t i = 0; i < n; ++i) {
     const Instr &in = instrs_[i];
+    // Program order is the schedule: communication starts when compute has
+    // reached the point where the pass pipeline put it (zero-prefetch moves
+    // gathers earlier on purpose), so a gather never runs ahead unbounded.
+    if (in.stream == kComm && lastCompute >= 0)
+      deps[i].push_back(lastCompute);
+    if (in.stream == kCompute)
+      lastCompute = i;
     for (size_t k = 0; k < in.ins.size(); ++k) {
       int s = storageOf(in, k, false);
       if (lastWriter[s] >= 0 && instrs_[lastWriter[s]].stream != in.stream)

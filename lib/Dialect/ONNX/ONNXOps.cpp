@@ -93,6 +93,13 @@ LogicalResult sameElementType(std::optional<Location> loc, ValueRange values) {
   return success();
 }
 
+LogicalResult checkScatterReduction(std::optional<Location> loc, StringRef r) {
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return emitOptionalError(loc, "reduction must be none, add, mul, max or min, got \"",
+                             r, "\"");
+  return success();
+}
+
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims)
@@ -636,14 +643,29 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<L
   if (rankedType(adaptor.getIndices()).getShape() !=
       rankedType(adaptor.getUpdates()).getShape())
     return emitOptionalError(loc, "indices and updates must have the same shape");
+  if (failed(checkScatterReduction(loc, adaptor.getReduction())))
+    return failure();
   results.push_back(data);
   return success();
 }
 
-LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  results.push_back(rankedType(adaptor.getData()));
+  auto data = rankedType(adaptor.getData());
+  auto indices = rankedType(adaptor.getIndices());
+  if (indices.getRank() < 1 || indices.getShape().back() > data.getRank())
+    return emitOptionalError(loc, "indices must have rank >= 1 and a last dim <= rank of data");
+  // updates = indices.shape[:-1] + data.shape[k:], k = indices.shape[-1].
+  SmallVector<int64_t> expected(indices.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(indices.getShape().back()));
+  if (rankedType(adaptor.getUpdates()).getShape() != ArrayRef<int64_t>(expected))
+    return emitOptionalError(loc, "updates must have shape indices.shape[:-1] + "
+                                  "data.shape[indices.shape[-1]:] (",
+                             RankedTensorType::get(expected, data.getElementType()), ")");
+  if (failed(checkScatterReduction(loc, adaptor.getReduction())))
+    return failure();
+  results.push_back(data);
   return success();
 }
 
@@ -651,6 +673,8 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
   auto t = rankedType(adaptor.getInput());
+  if (llvm::any_of(adaptor.getShape(), [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "shape entries must be non-negative");
   SmallVector<int64_t> shape;
   if (failed(broadcastShapes(loc, {t.getShape(), adaptor.getShape()}, shape)))
     return failure();
@@ -665,6 +689,8 @@ LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   ArrayRef<int64_t> repeats = adaptor.getRepeats();
   if (int64_t(repeats.size()) != t.getRank())
     return emitOptionalError(loc, "repeats must have one entry per dimension");
+  if (llvm::any_of(repeats, [](int64_t r) { return r < 0; }))
+    return emitOptionalError(loc, "repeats must be non-negative");
   SmallVector<int64_t> shape;
   for (auto [d, r] : llvm::zip(t.getShape(), repeats))
     shape.push_back(d * r);
@@ -712,10 +738,11 @@ LogicalResult RangeOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   if (failed(sameElementType(loc, {adaptor.getStart(), adaptor.getLimit(),
                                    adaptor.getDelta()})))
     return failure();
-  if (adaptor.getSize() < 0)
+  int64_t size = adaptor.getSize(); // I64Attr getters return uint64_t.
+  if (size < 0)
     return emitOptionalError(loc, "size must be non-negative");
   results.push_back(RankedTensorType::get(
-      {adaptor.getSize()}, getElementTypeOrSelf(adaptor.getStart())));
+      {size}, getElementTypeOrSelf(adaptor.getStart())));
   return success();
 }
 

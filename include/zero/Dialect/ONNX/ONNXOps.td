@@ -18,7 +18,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class ONNX_Op<string mnemonic, list<Trait> traits = []>
     : Op<ONNX_Dialect, mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
 
-defvar ONNX_Tensor = AnyRankedTensor;
+defvar ONNX_Tensor = AnyStaticShapeTensor;
 
 //===----------------------------------------------------------------------===//
 // Constants
