@@ -117,6 +117,12 @@ public:
   /// or null if unknown.
   Value lookup(const std::string &name);
 
+  /// The initializer named `name`, or null.
+  const ::onnx::TensorProto *initializer(const std::string &name) const {
+    auto it = initializers_.find(name);
+    return it == initializers_.end() ? nullptr : it->second;
+  }
+
   InFlightDiagnostic fileError() {
     return mlir::emitError(FileLineColLoc::get(&ctx_, path_, 0, 0));
   }
@@ -169,6 +175,17 @@ DenseElementsAttr NodeContext::constInput(size_t i) const {
   DenseElementsAttr attr;
   if (v && matchPattern(v, m_Constant(&attr)))
     return attr;
+  // An initializer used where ONNX wants a constant (Clip's min as float[1],
+  // Pad's value): read its value; the load disappears if nothing else uses it.
+  if (i < size_t(node_.input_size()))
+    if (const ::onnx::TensorProto *t = graph_.initializer(node_.input(int(i))))
+      if (t->dims_size() <= 1 && t->data_location() != ::onnx::TensorProto::EXTERNAL) {
+        int64_t n = 1;
+        for (int64_t d : t->dims())
+          n *= d;
+        if (n <= zero::onnx::kMaxFoldElements)
+          return tensorProtoToAttr(ctx(), *t);
+      }
   return {};
 }
 
@@ -177,7 +194,12 @@ NodeContext::constIntsInput(size_t i, StringRef what) {
   if (!input(i))
     return std::optional<SmallVector<int64_t>>();
   DenseElementsAttr attr = constInput(i);
-  if (!attr || !attr.getElementType().isInteger()) {
+  if (attr && !attr.getElementType().isInteger()) {
+    emitError() << what << " (input " << i << ", '" << node_.input(int(i))
+                << "') must be an integer tensor, got " << attr.getElementType();
+    return failure();
+  }
+  if (!attr) {
     emitError() << what << " (input " << i << ", '" << node_.input(int(i))
                 << "') must be a constant integer tensor once input shapes are "
                    "fixed; it is computed from run-time data";
@@ -427,10 +449,22 @@ LogicalResult GraphImporter::importGraphInputs() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   llvm::StringSet<> known;
+  std::string inputList;
+  for (const auto &in : graph.input())
+    if (!initializers_.count(in.name())) {
+      known.insert(in.name());
+      inputList += (inputList.empty() ? "" : ", ") + in.name();
+    }
+  for (const auto &kv : options_.inputShapes) {
+    if (!known.contains(kv.first)) {
+      fileError() << "--input-shape names '" << kv.first
+                  << "', which is not a graph input (inputs: " << inputList << ")";
+      return failure();
+    }
+  }
   for (const auto &in : graph.input()) {
     if (initializers_.count(in.name()))
       continue; // IR < 4 lists initializers as inputs too.
-    known.insert(in.name());
     if (!in.type().has_tensor_type()) {
       fileError() << "graph input '" << in.name()
                   << "' is not a tensor; only tensor inputs are supported";
@@ -448,7 +482,7 @@ LogicalResult GraphImporter::importGraphInputs() {
     if (fixed != options_.inputShapes.end()) {
       if (tt.has_shape() && tt.shape().dim_size() != int(fixed->second.size())) {
         fileError() << "--input-shape " << in.name() << " gives "
-                    << fixed->second.size() << " dimensions but the input has rank "
+                    << fixed->second.size() << " dimension(s) but the input has rank "
                     << tt.shape().dim_size();
         return failure();
       }
@@ -484,16 +518,6 @@ LogicalResult GraphImporter::importGraphInputs() {
     }
     argTypes.push_back(RankedTensorType::get(dims, elem));
     argNames.push_back(in.name());
-  }
-  for (const auto &kv : options_.inputShapes) {
-    if (!known.contains(kv.first)) {
-      std::string names;
-      for (const auto &n : argNames)
-        names += (names.empty() ? "" : ", ") + n;
-      fileError() << "--input-shape names '" << kv.first
-                  << "', which is not a graph input (inputs: " << names << ")";
-      return failure();
-    }
   }
 
   std::string fname = options_.functionName.empty() ? "forward" : options_.functionName;
@@ -685,8 +709,27 @@ FailureOr<ImportedModel> GraphImporter::run() {
       fileError() << "graph output '" << out.name() << "' is not produced by any node";
       return failure();
     }
+    auto computed = cast<RankedTensorType>(v.getType());
+    if (out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      Type declaredElem = elementTypeFor(&ctx_, tt.elem_type());
+      bool mismatch = declaredElem && declaredElem != computed.getElementType();
+      if (tt.has_shape()) {
+        mismatch |= tt.shape().dim_size() != computed.getRank();
+        for (int d = 0; !mismatch && d < tt.shape().dim_size(); ++d)
+          mismatch |= tt.shape().dim(d).has_dim_value() &&
+                      tt.shape().dim(d).dim_value() != computed.getDimSize(d);
+      }
+      if (mismatch) {
+        fileError() << "graph output '" << out.name() << "' is declared with a type "
+                       "that differs from the computed " << computed
+                    << "; the model is inconsistent (check the exporter or "
+                       "--input-shape)";
+        return failure();
+      }
+    }
     results.push_back(v);
-    resultTypes.push_back(v.getType());
+    resultTypes.push_back(computed);
   }
   func::ReturnOp::create(builder_, func_.getLoc(), results);
   eraseDeadCode();

@@ -164,6 +164,15 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
 
 /// Ops whose one output is the input (inference-mode Dropout, Identity).
 LogicalResult importPassThrough(NodeContext &ctx) {
+  if (ctx.node().op_type() == "Dropout" && ctx.input(2)) {
+    DenseElementsAttr training = ctx.constInput(2);
+    if (!training || training.getNumElements() != 1 ||
+        training.getSplatValue<APInt>().getBoolValue()) {
+      ctx.emitError() << "training_mode must be a constant false: zero-opt compiles "
+                         "inference programs, where Dropout is the identity";
+      return failure();
+    }
+  }
   ctx.results.push_back(ctx.input(0));
   if (ctx.node().op_type() == "Dropout" && ctx.outputUsed(1)) {
     auto maskType = ctx.inputType(0).clone(IntegerType::get(ctx.ctx(), 1));

@@ -707,7 +707,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
     return emitOptionalError(loc, "pads must have 2 * rank entries");
   StringRef mode = adaptor.getMode();
   if (mode != "constant" && mode != "edge" && mode != "reflect")
-    return emitOptionalError(loc, "mode must be constant, edge or reflect");
+    return emitOptionalError(loc, "mode \"", mode, "\" is not supported (constant, edge and reflect are)");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.getRank(); ++d) {
     int64_t n = t.getDimSize(d) + pads[d] + pads[d + t.getRank()];
