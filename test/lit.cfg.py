@@ -13,12 +13,23 @@ config.test_exec_root = os.path.join(config.zero_obj_root, "test")
 
 config.substitutions.append(("%models", os.path.join(config.zero_src_root, "test", "models")))
 config.substitutions.append(("%src", config.zero_src_root))
-config.substitutions.append(("%pyenv", os.path.join(config.zero_obj_root, "pyenv", "bin", "python")))
+python = os.path.join(config.zero_obj_root, "pyenv", "bin", "python")
+zero_opt = os.path.join(config.zero_tools_dir, "zero-opt")
+zero_run = config.zero_run
+config.substitutions.append(("%python", python))
+config.substitutions.append(("%zero_run", zero_run))
+config.substitutions.append((
+    "%e2e", f"{python} {config.zero_src_root}/test/e2e/fixture_e2e.py --zero-opt {zero_opt} "
+    f"--zero-run {zero_run} --models {os.path.join(config.zero_src_root, 'test', 'models')}"))
+# End-to-end tests need the runtime and the test virtualenv (scripts/test.sh
+# makes both); without them they are reported UNSUPPORTED, not silently passed.
+if os.path.exists(zero_run) and os.path.exists(python):
+    config.available_features.add("runtime")
 
 llvm_config.with_system_environment(["HOME", "PATH", "OMPI_ALLOW_RUN_AS_ROOT",
                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"])
 llvm_config.use_default_substitutions()
-tool_dirs = [config.zero_tools_dir, config.zero_runtime_tools_dir, config.llvm_tools_dir]
+tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["zero-opt"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.zero_tools_dir, append_path=True)

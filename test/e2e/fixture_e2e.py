@@ -40,7 +40,9 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory")
     ap.add_argument("--same-as", default="", help="outputs that must match exactly")
     ap.add_argument("--check-zero", action="store_true")
-    ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--trace", choices=["overlap", "in-order"], default=None,
+                    help="check the timeline: gathers overlap compute (prefetch) or "
+                         "follow program order (no prefetch)")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
     a = ap.parse_args()
@@ -91,12 +93,92 @@ def main():
         print(f"PASS {a.model} np={a.np}: outputs bit-identical to {a.same_as}")
     if a.check_zero:
         check_zero(a, zrt, report)
+    if a.trace:
+        check_trace(a, a.trace == "overlap")
+
+
+def zero3_closed_form(model_path, world, threshold):
+    """Per-rank resident parameter bytes, all-gather bytes each rank sends per
+    forward, and the total bytes all ranks read from the weights file, for
+    ZeRO-3 with DeepSpeed's rule (flatten, pad to a multiple of N, rank r owns
+    [r*s, (r+1)*s)), computed from the ONNX file's parameters."""
+    import onnx
+    from onnx import TensorProto
+    m = onnx.load(model_path, load_external_data=False)
+    used = {i for n in m.graph.node for i in n.input}
+    sizes = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2,
+             TensorProto.BFLOAT16: 2}
+    resident = sent = read = 0
+    for t in m.graph.initializer:
+        if t.data_type not in sizes or len(t.dims) == 0 or t.name not in used:
+            continue
+        n = int(np.prod(t.dims))
+        es = sizes[t.data_type]
+        if n > threshold:
+            s = -(-n // world)
+            resident += s * es
+            sent += (world - 1) * s * es
+            read += n * es
+        else:
+            resident += n * es
+            read += world * n * es
+    return resident, sent, read
 
 
 def check_zero(a, zrt, report_path):
-    """Compares the runtime's measurements with the ZeRO-3 closed form computed
-    here from the ONNX file itself (not from the compiler's IR)."""
-    raise SystemExit("FAIL: --check-zero needs the runtime report format")
+    """Compares the runtime's own measurements with the closed form."""
+    with open(report_path) as f:
+        rep = json.load(f)
+    threshold = 0
+    for tok in a.zero_pipeline.replace(",", " ").split():
+        k, _, v = tok.partition("=")
+        if k == "persistence-threshold":
+            threshold = int(v)
+    resident, sent, read = zero3_closed_form(
+        os.path.join(a.models, a.model + ".onnx"), a.np, threshold)
+    total_read = 0
+    for r in rep["ranks"]:
+        if r["param_bytes_resident"] != resident:
+            sys.exit(f"FAIL: rank {r['rank']} holds {r['param_bytes_resident']} parameter "
+                     f"bytes; the ZeRO-3 plan says {resident}")
+        got = r["bytes_sent"].get("AllGather", 0)
+        if got != sent:
+            sys.exit(f"FAIL: rank {r['rank']} sent {got} all-gather bytes per forward; "
+                     f"the closed form (N-1) x shard bytes says {sent}")
+        total_read += r["weights_bytes_read"]
+    if total_read != read:
+        sys.exit(f"FAIL: ranks read {total_read} weight bytes in total; each shard once "
+                 f"and each persistent parameter once per rank is {read}")
+    print(f"PASS {a.model} np={a.np}: resident {resident} B/rank, all-gather {sent} B/rank "
+          f"per forward, {read} B read in total, as the ZeRO-3 closed form says")
+
+
+def check_trace(a, expect_overlap):
+    """With prefetch, some gather overlaps compute on the other stream; without
+    it, no gather starts before the compute that precedes it in program order."""
+    with open(os.path.join(a.work, "trace.json")) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    overlaps = 0
+    for rank in {e["pid"] for e in events}:
+        mine = [e for e in events if e["pid"] == rank]
+        gathers = [e for e in mine if e["name"] == "AllGather"]
+        compute = [e for e in mine
+                   if e["tid"] == 0 and e["name"] not in ("Wait", "Record")]
+        for g in gathers:
+            g0, g1 = g["ts"], g["ts"] + g["dur"]
+            overlaps += sum(1 for c in compute if c["ts"] < g1 and g0 < c["ts"] + c["dur"])
+            if not expect_overlap:
+                before = [c for c in compute
+                          if c["args"]["instruction"] < g["args"]["instruction"]]
+                if before:
+                    prev = max(before, key=lambda c: c["args"]["instruction"])
+                    if g0 < prev["ts"] + prev["dur"]:
+                        sys.exit(f"FAIL: without prefetch, gather {g['args']['instruction']} "
+                                 f"started before compute {prev['args']['instruction']} ended")
+    if expect_overlap and overlaps == 0:
+        sys.exit("FAIL: with prefetch, no gather overlaps any compute kernel")
+    print(f"PASS {a.model} np={a.np}: trace has {overlaps} gather/compute overlaps "
+          f"({'prefetch' if expect_overlap else 'no prefetch: gathers follow program order'})")
 
 
 if __name__ == "__main__":
