@@ -33,3 +33,8 @@ tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["zero-opt"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.zero_tools_dir, append_path=True)
+
+# Open MPI refuses to start as root unless told; CI machines run as root.
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -665,6 +666,17 @@ struct ZeroLowerToRuntimePass
       func.emitOpError("must have a single block to be lowered");
       return signalPassFailure();
     }
+    // Kernel-level simplifications first (e.g. MatMul of a transposed weight
+    // becomes a Gemm that reads the weight as stored).
+    RewritePatternSet patterns(&getContext());
+    ::zero::onnx::MatMulOp::getCanonicalizationPatterns(patterns, &getContext());
+    // Program order is the schedule: no constant hoisting or folding here.
+    GreedyRewriteConfig config;
+    config.enableFolding(false)
+        .enableConstantCSE(false)
+        .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    if (failed(applyPatternsGreedily(func, std::move(patterns), config)))
+      return signalPassFailure();
     RuntimeLowering lowering(module, func);
     if (failed(lowering.run()))
       return signalPassFailure();

@@ -93,8 +93,16 @@ def main():
         print(f"PASS {a.model} np={a.np}: outputs bit-identical to {a.same_as}")
     if a.check_zero:
         check_zero(a, zrt, report)
-    if a.trace:
-        check_trace(a, a.trace == "overlap")
+    if a.trace == "in-order":
+        check_trace(a, False)
+    elif a.trace == "overlap":
+        # Overlap is a property of the schedule as it ran: the threads of a
+        # loaded 2-core machine may serialise one run by chance, so up to
+        # three runs are looked at.
+        for attempt in range(3):
+            if check_trace(a, True, final=attempt == 2):
+                break
+            run(run_cmd)
 
 
 def zero3_closed_form(model_path, world, threshold):
@@ -153,7 +161,7 @@ def check_zero(a, zrt, report_path):
           f"per forward, {read} B read in total, as the ZeRO-3 closed form says")
 
 
-def check_trace(a, expect_overlap):
+def check_trace(a, expect_overlap, final=True):
     """With prefetch, some gather overlaps compute on the other stream; without
     it, no gather starts before the compute that precedes it in program order."""
     with open(os.path.join(a.work, "trace.json")) as f:
@@ -176,9 +184,12 @@ def check_trace(a, expect_overlap):
                         sys.exit(f"FAIL: without prefetch, gather {g['args']['instruction']} "
                                  f"started before compute {prev['args']['instruction']} ended")
     if expect_overlap and overlaps == 0:
+        if not final:
+            return False
         sys.exit("FAIL: with prefetch, no gather overlaps any compute kernel")
     print(f"PASS {a.model} np={a.np}: trace has {overlaps} gather/compute overlaps "
           f"({'prefetch' if expect_overlap else 'no prefetch: gathers follow program order'})")
+    return True
 
 
 if __name__ == "__main__":

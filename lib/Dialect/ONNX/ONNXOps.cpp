@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
@@ -279,6 +280,43 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     batch.push_back(bs.back());
   results.push_back(RankedTensorType::get(batch, a.getElementType()));
   return success();
+}
+
+namespace {
+/// MatMul(X, Transpose(W)) with a 2-D W transposed ([1, 0]) is a Gemm with
+/// transB = 1 on X's rows: no transposed copy of the weight is made (the
+/// exporters emit this for tied LM heads and PyTorch Linear layers).
+struct MatMulOfTransposedWeight : public OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rewriter) const override {
+    auto transpose = op.getB().getDefiningOp<TransposeOp>();
+    auto a = cast<RankedTensorType>(op.getA().getType());
+    if (!transpose || a.getRank() < 2 ||
+        transpose.getPerm() != ArrayRef<int64_t>{1, 0})
+      return failure();
+    Value w = transpose.getData();
+    auto wt = cast<RankedTensorType>(w.getType());
+    int64_t k = a.getShape().back();
+    int64_t rows = a.getNumElements() / std::max<int64_t>(k, 1);
+    Location loc = op.getLoc();
+    Value x = op.getA();
+    if (a.getRank() != 2)
+      x = ReshapeOp::create(rewriter, loc, x, ArrayRef<int64_t>{rows, k});
+    Value y = GemmOp::create(rewriter, loc, x, w, Value(), rewriter.getF32FloatAttr(1.0f),
+                             rewriter.getF32FloatAttr(0.0f), rewriter.getI64IntegerAttr(0),
+                             rewriter.getI64IntegerAttr(1));
+    (void)wt;
+    if (a.getRank() != 2)
+      y = ReshapeOp::create(rewriter, loc, y, op.getType().getShape());
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<MatMulOfTransposedWeight>(context);
 }
 
 LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -159,6 +159,7 @@ def ONNX_MatMulOp : ONNX_Op<"MatMul"> {
   let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
   let results = (outs ONNX_Tensor:$Y);
   let assemblyFormat = "$A `,` $B attr-dict `:` functional-type(operands, results)";
+  let hasCanonicalizer = 1;
 }
 
 def ONNX_GemmOp : ONNX_Op<"Gemm"> {
