@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GatherPlan.h"
+
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -44,12 +46,7 @@ constexpr int64_t kMaxInlineSplat = 64; // larger splats become Fill kernels
 
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-int64_t byteSize(Type t) {
-  auto rt = cast<RankedTensorType>(t);
-  Type e = rt.getElementType();
-  int64_t elem = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
-  return rt.getNumElements() * elem;
-}
+int64_t byteSize(Type t) { return ::zero::tensorBytes(t); }
 
 enum class ArenaKind { Params = 0, Constants = 1, Activations = 2 };
 enum StreamId { kCompute = 0, kComm = 1 };
