@@ -43,7 +43,7 @@ class Bench:
         self.work = os.path.join(self.build, "bench", "runtime")
         os.makedirs(self.work, exist_ok=True)
         self.zero_opt = os.path.join(self.build, "bin", "zero-opt")
-        self.zero_run = os.path.join(self.build, "runtime", "tools", "zero-run", "zero-run")
+        self.zero_run = os.path.join(self.build, "bin", "zero-run")
         self.runs = args.runs
         self.threads = args.threads
 
