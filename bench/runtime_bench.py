@@ -130,25 +130,31 @@ def zero(b):
     shapes = {"input_ids": [1, 128]}
     inputs = b.inputs_for(shapes, 50257)
     base = None
-    print(f"GPT-2-small ZeRO-3, 1 thread per rank, median of {b.runs} runs")
-    print(f"{'N':>2} {'prefetch':>8} {'fwd ms':>8} {'peak RSS MiB':>13} {'vs N=1':>7} "
-          f"{'params MiB':>11} {'gathered MiB':>13} {'closed form':>12}")
+    print(f"GPT-2-small ZeRO-3, 1 thread per rank, median of {b.runs} runs; "
+          "reuse = max-reuse-distance (-1: keep a gathered parameter until its "
+          "last use; 0: re-gather for every distant use)")
+    print(f"{'N':>2} {'prefetch':>8} {'reuse':>6} {'fwd ms':>8} {'peak RSS MiB':>13} "
+          f"{'vs N=1':>7} {'params MiB':>11} {'gathered MiB':>13} {'closed form':>12}")
+    psi = None
     for n in (1, 2, 4):
-        for prefetch in ((0,) if n == 1 else (0, 2)):
-            pipe = f"stage=3 dp={n} prefetch={prefetch}" if n > 1 else ""
-            zrt, weights = b.compile(model, shapes, f"g2s_dp{n}_p{prefetch}", pipe)
+        for prefetch, reuse in (((0, -1),) if n == 1 else ((0, -1), (2, -1), (2, 0))):
+            pipe = (f"stage=3 dp={n} prefetch={prefetch} max-reuse-distance={reuse}"
+                    if n > 1 else "")
+            zrt, weights = b.compile(model, shapes, f"g2s_dp{n}_p{prefetch}_r{reuse}", pipe)
             reps = b.run(zrt, weights, inputs, ranks=n, threads=1)
             t = statistics.median(r["wall_time_s"] for r in reps)
             r0 = reps[-1]["ranks"]
             rss = max(r["peak_rss_bytes"] for r in r0)
             params = r0[0]["param_bytes_resident"]
             sent = r0[0]["bytes_sent"].get("AllGather", 0)
-            psi = 4 * 124439808  # parameter bytes of GPT-2-small
+            if psi is None:
+                psi = params  # the 1-rank run holds every parameter byte
             closed = psi * (n - 1) // n
             if base is None:
                 base = rss
-            print(f"{n:2} {prefetch:8} {t*1e3:8.1f} {rss/2**20:13.0f} {rss/base:7.2f} "
-                  f"{params/2**20:11.1f} {sent/2**20:13.1f} {closed/2**20:12.1f}")
+            print(f"{n:2} {prefetch:8} {reuse:6} {t*1e3:8.1f} {rss/2**20:13.0f} "
+                  f"{rss/base:7.2f} {params/2**20:11.1f} {sent/2**20:13.1f} "
+                  f"{closed/2**20:12.1f}")
 
 
 def main():

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROPARTITIONPASS
@@ -100,6 +101,62 @@ struct ZeroPartitionPass
           full = ::zero::onnx::ReshapeOp::create(b, loc, full, type.getShape());
         for (OpOperand *u : computeUses)
           u->set(full);
+      }
+    }
+    if (maxReuseDistance >= 0)
+      for (auto func : module.getOps<func::FuncOp>())
+        splitDistantUses(func);
+  }
+
+  /// Gives a use its own gather when more than maxReuseDistance parameter
+  /// elements are gathered between it and the previous use, so the copy can be
+  /// released in between. Walks each gather's uses in order.
+  void splitDistantUses(func::FuncOp func) {
+    Block &block = func.getBody().front();
+    // Parameter elements gathered before each op: a prefix sum over the block.
+    llvm::DenseMap<Operation *, int64_t> gatheredBefore;
+    int64_t running = 0;
+    SmallVector<::zero::dist::AllGatherOp> gathers;
+    for (Operation &op : block) {
+      gatheredBefore[&op] = running;
+      if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
+        running += g.getType().getNumElements();
+        gathers.push_back(g);
+      }
+    }
+    OpBuilder b(func.getContext());
+    for (auto gather : gathers) {
+      // The chain load -> gather -> [slice] -> [reshape]; compute uses the end.
+      Operation *end = gather;
+      while (end->hasOneUse() &&
+             isa<::zero::onnx::SliceOp, ::zero::onnx::ReshapeOp>(*end->getUsers().begin()))
+        end = *end->getUsers().begin();
+      Value param = end->getResult(0);
+      SmallVector<Operation *> users;
+      for (Operation *u : param.getUsers()) {
+        while (u->getBlock() != &block)
+          u = u->getParentOp();
+        if (!llvm::is_contained(users, u))
+          users.push_back(u);
+      }
+      llvm::sort(users, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      Value current = param;
+      for (size_t i = 1; i < users.size(); ++i) {
+        int64_t between = gatheredBefore[users[i]] - gatheredBefore[users[i - 1]];
+        if (between <= maxReuseDistance)
+          continue;
+        // Clone the chain right before users[i]; it and the later users switch.
+        b.setInsertionPoint(users[i]);
+        IRMapping map;
+        Operation *load = gather.getShard().getDefiningOp();
+        b.clone(*load, map);
+        for (Operation *op = gather; op != nullptr;
+             op = op == end ? nullptr : *op->getUsers().begin())
+          b.clone(*op, map);
+        Value copy = map.lookup(param);
+        for (size_t j = i; j < users.size(); ++j)
+          users[j]->replaceUsesOfWith(current, copy);
+        current = copy;
       }
     }
   }

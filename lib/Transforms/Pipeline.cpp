@@ -26,7 +26,7 @@ std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
     if (value.empty() || value.getAsInteger(10, v))
       return ("--zero-pipeline: '" + token +
               "' is not KEY=INTEGER (keys: stage, dp, prefetch, prefetch-bytes, "
-              "bucket-bytes, persistence-threshold)")
+              "bucket-bytes, persistence-threshold, max-reuse-distance)")
           .str();
     if (key == "stage")
       opts.stage = v;
@@ -40,10 +40,12 @@ std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
       opts.bucketBytes = v;
     else if (key == "persistence-threshold")
       opts.persistenceThreshold = v;
+    else if (key == "max-reuse-distance")
+      opts.maxReuseDistance = v;
     else
       return ("--zero-pipeline: unknown option '" + key +
               "' (keys: stage, dp, prefetch, prefetch-bytes, bucket-bytes, "
-              "persistence-threshold)")
+              "persistence-threshold, max-reuse-distance)")
           .str();
     if (v < 0 || (key == "dp" && v < 1))
       return ("--zero-pipeline: " + key + " must be " + (key == "dp" ? ">= 1" : ">= 0") +
@@ -69,6 +71,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
   // DeepSpeed's defaults, in elements (runtime/zero/config.py).
   int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
           persistence = 100'000, allgatherBucket = 500'000'000;
+  opts.maxReuseDistance = 1'000'000'000;
   const int64_t kBytesPerElement = 4; // fp32 programs
   for (const auto &kv : *root) {
     if (kv.first != "zero_optimization")
@@ -109,6 +112,10 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
         if (auto e = needInt(); !e.empty())
           return e;
         maxLiveElems = *v;
+      } else if (key == "stage3_max_reuse_distance") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.maxReuseDistance = *v;
       } else if (key == "allgather_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
@@ -137,6 +144,7 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &opts)
   partition.stage = opts.stage;
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
   partition.persistenceThreshold = opts.persistenceThreshold;
+  partition.maxReuseDistance = opts.maxReuseDistance;
   pm.addPass(createZeroPartitionPass(partition));
   if (opts.stage == 3) {
     if (opts.bucketBytes > 0) {

@@ -51,3 +51,37 @@ module {
     return %r : tensor<8xf32>
   }
 }
+
+// -----
+
+// Tests max-reuse-distance: @e is used at the start and at the end with 16
+// gathered elements of @m in between; with a distance of 8 the later use gets
+// its own gather (the first copy can then be released in between); with the
+// default (-1) one gather serves both uses.
+// RUN: zero-opt %s --split-input-file --zero-partition="dp=2 max-reuse-distance=8" | FileCheck %s --check-prefix=REUSE
+// REUSE-LABEL: func.func @tied
+// REUSE: %[[S1:.+]] = ml_program.global_load @e : tensor<4xf32>
+// REUSE-NEXT: %[[G1:.+]] = zero.all_gather %[[S1]]
+// REUSE-NEXT: %[[E1:.+]] = onnx.Reshape %[[G1]]
+// REUSE-NEXT: onnx.Relu %[[E1]]
+// REUSE: zero.all_gather {{.*}} -> tensor<16xf32>
+// REUSE: %[[S2:.+]] = ml_program.global_load @e : tensor<4xf32>
+// REUSE-NEXT: %[[G2:.+]] = zero.all_gather %[[S2]]
+// REUSE-NEXT: %[[E2:.+]] = onnx.Reshape %[[G2]]
+// REUSE-NEXT: onnx.Add %{{.+}}, %[[E2]]
+// CHECK-LABEL: func.func @tied
+// CHECK-COUNT-2: zero.all_gather
+// CHECK-NOT: zero.all_gather
+module {
+  ml_program.global private @e(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32> {zero.tensor = "e"}
+  ml_program.global private @m(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32> {zero.tensor = "m"}
+  func.func @tied(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %e = ml_program.global_load @e : tensor<2x4xf32>
+    %a = onnx.Relu %e : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %b = onnx.Add %x, %a : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %m = ml_program.global_load @m : tensor<4x4xf32>
+    %c = onnx.MatMul %b, %m : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %d = onnx.Add %c, %e : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %d : tensor<2x4xf32>
+  }
+}

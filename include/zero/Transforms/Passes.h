@@ -49,17 +49,20 @@ struct ZeroPipelineOptions {
   int64_t prefetchBytes = 0;
   int64_t bucketBytes = 0;
   int64_t persistenceThreshold = 0; ///< elements
+  int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
   bool any = false;                 ///< some option was given
 };
 
 /// Parses "stage=3 dp=4 prefetch=2 prefetch-bytes=.. bucket-bytes=..
-/// persistence-threshold=.." (space or comma separated) into `opts`.
+/// persistence-threshold=.. max-reuse-distance=.." (space or comma
+/// separated) into `opts`.
 /// Returns an error message, empty on success.
 std::string parseZeroPipelineOptions(llvm::StringRef spec, ZeroPipelineOptions &opts);
 
 /// Reads DeepSpeed's keys from a JSON config into `opts`: zero_optimization.
 /// {stage, stage3_prefetch_bucket_size, stage3_param_persistence_threshold,
-/// stage3_max_live_parameters, reduce_bucket_size, allgather_bucket_size}.
+/// stage3_max_live_parameters, stage3_max_reuse_distance, reduce_bucket_size,
+/// allgather_bucket_size}.
 /// Keys it does not use are reported in `warnings`. Returns an error message
 /// (naming the file and key), empty on success.
 std::string readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions &opts,

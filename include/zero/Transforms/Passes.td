@@ -19,7 +19,10 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
     rank r owning elements [r*s, (r+1)*s) (DeepSpeed's ZeRO-3 rule). Each load
     becomes shard load + `zero.all_gather` + (slice off the padding) + reshape.
     Smaller parameters stay whole on every rank, like DeepSpeed's
-    `stage3_param_persistence_threshold`.
+    `stage3_param_persistence_threshold`. When two uses of a parameter are
+    further apart than `max-reuse-distance` gathered elements (DeepSpeed's
+    `stage3_max_reuse_distance`), the later use gets its own gather, so the
+    first copy can be released in between (tied embedding / LM head).
 
     ```mlir
     // Before
@@ -37,6 +40,9 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "1", "Data-parallel world size">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t", "0",
            "Parameters with at most this many elements stay whole">,
+    Option<"maxReuseDistance", "max-reuse-distance", "int64_t", "-1",
+           "Re-gather a parameter for a later use when more than this many "
+           "parameter elements are gathered in between (-1: never)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
 }
