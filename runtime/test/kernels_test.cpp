@@ -36,6 +36,8 @@ template <> DType dtypeOf<double>() { return DType::F64; }
 template <> DType dtypeOf<int32_t>() { return DType::I32; }
 template <> DType dtypeOf<int64_t>() { return DType::I64; }
 template <> DType dtypeOf<bool>() { return DType::Bool; }
+template <> DType dtypeOf<int8_t>() { return DType::I8; }
+template <> DType dtypeOf<uint8_t>() { return DType::U8; }
 
 const zrt::KernelTable &kernels() {
   static const zrt::KernelTable table = [] {
@@ -154,8 +156,8 @@ zrt::Status run(const std::string &op, const std::vector<TensorRef> &in,
   } while (0)
 
 template <typename T>
-void expectNear(const std::vector<T> &actual, const std::vector<double> &expected,
-                double tol = 1e-5) {
+void expectNear(const std::vector<T> &actual,
+                const std::vector<double> &expected, double tol = 1e-5) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     if (std::isnan(expected[i])) {
@@ -191,7 +193,8 @@ int64_t product(const std::vector<int64_t> &shape) {
 
 /// Flat index -> multi-index, and multi-index -> flat index under a
 /// broadcast (numpy) reading of `shape` right-aligned to the index.
-std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) {
+std::vector<int64_t> unflatten(int64_t flat,
+                               const std::vector<int64_t> &shape) {
   std::vector<int64_t> idx(shape.size());
   for (size_t d = shape.size(); d-- > 0;) {
     idx[d] = flat % shape[d];
@@ -213,20 +216,86 @@ int64_t broadcastFlat(const std::vector<int64_t> &idx,
 //===----------------------------------------------------------------------===//
 
 TEST(Registry, HasTheContractKernels) {
-  for (const char *op :
-       {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less",
-        "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where",
-        "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Tanh", "Erf",
-        "Sigmoid", "Relu", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign",
-        "Softplus", "IsNaN", "IsInf", "Not", "LeakyRelu", "Elu", "HardSigmoid",
-        "HardSwish", "Gelu", "Identity", "Dropout", "Cast", "Clip", "MatMul",
-        "Gemm", "Softmax", "LogSoftmax", "LayerNormalization",
-        "RMSNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-        "ReduceProd", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp",
-        "ArgMax", "ArgMin", "Transpose", "Concat", "Split", "Slice", "Gather",
-        "GatherElements", "ScatterElements", "ScatterND", "Copy", "Expand",
-        "Tile", "Pad", "Fill", "Trilu", "Range", "CumSum",
-        "SoftmaxCrossEntropyLoss"})
+  for (const char *op : {"Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Pow",
+                         "Max",
+                         "Min",
+                         "Mod",
+                         "Equal",
+                         "Less",
+                         "LessOrEqual",
+                         "Greater",
+                         "GreaterOrEqual",
+                         "And",
+                         "Or",
+                         "Xor",
+                         "Where",
+                         "Neg",
+                         "Abs",
+                         "Sqrt",
+                         "Reciprocal",
+                         "Exp",
+                         "Log",
+                         "Tanh",
+                         "Erf",
+                         "Sigmoid",
+                         "Relu",
+                         "Sin",
+                         "Cos",
+                         "Floor",
+                         "Ceil",
+                         "Round",
+                         "Sign",
+                         "Softplus",
+                         "IsNaN",
+                         "IsInf",
+                         "Not",
+                         "LeakyRelu",
+                         "Elu",
+                         "HardSigmoid",
+                         "HardSwish",
+                         "Gelu",
+                         "Identity",
+                         "Dropout",
+                         "Cast",
+                         "Clip",
+                         "MatMul",
+                         "Gemm",
+                         "Softmax",
+                         "LogSoftmax",
+                         "LayerNormalization",
+                         "RMSNormalization",
+                         "ReduceMean",
+                         "ReduceSum",
+                         "ReduceMax",
+                         "ReduceMin",
+                         "ReduceProd",
+                         "ReduceL2",
+                         "ReduceSumSquare",
+                         "ReduceLogSumExp",
+                         "ArgMax",
+                         "ArgMin",
+                         "Transpose",
+                         "Concat",
+                         "Split",
+                         "Slice",
+                         "Gather",
+                         "GatherElements",
+                         "GatherND",
+                         "ScatterElements",
+                         "ScatterND",
+                         "Copy",
+                         "Expand",
+                         "Tile",
+                         "Pad",
+                         "Fill",
+                         "Trilu",
+                         "Range",
+                         "CumSum",
+                         "SoftmaxCrossEntropyLoss"})
     EXPECT_NE(kernels().lookup(op), nullptr) << op;
 }
 
@@ -276,12 +345,14 @@ TEST(Binary, ScalarRankZeroAndEmpty) {
 
 TEST(Binary, IntegerArithmetic) {
   Tensors t;
-  TensorRef a = t.input<int32_t>({4}, {-7, 7, 5, std::numeric_limits<int32_t>::min()});
+  TensorRef a =
+      t.input<int32_t>({4}, {-7, 7, 5, std::numeric_limits<int32_t>::min()});
   TensorRef b = t.input<int32_t>({4}, {2, -2, 0, -1});
   TensorRef y = t.output<int32_t>({4});
   EXPECT_OK(run("Div", {a, b}, {y}));
-  EXPECT_EQ(values<int32_t>(y),
-            (std::vector<int32_t>{-3, -3, 0, std::numeric_limits<int32_t>::min()}));
+  EXPECT_EQ(
+      values<int32_t>(y),
+      (std::vector<int32_t>{-3, -3, 0, std::numeric_limits<int32_t>::min()}));
   TensorRef a64 = t.input<int64_t>({2, 2}, {1, 2, 3, 4});
   TensorRef b64 = t.input<int64_t>({2}, {10, 20});
   TensorRef y64 = t.output<int64_t>({2, 2});
@@ -289,6 +360,29 @@ TEST(Binary, IntegerArithmetic) {
   EXPECT_EQ(values<int64_t>(y64), (std::vector<int64_t>{11, 22, 13, 24}));
   EXPECT_OK(run("Mul", {a64, b64}, {y64}));
   EXPECT_EQ(values<int64_t>(y64), (std::vector<int64_t>{10, 40, 30, 80}));
+}
+
+TEST(Binary, EightBitIntegers) {
+  Tensors t;
+  TensorRef a = t.input<int8_t>({3}, {100, -100, 7});
+  TensorRef b = t.input<int8_t>({3}, {100, 27, -2});
+  TensorRef y = t.output<int8_t>({3});
+  EXPECT_OK(run("Add", {a, b}, {y}));
+  EXPECT_EQ(values<int8_t>(y), (std::vector<int8_t>{-56, -73, 5})); // wraps
+  EXPECT_OK(run("Div", {a, b}, {y}));
+  EXPECT_EQ(values<int8_t>(y), (std::vector<int8_t>{1, -3, -3}));
+  TensorRef u = t.input<uint8_t>({3}, {200, 3, 0});
+  TensorRef v = t.input<uint8_t>({}, {100});
+  TensorRef uy = t.output<uint8_t>({3});
+  EXPECT_OK(run("Sub", {u, v}, {uy}));
+  EXPECT_EQ(values<uint8_t>(uy), (std::vector<uint8_t>{100, 159, 156}));
+  EXPECT_OK(run("Max", {u, v}, {uy}));
+  EXPECT_EQ(values<uint8_t>(uy), (std::vector<uint8_t>{200, 100, 100}));
+  TensorRef ub = t.output<bool>({3});
+  EXPECT_OK(run("Greater", {u, v}, {ub}));
+  EXPECT_EQ(bools(ub), (std::vector<bool>{true, false, false}));
+  EXPECT_OK(run("Abs", {a}, {y}));
+  EXPECT_EQ(values<int8_t>(y), (std::vector<int8_t>{100, 100, 7}));
 }
 
 TEST(Binary, ModBothConventions) {
@@ -388,8 +482,9 @@ TEST(Binary, ComparisonsGiveBool) {
   TensorRef wrong = t.output<float>({2, 2});
   zrt::Status s = run("Less", {a, b}, {wrong});
   EXPECT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("Less: wrong output dtype (got f32, expected bool)"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find("Less: wrong output dtype (got f32, expected bool)"),
+      std::string::npos)
       << s.message();
 }
 
@@ -435,7 +530,8 @@ TEST(Binary, PRelu) {
 
 TEST(Binary, LargeBroadcastMatchesNaiveThreaded) {
   Tensors t;
-  const std::vector<int64_t> as = {7, 1, 33, 1}, bs = {5, 1, 9}, os = {7, 5, 33, 9};
+  const std::vector<int64_t> as = {7, 1, 33, 1}, bs = {5, 1, 9},
+                             os = {7, 5, 33, 9};
   std::vector<float> av = randomFloats(size_t(product(as)), 1);
   std::vector<float> bv = randomFloats(size_t(product(bs)), 2);
   TensorRef a = t.input<float>(as, av), b = t.input<float>(bs, bv);
@@ -496,7 +592,8 @@ TEST(Unary, MathMatchesStd) {
          return 1.05070102214813232421875 *
                 (x > 0 ? x : 1.67326319217681884765625 * (std::exp(x) - 1));
        }},
-      {"Gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"Gelu",
+       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
   };
   std::vector<float> xs;
   for (float x = -6.0f; x <= 6.0f; x += 0.0625f)
@@ -632,19 +729,22 @@ TEST(Unary, ParameterisedActivations) {
   EXPECT_OK(run("LeakyRelu", {x}, {y}, attrs({{"alpha", floats({0.1})}})));
   expectNear(values<float>(y), {-0.2, -0.05, 0.5, 3});
   EXPECT_OK(run("Elu", {x}, {y}, attrs({{"alpha", floats({2.0})}})));
-  expectNear(values<float>(y), {2 * (std::exp(-2.0) - 1), 2 * (std::exp(-0.5) - 1), 0.5, 3});
+  expectNear(values<float>(y),
+             {2 * (std::exp(-2.0) - 1), 2 * (std::exp(-0.5) - 1), 0.5, 3});
   EXPECT_OK(run("HardSigmoid", {x}, {y},
                 attrs({{"alpha", floats({0.5})}, {"beta", floats({0.25})}})));
   expectNear(values<float>(y), {0, 0, 0.5, 1});
   EXPECT_OK(run("ThresholdedRelu", {x}, {y}));
   expectNear(values<float>(y), {0, 0, 0, 3});
   EXPECT_OK(run("Celu", {x}, {y}));
-  expectNear(values<float>(y), {std::exp(-2.0) - 1, std::exp(-0.5) - 1, 0.5, 3});
+  expectNear(values<float>(y),
+             {std::exp(-2.0) - 1, std::exp(-0.5) - 1, 0.5, 3});
   EXPECT_OK(run("Gelu", {x}, {y}, attrs({{"approximate", str("tanh")}})));
   std::vector<double> expected;
   for (double v : {-2.0, -0.5, 0.5, 3.0})
-    expected.push_back(0.5 * v *
-                       (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    expected.push_back(
+        0.5 * v *
+        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
   expectNear(values<float>(y), expected, 2e-6);
 }
 
@@ -673,18 +773,21 @@ TEST(Unary, Cast) {
   EXPECT_EQ(h.as<uint16_t>()[1], 0xc100);
   EXPECT_EQ(h.as<uint16_t>()[2], 0x7bff);
   EXPECT_OK(run("Cast", {h}, {out}));
-  expectNear(values<float>(out), {1.0, -2.5, 65504, 1.1920928955078125e-07, 0.0999755859375}, 1e-9);
+  expectNear(values<float>(out),
+             {1.0, -2.5, 65504, 1.1920928955078125e-07, 0.0999755859375}, 1e-9);
   TensorRef bh = t.raw(DType::BF16, {5});
   EXPECT_OK(run("Cast", {src}, {bh}));
   EXPECT_OK(run("Cast", {bh}, {out}));
-  expectNear(values<float>(out), {1.0, -2.5, 65536, 1.0011717677116394e-07, 0.10009765625}, 1e-9);
+  expectNear(values<float>(out),
+             {1.0, -2.5, 65536, 1.0011717677116394e-07, 0.10009765625}, 1e-9);
 }
 
 TEST(Unary, Clip) {
   Tensors t;
   TensorRef x = t.input<float>({4}, {-5, 0.5f, 2, 7});
   TensorRef y = t.output<float>({4});
-  EXPECT_OK(run("Clip", {x}, {y}, attrs({{"min", floats({0})}, {"max", floats({6})}})));
+  EXPECT_OK(run("Clip", {x}, {y},
+                attrs({{"min", floats({0})}, {"max", floats({6})}})));
   expectNear(values<float>(y), {0, 0.5, 2, 6});
   EXPECT_OK(run("Clip", {x}, {y}, attrs({{"max", floats({1})}})));
   expectNear(values<float>(y), {-5, 0.5, 1, 1});
@@ -692,7 +795,8 @@ TEST(Unary, Clip) {
   expectNear(values<float>(y), {-5, 0.5, 2, 7});
   TensorRef i = t.input<int64_t>({3}, {-9, 3, 9});
   TensorRef yi = t.output<int64_t>({3});
-  EXPECT_OK(run("Clip", {i}, {yi}, attrs({{"min", floats({-2})}, {"max", floats({4})}})));
+  EXPECT_OK(run("Clip", {i}, {yi},
+                attrs({{"min", floats({-2})}, {"max", floats({4})}})));
   EXPECT_EQ(values<int64_t>(yi), (std::vector<int64_t>{-2, 3, 4}));
 }
 
@@ -721,7 +825,8 @@ std::vector<double> naiveMatMul(const std::vector<float> &a,
                                 const std::vector<int64_t> &bs,
                                 const std::vector<int64_t> &batch) {
   const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  std::vector<int64_t> ab(as.begin(), as.end() - 2),
+      bb(bs.begin(), bs.end() - 2);
   std::vector<double> out;
   for (int64_t i = 0; i < product(batch); ++i) {
     const std::vector<int64_t> idx = unflatten(i, batch);
@@ -731,7 +836,8 @@ std::vector<double> naiveMatMul(const std::vector<float> &a,
       for (int64_t c = 0; c < n; ++c) {
         double acc = 0;
         for (int64_t p = 0; p < k; ++p)
-          acc += double(a[size_t(ao + r * k + p)]) * double(b[size_t(bo + p * n + c)]);
+          acc += double(a[size_t(ao + r * k + p)]) *
+                 double(b[size_t(bo + p * n + c)]);
         out.push_back(acc);
       }
   }
@@ -744,10 +850,13 @@ TEST(MatMul, BatchedBroadcastAndFolded) {
   };
   const Case cases[] = {
       {{3, 4}, {4, 5}, {}},
-      {{2, 3, 4, 5}, {5, 6}, {2, 3}},     // folded into one sgemm
-      {{2, 1, 4, 5}, {3, 5, 6}, {2, 3}},  // broadcast batch
-      {{4, 5}, {3, 5, 2}, {3}},           // A broadcast
-      {{64, 8, 16}, {64, 16, 8}, {64}},   // many small products (parallel)
+      {{2, 3, 4, 5}, {5, 6}, {2, 3}},    // folded into one sgemm
+      {{2, 1, 4, 5}, {3, 5, 6}, {2, 3}}, // broadcast batch
+      {{4, 5}, {3, 5, 2}, {3}},          // A broadcast
+      {{64, 8, 16}, {64, 16, 8}, {64}},  // many small products (parallel)
+      {{130, 70}, {70, 300}, {}},        // one product, tiled by rows
+      {{20, 200}, {200, 600}, {}},       // one product, tiled by columns
+      {{2, 100, 64}, {2, 64, 300}, {2}}, // fewer products than threads
   };
   for (const Case &c : cases) {
     for (bool threaded : {false, true}) {
@@ -761,7 +870,8 @@ TEST(MatMul, BatchedBroadcastAndFolded) {
       TensorRef y = t.output<float>(os);
       EXPECT_OK(run("MatMul", {a, b}, {y}, {},
                     threaded ? threadedContext() : serialContext()));
-      expectNear(values<float>(y), naiveMatMul(av, c.a, bv, c.b, c.batch), 1e-5);
+      expectNear(values<float>(y), naiveMatMul(av, c.a, bv, c.b, c.batch),
+                 1e-4);
     }
   }
 }
@@ -819,6 +929,40 @@ TEST(Gemm, TransposesAlphaBetaAndBroadcastC) {
   TensorRef iy = t.output<int32_t>({2, 2});
   EXPECT_OK(run("Gemm", {ia, ia, ic}, {iy}, attrs({{"transB", ints({1})}})));
   EXPECT_EQ(values<int32_t>(iy), (std::vector<int32_t>{105, 111, 111, 125}));
+}
+
+TEST(Gemm, TiledTransposedMatchesNaive) {
+  const int64_t m = 90, n = 260, k = 70;
+  const std::vector<float> av = randomFloats(size_t(m * k), 41);
+  const std::vector<float> bv = randomFloats(size_t(k * n), 42);
+  const std::vector<float> cv = randomFloats(size_t(n), 43);
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      SCOPED_TRACE(std::to_string(transA) + std::to_string(transB));
+      Tensors t;
+      TensorRef a = t.input<float>(
+          transA ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, av);
+      TensorRef b = t.input<float>(
+          transB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, bv);
+      TensorRef c = t.input<float>({n}, cv);
+      TensorRef y = t.output<float>({m, n});
+      EXPECT_OK(run("Gemm", {a, b, c}, {y},
+                    attrs({{"transA", ints({transA})},
+                           {"transB", ints({transB})},
+                           {"alpha", floats({0.5})},
+                           {"beta", floats({2})}}),
+                    threadedContext()));
+      std::vector<double> expected;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p)
+            acc += double(av[size_t(transA ? p * m + i : i * k + p)]) *
+                   double(bv[size_t(transB ? j * k + p : p * n + j)]);
+          expected.push_back(0.5 * acc + 2 * double(cv[size_t(j)]));
+        }
+      expectNear(values<float>(y), expected, 1e-5);
+    }
 }
 
 //===----------------------------------------------------------------------===//
@@ -884,7 +1028,8 @@ std::vector<double> naiveReduce(const std::vector<float> &x,
 
 TEST(Reduce, AllOpsAllAxisSetsMatchNaive) {
   const std::vector<int64_t> shape = {3, 4, 5, 6};
-  const std::vector<float> x = randomFloats(size_t(product(shape)), 11, 0.5f, 1.5f);
+  const std::vector<float> x =
+      randomFloats(size_t(product(shape)), 11, 0.5f, 1.5f);
   const std::vector<std::vector<int64_t>> axisSets = {
       {0}, {1}, {3}, {0, 2}, {1, 3}, {1, 2}, {0, 1, 2, 3}, {0, 3}};
   for (const char *op :
@@ -955,14 +1100,25 @@ TEST(Reduce, KeepdimsIntegersEmptyAndLarge) {
              1e-5);
 }
 
+TEST(Reduce, BoolMaxMin) {
+  Tensors t;
+  TensorRef x = t.input<bool>({2, 2}, {true, false, false, false});
+  TensorRef y = t.output<bool>({2});
+  EXPECT_OK(run("ReduceMax", {x}, {y}, attrs({{"axes", ints({1})}})));
+  EXPECT_EQ(bools(y), (std::vector<bool>{true, false}));
+  EXPECT_OK(run("ReduceMin", {x}, {y}, attrs({{"axes", ints({0})}})));
+  EXPECT_EQ(bools(y), (std::vector<bool>{false, false}));
+}
+
 TEST(Reduce, ArgMaxArgMin) {
   Tensors t;
   TensorRef x = t.input<float>({2, 3, 2}, {1, 9, 5, 9, 5, 0, 7, 2, 7, 8, 1, 8});
   TensorRef y = t.output<int64_t>({2, 1, 2});
   EXPECT_OK(run("ArgMax", {x}, {y}, attrs({{"axis", ints({1})}})));
   EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{1, 0, 0, 1}));
-  EXPECT_OK(run("ArgMax", {x}, {y},
-                attrs({{"axis", ints({1})}, {"select_last_index", ints({1})}})));
+  EXPECT_OK(
+      run("ArgMax", {x}, {y},
+          attrs({{"axis", ints({1})}, {"select_last_index", ints({1})}})));
   EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{2, 1, 1, 2}));
   EXPECT_OK(run("ArgMin", {x}, {y}, attrs({{"axis", ints({1})}})));
   EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{0, 2, 2, 0}));
@@ -1002,8 +1158,8 @@ TEST(Reduce, CumSum) {
 //===----------------------------------------------------------------------===//
 
 std::vector<double> naiveSoftmax(const std::vector<float> &x,
-                                 const std::vector<int64_t> &shape, int64_t axis,
-                                 bool log) {
+                                 const std::vector<int64_t> &shape,
+                                 int64_t axis, bool log) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= shape[size_t(d)];
@@ -1039,9 +1195,10 @@ TEST(Normalization, SoftmaxAndLogSoftmaxAnyAxis) {
         TensorRef out = t.output<float>(shape);
         EXPECT_OK(run(op, {in}, {out}, attrs({{"axis", ints({axis})}}),
                       threaded ? threadedContext() : serialContext()));
-        expectNear(values<float>(out),
-                   naiveSoftmax(x, shape, axis, std::string(op) == "LogSoftmax"),
-                   2e-6);
+        expectNear(
+            values<float>(out),
+            naiveSoftmax(x, shape, axis, std::string(op) == "LogSoftmax"),
+            2e-6);
       }
   Tensors t;
   TensorRef s = t.input<double>({2}, {0, std::log(3.0)});
@@ -1061,12 +1218,13 @@ TEST(Normalization, LayerNormWithStatistics) {
   EXPECT_OK(run("LayerNormalization", {x, scale, bias}, {y, mean, inv},
                 attrs({{"axis", ints({1})}, {"epsilon", floats({0})}})));
   const double s0 = 1 / std::sqrt(1.25);
-  expectNear(values<float>(y),
-             {-1.5 * s0, -0.5 * s0 * 2, 0.5 * s0 + 1, 1.5 * s0 * 2 + 1, -1, -2, 2, 3});
+  expectNear(values<float>(y), {-1.5 * s0, -0.5 * s0 * 2, 0.5 * s0 + 1,
+                                1.5 * s0 * 2 + 1, -1, -2, 2, 3});
   expectNear(values<float>(mean), {2.5, 0});
   expectNear(values<float>(inv), {s0, 1});
   // axis 1 over [2, 3, 2] with a scale of shape [2] (broadcast over dim 1).
-  TensorRef x3 = t.input<float>({2, 3, 2}, {0, 1, 2, 3, 4, 5, 1, 1, 1, 1, 1, 1});
+  TensorRef x3 =
+      t.input<float>({2, 3, 2}, {0, 1, 2, 3, 4, 5, 1, 1, 1, 1, 1, 1});
   TensorRef s2 = t.input<float>({2}, {1, 10});
   TensorRef y3 = t.output<float>({2, 3, 2});
   EXPECT_OK(run("LayerNormalization", {x3, s2}, {y3},
@@ -1114,16 +1272,16 @@ TEST(Shape, TransposeMatchesNaive) {
     std::vector<int64_t> shape, perm;
   };
   const Case cases[] = {
-      {{70, 45}, {1, 0}},             // tiled
-      {{2, 5, 3, 8}, {0, 2, 1, 3}},   // row copies
-      {{2, 5, 3, 8}, {3, 1, 0, 2}},
-      {{4, 1, 6, 5}, {2, 0, 3, 1}},   // size-1 dim
-      {{2, 3, 4}, {0, 1, 2}},         // identity
+      {{70, 45}, {1, 0}},                                         // tiled
+      {{2, 5, 3, 8}, {0, 2, 1, 3}},                               // row copies
+      {{2, 5, 3, 8}, {3, 1, 0, 2}}, {{4, 1, 6, 5}, {2, 0, 3, 1}}, // size-1 dim
+      {{2, 3, 4}, {0, 1, 2}},                                     // identity
       {{33, 3, 65}, {2, 1, 0}},
   };
   for (const Case &c : cases)
     for (bool threaded : {false, true}) {
-      SCOPED_TRACE(zrt::shapeString(c.shape) + " perm " + zrt::shapeString(c.perm));
+      SCOPED_TRACE(zrt::shapeString(c.shape) + " perm " +
+                   zrt::shapeString(c.perm));
       Tensors t;
       std::vector<int64_t> xv(size_t(product(c.shape)));
       for (size_t i = 0; i < xv.size(); ++i)
@@ -1149,7 +1307,8 @@ TEST(Shape, TransposeMatchesNaive) {
   TensorRef b = t.input<bool>({2, 3}, {true, false, false, true, true, false});
   TensorRef by = t.output<bool>({3, 2});
   EXPECT_OK(run("Transpose", {b}, {by}));
-  EXPECT_EQ(bools(by), (std::vector<bool>{true, true, false, true, false, false}));
+  EXPECT_EQ(bools(by),
+            (std::vector<bool>{true, true, false, true, false, false}));
 }
 
 TEST(Shape, ConcatAndSplit) {
@@ -1170,7 +1329,8 @@ TEST(Shape, ConcatAndSplit) {
   EXPECT_OK(run("Split", {y}, {r0, r1}, attrs({{"axis", ints({0})}})));
   expectNear(values<float>(r1), {2, 5, 6});
   TensorRef wrong = t.output<float>({2, 4});
-  EXPECT_FALSE(run("Concat", {a, b}, {wrong}, attrs({{"axis", ints({1})}})).isOk());
+  EXPECT_FALSE(
+      run("Concat", {a, b}, {wrong}, attrs({{"axis", ints({1})}})).isOk());
 }
 
 TEST(Shape, SliceWithStepsAndNegativeSteps) {
@@ -1199,8 +1359,8 @@ TEST(Shape, Tile) {
   TensorRef x = t.input<int32_t>({2, 2}, {1, 2, 3, 4});
   TensorRef y = t.output<int32_t>({4, 4});
   EXPECT_OK(run("Tile", {x}, {y}));
-  EXPECT_EQ(values<int32_t>(y),
-            (std::vector<int32_t>{1, 2, 1, 2, 3, 4, 3, 4, 1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_EQ(values<int32_t>(y), (std::vector<int32_t>{1, 2, 1, 2, 3, 4, 3, 4, 1,
+                                                      2, 1, 2, 3, 4, 3, 4}));
   TensorRef y2 = t.output<int32_t>({2, 6});
   EXPECT_OK(run("Tile", {x}, {y2}));
   EXPECT_EQ(values<int32_t>(y2),
@@ -1212,22 +1372,38 @@ TEST(Shape, PadModes) {
   TensorRef x = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   TensorRef y = t.output<float>({3, 6});
   const AttrValue pads = ints({0, 2, 1, 1});
-  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"value", floats({9})}})));
-  expectNear(values<float>(y), {9, 9, 1, 2, 3, 9, 9, 9, 4, 5, 6, 9, 9, 9, 9, 9, 9, 9});
-  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("edge")}})));
-  expectNear(values<float>(y), {1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 4, 4, 4, 5, 6, 6});
-  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("reflect")}})));
-  expectNear(values<float>(y), {3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2});
-  EXPECT_OK(run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("wrap")}})));
-  expectNear(values<float>(y), {2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4, 2, 3, 1, 2, 3, 1});
+  EXPECT_OK(
+      run("Pad", {x}, {y}, attrs({{"pads", pads}, {"value", floats({9})}})));
+  expectNear(values<float>(y),
+             {9, 9, 1, 2, 3, 9, 9, 9, 4, 5, 6, 9, 9, 9, 9, 9, 9, 9});
+  EXPECT_OK(
+      run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("edge")}})));
+  expectNear(values<float>(y),
+             {1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 4, 4, 4, 5, 6, 6});
+  EXPECT_OK(
+      run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("reflect")}})));
+  expectNear(values<float>(y),
+             {3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2});
+  EXPECT_OK(
+      run("Pad", {x}, {y}, attrs({{"pads", pads}, {"mode", str("wrap")}})));
+  expectNear(values<float>(y),
+             {2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4, 2, 3, 1, 2, 3, 1});
   // Negative pads crop.
   TensorRef c = t.output<float>({2, 2});
   EXPECT_OK(run("Pad", {x}, {c}, attrs({{"pads", ints({0, -1, 0, 0})}})));
   expectNear(values<float>(c), {2, 3, 5, 6});
   TensorRef i = t.input<int64_t>({2}, {7, 8});
   TensorRef iy = t.output<int64_t>({4});
-  EXPECT_OK(run("Pad", {i}, {iy}, attrs({{"pads", ints({1, 1})}, {"value", floats({-1})}})));
+  EXPECT_OK(run("Pad", {i}, {iy},
+                attrs({{"pads", ints({1, 1})}, {"value", floats({-1})}})));
   EXPECT_EQ(values<int64_t>(iy), (std::vector<int64_t>{-1, 7, 8, -1}));
+  // Pads for the listed axes only, and the constant_value spelling.
+  TensorRef ya = t.output<float>({2, 4});
+  EXPECT_OK(run("Pad", {x}, {ya},
+                attrs({{"pads", ints({1, 0})},
+                       {"axes", ints({1})},
+                       {"constant_value", floats({7})}})));
+  expectNear(values<float>(ya), {7, 1, 2, 3, 7, 4, 5, 6});
 }
 
 TEST(Shape, TriluFillRange) {
@@ -1236,7 +1412,8 @@ TEST(Shape, TriluFillRange) {
   TensorRef y = t.output<float>({3, 3});
   EXPECT_OK(run("Trilu", {x}, {y}));
   expectNear(values<float>(y), {1, 2, 3, 0, 5, 6, 0, 0, 9});
-  EXPECT_OK(run("Trilu", {x}, {y}, attrs({{"upper", ints({0})}, {"k", ints({-1})}})));
+  EXPECT_OK(
+      run("Trilu", {x}, {y}, attrs({{"upper", ints({0})}, {"k", ints({-1})}})));
   expectNear(values<float>(y), {0, 0, 0, 4, 0, 0, 7, 8, 0});
   EXPECT_OK(run("Trilu", {x}, {y}, attrs({{"k", ints({1})}})));
   expectNear(values<float>(y), {0, 2, 3, 0, 0, 6, 0, 0, 0});
@@ -1244,9 +1421,11 @@ TEST(Shape, TriluFillRange) {
   EXPECT_OK(run("Fill", {}, {f}, attrs({{"value", floats({1.5})}})));
   expectNear(values<float>(f), {1.5, 1.5, 1.5, 1.5});
   TensorRef fi = t.output<int64_t>({2});
-  EXPECT_OK(run("Fill", {}, {fi}, attrs({{"value", ints({(int64_t(1) << 60) + 1})}})));
-  EXPECT_EQ(values<int64_t>(fi),
-            (std::vector<int64_t>{(int64_t(1) << 60) + 1, (int64_t(1) << 60) + 1}));
+  EXPECT_OK(run("Fill", {}, {fi},
+                attrs({{"value", ints({(int64_t(1) << 60) + 1})}})));
+  EXPECT_EQ(
+      values<int64_t>(fi),
+      (std::vector<int64_t>{(int64_t(1) << 60) + 1, (int64_t(1) << 60) + 1}));
   TensorRef fb = t.output<bool>({2});
   EXPECT_OK(run("Fill", {}, {fb}, attrs({{"value", floats({1})}})));
   EXPECT_EQ(bools(fb), (std::vector<bool>{true, true}));
@@ -1279,10 +1458,30 @@ TEST(Indexing, Gather) {
   expectNear(values<float>(yc), {2, 4, 6});
   TensorRef bad = t.input<int64_t>({1}, {3});
   TensorRef yb = t.output<float>({1, 2});
-  zrt::Status s = run("Gather", {data, bad}, {yb}, attrs({{"axis", ints({0})}}));
+  zrt::Status s =
+      run("Gather", {data, bad}, {yb}, attrs({{"axis", ints({0})}}));
   EXPECT_FALSE(s.isOk());
   EXPECT_EQ(s.message(),
             "Gather: index out of range (got 3, expected an index in [-3, 3))");
+}
+
+TEST(Indexing, GatherND) {
+  Tensors t;
+  TensorRef data = t.input<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  TensorRef idx = t.input<int64_t>({2, 2}, {0, 1, 1, 0});
+  TensorRef y = t.output<int32_t>({2, 2});
+  EXPECT_OK(run("GatherND", {data, idx}, {y}));
+  EXPECT_EQ(values<int32_t>(y), (std::vector<int32_t>{2, 3, 4, 5}));
+  TensorRef idx3 = t.input<int64_t>({1, 3}, {1, -1, 0});
+  TensorRef y3 = t.output<int32_t>({1});
+  EXPECT_OK(run("GatherND", {data, idx3}, {y3}));
+  EXPECT_EQ(values<int32_t>(y3), (std::vector<int32_t>{6}));
+  // batch_dims = 1: per batch, indices pick rows of data[batch].
+  TensorRef bidx = t.input<int64_t>({2, 1}, {1, 0});
+  TensorRef by = t.output<int32_t>({2, 2});
+  EXPECT_OK(
+      run("GatherND", {data, bidx}, {by}, attrs({{"batch_dims", ints({1})}})));
+  EXPECT_EQ(values<int32_t>(by), (std::vector<int32_t>{2, 3, 4, 5}));
 }
 
 TEST(Indexing, GatherElementsAndScatterElements) {
@@ -1290,11 +1489,13 @@ TEST(Indexing, GatherElementsAndScatterElements) {
   TensorRef data = t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   TensorRef idx = t.input<int64_t>({2, 2}, {2, 0, -1, 1});
   TensorRef y = t.output<float>({2, 2});
-  EXPECT_OK(run("GatherElements", {data, idx}, {y}, attrs({{"axis", ints({1})}})));
+  EXPECT_OK(
+      run("GatherElements", {data, idx}, {y}, attrs({{"axis", ints({1})}})));
   expectNear(values<float>(y), {3, 1, 6, 5});
   TensorRef idx0 = t.input<int32_t>({1, 3}, {1, 0, 1});
   TensorRef y0 = t.output<float>({1, 3});
-  EXPECT_OK(run("GatherElements", {data, idx0}, {y0}, attrs({{"axis", ints({0})}})));
+  EXPECT_OK(
+      run("GatherElements", {data, idx0}, {y0}, attrs({{"axis", ints({0})}})));
   expectNear(values<float>(y0), {4, 2, 6});
 
   TensorRef dup = t.input<int64_t>({1, 3}, {1, 1, 0});
@@ -1344,7 +1545,8 @@ TEST(UnusualShapes, EmptyTensorsAndEmptyContractions) {
   TensorRef e30 = t.input<float>({3, 0}, {});
   TensorRef o30 = t.output<float>({3, 0});
   EXPECT_OK(run("Softmax", {e30}, {o30}, attrs({{"axis", ints({1})}})));
-  EXPECT_OK(run("LayerNormalization", {e03, r3}, {o03}, attrs({{"axis", ints({1})}})));
+  EXPECT_OK(run("LayerNormalization", {e03, r3}, {o03},
+                attrs({{"axis", ints({1})}})));
   EXPECT_OK(run("Transpose", {e03}, {t.output<float>({3, 0})}));
   EXPECT_OK(run("CumSum", {e03}, {o03}, attrs({{"axis", ints({0})}})));
   EXPECT_OK(run("ArgMax", {e03}, {t.output<int64_t>({0})},
@@ -1356,8 +1558,8 @@ TEST(UnusualShapes, EmptyTensorsAndEmptyContractions) {
   EXPECT_OK(run("Tile", {e03}, {t.output<float>({0, 6})}));
   EXPECT_OK(run("Slice", {r3}, {t.output<float>({0})},
                 attrs({{"starts", ints({0})}, {"steps", ints({1})}})));
-  EXPECT_OK(run("Gather", {r3, t.input<int64_t>({0}, {})}, {t.output<float>({0})},
-                attrs({{"axis", ints({0})}})));
+  EXPECT_OK(run("Gather", {r3, t.input<int64_t>({0}, {})},
+                {t.output<float>({0})}, attrs({{"axis", ints({0})}})));
   // Matrix products with M = 0 and with K = 0 (the result is all zeros, or
   // beta * C for Gemm).
   TensorRef b34 = t.input<float>({3, 4}, std::vector<float>(12, 1));
@@ -1370,7 +1572,8 @@ TEST(UnusualShapes, EmptyTensorsAndEmptyContractions) {
   TensorRef c = t.input<float>({3}, {1, 2, 3});
   EXPECT_OK(run("Gemm", {a20, b03, c}, {y23}, attrs({{"beta", floats({2})}})));
   expectNear(values<float>(y23), {2, 4, 6, 2, 4, 6});
-  TensorRef ia = t.input<int64_t>({2, 0}, {}), ib = t.input<int64_t>({0, 2}, {});
+  TensorRef ia = t.input<int64_t>({2, 0}, {}),
+            ib = t.input<int64_t>({0, 2}, {});
   TensorRef iy = t.output<int64_t>({2, 2});
   EXPECT_OK(run("MatMul", {ia, ib}, {iy}));
   EXPECT_EQ(values<int64_t>(iy), (std::vector<int64_t>{0, 0, 0, 0}));
@@ -1390,7 +1593,8 @@ TEST(UnusualShapes, SizeOneDimsAndScalars) {
   expectNear(values<float>(o), naiveSoftmax({1, 2, 3}, {3}, 0, false));
   TensorRef red = t.output<float>({1, 1, 1});
   // Reducing only size-1 dims keeps 3 elements: a 1-element output is wrong.
-  EXPECT_FALSE(run("ReduceSum", {x}, {red}, attrs({{"axes", ints({0, 2})}})).isOk());
+  EXPECT_FALSE(
+      run("ReduceSum", {x}, {red}, attrs({{"axes", ints({0, 2})}})).isOk());
   TensorRef red3 = t.output<float>({1, 3, 1});
   EXPECT_OK(run("ReduceMax", {x}, {red3}, attrs({{"axes", ints({0, 2})}})));
   expectNear(values<float>(red3), {1, 2, 3});
@@ -1415,7 +1619,8 @@ double nll(const std::vector<float> &scores, int64_t c, int64_t d, int64_t n,
     max = std::max(max, double(scores[size_t((n * c + k) * d + j)]));
   for (int64_t k = 0; k < c; ++k)
     sum += std::exp(double(scores[size_t((n * c + k) * d + j)]) - max);
-  return -(double(scores[size_t((n * c + label) * d + j)]) - max - std::log(sum));
+  return -(double(scores[size_t((n * c + label) * d + j)]) - max -
+           std::log(sum));
 }
 
 TEST(Loss, SoftmaxCrossEntropyMeanSumNone) {
@@ -1456,8 +1661,9 @@ TEST(Loss, SoftmaxCrossEntropyWeightsIgnoreAndSpatial) {
                 attrs({{"ignore_index", ints({-100})}})));
   expectNear(values<float>(loss), {(a + b / 0.5 + c / 2) / 3});
   TensorRef none = t.output<float>({2, 2});
-  EXPECT_OK(run("SoftmaxCrossEntropyLoss", {scores, labels}, {none},
-                attrs({{"ignore_index", ints({-100})}, {"reduction", str("none")}})));
+  EXPECT_OK(
+      run("SoftmaxCrossEntropyLoss", {scores, labels}, {none},
+          attrs({{"ignore_index", ints({-100})}, {"reduction", str("none")}})));
   expectNear(values<float>(none), {a, 0, b / 0.5, c / 2});
   // Without ignore_index, -100 is an error.
   EXPECT_FALSE(run("SoftmaxCrossEntropyLoss", {scores, labels}, {loss}).isOk());

@@ -90,7 +90,9 @@ class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int numThreads) : pool_(numThreads) {
     registerCpuKernels(kernels_);
-    openblas_set_num_threads(pool_.numThreads());
+    // OpenBLAS stays single-threaded: the MatMul kernels split products over
+    // this pool, and OpenBLAS's own spinning threads would fight it.
+    openblas_set_num_threads(1);
   }
   std::string name() const override { return "cpu"; }
   Allocator &allocator() override { return allocator_; }

@@ -46,13 +46,13 @@ Status runBinary(const KernelContext &ctx, const char *op, const TensorRef &a,
   const TB *pb = b.as<TB>();
   TO *po = out.as<TO>();
   const int64_t sa = plan.innerStride(0), sb = plan.innerStride(1);
-  parallelRange(ctx, plan.numel, kElementGrain, [&](int64_t begin, int64_t end) {
-    forEachBroadcastRow(plan, begin, end,
-                        [&](int64_t o, const int64_t *inOff, int64_t n) {
-                          binaryRow(fn, pa + inOff[0], sa, pb + inOff[1], sb,
-                                    po + o, n);
-                        });
-  });
+  parallelRange(
+      ctx, plan.numel, kElementGrain, [&](int64_t begin, int64_t end) {
+        forEachBroadcastRow(
+            plan, begin, end, [&](int64_t o, const int64_t *inOff, int64_t n) {
+              binaryRow(fn, pa + inOff[0], sa, pb + inOff[1], sb, po + o, n);
+            });
+      });
   return Status::ok();
 }
 
@@ -268,10 +268,10 @@ Status meanKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     using T = typename decltype(tag)::type;
     T *p = out[0].as<T>();
     const T s = T(scale);
-    parallelRange(ctx, out[0].numel(), kElementGrain,
-                  [&](int64_t b, int64_t e) {
-                    mapElements(p + b, p + b, e - b, [s](T x) { return x * s; });
-                  });
+    parallelRange(
+        ctx, out[0].numel(), kElementGrain, [&](int64_t b, int64_t e) {
+          mapElements(p + b, p + b, e - b, [s](T x) { return x * s; });
+        });
   });
   return Status::ok();
 }
@@ -290,10 +290,10 @@ Status modKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                      "0 or 1");
 }
 
-template <typename Op> Status logicalKernel(const char *op,
-                                            const std::vector<TensorRef> &in,
-                                            const std::vector<TensorRef> &out,
-                                            const KernelContext &ctx) {
+template <typename Op>
+Status logicalKernel(const char *op, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out,
+                     const KernelContext &ctx) {
   ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, 2, 1, 1));
   for (size_t i = 0; i < 3; ++i) {
     const TensorRef &t = i < 2 ? in[i] : out[0];
@@ -352,18 +352,19 @@ Status powKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(checkSameDType("Pow", x, "input X", out[0], "output"));
   Status status;
   bool exponentKnown = true;
-  const bool baseKnown = dispatchType(NumericTypes{}, x.dtype, [&](auto baseTag) {
-    using T = typename decltype(baseTag)::type;
-    exponentKnown = dispatchType(NumericTypes{}, y.dtype, [&](auto expTag) {
-      using E = typename decltype(expTag)::type;
-      if constexpr (std::is_floating_point_v<T>) {
-        if (y.numel() == 1 && x.shape == out[0].shape &&
-            powByScalar<T>(ctx, x, toDouble(*y.as<E>()), out[0]))
-          return;
-      }
-      status = runBinary<T, E, T>(ctx, "Pow", x, y, out[0], PowOp{});
-    });
-  });
+  const bool baseKnown =
+      dispatchType(NumericTypes{}, x.dtype, [&](auto baseTag) {
+        using T = typename decltype(baseTag)::type;
+        exponentKnown = dispatchType(NumericTypes{}, y.dtype, [&](auto expTag) {
+          using E = typename decltype(expTag)::type;
+          if constexpr (std::is_floating_point_v<T>) {
+            if (y.numel() == 1 && x.shape == out[0].shape &&
+                powByScalar<T>(ctx, x, toDouble(*y.as<E>()), out[0]))
+              return;
+          }
+          status = runBinary<T, E, T>(ctx, "Pow", x, y, out[0], PowOp{});
+        });
+      });
   if (!baseKnown)
     return dtypeError("Pow", "input X", x.dtype, NumericTypes{});
   if (!exponentKnown)
@@ -377,8 +378,10 @@ Status whereKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(checkArity("Where", in, out, 3, 3, 1, 1));
   if (in[0].dtype != DType::Bool)
     return dtypeError("Where", "condition", in[0].dtype, TypeList<bool>{});
-  ZRT_RETURN_IF_ERROR(checkSameDType("Where", in[1], "input X", in[2], "input Y"));
-  ZRT_RETURN_IF_ERROR(checkSameDType("Where", in[1], "input X", out[0], "output"));
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("Where", in[1], "input X", in[2], "input Y"));
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("Where", in[1], "input X", out[0], "output"));
   BroadcastPlan plan;
   ZRT_RETURN_IF_ERROR(planBroadcast(
       "Where", out[0].shape, {&in[0].shape, &in[1].shape, &in[2].shape}, plan));
@@ -390,19 +393,19 @@ Status whereKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     const U *px = in[1].as<U>(), *py = in[2].as<U>();
     U *po = out[0].as<U>();
     parallelRange(ctx, plan.numel, kElementGrain, [&](int64_t b, int64_t e) {
-      forEachBroadcastRow(
-          plan, b, e, [&](int64_t o, const int64_t *off, int64_t n) {
-            const uint8_t *c = cond + off[0];
-            const U *xs = px + off[1], *ys = py + off[2];
-            U *dst = po + o;
-            if (sc == 1 && sx == 1 && sy == 1) {
-              for (int64_t i = 0; i < n; ++i)
-                dst[i] = c[i] ? xs[i] : ys[i];
-            } else {
-              for (int64_t i = 0; i < n; ++i)
-                dst[i] = c[i * sc] ? xs[i * sx] : ys[i * sy];
-            }
-          });
+      forEachBroadcastRow(plan, b, e,
+                          [&](int64_t o, const int64_t *off, int64_t n) {
+                            const uint8_t *c = cond + off[0];
+                            const U *xs = px + off[1], *ys = py + off[2];
+                            U *dst = po + o;
+                            if (sc == 1 && sx == 1 && sy == 1) {
+                              for (int64_t i = 0; i < n; ++i)
+                                dst[i] = c[i] ? xs[i] : ys[i];
+                            } else {
+                              for (int64_t i = 0; i < n; ++i)
+                                dst[i] = c[i * sc] ? xs[i * sx] : ys[i * sy];
+                            }
+                          });
     });
   });
   return Status::ok();
@@ -420,8 +423,7 @@ void registerBinaryKernels(KernelTable &table) {
   table.add("Less", binaryKernel<LessOp, NumericTypes>);
   table.add("LessOrEqual", binaryKernel<LessOrEqualOp, NumericTypes>);
   table.add("Greater", binaryKernel<GreaterOp, NumericTypes>);
-  table.add("GreaterOrEqual",
-            binaryKernel<GreaterOrEqualOp, NumericTypes>);
+  table.add("GreaterOrEqual", binaryKernel<GreaterOrEqualOp, NumericTypes>);
   table.add("Max", maxKernel);
   table.add("Min", minKernel);
   table.add("Sum", sumKernel);

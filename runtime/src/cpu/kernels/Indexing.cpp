@@ -1,8 +1,8 @@
-//===- Indexing.cpp - Gather and scatter kernels ---------------------------===//
+//===- Indexing.cpp - Gather and scatter kernels --------------------------===//
 //
-// Gather, GatherElements, ScatterElements and ScatterND. Indices may be I64
-// or I32 and count from the end when negative; they are range-checked and
-// normalised once up front so that the copy loops never read out of bounds.
+// Gather, GatherElements, GatherND, ScatterElements and ScatterND. Indices may
+// be I64 or I32 and count from the end when negative; they are range-checked
+// and normalised once up front so that the copy loops never read out of bounds.
 // Scatters run serially so that duplicate indices behave like the ONNX
 // reference (last write wins, or reductions apply in index order).
 //
@@ -87,11 +87,21 @@ Status parseReduction(const char *op, const AttrMap &attrs,
 template <typename T>
 inline void scatterInto(T &dst, T value, ScatterReduction reduction) {
   switch (reduction) {
-  case ScatterReduction::None: dst = value; break;
-  case ScatterReduction::Add: dst = T(dst + value); break;
-  case ScatterReduction::Mul: dst = T(dst * value); break;
-  case ScatterReduction::Max: dst = value > dst ? value : dst; break;
-  case ScatterReduction::Min: dst = value < dst ? value : dst; break;
+  case ScatterReduction::None:
+    dst = value;
+    break;
+  case ScatterReduction::Add:
+    dst = T(dst + value);
+    break;
+  case ScatterReduction::Mul:
+    dst = T(dst * value);
+    break;
+  case ScatterReduction::Max:
+    dst = value > dst ? value : dst;
+    break;
+  case ScatterReduction::Min:
+    dst = value < dst ? value : dst;
+    break;
   }
 }
 
@@ -135,10 +145,9 @@ Status gatherKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(normalizeIndices("Gather", in[1], split.axis, index));
   const int64_t count = int64_t(index.size());
   if (y.numel() != split.outer * count * split.inner)
-    return kernelError("Gather", "output size does not match",
-                       shapeString(y.shape),
-                       std::to_string(split.outer * count * split.inner) +
-                           " elements");
+    return kernelError(
+        "Gather", "output size does not match", shapeString(y.shape),
+        std::to_string(split.outer * count * split.inner) + " elements");
   dispatchBySize(dtypeSize(data.dtype), [&](auto tag) {
     using U = typename decltype(tag)::type;
     const U *src = data.as<U>();
@@ -148,13 +157,74 @@ Status gatherKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   [&](int64_t b, int64_t e) {
                     for (int64_t t = b; t < e; ++t) {
                       const int64_t o = t / count, i = t % count;
-                      const U *s = src + (o * split.axis + index[size_t(i)]) * inner;
+                      const U *s =
+                          src + (o * split.axis + index[size_t(i)]) * inner;
                       U *d = dst + t * inner;
                       if (inner == 1)
                         *d = *s;
                       else
                         std::memcpy(d, s, size_t(inner) * sizeof(U));
                     }
+                  });
+  });
+  return Status::ok();
+}
+
+/// GatherND(data, indices [..., k]): attr batch_dims (b, default 0). Output
+/// = indices.shape[:-1] + data.shape[b + k:]; the first b dims of data and
+/// indices are batch dims and must match.
+Status gatherNDKernel(const KernelContext &ctx,
+                      const std::vector<TensorRef> &in,
+                      const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "GatherND";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, 2, 1, 1));
+  const TensorRef &data = in[0], &indices = in[1], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType(op, data, "data", y, "output"));
+  const int64_t batchDims = attrs.getInt("batch_dims", 0);
+  if (indices.rank() < 1 || batchDims < 0 || batchDims >= indices.rank() ||
+      batchDims + indices.shape.back() > data.rank())
+    return kernelError(op, "bad indices shape or batch_dims",
+                       shapeString(indices.shape) + " with batch_dims " +
+                           std::to_string(batchDims),
+                       "last dim + batch_dims <= data rank " +
+                           std::to_string(data.rank()));
+  const size_t b = size_t(batchDims), depth = size_t(indices.shape.back());
+  for (size_t d = 0; d < b; ++d)
+    if (indices.shape[d] != data.shape[d])
+      return kernelError(op, "batch dims of data and indices differ",
+                         shapeString(indices.shape),
+                         "leading dims of " + shapeString(data.shape));
+  std::vector<int64_t> expected(indices.shape.begin(), indices.shape.end() - 1);
+  expected.insert(expected.end(), data.shape.begin() + int64_t(b + depth),
+                  data.shape.end());
+  ZRT_RETURN_IF_ERROR(checkShape(op, "output", y, expected));
+  const int64_t batches = productOf(data.shape, 0, b);
+  const int64_t batchSize = productOf(data.shape, b, data.shape.size());
+  const int64_t tuples = productOf(indices.shape, b, indices.shape.size() - 1);
+  const int64_t slice = productOf(data.shape, b + depth, data.shape.size());
+  const std::vector<int64_t> strides = contiguousStrides(data.shape);
+  std::vector<int64_t> index;
+  ZRT_RETURN_IF_ERROR(readIndices(op, indices, index));
+  // Source offset of every (batch, tuple).
+  std::vector<int64_t> offsets(static_cast<size_t>(batches * tuples));
+  for (int64_t t = 0; t < batches * tuples; ++t) {
+    int64_t off = (t / std::max<int64_t>(tuples, 1)) * batchSize;
+    for (size_t m = 0; m < depth; ++m) {
+      int64_t &v = index[size_t(t) * depth + m];
+      ZRT_RETURN_IF_ERROR(normalizeIndex(op, v, data.shape[b + m]));
+      off += v * strides[b + m];
+    }
+    offsets[size_t(t)] = off;
+  }
+  dispatchBySize(dtypeSize(data.dtype), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U *src = data.as<U>();
+    U *dst = y.as<U>();
+    parallelRange(ctx, int64_t(offsets.size()), rowGrain(slice, kElementGrain),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t t = begin; t < end; ++t)
+                      std::copy_n(src + offsets[size_t(t)], slice,
+                                  dst + t * slice);
                   });
   });
   return Status::ok();
@@ -186,8 +256,10 @@ Status gatherElementsKernel(const KernelContext &ctx,
   ZRT_RETURN_IF_ERROR(checkArity("GatherElements", in, out, 2, 2, 1, 1));
   const TensorRef &data = in[0], &indices = in[1], &y = out[0];
   const int64_t axis = attrs.getInt("axis", 0);
-  ZRT_RETURN_IF_ERROR(checkSameDType("GatherElements", data, "data", y, "output"));
-  ZRT_RETURN_IF_ERROR(checkElementsShapes("GatherElements", data, indices, axis));
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("GatherElements", data, "data", y, "output"));
+  ZRT_RETURN_IF_ERROR(
+      checkElementsShapes("GatherElements", data, indices, axis));
   ZRT_RETURN_IF_ERROR(checkShape("GatherElements", "output", y, indices.shape));
   std::vector<int64_t> index;
   ZRT_RETURN_IF_ERROR(normalizeIndices("GatherElements", indices,
@@ -197,13 +269,14 @@ Status gatherElementsKernel(const KernelContext &ctx,
     using U = typename decltype(tag)::type;
     const U *src = data.as<U>();
     U *dst = y.as<U>();
-    parallelRange(ctx, int64_t(index.size()), kElementGrain / 4,
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t k = b; k < e; ++k)
-                      dst[k] = src[offsetWithoutAxis(indices.shape, strides,
-                                                     size_t(axis), k) +
-                                   index[size_t(k)] * strides[size_t(axis)]];
-                  });
+    parallelRange(
+        ctx, int64_t(index.size()), kElementGrain / 4,
+        [&](int64_t b, int64_t e) {
+          for (int64_t k = b; k < e; ++k)
+            dst[k] =
+                src[offsetWithoutAxis(indices.shape, strides, size_t(axis), k) +
+                    index[size_t(k)] * strides[size_t(axis)]];
+        });
   });
   return Status::ok();
 }
@@ -287,6 +360,7 @@ Status scatterNDKernel(const KernelContext &, const std::vector<TensorRef> &in,
 void registerIndexingKernels(KernelTable &table) {
   table.add("Gather", gatherKernel);
   table.add("GatherElements", gatherElementsKernel);
+  table.add("GatherND", gatherNDKernel);
   table.add("ScatterElements", scatterElementsKernel);
   table.add("ScatterND", scatterNDKernel);
 }

@@ -52,14 +52,17 @@ uint16_t floatToHalf(float value) {
     const float scaled = bitsToFloat(absBits) * 16777216.0f; // exact, < 1024
     return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
   }
-  uint32_t h = (((absBits >> 23) - 127 + 15) << 10) | ((absBits >> 13) & 0x3ffu);
+  uint32_t h =
+      (((absBits >> 23) - 127 + 15) << 10) | ((absBits >> 13) & 0x3ffu);
   const uint32_t rest = absBits & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
     ++h; // a carry into the exponent is the correct rounding
   return uint16_t(sign | h);
 }
 
-float bfloat16ToFloat(uint16_t bits) { return bitsToFloat(uint32_t(bits) << 16); }
+float bfloat16ToFloat(uint16_t bits) {
+  return bitsToFloat(uint32_t(bits) << 16);
+}
 
 uint16_t floatToBfloat16(float value) {
   const uint32_t x = floatToBits(value);
@@ -135,7 +138,8 @@ Status checkArity(const char *op, const std::vector<TensorRef> &inputs,
                   size_t maxIn, size_t minOut, size_t maxOut) {
   if (inputs.size() < minIn || inputs.size() > maxIn)
     return kernelError(op, "wrong number of inputs",
-                       std::to_string(inputs.size()), rangeString(minIn, maxIn));
+                       std::to_string(inputs.size()),
+                       rangeString(minIn, maxIn));
   if (outputs.size() < minOut || outputs.size() > maxOut)
     return kernelError(op, "wrong number of outputs",
                        std::to_string(outputs.size()),
@@ -147,9 +151,9 @@ Status checkSameDType(const char *op, const TensorRef &a, const char *aName,
                       const TensorRef &b, const char *bName) {
   if (a.dtype == b.dtype)
     return Status::ok();
-  return kernelError(op, std::string("dtype of ") + bName + " differs from " +
-                             aName,
-                     dtypeName(b.dtype), dtypeName(a.dtype));
+  return kernelError(
+      op, std::string("dtype of ") + bName + " differs from " + aName,
+      dtypeName(b.dtype), dtypeName(a.dtype));
 }
 
 Status checkShape(const char *op, const char *operand, const TensorRef &t,
@@ -167,8 +171,7 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
   return strides;
 }
 
-int64_t productOf(const std::vector<int64_t> &shape, size_t begin,
-                  size_t end) {
+int64_t productOf(const std::vector<int64_t> &shape, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t d = begin; d < end && d < shape.size(); ++d)
     n *= shape[d];
@@ -195,9 +198,10 @@ Status splitAtAxis(const char *op, const std::vector<int64_t> &shape,
 // Broadcasting
 //===----------------------------------------------------------------------===//
 
-Status planBroadcast(const char *op, const std::vector<int64_t> &outShape,
-                     const std::vector<const std::vector<int64_t> *> &inputShapes,
-                     BroadcastPlan &plan) {
+Status
+planBroadcast(const char *op, const std::vector<int64_t> &outShape,
+              const std::vector<const std::vector<int64_t> *> &inputShapes,
+              BroadcastPlan &plan) {
   const size_t rank = outShape.size();
   const size_t numInputs = inputShapes.size();
   // Per-input strides aligned to the output's dims (0 where broadcast).
@@ -210,19 +214,21 @@ Status planBroadcast(const char *op, const std::vector<int64_t> &outShape,
     const size_t extra = shape.size() > rank ? shape.size() - rank : 0;
     for (size_t d = 0; d < extra; ++d)
       if (shape[d] != 1)
-        return kernelError(op, "operand " + std::to_string(i) +
-                                   " does not broadcast to the output",
-                           shapeString(shape), "a shape broadcastable to " +
-                                                   shapeString(outShape));
+        return kernelError(op,
+                           "operand " + std::to_string(i) +
+                               " does not broadcast to the output",
+                           shapeString(shape),
+                           "a shape broadcastable to " + shapeString(outShape));
     for (size_t k = extra; k < shape.size(); ++k) {
       const size_t d = rank - (shape.size() - k);
       if (shape[k] == outShape[d])
         aligned[i][d] = shape[k] == 1 ? 0 : strides[k];
       else if (shape[k] != 1)
-        return kernelError(op, "operand " + std::to_string(i) +
-                                   " does not broadcast to the output",
-                           shapeString(shape), "a shape broadcastable to " +
-                                                   shapeString(outShape));
+        return kernelError(op,
+                           "operand " + std::to_string(i) +
+                               " does not broadcast to the output",
+                           shapeString(shape),
+                           "a shape broadcastable to " + shapeString(outShape));
     }
   }
   plan.dims.clear();
@@ -256,8 +262,8 @@ Status broadcastCopy(const KernelContext &ctx, const char *op,
                      const TensorRef &in, const TensorRef &out) {
   const size_t elementSize = dtypeSize(out.dtype);
   if (dtypeSize(in.dtype) != elementSize)
-    return kernelError(op, "input and output dtypes differ", dtypeName(in.dtype),
-                       dtypeName(out.dtype));
+    return kernelError(op, "input and output dtypes differ",
+                       dtypeName(in.dtype), dtypeName(out.dtype));
   BroadcastPlan plan;
   ZRT_RETURN_IF_ERROR(planBroadcast(op, out.shape, {&in.shape}, plan));
   dispatchBySize(elementSize, [&](auto tag) {
@@ -266,14 +272,13 @@ Status broadcastCopy(const KernelContext &ctx, const char *op,
     U *dst = out.as<U>();
     const int64_t stride = plan.innerStride(0);
     parallelRange(ctx, plan.numel, kElementGrain, [&](int64_t b, int64_t e) {
-      forEachBroadcastRow(plan, b, e,
-                          [&](int64_t o, const int64_t *inOff, int64_t n) {
-                            if (stride == 0)
-                              std::fill(dst + o, dst + o + n, src[inOff[0]]);
-                            else
-                              std::memcpy(dst + o, src + inOff[0],
-                                          size_t(n) * sizeof(U));
-                          });
+      forEachBroadcastRow(
+          plan, b, e, [&](int64_t o, const int64_t *inOff, int64_t n) {
+            if (stride == 0)
+              std::fill(dst + o, dst + o + n, src[inOff[0]]);
+            else
+              std::memcpy(dst + o, src + inOff[0], size_t(n) * sizeof(U));
+          });
     });
   });
   return Status::ok();

@@ -46,7 +46,9 @@ uint16_t floatToBfloat16(float value);
 
 /// The DType of a C++ element type.
 template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::F32; };
+template <> struct DTypeOf<float> {
+  static constexpr DType value = DType::F32;
+};
 template <> struct DTypeOf<Float16> {
   static constexpr DType value = DType::F16;
 };
@@ -56,7 +58,9 @@ template <> struct DTypeOf<BFloat16> {
 template <> struct DTypeOf<double> {
   static constexpr DType value = DType::F64;
 };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::I8; };
+template <> struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::I8;
+};
 template <> struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::U8;
 };
@@ -66,7 +70,9 @@ template <> struct DTypeOf<int32_t> {
 template <> struct DTypeOf<int64_t> {
   static constexpr DType value = DType::I64;
 };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
+template <> struct DTypeOf<bool> {
+  static constexpr DType value = DType::Bool;
+};
 
 /// Converts any supported element type to double (half types via float).
 template <typename T> inline double toDouble(T v) {
@@ -100,15 +106,14 @@ template <typename T> inline T fromDouble(double v) {
     return static_cast<T>(v);
 }
 
-template <typename T> struct TypeTag {
-  using type = T;
-};
+template <typename T> struct TypeTag { using type = T; };
 template <typename... Ts> struct TypeList {};
 
 using FloatTypes = TypeList<float, double>;
 using IntTypes = TypeList<int32_t, int64_t>;
-using NumericTypes = TypeList<float, double, int32_t, int64_t>;
-using NumericBoolTypes = TypeList<float, double, int32_t, int64_t, bool>;
+using NumericTypes = TypeList<float, double, int32_t, int64_t, int8_t, uint8_t>;
+using NumericBoolTypes =
+    TypeList<float, double, int32_t, int64_t, int8_t, uint8_t, bool>;
 using AllTypes = TypeList<float, Float16, BFloat16, double, int8_t, uint8_t,
                           int32_t, int64_t, bool>;
 using IndexTypes = TypeList<int64_t, int32_t>;
@@ -144,11 +149,20 @@ template <> struct BitsOfSize<8> { using type = uint64_t; };
 /// Calls `fn(TypeTag<U>{})` with U the unsigned type of `elementSize` bytes.
 template <typename Fn> bool dispatchBySize(size_t elementSize, Fn &&fn) {
   switch (elementSize) {
-  case 1: fn(TypeTag<uint8_t>{}); return true;
-  case 2: fn(TypeTag<uint16_t>{}); return true;
-  case 4: fn(TypeTag<uint32_t>{}); return true;
-  case 8: fn(TypeTag<uint64_t>{}); return true;
-  default: return false;
+  case 1:
+    fn(TypeTag<uint8_t>{});
+    return true;
+  case 2:
+    fn(TypeTag<uint16_t>{});
+    return true;
+  case 4:
+    fn(TypeTag<uint32_t>{});
+    return true;
+  case 8:
+    fn(TypeTag<uint64_t>{});
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -170,8 +184,8 @@ Status kernelError(const std::string &op, const std::string &what,
 
 /// "<op>: unsupported dtype of <operand> (got f16, expected f32 or f64)".
 template <typename... Ts>
-Status dtypeError(const std::string &op, const std::string &operand,
-                  DType got, TypeList<Ts...> expected) {
+Status dtypeError(const std::string &op, const std::string &operand, DType got,
+                  TypeList<Ts...> expected) {
   return kernelError(op, "unsupported dtype of " + operand, dtypeName(got),
                      typeListNames(expected));
 }
@@ -200,8 +214,7 @@ inline bool hasOperand(const std::vector<TensorRef> &operands, size_t i) {
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
 
 /// product(shape[begin, end)).
-int64_t productOf(const std::vector<int64_t> &shape, size_t begin,
-                  size_t end);
+int64_t productOf(const std::vector<int64_t> &shape, size_t begin, size_t end);
 
 /// A shape viewed as [outer, axis, inner] around one axis.
 struct AxisSplit {
@@ -232,9 +245,10 @@ struct BroadcastPlan {
 
 /// Plans broadcasting `inputShapes` to `outShape`; fails if an input does not
 /// broadcast to it (unidirectionally: the output shape is authoritative).
-Status planBroadcast(const char *op, const std::vector<int64_t> &outShape,
-                     const std::vector<const std::vector<int64_t> *> &inputShapes,
-                     BroadcastPlan &plan);
+Status
+planBroadcast(const char *op, const std::vector<int64_t> &outShape,
+              const std::vector<const std::vector<int64_t> *> &inputShapes,
+              BroadcastPlan &plan);
 
 /// Calls `rowFn(outOffset, inOffsets, length)` for each run of output elements
 /// in [begin, end) that lies within one innermost row; `inOffsets[i]` is the
@@ -363,18 +377,19 @@ void parallelOuterInner(const KernelContext &ctx, int64_t outer,
   const int64_t threads = std::max(ctx.numThreads, 1);
   int64_t blocks = 1;
   if (outer < 2 * threads && inner >= 2 * kMinInnerBlock)
-    blocks = std::min((4 * threads + outer - 1) / outer, inner / kMinInnerBlock);
+    blocks =
+        std::min((4 * threads + outer - 1) / outer, inner / kMinInnerBlock);
   const int64_t blockSize = (inner + blocks - 1) / blocks;
   blocks = (inner + blockSize - 1) / blockSize;
-  parallelRange(ctx, outer * blocks,
-                rowGrain(std::max<int64_t>(axisLen, 1) * blockSize, kElementGrain),
-                [&](int64_t begin, int64_t end) {
-                  for (int64_t t = begin; t < end; ++t) {
-                    const int64_t innerBegin = (t % blocks) * blockSize;
-                    fn(t / blocks, innerBegin,
-                       std::min(inner, innerBegin + blockSize));
-                  }
-                });
+  parallelRange(
+      ctx, outer * blocks,
+      rowGrain(std::max<int64_t>(axisLen, 1) * blockSize, kElementGrain),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t innerBegin = (t % blocks) * blockSize;
+          fn(t / blocks, innerBegin, std::min(inner, innerBegin + blockSize));
+        }
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -394,18 +409,22 @@ inline uint32_t floatToBits(float f) {
 
 /// cond ? a : b computed branch-free through bit masks: both arms are always
 /// evaluated, so the compiler vectorises loops over it even with
-/// -ftrapping-math (which forbids speculating float arithmetic in a branch).
+/// -ftrapping-math (which forbids speculating float arithmetic into a
+/// branch; a plain ?: is fine when both arms are already computed values).
 inline float selectFloat(bool cond, float a, float b) {
   const uint32_t mask = 0u - uint32_t(cond);
   return bitsToFloat((floatToBits(a) & mask) | (floatToBits(b) & ~mask));
 }
 
-/// e^x for f32 within ~2 ulp of std::exp, written branch-free so that loops
+/// e^x for f32 within 1 ulp of std::exp, written branch-free so that loops
 /// over it vectorise (Cephes' polynomial; the 2^n scaling is split in two so
-/// results underflow to subnormals and overflow to inf like std::exp).
+/// results underflow to subnormals and overflow to inf like std::exp). Like
+/// the rest of these helpers it relies on IEEE semantics (no -ffast-math).
 inline float expF32(float x) {
-  float clamped = selectFloat(x > -104.0f, x, -104.0f); // NaN -> -104 too
-  clamped = selectFloat(clamped < 89.0f, clamped, 89.0f);
+  // Clamp to where the result is 0 or inf anyway; NaN passes through and
+  // propagates to the result.
+  float clamped = x < -104.0f ? -104.0f : x;
+  clamped = clamped > 89.0f ? 89.0f : clamped;
   // Round x*log2(e) to the nearest integer n with the 1.5*2^23 trick.
   const float magic = 12582912.0f;
   const float shifted = clamped * 1.44269504088896341f + magic;
@@ -423,8 +442,7 @@ inline float expF32(float x) {
   const int32_t half = ni >> 1;
   const float scale1 = bitsToFloat(uint32_t(half + 127) << 23);
   const float scale2 = bitsToFloat(uint32_t(ni - half + 127) << 23);
-  const float y = p * scale1 * scale2;
-  return selectFloat(x == x, y, x);
+  return p * scale1 * scale2;
 }
 
 /// tanh for f32 within a few ulp (Cephes: odd polynomial below 0.625,
@@ -438,11 +456,9 @@ inline float tanhF32(float x) {
   small = small * z + 1.33314422036e-1f;
   small = small * z - 3.33332819422e-1f;
   small = small * z * x + x;
-  const float e = expF32(2.0f * selectFloat(ax < 44.0f, ax, 44.0f));
-  float large = 1.0f - 2.0f / (e + 1.0f);
-  large = selectFloat(x < 0.0f, -large, large);
-  const float y = selectFloat(ax < 0.625f, small, large);
-  return selectFloat(x == x, y, x);
+  const float e = expF32(2.0f * (ax > 44.0f ? 44.0f : ax));
+  const float large = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
+  return selectFloat(ax < 0.625f, small, large); // NaN: large is NaN
 }
 
 /// erf for f32, branch-free: the Maclaurin series up to x^25 below |x| = 1
@@ -471,9 +487,8 @@ inline float erfF32(float x) {
   poly = poly * t + 1.421413741f;
   poly = poly * t - 0.284496736f;
   poly = poly * t + 0.254829592f;
-  float tail = 1.0f - poly * t * expF32(-z);
-  tail = selectFloat(x < 0.0f, -tail, tail);
-  return selectFloat(ax < 1.0f, series, tail);
+  const float tail = 1.0f - poly * t * expF32(-z);
+  return selectFloat(ax < 1.0f, series, std::copysign(tail, x)); // NaN: tail
 }
 
 /// e^x: the fast f32 version, std::exp otherwise.
@@ -503,8 +518,9 @@ template <typename T> inline T erfOf(T x) {
 /// Marks a function holding a hot loop to be compiled for AVX-512F, AVX2 and
 /// the baseline ISA, with the dynamic loader picking one per CPU (GCC
 /// target_clones on x86-64 Linux; a no-op elsewhere). Only the ISA differs
-/// (not -march), so the helpers it calls are inlined into every clone, and
-/// without -ffast-math all clones compute bitwise the same results.
+/// (not -march), so the helpers it calls are inlined into every clone.
+/// Results may differ between clones in the last bit where the compiler
+/// contracts a*b+c into an FMA.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&         \
     defined(__linux__)
 #define ZRT_HOT_LOOP                                                           \
@@ -547,54 +563,54 @@ inline void zipElements(const TA *a, const TB *b, TO *out, int64_t n, Fn &&fn) {
     dst[i] = fn(x[i], y[i]);
 }
 
-/// Sum of n contiguous values with 8 partial sums (faster and more accurate
-/// than one running sum); `fn` maps each value first.
-template <typename T, typename Acc = T, typename Fn>
-inline Acc sumMapped(const T *in, int64_t n, Fn &&fn) {
+/// Sum of fn(in[i]) over n contiguous values with 8 partial sums (faster,
+/// and more accurate than one running sum).
+template <typename T, typename Fn>
+inline T sumMapped(const T *in, int64_t n, Fn &&fn) {
   constexpr int kBlock = 8;
-  Acc partial[kBlock] = {};
+  T partial[kBlock] = {};
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock)
     for (int j = 0; j < kBlock; ++j)
-      partial[j] += Acc(fn(in[i + j]));
-  Acc total = 0;
+      partial[j] += T(fn(in[i + j]));
+  T total = T(0);
   for (; i < n; ++i)
-    total += Acc(fn(in[i]));
+    total += T(fn(in[i]));
   for (int j = 0; j < kBlock; ++j)
     total += partial[j];
   return total;
 }
 
-/// out[i] = fn(in[i]) for i < n, returning the sum of the outputs (8 partial
-/// sums). `out` and `in` are the same array or disjoint.
-template <typename T, typename Fn>
-inline T mapAndSum(const T *in, T *out, int64_t n, Fn &&fn) {
-  constexpr int kBlock = 8;
-  T partial[kBlock] = {};
+/// Sums of d and d^2 over d = in[i] - shift, i < n, accumulated in 8 (f32)
+/// or 4 (f64) lanes; the basis of one-pass mean/variance.
+template <typename T>
+inline void shiftedMoments(const T *in, int64_t n, T shift, T &sum,
+                           T &squares) {
+  sum = T(0);
+  squares = T(0);
   int64_t i = 0;
-  if (in == out) {
-    for (; i + kBlock <= n; i += kBlock)
-      for (int j = 0; j < kBlock; ++j) {
-        out[i + j] = fn(out[i + j]);
-        partial[j] += out[i + j];
-      }
-  } else {
-    const T *__restrict src = in;
-    T *__restrict dst = out;
-    for (; i + kBlock <= n; i += kBlock)
-      for (int j = 0; j < kBlock; ++j) {
-        dst[i + j] = fn(src[i + j]);
-        partial[j] += dst[i + j];
-      }
+#if defined(__GNUC__)
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr int64_t kLanes = 32 / sizeof(T);
+    typedef T Vector __attribute__((vector_size(32)));
+    Vector lanesSum = {}, lanesSquares = {}, x;
+    for (; i + kLanes <= n; i += kLanes) {
+      std::memcpy(&x, in + i, sizeof(Vector));
+      x -= shift;
+      lanesSum += x;
+      lanesSquares += x * x;
+    }
+    for (int64_t j = 0; j < kLanes; ++j) {
+      sum += lanesSum[j];
+      squares += lanesSquares[j];
+    }
   }
-  T total = T(0);
+#endif
   for (; i < n; ++i) {
-    out[i] = fn(in[i]);
-    total += out[i];
+    const T d = in[i] - shift;
+    sum += d;
+    squares += d * d;
   }
-  for (int j = 0; j < kBlock; ++j)
-    total += partial[j];
-  return total;
 }
 
 /// Maximum of n > 0 contiguous values (NaN-propagating is not guaranteed).

@@ -39,9 +39,10 @@ Status checkLossOperands(const char *op, const TensorRef &scores,
 /// loss = -logProbAt(n, label, d) * weight[label], reduced per the
 /// `reduction` attribute into `loss` (scalar, or [N, d...] for "none").
 template <typename T, typename LogProbAt>
-Status nllLoss(const char *op, const TensorRef &labels, const TensorRef *weights,
-               const AttrMap &attrs, const LossShape &shape,
-               const LogProbAt &logProbAt, const TensorRef &loss) {
+Status nllLoss(const char *op, const TensorRef &labels,
+               const TensorRef *weights, const AttrMap &attrs,
+               const LossShape &shape, const LogProbAt &logProbAt,
+               const TensorRef &loss) {
   const std::string reduction = attrs.getString("reduction", "mean");
   const bool none = reduction == "none";
   if (!none && reduction != "sum" && reduction != "mean")
@@ -76,11 +77,11 @@ Status nllLoss(const char *op, const TensorRef &labels, const TensorRef *weights
       double value = 0, weight = 0;
       if (!(hasIgnore && target == ignoreIndex)) {
         if (target < 0 || target >= shape.c)
-          return kernelError(op, "label out of range", std::to_string(target),
-                             "a class in [0, " + std::to_string(shape.c) + ")" +
-                                 (hasIgnore ? " or ignore_index " +
-                                                  std::to_string(ignoreIndex)
-                                            : std::string()));
+          return kernelError(
+              op, "label out of range", std::to_string(target),
+              "a class in [0, " + std::to_string(shape.c) + ")" +
+                  (hasIgnore ? " or ignore_index " + std::to_string(ignoreIndex)
+                             : std::string()));
         weight = weights ? double(weights->as<T>()[target]) : 1.0;
         value = -double(logProbAt(n, target, d)) * weight;
       }
@@ -108,7 +109,8 @@ Status softmaxCrossEntropyKernel(const KernelContext &ctx,
   ZRT_RETURN_IF_ERROR(checkLossOperands(op, scores, in[1], shape));
   const bool wantLogProb = hasOperand(out, 1);
   if (wantLogProb) {
-    ZRT_RETURN_IF_ERROR(checkSameDType(op, scores, "scores", out[1], "log_prob"));
+    ZRT_RETURN_IF_ERROR(
+        checkSameDType(op, scores, "scores", out[1], "log_prob"));
     ZRT_RETURN_IF_ERROR(checkShape(op, "log_prob", out[1], scores.shape));
   }
   Status status;

@@ -1,39 +1,37 @@
 //===- MatMul.cpp - MatMul and Gemm ---------------------------------------===//
 //
 // numpy-style MatMul (1-D operands promoted and their dims dropped, batch dims
-// broadcast) and ONNX Gemm. f32/f64 go through OpenBLAS (cblas_sgemm/dgemm);
-// integer types use a plain row-accumulating loop. Batched MatMul folds A's
-// batch into M when B has no batch, runs small independent products in
-// parallel (each below OpenBLAS's own threading threshold), and otherwise
-// loops over the batch letting OpenBLAS thread each product.
+// broadcast) and ONNX Gemm. f32/f64 go through OpenBLAS (cblas_sgemm/dgemm)
+// running single-threaded: the parallelism is ours, on the KernelContext's
+// threads (independent batch products, or tiles of C for one product), so
+// OpenBLAS's own spinning worker threads never compete with the runtime's.
+// Integer types use a plain row-accumulating loop, tiled the same way.
+// Batched MatMul folds A's batch into M when B has no batch.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelSupport.h"
 
-#include <atomic>
 #include <cblas.h>
 
 namespace zrt {
 namespace cpu {
 namespace {
 
-/// Matches OpenBLAS's thread count to the runtime's before threaded calls.
-void setBlasThreads(int numThreads) {
+/// Makes OpenBLAS run every call on the calling thread (checked per call:
+/// someone else in the process may have raised its thread count since).
+void useSingleThreadedBlas() {
 #ifdef OPENBLAS_VERSION
-  static std::atomic<int> current{0};
-  numThreads = std::max(numThreads, 1);
-  if (current.exchange(numThreads) != numThreads)
-    openblas_set_num_threads(numThreads);
-#else
-  (void)numThreads;
+  if (openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
 #endif
 }
 
-/// Below this M*N*K OpenBLAS runs a product on the calling thread only
-/// (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD in its interface/gemm.c),
-/// so such products may run concurrently on our threads.
-constexpr double kSingleThreadedGemm = 65536.0 * 4;
+/// Products smaller than this (M*N*K) are not split across threads.
+constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
+/// Smallest tile of C worth a task: rows, and columns when rows run out.
+constexpr int64_t kMinTileRows = 16;
+constexpr int64_t kMinTileCols = 128;
 
 /// C = alpha * op(A) * op(B) + beta * C, row-major, C is M x N. With beta == 0
 /// C is not read.
@@ -83,22 +81,67 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
 }
 
-/// Runs independent products [0, count) either concurrently (when each is
-/// small enough to stay on one thread) or one after another.
-template <typename Fn>
-void forEachProduct(const KernelContext &ctx, int64_t count, double flopsEach,
-                    Fn &&fn) {
-  if (count > 1 && flopsEach <= kSingleThreadedGemm && ctx.numThreads > 1) {
-    parallelRange(ctx, count, rowGrain(int64_t(flopsEach), 1 << 16),
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t i = b; i < e; ++i)
-                      fn(i);
-                  });
+/// One row-major product with its operands' leading dimensions.
+template <typename T> struct GemmProblem {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+  const T *a = nullptr;
+  int64_t lda = 0;
+  const T *b = nullptr;
+  int64_t ldb = 0;
+  T *c = nullptr;
+  int64_t ldc = 0;
+
+  /// The product restricted to rows [i0, i1) and columns [j0, j1) of C.
+  void runTile(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
+    const T *aTile = transA ? a + i0 : a + i0 * lda;
+    const T *bTile = transB ? b + j0 * ldb : b + j0;
+    gemm<T>(transA, transB, i1 - i0, j1 - j0, k, alpha, aTile, lda, bTile, ldb,
+            beta, c + i0 * ldc + j0, ldc);
+  }
+};
+
+/// Runs `count` independent products (`problemAt(i)` gives the i-th) on the
+/// context's threads: whole products per task when there are enough of
+/// them, otherwise each product split into tiles of C.
+template <typename T, typename ProblemAt>
+void runProducts(const KernelContext &ctx, int64_t count,
+                 const ProblemAt &problemAt) {
+  useSingleThreadedBlas();
+  if (count <= 0)
+    return;
+  const GemmProblem<T> first = problemAt(0);
+  const double flops = double(first.m) * double(first.n) * double(first.k);
+  const int64_t threads = std::max(ctx.numThreads, 1);
+  if (threads == 1 || count >= threads || flops < kMinParallelGemm) {
+    parallelRange(
+        ctx, count,
+        std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(flops, 1.0))),
+        [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            const GemmProblem<T> p = problemAt(i);
+            p.runTile(0, p.m, 0, p.n);
+          }
+        });
     return;
   }
-  setBlasThreads(ctx.numThreads);
-  for (int64_t i = 0; i < count; ++i)
-    fn(i);
+  // Fewer products than threads: tile C, rows first, then columns.
+  const int64_t perProduct = (threads + count - 1) / count;
+  const int64_t rowBlocks =
+      std::max<int64_t>(1, std::min(perProduct, first.m / kMinTileRows));
+  const int64_t colBlocks = std::max<int64_t>(
+      1, std::min(perProduct / rowBlocks, first.n / kMinTileCols));
+  const int64_t tiles = rowBlocks * colBlocks;
+  parallelRange(ctx, count * tiles, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const GemmProblem<T> p = problemAt(t / tiles);
+      const int64_t tile = t % tiles;
+      const int64_t ri = tile / colBlocks, ci = tile % colBlocks;
+      p.runTile(p.m * ri / rowBlocks, p.m * (ri + 1) / rowBlocks,
+                p.n * ci / colBlocks, p.n * (ci + 1) / colBlocks);
+    }
+  });
 }
 
 Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
@@ -121,8 +164,10 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     return kernelError("MatMul", "inner dimensions differ",
                        shapeString(a.shape) + " x " + shapeString(b.shape),
                        "A's last dim equal to B's second-to-last");
-  std::vector<int64_t> aBatch(a.shape.begin(), a.shape.end() - (aVector ? 1 : 2));
-  std::vector<int64_t> bBatch(b.shape.begin(), b.shape.end() - (bVector ? 1 : 2));
+  std::vector<int64_t> aBatch(a.shape.begin(),
+                              a.shape.end() - (aVector ? 1 : 2));
+  std::vector<int64_t> bBatch(b.shape.begin(),
+                              b.shape.end() - (bVector ? 1 : 2));
   const size_t dropped = (aVector ? 0 : 1) + (bVector ? 0 : 1);
   if (y.shape.size() < dropped)
     return kernelError("MatMul", "output rank too small", shapeString(y.shape),
@@ -147,14 +192,16 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
         const int64_t aBatchNumel = productOf(aBatch, 0, aBatch.size());
         if (bBatchNumel == 1 && aBatchNumel == plan.numel) {
           // B is one matrix: fold A's batch into M, one product.
-          setBlasThreads(ctx.numThreads);
-          gemm<T>(false, false, plan.numel * m, n, k, 1.0, pa, k, pb, n, 0.0,
-                  py, n);
+          runProducts<T>(ctx, 1, [&](int64_t) {
+            return GemmProblem<T>{
+                false, false, plan.numel * m, n, k, 1.0, 0.0, pa, k, pb, n,
+                py,    n};
+          });
           return;
         }
         // Offsets (in matrices) of A and B for each batch index.
-        std::vector<int64_t> aOffset(size_t(plan.numel)),
-            bOffset(size_t(plan.numel));
+        std::vector<int64_t> aOffset(static_cast<size_t>(plan.numel)),
+            bOffset(static_cast<size_t>(plan.numel));
         forEachBroadcastRow(plan, 0, plan.numel,
                             [&](int64_t o, const int64_t *off, int64_t len) {
                               for (int64_t i = 0; i < len; ++i) {
@@ -164,13 +211,15 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                                     off[1] + i * plan.innerStride(1);
                               }
                             });
-        forEachProduct(ctx, plan.numel, double(m) * double(n) * double(k),
-                       [&](int64_t i) {
-                         gemm<T>(false, false, m, n, k, 1.0,
-                                 pa + aOffset[size_t(i)] * m * k, k,
-                                 pb + bOffset[size_t(i)] * k * n, n, 0.0,
-                                 py + i * m * n, n);
-                       });
+        runProducts<T>(ctx, plan.numel, [&](int64_t i) {
+          return GemmProblem<T>{false, false,
+                                m,     n,
+                                k,     1.0,
+                                0.0,   pa + aOffset[size_t(i)] * m * k,
+                                k,     pb + bOffset[size_t(i)] * k * n,
+                                n,     py + i * m * n,
+                                n};
+        });
       }))
     return dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
   return Status::ok();
@@ -198,7 +247,8 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   if (k != kb)
     return kernelError("Gemm", "inner dimensions differ",
                        shapeString(a.shape) + " x " + shapeString(b.shape) +
-                           (transA ? " transA" : "") + (transB ? " transB" : ""),
+                           (transA ? " transA" : "") +
+                           (transB ? " transB" : ""),
                        "equal K");
   ZRT_RETURN_IF_ERROR(checkShape("Gemm", "output", y, {m, n}));
   const bool hasC = hasOperand(in, 2) && beta != 0.0;
@@ -210,9 +260,12 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   }
   if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        setBlasThreads(ctx.numThreads);
-        gemm<T>(transA, transB, m, n, k, alpha, a.as<T>(), a.shape[1],
-                b.as<T>(), b.shape[1], beta, y.as<T>(), n);
+        runProducts<T>(ctx, 1, [&](int64_t) {
+          return GemmProblem<T>{transA,     transB,    m,          n,
+                                k,          alpha,     beta,       a.as<T>(),
+                                a.shape[1], b.as<T>(), b.shape[1], y.as<T>(),
+                                n};
+        });
       }))
     return dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
   return Status::ok();

@@ -28,16 +28,16 @@ ZRT_HOT_LOOP void softmaxRow(const T *in, T *out, int64_t n) {
     const T shift = max + T(std::log(sum));
     mapElements(in, out, n, [shift](T x) { return T(x - shift); });
   } else {
-    const T scale =
-        T(1) / mapAndSum(in, out, n, [max](T x) { return expOf(T(x - max)); });
+    mapElements(in, out, n, [max](T x) { return expOf(T(x - max)); });
+    const T scale = T(1) / sumMapped(out, n, [](T x) { return x; });
     mapElements(out, out, n, [scale](T x) { return T(x * scale); });
   }
 }
 
 /// Columns [ib, ie) of one [axis, inner] slab, softmax along the axis.
 template <typename T, bool Log>
-ZRT_HOT_LOOP void softmaxColumns(const T *in, T *out, int64_t axisLen, int64_t inner,
-                    int64_t ib, int64_t ie) {
+ZRT_HOT_LOOP void softmaxColumns(const T *in, T *out, int64_t axisLen,
+                                 int64_t inner, int64_t ib, int64_t ie) {
   const int64_t width = ie - ib;
   std::vector<T> max(in + ib, in + ie);
   std::vector<T> sum(static_cast<size_t>(width), T(0));
@@ -63,7 +63,8 @@ ZRT_HOT_LOOP void softmaxColumns(const T *in, T *out, int64_t axisLen, int64_t i
     const T *row = in + a * inner + ib;
     T *outRow = out + a * inner + ib;
     for (int64_t i = 0; i < width; ++i)
-      outRow[i] = Log ? T(row[i] - sum[size_t(i)]) : T(outRow[i] * sum[size_t(i)]);
+      outRow[i] =
+          Log ? T(row[i] - sum[size_t(i)]) : T(outRow[i] * sum[size_t(i)]);
   }
 }
 
@@ -76,28 +77,29 @@ Status softmaxKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(checkSameDType(op, in[0], "input", out[0], "output"));
   ZRT_RETURN_IF_ERROR(checkShape(op, "output", out[0], in[0].shape));
   AxisSplit split;
-  const int64_t axis = attrs.getInt("axis", std::max<int64_t>(in[0].rank() - 1, 0));
+  const int64_t axis =
+      attrs.getInt("axis", std::max<int64_t>(in[0].rank() - 1, 0));
   ZRT_RETURN_IF_ERROR(splitAtAxis(op, in[0].shape, axis, split));
   if (!dispatchType(FloatTypes{}, in[0].dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *src = in[0].as<T>();
         T *dst = out[0].as<T>();
         if (split.inner == 1) {
-          parallelRange(ctx, split.outer,
-                        rowGrain(split.axis, kTranscendentalGrain),
-                        [&](int64_t b, int64_t e) {
-                          for (int64_t r = b; r < e; ++r)
-                            softmaxRow<T, Log>(src + r * split.axis,
-                                               dst + r * split.axis, split.axis);
-                        });
+          parallelRange(
+              ctx, split.outer, rowGrain(split.axis, kTranscendentalGrain),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r)
+                  softmaxRow<T, Log>(src + r * split.axis, dst + r * split.axis,
+                                     split.axis);
+              });
           return;
         }
         parallelOuterInner(ctx, split.outer, split.axis, split.inner,
                            [&](int64_t o, int64_t ib, int64_t ie) {
                              const int64_t base = o * split.axis * split.inner;
                              softmaxColumns<T, Log>(src + base, dst + base,
-                                                    split.axis, split.inner,
-                                                    ib, ie);
+                                                    split.axis, split.inner, ib,
+                                                    ie);
                            });
       }))
     return dtypeError(op, "input", in[0].dtype, FloatTypes{});
@@ -140,8 +142,9 @@ Status prepareRowParameter(const KernelContext &ctx, const char *op,
   TensorRef full{result.storage.data(), param.dtype, normShape};
   Status status = broadcastCopy(ctx, op, param, full);
   if (!status.isOk())
-    return kernelError(op, std::string(name) + " does not broadcast over the "
-                                               "normalised dims",
+    return kernelError(op,
+                       std::string(name) + " does not broadcast over the "
+                                           "normalised dims",
                        shapeString(param.shape), shapeString(normShape));
   result.data = result.storage.data();
   return Status::ok();
@@ -161,7 +164,8 @@ Status checkStatistic(const char *op, const char *name, const TensorRef &t,
     return dtypeError(op, name, t.dtype, FloatTypes{});
   if (t.numel() != rows)
     return kernelError(op, std::string("wrong size of ") + name,
-                       shapeString(t.shape), std::to_string(rows) + " elements");
+                       shapeString(t.shape),
+                       std::to_string(rows) + " elements");
   return Status::ok();
 }
 
@@ -174,37 +178,22 @@ ZRT_HOT_LOOP void normalizeRow(const T *x, T *y, int64_t cols, const T *w,
   // first element as the shift so that a large common offset does not
   // cancel catastrophically in E[d^2] - E[d]^2.
   const T shift = RMS || cols == 0 ? T(0) : x[0];
-  constexpr int kBlock = 8;
-  T partialSum[kBlock] = {}, partialSquares[kBlock] = {};
-  int64_t c = 0;
-  for (; c + kBlock <= cols; c += kBlock)
-    for (int j = 0; j < kBlock; ++j) {
-      const T d = x[c + j] - shift;
-      partialSum[j] += d;
-      partialSquares[j] += d * d;
-    }
-  T sum = T(0), squares = T(0);
-  for (; c < cols; ++c) {
-    const T d = x[c] - shift;
-    sum += d;
-    squares += d * d;
-  }
-  for (int j = 0; j < kBlock; ++j) {
-    sum += partialSum[j];
-    squares += partialSquares[j];
-  }
+  T sum, squares;
+  shiftedMoments(x, cols, shift, sum, squares);
   if (RMS) {
     mean = T(0);
     invStd = T(1) / std::sqrt(squares / T(cols) + epsilon);
   } else {
     const T meanShifted = sum / T(cols);
-    const T variance = std::max(T(0), squares / T(cols) - meanShifted * meanShifted);
+    const T variance =
+        std::max(T(0), squares / T(cols) - meanShifted * meanShifted);
     mean = shift + meanShifted;
     invStd = T(1) / std::sqrt(variance + epsilon);
   }
   const T m = mean, s = invStd;
   if (!b) {
-    zipElements(x, w, y, cols, [m, s](T v, T scale) { return (v - m) * s * scale; });
+    zipElements(x, w, y, cols,
+                [m, s](T v, T scale) { return (v - m) * s * scale; });
   } else if (x == y) {
     for (int64_t c = 0; c < cols; ++c)
       y[c] = (y[c] - m) * s * w[c] + b[c];
@@ -219,10 +208,9 @@ ZRT_HOT_LOOP void normalizeRow(const T *x, T *y, int64_t cols, const T *w,
 /// LayerNormalization (RMS = false) or RMSNormalization (RMS = true).
 /// Inputs X, Scale[, B]; attrs axis, epsilon; outputs Y[, Mean, InvStdDev].
 template <bool RMS>
-Status normalizationKernel(const KernelContext &ctx,
-                           const std::vector<TensorRef> &in,
-                           const std::vector<TensorRef> &out,
-                           const AttrMap &attrs) {
+Status
+normalizationKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
   const char *op = RMS ? "RMSNormalization" : "LayerNormalization";
   ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, RMS ? 2 : 3, 1, RMS ? 1 : 3));
   const TensorRef &x = in[0], &y = out[0];
@@ -255,19 +243,19 @@ Status normalizationKernel(const KernelContext &ctx,
         const T *src = x.as<T>();
         T *dst = y.as<T>();
         const T *w = scale.data, *b = bias.data;
-        parallelRange(
-            ctx, rows, rowGrain(3 * cols, kElementGrain),
-            [&](int64_t begin, int64_t end) {
-              for (int64_t r = begin; r < end; ++r) {
-                T mean, invStd;
-                normalizeRow<T, RMS>(src + r * cols, dst + r * cols, cols, w, b,
-                                     T(epsilon), mean, invStd);
-                if (hasMean)
-                  storeStatistic(out[1], r, double(mean));
-                if (hasInvStd)
-                  storeStatistic(out[2], r, double(invStd));
-              }
-            });
+        parallelRange(ctx, rows, rowGrain(3 * cols, kElementGrain),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t r = begin; r < end; ++r) {
+                          T mean, invStd;
+                          normalizeRow<T, RMS>(src + r * cols, dst + r * cols,
+                                               cols, w, b, T(epsilon), mean,
+                                               invStd);
+                          if (hasMean)
+                            storeStatistic(out[1], r, double(mean));
+                          if (hasInvStd)
+                            storeStatistic(out[2], r, double(invStd));
+                        }
+                      });
       }))
     return dtypeError(op, "X", x.dtype, FloatTypes{});
   return status;

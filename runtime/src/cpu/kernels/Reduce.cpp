@@ -12,6 +12,8 @@
 
 #include "KernelSupport.h"
 
+#include <memory>
+
 namespace zrt {
 namespace cpu {
 namespace {
@@ -30,7 +32,9 @@ template <typename T, typename Map, typename Finish> struct SumLikeReducer {
     acc += sumMapped(p, n, Map{});
   }
   static void merge(Acc &acc, const Acc &other) { acc += other; }
-  static T finish(const Acc &acc, int64_t count) { return Finish{}(acc, count); }
+  static T finish(const Acc &acc, int64_t count) {
+    return Finish{}(acc, count);
+  }
 };
 
 struct MapIdentity {
@@ -155,10 +159,10 @@ struct ReductionLayout {
   std::vector<int64_t> keptDims, keptStrides;
   // Element offsets of every combination of the non-innermost reduced dims.
   std::vector<int64_t> reducedOffsets;
-  int64_t inner = 1;       ///< contiguous innermost run length
-  bool innerKept = false;  ///< innermost run is kept (vector mode)
-  int64_t outerCount = 1;  ///< product of keptDims
-  int64_t count = 1;       ///< elements reduced into each output
+  int64_t inner = 1;      ///< contiguous innermost run length
+  bool innerKept = false; ///< innermost run is kept (vector mode)
+  int64_t outerCount = 1; ///< product of keptDims
+  int64_t count = 1;      ///< elements reduced into each output
 };
 
 Status planReduction(const char *op, const std::vector<int64_t> &shape,
@@ -252,17 +256,19 @@ void runReduction(const KernelContext &ctx, const ReductionLayout &layout,
   if (layout.innerKept) {
     // Vector mode: out[o, v] accumulates rows in[base + r + v].
     const int64_t width = layout.inner;
-    parallelOuterInner(ctx, layout.outerCount, layout.count, width,
-                       [&](int64_t o, int64_t vBegin, int64_t vEnd) {
-                         const int64_t base = keptOffset(layout, o);
-                         std::vector<Acc> acc(size_t(vEnd - vBegin), R::init());
-                         for (int64_t r : offsets)
-                           accumulateRow<R>(acc.data(), in + base + r + vBegin,
-                                            vEnd - vBegin);
-                         T *dst = out + o * width + vBegin;
-                         for (int64_t v = 0; v < vEnd - vBegin; ++v)
-                           dst[v] = R::finish(acc[size_t(v)], layout.count);
-                       });
+    parallelOuterInner(
+        ctx, layout.outerCount, layout.count, width,
+        [&](int64_t o, int64_t vBegin, int64_t vEnd) {
+          const int64_t base = keptOffset(layout, o);
+          // (not std::vector: Acc may be bool)
+          std::unique_ptr<Acc[]> acc(new Acc[size_t(vEnd - vBegin)]);
+          std::fill_n(acc.get(), vEnd - vBegin, R::init());
+          for (int64_t r : offsets)
+            accumulateRow<R>(acc.get(), in + base + r + vBegin, vEnd - vBegin);
+          T *dst = out + o * width + vBegin;
+          for (int64_t v = 0; v < vEnd - vBegin; ++v)
+            dst[v] = R::finish(acc[size_t(v)], layout.count);
+        });
     return;
   }
   // Scalar mode: each output reduces runs of `inner` contiguous elements.
@@ -290,9 +296,9 @@ void runReduction(const KernelContext &ctx, const ReductionLayout &layout,
     return;
   }
   // Few large reductions: split each into partial accumulators.
-  const int64_t parts = std::min<int64_t>(total / kElementGrain,
-                                          int64_t(ctx.numThreads) * 4);
-  std::vector<Acc> partial(static_cast<size_t>(parts));
+  const int64_t parts =
+      std::min<int64_t>(total / kElementGrain, int64_t(ctx.numThreads) * 4);
+  std::unique_ptr<Acc[]> partial(new Acc[size_t(parts)]);
   for (int64_t o = 0; o < layout.outerCount; ++o) {
     const int64_t base = keptOffset(layout, o);
     parallelRange(ctx, parts, 1, [&](int64_t begin, int64_t end) {
@@ -303,8 +309,8 @@ void runReduction(const KernelContext &ctx, const ReductionLayout &layout,
       }
     });
     Acc acc = R::init();
-    for (const Acc &p : partial)
-      R::merge(acc, p);
+    for (int64_t p = 0; p < parts; ++p)
+      R::merge(acc, partial[size_t(p)]);
     out[o] = R::finish(acc, layout.count);
   }
 }
@@ -321,7 +327,8 @@ Status reduceKernelImpl(const char *op, const KernelContext &ctx,
   ReductionLayout layout;
   ZRT_RETURN_IF_ERROR(
       planReduction(op, in[0].shape, attrs.getInts("axes"), layout));
-  const int64_t expected = layout.outerCount * (layout.innerKept ? layout.inner : 1);
+  const int64_t expected =
+      layout.outerCount * (layout.innerKept ? layout.inner : 1);
   if (out[0].numel() != expected)
     return kernelError(op, "output size does not match the reduction",
                        shapeString(out[0].shape),
@@ -340,24 +347,25 @@ template <typename T>
 using MeanReducer = SumLikeReducer<T, MapIdentity, FinishMean>;
 template <typename T>
 using SumSquareReducer = SumLikeReducer<T, MapSquare, FinishIdentity>;
-template <typename T> using L1Reducer = SumLikeReducer<T, MapAbs, FinishIdentity>;
-template <typename T> using L2Reducer = SumLikeReducer<T, MapSquare, FinishSqrt>;
+template <typename T>
+using L1Reducer = SumLikeReducer<T, MapAbs, FinishIdentity>;
+template <typename T>
+using L2Reducer = SumLikeReducer<T, MapSquare, FinishSqrt>;
 template <typename T>
 using LogSumReducer = SumLikeReducer<T, MapIdentity, FinishLog>;
 template <typename T> using MaxReducer = ExtremumReducer<T, true>;
 template <typename T> using MinReducer = ExtremumReducer<T, false>;
 
 #define ZRT_REDUCE_KERNEL(NAME, REDUCER, TYPES)                                \
-  Status NAME##Kernel(const KernelContext &ctx,                                \
-                      const std::vector<TensorRef> &in,                        \
-                      const std::vector<TensorRef> &out,                       \
-                      const AttrMap &attrs) {                                  \
+  Status NAME##Kernel(                                                         \
+      const KernelContext &ctx, const std::vector<TensorRef> &in,              \
+      const std::vector<TensorRef> &out, const AttrMap &attrs) {               \
     return reduceKernelImpl<REDUCER, TYPES>(#NAME, ctx, in, out, attrs);       \
   }
 ZRT_REDUCE_KERNEL(ReduceSum, SumReducer, NumericTypes)
 ZRT_REDUCE_KERNEL(ReduceMean, MeanReducer, NumericTypes)
-ZRT_REDUCE_KERNEL(ReduceMax, MaxReducer, NumericTypes)
-ZRT_REDUCE_KERNEL(ReduceMin, MinReducer, NumericTypes)
+ZRT_REDUCE_KERNEL(ReduceMax, MaxReducer, NumericBoolTypes)
+ZRT_REDUCE_KERNEL(ReduceMin, MinReducer, NumericBoolTypes)
 ZRT_REDUCE_KERNEL(ReduceProd, ProdReducer, NumericTypes)
 ZRT_REDUCE_KERNEL(ReduceSumSquare, SumSquareReducer, NumericTypes)
 ZRT_REDUCE_KERNEL(ReduceL1, L1Reducer, NumericTypes)
@@ -399,23 +407,22 @@ Status argExtremumKernel(const char *op, const KernelContext &ctx,
             return last ? x >= best : x > best;
           return last ? x <= best : x < best;
         };
-        parallelOuterInner(
-            ctx, split.outer, split.axis, split.inner,
-            [&](int64_t o, int64_t ib, int64_t ie) {
-              const T *base = src + o * split.axis * split.inner;
-              std::vector<T> best(base + ib, base + ie);
-              std::vector<int64_t> index(size_t(ie - ib), 0);
-              for (int64_t a = 1; a < split.axis; ++a) {
-                const T *row = base + a * split.inner;
-                for (int64_t i = ib; i < ie; ++i)
-                  if (better(row[i], best[size_t(i - ib)])) {
-                    best[size_t(i - ib)] = row[i];
-                    index[size_t(i - ib)] = a;
-                  }
-              }
-              std::copy(index.begin(), index.end(),
-                        dst + o * split.inner + ib);
-            });
+        parallelOuterInner(ctx, split.outer, split.axis, split.inner,
+                           [&](int64_t o, int64_t ib, int64_t ie) {
+                             const T *base = src + o * split.axis * split.inner;
+                             std::vector<T> best(base + ib, base + ie);
+                             std::vector<int64_t> index(size_t(ie - ib), 0);
+                             for (int64_t a = 1; a < split.axis; ++a) {
+                               const T *row = base + a * split.inner;
+                               for (int64_t i = ib; i < ie; ++i)
+                                 if (better(row[i], best[size_t(i - ib)])) {
+                                   best[size_t(i - ib)] = row[i];
+                                   index[size_t(i - ib)] = a;
+                                 }
+                             }
+                             std::copy(index.begin(), index.end(),
+                                       dst + o * split.inner + ib);
+                           });
       }))
     return dtypeError(op, "input", in[0].dtype, NumericTypes{});
   return Status::ok();
@@ -438,7 +445,8 @@ Status argMinKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 Status cumSumKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
   ZRT_RETURN_IF_ERROR(checkArity("CumSum", in, out, 1, 2, 1, 1));
-  ZRT_RETURN_IF_ERROR(checkSameDType("CumSum", in[0], "input", out[0], "output"));
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("CumSum", in[0], "input", out[0], "output"));
   ZRT_RETURN_IF_ERROR(checkShape("CumSum", "output", out[0], in[0].shape));
   AxisSplit split;
   ZRT_RETURN_IF_ERROR(

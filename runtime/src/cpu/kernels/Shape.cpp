@@ -1,4 +1,4 @@
-//===- Shape.cpp - Data movement kernels -----------------------------------===//
+//===- Shape.cpp - Data movement kernels ----------------------------------===//
 //
 // Kernels that move or generate elements without arithmetic on them: Copy
 // (what Reshape/Squeeze/Unsqueeze/Flatten lower to), Expand, Transpose,
@@ -21,6 +21,16 @@ ZRT_HOT_LOOP void copyElements(const U *__restrict src, U *__restrict dst,
                                int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = src[i];
+}
+
+/// The bits of attribute `name` (a float, or an int for exact i64 values;
+/// 0 when absent) converted to `dtype`.
+uint64_t scalarAttrBits(const AttrMap &attrs, const char *name, DType dtype) {
+  // getFloat falls back to its default only when no float is stored.
+  const double lo = attrs.getFloat(name, 0.0), hi = attrs.getFloat(name, 1.0);
+  if (lo == hi || lo != lo)
+    return encodeScalar(dtype, lo);
+  return encodeScalarInt(dtype, attrs.getInt(name, 0));
 }
 
 /// Bytes per parallel chunk for plain copies.
@@ -55,7 +65,8 @@ Status copyKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 Status expandKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &) {
   ZRT_RETURN_IF_ERROR(checkArity("Expand", in, out, 1, 2, 1, 1));
-  ZRT_RETURN_IF_ERROR(checkSameDType("Expand", in[0], "input", out[0], "output"));
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("Expand", in[0], "input", out[0], "output"));
   return broadcastCopy(ctx, "Expand", in[0], out[0]);
 }
 
@@ -125,14 +136,13 @@ Status transposeKernel(const KernelContext &ctx,
       using U = typename decltype(tag)::type;
       const U *src = x.as<U>();
       U *dst = y.as<U>();
-      parallelRange(ctx, rows, rowGrain(rowLen, kElementGrain),
-                    [&](int64_t b, int64_t e) {
-                      forEachRow(dims, strides, b, e,
-                                 [&](int64_t r, int64_t offset) {
-                                   copyElements(src + offset, dst + r * rowLen,
-                                                rowLen);
-                                 });
-                    });
+      parallelRange(
+          ctx, rows, rowGrain(rowLen, kElementGrain),
+          [&](int64_t b, int64_t e) {
+            forEachRow(dims, strides, b, e, [&](int64_t r, int64_t offset) {
+              copyElements(src + offset, dst + r * rowLen, rowLen);
+            });
+          });
     });
     return Status::ok();
   }
@@ -158,32 +168,32 @@ Status transposeKernel(const KernelContext &ctx,
     U *dst = y.as<U>();
     const int64_t lastLen = dims[last], lastStride = strides[last];
     const int64_t qOutStride = outStrides[q];
-    parallelRange(
-        ctx, planes * qTiles, rowGrain(kTile * lastLen, kElementGrain),
-        [&](int64_t begin, int64_t end) {
-          for (int64_t task = begin; task < end; ++task) {
-            int64_t plane = task / qTiles;
-            const int64_t qBegin = (task % qTiles) * kTile;
-            const int64_t qEnd = std::min(dims[q], qBegin + kTile);
-            int64_t inBase = 0, outBase = 0;
-            for (size_t k = others.size(); k-- > 0;) {
-              const size_t d = others[k];
-              const int64_t i = plane % dims[d];
-              plane /= dims[d];
-              inBase += i * strides[d];
-              outBase += i * outStrides[d];
-            }
-            for (int64_t lb = 0; lb < lastLen; lb += kTile) {
-              const int64_t le = std::min(lastLen, lb + kTile);
-              for (int64_t iq = qBegin; iq < qEnd; ++iq) {
-                const U *s = src + inBase + iq;
-                U *o = dst + outBase + iq * qOutStride;
-                for (int64_t il = lb; il < le; ++il)
-                  o[il] = s[il * lastStride];
-              }
-            }
-          }
-        });
+    parallelRange(ctx, planes * qTiles,
+                  rowGrain(kTile * lastLen, kElementGrain),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t task = begin; task < end; ++task) {
+                      int64_t plane = task / qTiles;
+                      const int64_t qBegin = (task % qTiles) * kTile;
+                      const int64_t qEnd = std::min(dims[q], qBegin + kTile);
+                      int64_t inBase = 0, outBase = 0;
+                      for (size_t k = others.size(); k-- > 0;) {
+                        const size_t d = others[k];
+                        const int64_t i = plane % dims[d];
+                        plane /= dims[d];
+                        inBase += i * strides[d];
+                        outBase += i * outStrides[d];
+                      }
+                      for (int64_t lb = 0; lb < lastLen; lb += kTile) {
+                        const int64_t le = std::min(lastLen, lb + kTile);
+                        for (int64_t iq = qBegin; iq < qEnd; ++iq) {
+                          const U *s = src + inBase + iq;
+                          U *o = dst + outBase + iq * qOutStride;
+                          for (int64_t il = lb; il < le; ++il)
+                            o[il] = s[il * lastStride];
+                        }
+                      }
+                    }
+                  });
   });
   return Status::ok();
 }
@@ -200,10 +210,9 @@ Status checkAllButAxis(const char *op, const std::string &what,
   for (int64_t d = 0; same && d < whole.rank(); ++d)
     same = d == axis || part.shape[size_t(d)] == whole.shape[size_t(d)];
   if (!same)
-    return kernelError(op, "shape of " + what + " does not match",
-                       shapeString(part.shape),
-                       shapeString(whole.shape) + " except on axis " +
-                           std::to_string(axis));
+    return kernelError(
+        op, "shape of " + what + " does not match", shapeString(part.shape),
+        shapeString(whole.shape) + " except on axis " + std::to_string(axis));
   return Status::ok();
 }
 
@@ -217,8 +226,10 @@ Status concatOrSplit(const KernelContext &ctx, const char *op,
                        "0 <= axis < " + std::to_string(whole.rank()));
   int64_t axisTotal = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string name = (ToWhole ? "input " : "output ") + std::to_string(i);
-    ZRT_RETURN_IF_ERROR(checkSameDType(op, whole, ToWhole ? "the output" : "the input",
+    const std::string name =
+        (ToWhole ? "input " : "output ") + std::to_string(i);
+    ZRT_RETURN_IF_ERROR(checkSameDType(op, whole,
+                                       ToWhole ? "the output" : "the input",
                                        parts[i], name.c_str()));
     ZRT_RETURN_IF_ERROR(checkAllButAxis(op, name, parts[i], whole, axis));
     axisTotal += parts[i].shape[size_t(axis)];
@@ -263,7 +274,8 @@ Status concatOrSplit(const KernelContext &ctx, const char *op,
 Status concatKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
   ZRT_RETURN_IF_ERROR(checkArity("Concat", in, out, 1, size_t(-1), 1, 1));
-  return concatOrSplit<true>(ctx, "Concat", in, out[0], attrs.getInt("axis", 0));
+  return concatOrSplit<true>(ctx, "Concat", in, out[0],
+                             attrs.getInt("axis", 0));
 }
 
 /// Split: attr axis; part sizes come from the output shapes (input 1, the
@@ -271,7 +283,8 @@ Status concatKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 Status splitKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
   ZRT_RETURN_IF_ERROR(checkArity("Split", in, out, 1, 2, 1, size_t(-1)));
-  return concatOrSplit<false>(ctx, "Split", out, in[0], attrs.getInt("axis", 0));
+  return concatOrSplit<false>(ctx, "Split", out, in[0],
+                              attrs.getInt("axis", 0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -291,18 +304,19 @@ Status sliceKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   if (steps.empty())
     steps.assign(rank, 1);
   if (starts.size() != rank || steps.size() != rank || y.shape.size() != rank)
-    return kernelError("Slice", "starts/steps/output rank do not match the input",
-                       std::to_string(starts.size()) + "/" +
-                           std::to_string(steps.size()) + "/" +
-                           std::to_string(y.shape.size()),
-                       std::to_string(rank) + " each");
+    return kernelError(
+        "Slice", "starts/steps/output rank do not match the input",
+        std::to_string(starts.size()) + "/" + std::to_string(steps.size()) +
+            "/" + std::to_string(y.shape.size()),
+        std::to_string(rank) + " each");
   if (y.numel() == 0)
     return Status::ok();
   for (size_t d = 0; d < rank; ++d) {
     const int64_t lastIndex = starts[d] + (y.shape[d] - 1) * steps[d];
     if (steps[d] == 0 || starts[d] < 0 || starts[d] >= x.shape[d] ||
         lastIndex < 0 || lastIndex >= x.shape[d])
-      return kernelError("Slice", "slice out of range on dim " + std::to_string(d),
+      return kernelError("Slice",
+                         "slice out of range on dim " + std::to_string(d),
                          "start " + std::to_string(starts[d]) + ", step " +
                              std::to_string(steps[d]) + ", count " +
                              std::to_string(y.shape[d]),
@@ -323,19 +337,18 @@ Status sliceKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     using U = typename decltype(tag)::type;
     const U *src = x.as<U>() + base;
     U *dst = y.as<U>();
-    parallelRange(ctx, rows, rowGrain(rowLen, kElementGrain),
-                  [&](int64_t b, int64_t e) {
-                    forEachRow(y.shape, strides, b, e,
-                               [&](int64_t r, int64_t offset) {
-                                 const U *s = src + offset;
-                                 U *o = dst + r * rowLen;
-                                 if (rowStride == 1)
-                                   copyElements(s, o, rowLen);
-                                 else
-                                   for (int64_t i = 0; i < rowLen; ++i)
-                                     o[i] = s[i * rowStride];
-                               });
-                  });
+    parallelRange(
+        ctx, rows, rowGrain(rowLen, kElementGrain), [&](int64_t b, int64_t e) {
+          forEachRow(y.shape, strides, b, e, [&](int64_t r, int64_t offset) {
+            const U *s = src + offset;
+            U *o = dst + r * rowLen;
+            if (rowStride == 1)
+              copyElements(s, o, rowLen);
+            else
+              for (int64_t i = 0; i < rowLen; ++i)
+                o[i] = s[i * rowStride];
+          });
+        });
   });
   return Status::ok();
 }
@@ -357,8 +370,8 @@ Status tileKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     valid = x.shape[d] == 0 ? y.shape[d] == 0 : y.shape[d] % x.shape[d] == 0;
   if (!valid)
     return kernelError("Tile", "output shape is not a multiple of the input's",
-                       shapeString(y.shape), "multiples of " +
-                                                 shapeString(x.shape));
+                       shapeString(y.shape),
+                       "multiples of " + shapeString(x.shape));
   if (y.numel() == 0)
     return Status::ok();
   if (rank == 0)
@@ -370,19 +383,19 @@ Status tileKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     using U = typename decltype(tag)::type;
     const U *src = x.as<U>();
     U *dst = y.as<U>();
-    parallelRange(ctx, rows, rowGrain(outRow, kElementGrain),
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t r = b; r < e; ++r) {
-                      int64_t off = 0, rest = r;
-                      for (size_t d = rank - 1; d-- > 0;) {
-                        off += (rest % y.shape[d] % x.shape[d]) * inStrides[d];
-                        rest /= y.shape[d];
-                      }
-                      U *o = dst + r * outRow;
-                      for (int64_t i = 0; i < outRow; i += inRow)
-                        std::memcpy(o + i, src + off, size_t(inRow) * sizeof(U));
-                    }
-                  });
+    parallelRange(
+        ctx, rows, rowGrain(outRow, kElementGrain), [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            int64_t off = 0, rest = r;
+            for (size_t d = rank - 1; d-- > 0;) {
+              off += (rest % y.shape[d] % x.shape[d]) * inStrides[d];
+              rest /= y.shape[d];
+            }
+            U *o = dst + r * outRow;
+            for (int64_t i = 0; i < outRow; i += inRow)
+              std::memcpy(o + i, src + off, size_t(inRow) * sizeof(U));
+          }
+        });
   });
   return Status::ok();
 }
@@ -416,7 +429,8 @@ Status padDimMap(int64_t inLen, int64_t outLen, int64_t begin, int64_t end,
       }
       if (kept == 0)
         return kernelError("Pad", "cannot pad an empty dim in this mode",
-                           "empty input dim", "a nonempty dim or mode constant");
+                           "empty input dim",
+                           "a nonempty dim or mode constant");
       if (mode == PadMode::Edge) {
         j = std::min(std::max<int64_t>(j, 0), kept - 1);
       } else if (mode == PadMode::Wrap) {
@@ -435,15 +449,29 @@ Status padDimMap(int64_t inLen, int64_t outLen, int64_t begin, int64_t end,
   return Status::ok();
 }
 
-/// attrs pads (2*rank: begins then ends, may be negative), mode
-/// ("constant" | "edge" | "reflect" | "wrap"), value (default 0).
+/// attrs pads (2*rank: begins then ends, may be negative; or 2*len(axes)
+/// with axes), mode ("constant" | "edge" | "reflect" | "wrap"), value or
+/// constant_value (default 0).
 Status padKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                  const std::vector<TensorRef> &out, const AttrMap &attrs) {
   ZRT_RETURN_IF_ERROR(checkArity("Pad", in, out, 1, 4, 1, 1));
   const TensorRef &x = in[0], &y = out[0];
   ZRT_RETURN_IF_ERROR(checkSameDType("Pad", x, "input", y, "output"));
   const size_t rank = x.shape.size();
-  const std::vector<int64_t> pads = attrs.getInts("pads");
+  std::vector<int64_t> pads = attrs.getInts("pads");
+  const std::vector<int64_t> axes = attrs.getInts("axes");
+  if (!axes.empty() && pads.size() == 2 * axes.size()) {
+    // Pads for the listed axes only: expand to every dim.
+    std::vector<int64_t> full(2 * rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= int64_t(rank))
+        return kernelError("Pad", "axis out of range", std::to_string(axes[i]),
+                           "0 <= axis < " + std::to_string(rank));
+      full[size_t(axes[i])] = pads[i];
+      full[rank + size_t(axes[i])] = pads[axes.size() + i];
+    }
+    pads = full;
+  }
   if (pads.size() != 2 * rank || y.shape.size() != rank)
     return kernelError("Pad", "pads/output rank do not match the input",
                        std::to_string(pads.size()) + " pads, output rank " +
@@ -471,10 +499,9 @@ Status padKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     return Status::ok();
   if (rank == 0)
     return copyKernel(ctx, in, out, attrs);
-  const double lo = attrs.getFloat("value", 0.0), hi = attrs.getFloat("value", 1.0);
-  const uint64_t fill = lo == hi || lo != lo
-                            ? encodeScalar(y.dtype, lo)
-                            : encodeScalarInt(y.dtype, attrs.getInt("value", 0));
+  const char *valueName =
+      attrs.has("constant_value") ? "constant_value" : "value";
+  const uint64_t fill = scalarAttrBits(attrs, valueName, y.dtype);
   // Runs of the last dim: (output start, length, input start or -1).
   struct Run {
     int64_t outStart, length, inStart;
@@ -585,10 +612,7 @@ Status fillKernel(const KernelContext &ctx, const std::vector<TensorRef> &,
   if (out.size() != 1)
     return kernelError("Fill", "wrong number of outputs",
                        std::to_string(out.size()), "1");
-  const double lo = attrs.getFloat("value", 0.0), hi = attrs.getFloat("value", 1.0);
-  const uint64_t bits = lo == hi || lo != lo
-                            ? encodeScalar(out[0].dtype, lo)
-                            : encodeScalarInt(out[0].dtype, attrs.getInt("value", 0));
+  const uint64_t bits = scalarAttrBits(attrs, "value", out[0].dtype);
   const size_t es = dtypeSize(out[0].dtype);
   char *dst = static_cast<char *>(out[0].data);
   parallelRange(ctx, out[0].numel(), kCopyGrain / 8, [&](int64_t b, int64_t e) {
@@ -604,7 +628,8 @@ Status rangeKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(checkArity("Range", in, out, 3, 3, 1, 1));
   for (size_t i = 0; i < 3; ++i) {
     static const char *names[] = {"start", "limit", "delta"};
-    ZRT_RETURN_IF_ERROR(checkSameDType("Range", out[0], "the output", in[i], names[i]));
+    ZRT_RETURN_IF_ERROR(
+        checkSameDType("Range", out[0], "the output", in[i], names[i]));
     if (in[i].numel() != 1)
       return kernelError("Range", std::string(names[i]) + " is not a scalar",
                          shapeString(in[i].shape), "one element");
@@ -616,15 +641,15 @@ Status rangeKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
         using T = typename decltype(tag)::type;
         const T start = *in[0].as<T>(), delta = *in[2].as<T>();
         T *dst = out[0].as<T>();
-        parallelRange(ctx, out[0].numel(), kElementGrain,
-                      [&](int64_t b, int64_t e) {
-                        for (int64_t i = b; i < e; ++i) {
-                          if constexpr (std::is_integral_v<T>)
-                            dst[i] = T(start + T(i) * delta);
-                          else
-                            dst[i] = T(double(start) + double(i) * double(delta));
-                        }
-                      });
+        parallelRange(
+            ctx, out[0].numel(), kElementGrain, [&](int64_t b, int64_t e) {
+              for (int64_t i = b; i < e; ++i) {
+                if constexpr (std::is_integral_v<T>)
+                  dst[i] = T(start + T(i) * delta);
+                else
+                  dst[i] = T(double(start) + double(i) * double(delta));
+              }
+            });
       }))
     return dtypeError("Range", "output", out[0].dtype, NumericTypes{});
   return Status::ok();

@@ -1,4 +1,4 @@
-//===- Unary.cpp - Elementwise one-input kernels ---------------------------===//
+//===- Unary.cpp - Elementwise one-input kernels --------------------------===//
 //
 // Math and activation functions (Neg ... Gelu), predicates (IsNaN, IsInf, Not),
 // Clip, Cast, Identity and Dropout. Each math op is a small functor, built
@@ -111,7 +111,7 @@ ZRT_UNARY_OP(Softplus, Costly, FloatTypes,
              (x > T(0) ? x : T(0)) + std::log1p(expOf(T(-std::fabs(x)))))
 ZRT_UNARY_OP(Softsign, Cheap, FloatTypes, x / (T(1) + std::fabs(x)))
 ZRT_UNARY_OP(HardSwish, Cheap, FloatTypes,
-             x * std::min(T(1), std::max(T(0), x / T(6) + T(0.5))))
+             x *std::min(T(1), std::max(T(0), x / T(6) + T(0.5))))
 #undef ZRT_UNARY_OP
 
 struct IsNaNOp : Cheap {
@@ -303,19 +303,20 @@ Status castKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     return Status::ok();
   }
   bool toKnown = true;
-  const bool fromKnown = dispatchType(AllTypes{}, in[0].dtype, [&](auto fromTag) {
-    using From = typename decltype(fromTag)::type;
-    toKnown = dispatchType(AllTypes{}, out[0].dtype, [&](auto toTag) {
-      using To = typename decltype(toTag)::type;
-      const From *src = in[0].as<From>();
-      To *dst = out[0].as<To>();
-      parallelRange(ctx, in[0].numel(), kElementGrain,
-                    [&](int64_t b, int64_t e) {
-                      for (int64_t i = b; i < e; ++i)
-                        dst[i] = convertElement<To>(src[i]);
-                    });
-    });
-  });
+  const bool fromKnown =
+      dispatchType(AllTypes{}, in[0].dtype, [&](auto fromTag) {
+        using From = typename decltype(fromTag)::type;
+        toKnown = dispatchType(AllTypes{}, out[0].dtype, [&](auto toTag) {
+          using To = typename decltype(toTag)::type;
+          const From *src = in[0].as<From>();
+          To *dst = out[0].as<To>();
+          parallelRange(ctx, in[0].numel(), kElementGrain,
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t i = b; i < e; ++i)
+                            dst[i] = convertElement<To>(src[i]);
+                        });
+        });
+      });
   if (!fromKnown)
     return dtypeError("Cast", "input", in[0].dtype, AllTypes{});
   if (!toKnown)
