@@ -744,8 +744,8 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   if (int64_t(pads.size()) != 2 * t.getRank())
     return emitOptionalError(loc, "pads must have 2 * rank entries");
   StringRef mode = adaptor.getMode();
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
-    return emitOptionalError(loc, "mode \"", mode, "\" is not supported (constant, edge and reflect are)");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return emitOptionalError(loc, "mode \"", mode, "\" is not supported (constant, edge, reflect and wrap are)");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.getRank(); ++d) {
     int64_t n = t.getDimSize(d) + pads[d] + pads[d + t.getRank()];

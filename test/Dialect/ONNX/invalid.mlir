@@ -721,9 +721,9 @@ func.func @pad_count(%a: tensor<2x3xf32>) -> tensor<3x4xf32> {
 // -----
 
 func.func @pad_bad_mode(%a: tensor<2x3xf32>) -> tensor<4x3xf32> {
-  // expected-error @+2 {{mode "wrap" is not supported (constant, edge and reflect are)}}
+  // expected-error @+2 {{mode "circular" is not supported (constant, edge, reflect and wrap are)}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = onnx.Pad %a {mode = "wrap", pads = array<i64: 1, 0, 1, 0>} : (tensor<2x3xf32>) -> tensor<4x3xf32>
+  %0 = onnx.Pad %a {mode = "circular", pads = array<i64: 1, 0, 1, 0>} : (tensor<2x3xf32>) -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
 
