@@ -12,3 +12,13 @@ if [ ! -f "$BUILD/build.ninja" ] || [ $# -gt 0 ]; then
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "$@"
 fi
 ninja -C "$BUILD" -j "${ZERO_JOBS:-2}"
+# The CUDA backend (CUDA streams/events, cuBLAS, NCCL by dlopen) is compiled and
+# linked wherever the toolkit is, as its own zero-run, so the CPU build's
+# zero-run stays free of CUDA libraries.
+if [ -x /usr/local/cuda/bin/nvcc ] && [ "${ZERO_SKIP_CUDA:-0}" != 1 ]; then
+  if [ ! -f "$BUILD/runtime-cuda/build.ninja" ]; then
+    cmake -S "$ROOT/runtime" -B "$BUILD/runtime-cuda" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DZRT_ENABLE_CUDA=ON -DZRT_BUILD_TESTS=OFF
+  fi
+  ninja -C "$BUILD/runtime-cuda" -j "${ZERO_JOBS:-2}" zero-run
+fi

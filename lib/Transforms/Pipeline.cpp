@@ -47,8 +47,9 @@ std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
               "' (keys: stage, dp, prefetch, prefetch-bytes, bucket-bytes, "
               "persistence-threshold, max-reuse-distance)")
           .str();
-    if (v < 0 || (key == "dp" && v < 1))
-      return ("--zero-pipeline: " + key + " must be " + (key == "dp" ? ">= 1" : ">= 0") +
+    int64_t lowest = key == "dp" ? 1 : key == "max-reuse-distance" ? -1 : 0;
+    if (v < lowest)
+      return ("--zero-pipeline: " + key + " must be >= " + std::to_string(lowest) +
               ", got " + value)
           .str();
   }
