@@ -74,10 +74,42 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
           persistence = 100'000, allgatherBucket = 500'000'000;
   opts.maxReuseDistance = 1'000'000'000;
   const int64_t kBytesPerElement = 4; // fp32 programs
+  // DeepSpeed checks train_batch_size = micro batch x accumulation x world
+  // size; with all of them given, that fixes the data-parallel size.
+  auto intKey = [&](StringRef key) -> std::optional<int64_t> {
+    const llvm::json::Value *v = root->get(key);
+    if (!v)
+      return std::nullopt;
+    if (std::optional<int64_t> i = v->getAsInteger())
+      return i;
+    if (std::optional<double> d = v->getAsNumber(); d && *d == int64_t(*d))
+      return int64_t(*d);
+    return std::nullopt;
+  };
+  std::optional<int64_t> batch = intKey("train_batch_size"),
+                         micro = intKey("train_micro_batch_size_per_gpu"),
+                         accumulation = intKey("gradient_accumulation_steps");
+  for (StringRef key : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                        "gradient_accumulation_steps"})
+    if (root->get(key) && !intKey(key))
+      return (path + ": " + key + " must be a positive integer").str();
+  if (batch && micro) {
+    int64_t per = *micro * accumulation.value_or(1);
+    if (per <= 0 || *batch % per != 0)
+      return (path + ": train_batch_size " + Twine(*batch) +
+              " is not a multiple of train_micro_batch_size_per_gpu x "
+              "gradient_accumulation_steps (" + Twine(per) + ")")
+          .str();
+    opts.dp = *batch / per;
+  }
   for (const auto &kv : *root) {
-    if (kv.first != "zero_optimization")
-      warnings.push_back(("'" + kv.first.str() + "' is not used by zero-opt (only "
-                          "zero_optimization settings shape the program)"));
+    StringRef key = kv.first;
+    if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
+        key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps")))
+      continue;
+    warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
+                        "zero_optimization settings and the batch sizes that fix "
+                        "the world size shape the program)"));
   }
   if (const llvm::json::Value *z = root->get("zero_optimization")) {
     const llvm::json::Object *zo = z->getAsObject();

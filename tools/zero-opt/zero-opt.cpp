@@ -312,7 +312,9 @@ int main(int argc, char **argv) {
   if (zeroOptions.any && zeroOptions.dp < 0) {
     llvm::errs() << "zero-opt: error: the data-parallel size is not set; DeepSpeed takes "
                     "it from the launcher, zero-opt from --zero-pipeline=\"dp=N\" "
-                    "(N = the mpirun -np you will use)\n";
+                    "(N = the mpirun -np you will use) or from the config's "
+                    "train_batch_size / (train_micro_batch_size_per_gpu x "
+                    "gradient_accumulation_steps)\n";
     return 1;
   }
 
