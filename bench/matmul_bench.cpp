@@ -18,6 +18,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int);
@@ -51,7 +52,18 @@ int main(int argc, char **argv) {
   zrt::registerCpuKernels(table);
   zrt::KernelContext ctx;
   ctx.numThreads = threads;
-  ctx.parallelFor = [](int64_t n, const std::function<void(int64_t, int64_t)> &fn) { fn(0, n); };
+  // The runtime's CPU backend hands kernels a pool of `threads` workers; a
+  // fork/join over std::thread gives the kernel the same parallelism here.
+  ctx.parallelFor = [threads](int64_t n,
+                              const std::function<void(int64_t, int64_t)> &fn) {
+    int parts = int(std::min<int64_t>(n, threads));
+    std::vector<std::thread> workers;
+    for (int i = 1; i < parts; ++i)
+      workers.emplace_back([&, i] { fn(n * i / parts, n * (i + 1) / parts); });
+    fn(0, n / parts);
+    for (std::thread &t : workers)
+      t.join();
+  };
   std::vector<Case> cases = {
       {"c_attn  Gemm 128x768 * 768x2304", 1, 128, 768, 2304, false},
       {"c_proj  Gemm 128x768 * 768x768", 1, 128, 768, 768, false},

@@ -29,6 +29,8 @@ void useSingleThreadedBlas() {
 
 /// Products smaller than this (M*N*K) are not split across threads.
 constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
+/// Products at least this large (M*N*K) run as one multi-threaded BLAS call.
+constexpr double kMinBlasThreadedGemm = 128.0 * 256.0 * 256.0;
 /// Smallest tile of C worth a task: rows, and columns when rows run out.
 constexpr int64_t kMinTileRows = 16;
 constexpr int64_t kMinTileCols = 128;
@@ -126,6 +128,18 @@ void runProducts(const KernelContext &ctx, int64_t count,
         });
     return;
   }
+#ifdef OPENBLAS_VERSION
+  // One large product: OpenBLAS's own threading partitions and packs it better
+  // than tiles of C would. The pool's workers sleep meanwhile (they block on a
+  // condition variable), so its threads have the cores to themselves.
+  if (count == 1 && flops >= kMinBlasThreadedGemm &&
+      (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    openblas_set_num_threads(int(threads));
+    first.runTile(0, first.m, 0, first.n);
+    openblas_set_num_threads(1);
+    return;
+  }
+#endif
   // Fewer products than threads: tile C, rows first, then columns.
   const int64_t perProduct = (threads + count - 1) / count;
   const int64_t rowBlocks =
