@@ -18,6 +18,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -26,12 +27,20 @@ namespace zero::import {
 /// MLIR element type of an ONNX TensorProto data type, or null.
 mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxType);
 
+/// An ONNX TensorProto data type for messages: "COMPLEX64 (14)", or "14".
+std::string dataTypeName(int32_t onnxType);
+
 /// The elements of a TensorProto (inline data only) as a dense attribute, or
 /// null if the data type is unsupported or the data is external.
 mlir::DenseElementsAttr tensorProtoToAttr(mlir::MLIRContext *ctx,
                                           const ::onnx::TensorProto &t);
 
 class GraphImporter;
+
+/// An ONNX sequence value: its tensors. Sequences only exist in the importer:
+/// with static shapes their lengths are known, so SplitToSequence, SequenceAt,
+/// ConcatFromSequence, ... resolve to the tensors they hold.
+using Sequence = llvm::SmallVector<mlir::Value>;
 
 /// One ONNX node being imported: its inputs (null Values for omitted optional
 /// inputs), attribute access, and a way to create onnx ops with inferred types.
@@ -106,6 +115,11 @@ public:
 
   /// The node's results, one per ONNX output (null for outputs not produced).
   llvm::SmallVector<mlir::Value> results;
+
+  /// Input `i` as a sequence, or null if it is absent or not a sequence.
+  const Sequence *sequenceInput(size_t i) const;
+  /// Sequence-valued results by output index (ops that produce sequences).
+  std::map<size_t, Sequence> sequenceResults;
 
 private:
   GraphImporter &graph_;

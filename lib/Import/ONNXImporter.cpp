@@ -74,6 +74,13 @@ Type zero::import::elementTypeFor(MLIRContext *ctx, int32_t t) {
   }
 }
 
+std::string zero::import::dataTypeName(int32_t t) {
+  if (!::onnx::TensorProto_DataType_IsValid(t))
+    return std::to_string(t);
+  return ::onnx::TensorProto_DataType_Name(::onnx::TensorProto_DataType(t)) + " (" +
+         std::to_string(t) + ")";
+}
+
 DenseElementsAttr zero::import::tensorProtoToAttr(MLIRContext *ctx,
                                                   const ::onnx::TensorProto &t) {
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
@@ -117,6 +124,12 @@ public:
   /// or null if unknown.
   Value lookup(const std::string &name);
 
+  /// The sequence named `name`, or null.
+  const Sequence *lookupSequence(const std::string &name) const {
+    auto it = sequences_.find(name);
+    return it == sequences_.end() ? nullptr : &it->second;
+  }
+
   /// The initializer named `name`, or null.
   const ::onnx::TensorProto *initializer(const std::string &name) const {
     auto it = initializers_.find(name);
@@ -148,6 +161,7 @@ private:
   func::FuncOp func_;
   std::unique_ptr<SymbolTable> symbols_;
   llvm::StringMap<Value> values_;
+  llvm::StringMap<Sequence> sequences_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
   std::vector<WeightRef> weights_;
   int nodeCounter_ = 0;
@@ -169,6 +183,12 @@ NodeContext::NodeContext(GraphImporter &graph, const ::onnx::NodeProto &node,
 
 MLIRContext *NodeContext::ctx() const { return graph_.ctx(); }
 OpBuilder &NodeContext::builder() { return graph_.builder(); }
+
+const Sequence *NodeContext::sequenceInput(size_t i) const {
+  if (i >= size_t(node_.input_size()) || node_.input(int(i)).empty())
+    return nullptr;
+  return graph_.lookupSequence(node_.input(int(i)));
+}
 
 DenseElementsAttr NodeContext::constInput(size_t i) const {
   Value v = input(i);
@@ -384,7 +404,7 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
   Type elem = elementTypeFor(ctx, t.data_type());
   if (!elem) {
     fileError() << "initializer '" << t.name() << "' has unsupported data type "
-                << t.data_type();
+                << dataTypeName(t.data_type());
     return {};
   }
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
@@ -474,7 +494,7 @@ LogicalResult GraphImporter::importGraphInputs() {
     Type elem = elementTypeFor(&ctx_, tt.elem_type());
     if (!elem) {
       fileError() << "graph input '" << in.name() << "' has unsupported element type "
-                  << tt.elem_type();
+                  << dataTypeName(tt.elem_type());
       return failure();
     }
     SmallVector<int64_t> dims;
@@ -618,12 +638,29 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
                             "newer (re-export with opset_version >= 13)";
     return failure();
   }
-  for (const std::string &in : node.input()) {
-    if (!in.empty() && !lookup(in)) {
+  // Which inputs are sequences: input 0 of the ops that read one, none of
+  // any other op's.
+  static const llvm::StringSet<> readsSequence = {
+      "SequenceAt", "SequenceLength", "SequenceInsert", "SequenceErase",
+      "ConcatFromSequence"};
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &in = node.input(i);
+    if (in.empty())
+      continue;
+    bool wantSequence = i == 0 && readsSequence.contains(node.op_type());
+    bool isSequence = sequences_.count(in);
+    if (!isSequence && !lookup(in)) {
       if (!initializers_.count(in))
         mlir::emitError(loc) << node.op_type() << ": input '" << in
                              << "' is not produced by any earlier node, graph input "
                                 "or initializer";
+      return failure();
+    }
+    if (isSequence != wantSequence) {
+      mlir::emitError(loc) << node.op_type() << ": input '" << in << "' is "
+                           << (isSequence ? "a sequence where a tensor"
+                                          : "a tensor where a sequence")
+                           << " is expected";
       return failure();
     }
   }
@@ -634,6 +671,10 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
     const std::string &out = node.output(i);
     if (out.empty())
       continue;
+    if (auto seq = nc.sequenceResults.find(i); seq != nc.sequenceResults.end()) {
+      sequences_[out] = seq->second;
+      continue;
+    }
     if (size_t(i) >= nc.results.size() || !nc.results[i]) {
       mlir::emitError(loc) << node.op_type() << ": output " << i << " ('" << out
                            << "') is not supported; only the outputs listed in "
@@ -705,6 +746,11 @@ FailureOr<ImportedModel> GraphImporter::run() {
   SmallVector<Type> resultTypes;
   for (const auto &out : graph.output()) {
     Value v = lookup(out.name());
+    if (!v && sequences_.count(out.name())) {
+      fileError() << "graph output '" << out.name()
+                  << "' is a sequence; only tensor outputs are supported";
+      return failure();
+    }
     if (!v) {
       fileError() << "graph output '" << out.name() << "' is not produced by any node";
       return failure();

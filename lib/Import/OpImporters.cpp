@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace zero;
@@ -185,7 +186,9 @@ LogicalResult importPassThrough(NodeContext &ctx) {
 LogicalResult importCast(NodeContext &ctx) {
   Type to = elementTypeFor(ctx.ctx(), int32_t(ctx.attrInt("to", 0)));
   if (!to) {
-    ctx.emitError() << "unsupported target type " << ctx.attrInt("to", 0);
+    ctx.emitError() << "unsupported target type "
+                    << dataTypeName(int32_t(ctx.attrInt("to", 0)))
+                    << "; docs/ops.md lists the supported types";
     return failure();
   }
   if (to == ctx.inputType(0).getElementType()) {
@@ -205,14 +208,36 @@ LogicalResult importCastLike(NodeContext &ctx) {
 }
 
 LogicalResult importClip(NodeContext &ctx) {
+  // Constant bounds become attributes. A bound computed at run time (T5 in
+  // float16 clamps to a value chosen by isinf(x).any()) becomes Max / Min:
+  // clip(x) = min(max(x, min), max), the lower bound first, so that min > max
+  // still gives max as ONNX says.
   SmallVector<NamedAttribute> attrs;
-  auto bound = [&](size_t input, StringRef name) -> LogicalResult {
+  Value runtimeMin, runtimeMax;
+  auto bound = [&](size_t input, StringRef name, Value &runtime) -> LogicalResult {
     if (ctx.attr(name)) // opset < 11 form, kept for robustness
       attrs.push_back(ctx.f64(name, ctx.attrFloat(name, 0)));
     if (!ctx.input(input))
       return success();
     DenseElementsAttr c = ctx.constInput(input);
-    if (!c || c.getNumElements() != 1) {
+    if (!c) {
+      if (ctx.inputType(input).getNumElements() != 1 ||
+          ctx.inputType(input).getElementType() != ctx.inputType(0).getElementType()) {
+        ctx.emitError() << name << " must be a scalar of the input's element type, got "
+                        << ctx.inputType(input);
+        return failure();
+      }
+      runtime = ctx.input(input);
+      if (ctx.inputType(input).getRank() != 0) { // float[1]: keep the result's rank
+        FailureOr<Value> scalar =
+            ctx.create1("Reshape", {runtime}, {ctx.i64s("shape", {})});
+        if (failed(scalar))
+          return failure();
+        runtime = *scalar;
+      }
+      return success();
+    }
+    if (c.getNumElements() != 1) {
       ctx.emitError() << name << " must be a constant scalar";
       return failure();
     }
@@ -222,9 +247,29 @@ LogicalResult importClip(NodeContext &ctx) {
     attrs.push_back(ctx.f64(name, v));
     return success();
   };
-  if (failed(bound(1, "min")) || failed(bound(2, "max")))
+  if (failed(bound(1, "min", runtimeMin)) || failed(bound(2, "max", runtimeMax)))
     return failure();
-  return setResult(ctx, ctx.create1("Clip", {ctx.input(0)}, attrs));
+  Value x = ctx.input(0);
+  if (runtimeMin) {
+    FailureOr<Value> v = ctx.create1("Max", {x, runtimeMin});
+    if (failed(v))
+      return failure();
+    x = *v;
+  }
+  if (!attrs.empty() || (!runtimeMin && !runtimeMax)) {
+    FailureOr<Value> v = ctx.create1("Clip", {x}, attrs);
+    if (failed(v))
+      return failure();
+    x = *v;
+  }
+  if (runtimeMax) {
+    FailureOr<Value> v = ctx.create1("Min", {x, runtimeMax});
+    if (failed(v))
+      return failure();
+    x = *v;
+  }
+  ctx.results.push_back(x);
+  return success();
 }
 
 /// Softmax/LogSoftmax/ArgMax/...: one `axis` attribute, normalised.
@@ -641,6 +686,506 @@ LogicalResult importGelu(NodeContext &ctx) {
                                              ctx.attrString("approximate", "none"))}));
 }
 
+//===----------------------------------------------------------------------===//
+// Sequences: resolved at import time (see Sequence in ImporterImpl.h).
+//===----------------------------------------------------------------------===//
+
+/// A constant scalar position into a sequence of `size` tensors (negative
+/// counts from the end); `size` itself is allowed when inserting.
+FailureOr<int64_t> sequencePosition(NodeContext &ctx, size_t input, int64_t size,
+                                    int64_t dflt, bool inserting = false) {
+  if (!ctx.input(input))
+    return dflt;
+  auto pos = ctx.constIntsInput(input, "position");
+  if (failed(pos))
+    return failure();
+  if ((**pos).size() != 1) {
+    ctx.emitError() << "position must be a scalar";
+    return failure();
+  }
+  int64_t p = (**pos)[0];
+  int64_t limit = inserting ? size : size - 1;
+  if (p < -size || p > limit) {
+    ctx.emitError() << "position " << p << " is out of range for a sequence of " << size
+                    << " tensor(s)";
+    return failure();
+  }
+  return p < 0 ? p + size : p;
+}
+
+LogicalResult importSplitToSequence(NodeContext &ctx) {
+  RankedTensorType type = ctx.inputType(0);
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = type.getDimSize(*axis);
+  Ints sizes;
+  bool squeeze = false;
+  if (ctx.input(1)) {
+    auto split = ctx.constIntsInput(1, "split");
+    if (failed(split))
+      return failure();
+    if (ctx.inputType(1).getRank() == 0) { // chunks of this size, the last smaller
+      int64_t chunk = (**split)[0];
+      if (chunk <= 0) {
+        ctx.emitError() << "split must be positive, got " << chunk;
+        return failure();
+      }
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = **split;
+    }
+  } else { // one tensor per index, keepdims decides whether the axis stays
+    sizes.assign(dim, 1);
+    squeeze = ctx.attrInt("keepdims", 1) == 0;
+  }
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    if (n < 0) {
+      ctx.emitError() << "split sizes must be non-negative";
+      return failure();
+    }
+    total += n;
+  }
+  if (total != dim) {
+    ctx.emitError() << "split sizes add up to " << total << ", not the size " << dim
+                    << " of axis " << *axis;
+    return failure();
+  }
+  Sequence seq;
+  if (!sizes.empty()) {
+    FailureOr<SmallVector<Value>> parts =
+        ctx.create("Split", {ctx.input(0)},
+                   {ctx.i64("axis", *axis), ctx.i64s("split", sizes)}, sizes.size());
+    if (failed(parts))
+      return failure();
+    seq = *parts;
+  }
+  if (squeeze)
+    for (Value &v : seq) {
+      FailureOr<Value> s = ctx.create1("Squeeze", {v}, {ctx.i64s("axes", {*axis})});
+      if (failed(s))
+        return failure();
+      v = *s;
+    }
+  ctx.sequenceResults[0] = std::move(seq);
+  return success();
+}
+
+LogicalResult importSequenceAt(NodeContext &ctx) {
+  const Sequence &seq = *ctx.sequenceInput(0);
+  if (!ctx.input(1)) {
+    ctx.emitError() << "position is required";
+    return failure();
+  }
+  FailureOr<int64_t> pos = sequencePosition(ctx, 1, seq.size(), 0);
+  if (failed(pos))
+    return failure();
+  ctx.results.push_back(seq[*pos]);
+  return success();
+}
+
+LogicalResult importSequenceLength(NodeContext &ctx) {
+  ctx.results.push_back(i64Const(ctx, {int64_t(ctx.sequenceInput(0)->size())},
+                                 /*scalar=*/true));
+  return success();
+}
+
+LogicalResult importSequenceConstruct(NodeContext &ctx) {
+  Sequence seq;
+  for (size_t i = 0; i < ctx.numInputs(); ++i)
+    seq.push_back(ctx.input(i));
+  ctx.sequenceResults[0] = std::move(seq);
+  return success();
+}
+
+LogicalResult importSequenceEmpty(NodeContext &ctx) {
+  ctx.sequenceResults[0] = Sequence();
+  return success();
+}
+
+LogicalResult importSequenceInsert(NodeContext &ctx) {
+  Sequence seq = *ctx.sequenceInput(0);
+  FailureOr<int64_t> pos = sequencePosition(ctx, 2, seq.size(), seq.size(), true);
+  if (failed(pos))
+    return failure();
+  seq.insert(seq.begin() + *pos, ctx.input(1));
+  ctx.sequenceResults[0] = std::move(seq);
+  return success();
+}
+
+LogicalResult importSequenceErase(NodeContext &ctx) {
+  Sequence seq = *ctx.sequenceInput(0);
+  if (seq.empty()) {
+    ctx.emitError() << "cannot erase from an empty sequence";
+    return failure();
+  }
+  FailureOr<int64_t> pos = sequencePosition(ctx, 1, seq.size(), seq.size() - 1);
+  if (failed(pos))
+    return failure();
+  seq.erase(seq.begin() + *pos);
+  ctx.sequenceResults[0] = std::move(seq);
+  return success();
+}
+
+LogicalResult importConcatFromSequence(NodeContext &ctx) {
+  Sequence seq = *ctx.sequenceInput(0);
+  if (seq.empty()) {
+    ctx.emitError() << "the sequence is empty";
+    return failure();
+  }
+  bool newAxis = ctx.attrInt("new_axis", 0);
+  int64_t rank = cast<RankedTensorType>(seq[0].getType()).getRank();
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), rank + newAxis);
+  if (failed(axis))
+    return failure();
+  if (newAxis)
+    for (Value &v : seq) {
+      FailureOr<Value> u = ctx.create1("Unsqueeze", {v}, {ctx.i64s("axes", {*axis})});
+      if (failed(u))
+        return failure();
+      v = *u;
+    }
+  return setResult(ctx, ctx.create1("Concat", seq, {ctx.i64("axis", *axis)}));
+}
+
+//===----------------------------------------------------------------------===//
+// Decompositions: ONNX ops without a dialect op of their own, expanded into
+// supported ops (shapes are static, so masks and shape arithmetic are
+// compile-time constants).
+//===----------------------------------------------------------------------===//
+
+/// Builds a chain of ops through NodeContext::create1; after the first failure
+/// (already reported at the node) every call returns null.
+class Emitter {
+public:
+  explicit Emitter(NodeContext &ctx) : ctx_(ctx) {}
+  bool failed() const { return failed_; }
+
+  Value op(StringRef name, ArrayRef<Value> operands, ArrayRef<NamedAttribute> attrs = {}) {
+    if (failed_ || llvm::any_of(operands, [](Value v) { return !v; })) {
+      failed_ = true;
+      return {};
+    }
+    FailureOr<Value> v = ctx_.create1(name, operands, attrs);
+    if (mlir::failed(v)) {
+      failed_ = true;
+      return {};
+    }
+    return *v;
+  }
+  RankedTensorType type(Value v) { return cast<RankedTensorType>(v.getType()); }
+  /// v[..., start:end:step, ...] on one axis.
+  Value slice(Value v, int64_t axis, int64_t start, int64_t end, int64_t step = 1) {
+    if (!v)
+      return op("Slice", {v});
+    ArrayRef<int64_t> shape = type(v).getShape();
+    Ints s(shape.size(), 0), e(shape.begin(), shape.end()), st(shape.size(), 1);
+    s[axis] = start;
+    e[axis] = end;
+    st[axis] = step;
+    return op("Slice", {v}, {ctx_.i64s("starts", s), ctx_.i64s("ends", e),
+                             ctx_.i64s("steps", st)});
+  }
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    return op("Reshape", {v}, {ctx_.i64s("shape", shape)});
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) {
+    return op("Transpose", {v}, {ctx_.i64s("perm", perm)});
+  }
+  Value unsqueeze(Value v, ArrayRef<int64_t> axes) {
+    return op("Unsqueeze", {v}, {ctx_.i64s("axes", axes)});
+  }
+  Value concat(ArrayRef<Value> vs, int64_t axis) {
+    return op("Concat", vs, {ctx_.i64("axis", axis)});
+  }
+  /// A 0-d constant of a float element type.
+  Value scalar(Type elem, double v) {
+    auto t = RankedTensorType::get({}, elem);
+    return ctx_.constant(DenseElementsAttr::get(t, FloatAttr::get(elem, v)));
+  }
+
+private:
+  NodeContext &ctx_;
+  bool failed_ = false;
+};
+
+/// RotaryEmbedding (opset 23): rotates the first rotary_embedding_dim entries
+/// of each head, as halves (x1 = first half, x2 = second) or interleaved pairs
+/// (x1 = even, x2 = odd entries): (x1, x2) -> (cos x1 - sin x2, sin x1 + cos x2).
+/// X is [B, H, S, D], or [B, S, H*D] with num_heads; the caches are
+/// [B|1, S, R/2], or [max_pos, R/2] indexed by position_ids [B|1, S].
+LogicalResult importRotaryEmbedding(NodeContext &ctx) {
+  Emitter e(ctx);
+  RankedTensorType xt = ctx.inputType(0);
+  int64_t rank = xt.getRank();
+  if (rank != 3 && rank != 4) {
+    ctx.emitError() << "X must have rank 3 or 4, got " << xt;
+    return failure();
+  }
+  Value x = ctx.input(0);
+  int64_t b = xt.getDimSize(0);
+  if (rank == 3) {
+    int64_t heads = ctx.attrInt("num_heads", 0);
+    if (heads <= 0 || xt.getDimSize(2) % heads) {
+      ctx.emitError() << "a 3-D X needs num_heads dividing its last dimension ("
+                      << xt.getDimSize(2) << "), got " << heads;
+      return failure();
+    }
+    // [B, S, H*D] -> [B, S, H, D]: the caches broadcast over axis 2.
+    x = e.reshape(x, {b, xt.getDimSize(1), heads, xt.getDimSize(2) / heads});
+  }
+  int64_t headSize = e.type(x).getDimSize(3);
+  int64_t rot = ctx.attrInt("rotary_embedding_dim", 0);
+  if (rot == 0)
+    rot = headSize;
+  if (rot < 0 || rot > headSize || rot % 2) {
+    ctx.emitError() << "rotary_embedding_dim " << rot
+                    << " must be even and at most the head size " << headSize;
+    return failure();
+  }
+  Value cosv = ctx.input(1), sinv = ctx.input(2);
+  if (ctx.input(3)) {
+    FailureOr<Value> c = ctx.create1("Gather", {cosv, ctx.input(3)}, {ctx.i64("axis", 0)});
+    if (failed(c))
+      return failure();
+    FailureOr<Value> s = ctx.create1("Gather", {sinv, ctx.input(3)}, {ctx.i64("axis", 0)});
+    if (failed(s))
+      return failure();
+    cosv = *c;
+    sinv = *s;
+  }
+  for (Value c : {cosv, sinv}) {
+    RankedTensorType ct = e.type(c);
+    if (ct.getRank() != 3 || ct.getDimSize(2) != rot / 2 ||
+        ct.getElementType() != xt.getElementType()) {
+      ctx.emitError() << "cos/sin caches (after position_ids) must be [batch, sequence, "
+                      << rot / 2 << "] of the element type of X, got " << ct;
+      return failure();
+    }
+  }
+  // [B|1, S, R/2] -> [B|1, 1, S, R/2] against [B, H, S, .], or [B|1, S, 1, R/2]
+  // against [B, S, H, .].
+  int64_t headAxis = rank == 4 ? 1 : 2;
+  cosv = e.unsqueeze(cosv, {headAxis});
+  sinv = e.unsqueeze(sinv, {headAxis});
+  bool interleaved = ctx.attrInt("interleaved", 0);
+  Value xr = rot == headSize ? x : e.slice(x, 3, 0, rot);
+  Value x1 = interleaved ? e.slice(xr, 3, 0, rot, 2) : e.slice(xr, 3, 0, rot / 2);
+  Value x2 = interleaved ? e.slice(xr, 3, 1, rot, 2) : e.slice(xr, 3, rot / 2, rot);
+  Value real = e.op("Sub", {e.op("Mul", {cosv, x1}), e.op("Mul", {sinv, x2})});
+  Value imag = e.op("Add", {e.op("Mul", {sinv, x1}), e.op("Mul", {cosv, x2})});
+  Value rotated;
+  if (interleaved) {
+    Value pairs = e.concat({e.unsqueeze(real, {4}), e.unsqueeze(imag, {4})}, 4);
+    if (e.failed())
+      return failure();
+    SmallVector<int64_t> shape(e.type(xr).getShape());
+    rotated = e.reshape(pairs, shape);
+  } else {
+    rotated = e.concat({real, imag}, 3);
+  }
+  Value y = rot == headSize ? rotated
+                            : e.concat({rotated, e.slice(x, 3, rot, headSize)}, 3);
+  if (rank == 3)
+    y = e.reshape(y, xt.getShape());
+  if (e.failed())
+    return failure();
+  if (e.type(y) != xt) {
+    ctx.emitError() << "the caches do not broadcast against X: result " << e.type(y)
+                    << ", X " << xt;
+    return failure();
+  }
+  ctx.results.push_back(y);
+  return success();
+}
+
+/// Attention (opsets 23-25): softmax((Q*sqrt(s)) (K*sqrt(s))^T [softcapped] +
+/// bias) V with the spec's bias (attn_mask, offset-aware causal frontier,
+/// sliding window), GQA head repetition, past key/value concatenation, and
+/// zero output rows where the bias masks every key.
+LogicalResult importAttention(NodeContext &ctx) {
+  Emitter e(ctx);
+  if (ctx.input(6)) {
+    ctx.emitError() << "the nonpad_kv_seqlen input (external KV cache) is not supported";
+    return failure();
+  }
+  if (ctx.outputUsed(3)) {
+    ctx.emitError() << "the qk_matmul_output output is not supported";
+    return failure();
+  }
+  if (bool(ctx.input(4)) != bool(ctx.input(5))) {
+    ctx.emitError() << "past_key and past_value must be given together";
+    return failure();
+  }
+  RankedTensorType qt = ctx.inputType(0);
+  int64_t rank = qt.getRank();
+  if ((rank != 3 && rank != 4) || ctx.inputType(1).getRank() != rank ||
+      ctx.inputType(2).getRank() != rank) {
+    ctx.emitError() << "Q, K and V must all have rank 3 or all rank 4";
+    return failure();
+  }
+  Type elem = qt.getElementType();
+  if (!isa<FloatType>(elem)) {
+    ctx.emitError() << "Q must be a floating-point tensor, got " << qt;
+    return failure();
+  }
+  Value q = ctx.input(0), k = ctx.input(1), v = ctx.input(2);
+  int64_t batch = qt.getDimSize(0);
+  if (rank == 3) {
+    int64_t qHeads = ctx.attrInt("q_num_heads", 0);
+    int64_t kvHeads = ctx.attrInt("kv_num_heads", 0);
+    auto split = [&](Value t, int64_t heads) -> Value {
+      RankedTensorType tt = e.type(t);
+      if (heads <= 0 || tt.getDimSize(2) % heads) {
+        ctx.emitError() << "3-D inputs need q_num_heads and kv_num_heads dividing the "
+                           "hidden sizes; got "
+                        << heads << " heads for " << tt;
+        return {};
+      }
+      // [B, S, H*D] -> [B, H, S, D]
+      Value split = e.reshape(t, {batch, tt.getDimSize(1), heads, tt.getDimSize(2) / heads});
+      return e.transpose(split, {0, 2, 1, 3});
+    };
+    q = split(q, qHeads);
+    k = q ? split(k, kvHeads) : Value();
+    v = k ? split(v, kvHeads) : Value();
+    if (!v)
+      return failure();
+  }
+  RankedTensorType q4 = e.type(q);
+  int64_t qHeads = q4.getDimSize(1), qLen = q4.getDimSize(2), headSize = q4.getDimSize(3);
+  if (ctx.input(4)) {
+    k = e.concat({ctx.input(4), k}, 2);
+    v = e.concat({ctx.input(5), v}, 2);
+    if (e.failed())
+      return failure();
+  }
+  Value presentK = k, presentV = v;
+  int64_t past = ctx.input(4) ? ctx.inputType(4).getDimSize(2) : 0;
+  int64_t kvHeads = e.type(k).getDimSize(1), kvLen = e.type(k).getDimSize(2);
+  if (e.type(v).getDimSize(1) != kvHeads || qHeads % kvHeads) {
+    ctx.emitError() << "K and V must have the same number of heads, dividing Q's ("
+                    << qHeads << "); got K " << e.type(k) << ", V " << e.type(v);
+    return failure();
+  }
+  if (int64_t groups = qHeads / kvHeads; groups > 1) {
+    // Each KV head serves `groups` consecutive query heads: [h0, h0, h1, h1, ...].
+    auto repeat = [&](Value t) {
+      RankedTensorType tt = e.type(t);
+      Value u = e.unsqueeze(t, {2});
+      Ints shape{batch, kvHeads, groups, tt.getDimSize(2), tt.getDimSize(3)};
+      Value x = e.op("Expand", {u}, {ctx.i64s("shape", shape)});
+      return e.reshape(x, {batch, qHeads, tt.getDimSize(2), tt.getDimSize(3)});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+
+  // Scores: (Q * sqrt(scale)) @ (K * sqrt(scale))^T, as the reference scales.
+  double scale = ctx.attr("scale") ? double(ctx.attrFloat("scale", 1))
+                                   : 1.0 / std::sqrt(double(headSize));
+  Value root = e.scalar(elem, std::sqrt(scale));
+  Value scores = e.op("MatMul", {e.op("Mul", {q, root}),
+                                 e.transpose(e.op("Mul", {k, root}), {0, 1, 3, 2})});
+  if (float cap = ctx.attrFloat("softcap", 0); cap > 0) {
+    Value c = e.scalar(elem, cap);
+    scores = e.op("Mul", {e.op("Tanh", {e.op("Div", {scores, c})}), c});
+  }
+
+  // The bias: a run-time part from attn_mask, a constant part from is_causal and
+  // the window (offset = the past length; shapes are static).
+  double negInf = -std::numeric_limits<double>::infinity();
+  Value bias;
+  if (Value mask = ctx.input(3)) {
+    RankedTensorType mt = ctx.inputType(3);
+    if (mt.getElementType().isInteger(1)) {
+      mask = e.op("Where", {mask, e.scalar(elem, 0), e.scalar(elem, negInf)});
+    } else if (mt.getElementType() != elem) {
+      ctx.emitError() << "attn_mask must be bool or the element type of Q, got " << mt;
+      return failure();
+    }
+    int64_t maskLen = mt.getRank() ? mt.getDimSize(mt.getRank() - 1) : 1;
+    if (mt.getRank() && maskLen < kvLen) { // shorter masks are padded with -inf
+      Ints pads(2 * mt.getRank(), 0);
+      pads[2 * mt.getRank() - 1] = kvLen - maskLen;
+      mask = e.op("Pad", {mask}, {ctx.i64s("pads", pads), ctx.str("mode", "constant"),
+                                  ctx.f64("value", negInf)});
+    }
+    bias = mask;
+  }
+  int64_t left = ctx.attrInt("left_window_size", -1);
+  int64_t right = ctx.attrInt("right_window_size", -1);
+  bool causal = ctx.attrInt("is_causal", 0);
+  SmallVector<bool> rowMasked(qLen, false);
+  bool constantRowMasked = false;
+  if (causal || left >= 0 || right >= 0) {
+    SmallVector<APFloat> vals;
+    const auto &sem = cast<FloatType>(elem).getFloatSemantics();
+    for (int64_t i = 0; i < qLen; ++i) {
+      bool any = false;
+      for (int64_t j = 0; j < kvLen; ++j) {
+        int64_t diff = i + past - j;
+        bool ok = (!causal || diff >= 0) && (left < 0 || diff <= left) &&
+                  (right < 0 || -diff <= right);
+        any |= ok;
+        vals.push_back(APFloat::getZero(sem));
+        if (!ok)
+          vals.back() = APFloat::getInf(sem, /*Negative=*/true);
+      }
+      rowMasked[i] = !any;
+      constantRowMasked |= !any;
+    }
+    auto biasType = RankedTensorType::get({qLen, kvLen}, elem);
+    Value c = ctx.constant(DenseElementsAttr::get(biasType, vals));
+    bias = bias ? e.op("Add", {bias, c}) : c;
+  }
+  if (bias)
+    scores = e.op("Add", {scores, bias});
+
+  // Softmax, in softmax_precision when that differs from the input type.
+  Type softmaxType = elem;
+  if (ctx.attr("softmax_precision")) {
+    softmaxType = elementTypeFor(ctx.ctx(), int32_t(ctx.attrInt("softmax_precision", 0)));
+    if (!softmaxType || !isa<FloatType>(softmaxType)) {
+      ctx.emitError() << "unsupported softmax_precision "
+                      << dataTypeName(int32_t(ctx.attrInt("softmax_precision", 0)));
+      return failure();
+    }
+  }
+  if (softmaxType != elem)
+    scores = e.op("Cast", {scores}, {ctx.type("to", softmaxType)});
+  Value probs = e.op("Softmax", {scores}, {ctx.i64("axis", 3)});
+  if (softmaxType != elem)
+    probs = e.op("Cast", {probs}, {ctx.type("to", elem)});
+
+  // Rows whose bias is -inf everywhere give zeros (not NaN).
+  if (bias && ctx.input(3)) {
+    int64_t last = e.type(bias).getRank() - 1;
+    Value rowMax =
+        e.op("ReduceMax", {bias}, {ctx.i64s("axes", {last}), ctx.i64("keepdims", 1)});
+    Value none = e.op("IsInf", {rowMax}, {ctx.i64("detect_positive", 0)});
+    probs = e.op("Where", {none, e.scalar(elem, 0), probs});
+  } else if (constantRowMasked) {
+    auto condType = RankedTensorType::get({qLen, 1}, IntegerType::get(ctx.ctx(), 1));
+    Value none = ctx.constant(DenseElementsAttr::get(condType, ArrayRef<bool>(rowMasked)));
+    probs = e.op("Where", {none, e.scalar(elem, 0), probs});
+  }
+  Value y = e.op("MatMul", {probs, v});
+  if (rank == 3 && !e.failed()) {
+    RankedTensorType yt = e.type(y);
+    y = e.reshape(e.transpose(y, {0, 2, 1, 3}),
+                  {batch, qLen, yt.getDimSize(1) * yt.getDimSize(3)});
+  }
+  if (e.failed())
+    return failure();
+  ctx.results.push_back(y);
+  ctx.results.push_back(presentK);
+  ctx.results.push_back(presentV);
+  return success();
+}
+
 } // namespace
 
 const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
@@ -712,6 +1257,16 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
     t["Trilu"] = importTrilu;
     t["Range"] = importRange;
     t["CumSum"] = importCumSum;
+    t["SplitToSequence"] = importSplitToSequence;
+    t["SequenceAt"] = importSequenceAt;
+    t["SequenceLength"] = importSequenceLength;
+    t["SequenceConstruct"] = importSequenceConstruct;
+    t["SequenceEmpty"] = importSequenceEmpty;
+    t["SequenceInsert"] = importSequenceInsert;
+    t["SequenceErase"] = importSequenceErase;
+    t["ConcatFromSequence"] = importConcatFromSequence;
+    t["RotaryEmbedding"] = importRotaryEmbedding;
+    t["Attention"] = importAttention;
     return t;
   }();
   return table;
