@@ -30,6 +30,7 @@
 #include <onnx/defs/parser.h>
 
 #include <climits>
+#include <limits>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -413,23 +414,76 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
   ref.name = t.name();
   ref.proto = &t;
   ref.shape.assign(shape.begin(), shape.end());
+  // Checked element and byte counts: a dims product that overflows is a
+  // corrupt model, not a huge one.
+  uint64_t bytes = onnxElementSize(t.data_type());
+  for (int64_t d : shape) {
+    if (d < 0 || (d != 0 && bytes > std::numeric_limits<int64_t>::max() / uint64_t(d))) {
+      fileError() << "initializer '" << t.name() << "' has dims "
+                  << llvm::join(llvm::map_range(shape, [](int64_t v) {
+                       return std::to_string(v);
+                     }), "x")
+                  << " whose size overflows 64 bits; the model is corrupt";
+      return {};
+    }
+    bytes *= uint64_t(d);
+  }
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL) {
+    bool hasLength = false;
     for (const auto &kv : t.external_data()) {
-      if (kv.key() == "location")
+      uint64_t value = 0;
+      const bool isNumber = !StringRef(kv.value()).getAsInteger(10, value);
+      if (kv.key() == "location") {
         ref.externalPath = kv.value();
-      else if (kv.key() == "offset")
-        ref.externalOffset = std::stoull(kv.value());
-      else if (kv.key() == "length")
-        ref.externalLength = std::stoull(kv.value());
+      } else if (kv.key() == "offset" || kv.key() == "length") {
+        if (!isNumber) {
+          fileError() << "initializer '" << t.name() << "' has external-data "
+                      << kv.key() << " '" << kv.value()
+                      << "', which is not a non-negative integer";
+          return {};
+        }
+        (kv.key() == "offset" ? ref.externalOffset : ref.externalLength) = value;
+        hasLength |= kv.key() == "length";
+      }
+    }
+    // As onnx's checker: the location is relative and stays inside the
+    // model's directory.
+    StringRef location = ref.externalPath;
+    bool escapes = location.empty() || llvm::sys::path::is_absolute(location) ||
+                   location.starts_with("/") || location.starts_with("\\");
+    for (auto it = llvm::sys::path::begin(location),
+              end = llvm::sys::path::end(location);
+         it != end; ++it)
+      escapes |= *it == "..";
+    if (escapes) {
+      fileError() << "initializer '" << t.name() << "' keeps its data at '"
+                  << location
+                  << "', outside the model's directory; external-data "
+                     "locations must be relative paths below the model";
+      return {};
     }
     SmallString<256> full(llvm::sys::path::parent_path(path_));
     llvm::sys::path::append(full, ref.externalPath);
     ref.externalPath = std::string(full);
-    if (!llvm::sys::fs::exists(ref.externalPath)) {
+    uint64_t fileSize = 0;
+    if (!llvm::sys::fs::is_regular_file(ref.externalPath) ||
+        llvm::sys::fs::file_size(ref.externalPath, fileSize)) {
       fileError() << "initializer '" << t.name() << "' keeps its data in '"
                   << ref.externalPath
                   << "', which does not exist; put the external-data file next "
                      "to the model";
+      return {};
+    }
+    if (hasLength && ref.externalLength != bytes) {
+      fileError() << "initializer '" << t.name() << "' has external-data length "
+                  << ref.externalLength << " but its dims and type need "
+                  << bytes << " bytes";
+      return {};
+    }
+    if (ref.externalOffset > fileSize || fileSize - ref.externalOffset < bytes) {
+      fileError() << "initializer '" << t.name() << "' needs " << bytes
+                  << " bytes at offset " << ref.externalOffset << " of '"
+                  << ref.externalPath << "', which has " << fileSize;
       return {};
     }
   }

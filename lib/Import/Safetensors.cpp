@@ -3,8 +3,8 @@
 // The importer never copies weights into the IR. After a successful import the
 // parameters are written here, one after another, straight from the protobuf's
 // buffers (or copied in chunks from external-data files), so peak memory stays
-// close to the size of the model itself. The file is written under a temporary
-// name and renamed at the end: a failure leaves nothing behind.
+// close to the size of the model itself. The caller owns the file (zero-opt
+// writes it through an OutputFile, so a failure leaves nothing behind).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -102,7 +103,16 @@ public:
     return total;
   }
 
-  std::string writeSafetensors(const std::string &path) const override;
+  std::string writeSafetensors(llvm::raw_ostream &out) const override;
+
+  std::vector<std::string> externalDataFiles() const override {
+    std::vector<std::string> files;
+    for (const WeightRef &w : weights_)
+      if (!w.externalPath.empty() &&
+          std::find(files.begin(), files.end(), w.externalPath) == files.end())
+        files.push_back(w.externalPath);
+    return files;
+  }
 
 private:
   static uint64_t byteSize(const WeightRef &w) {
@@ -116,7 +126,7 @@ private:
   std::vector<WeightRef> weights_;
 };
 
-std::string SafetensorsWeights::writeSafetensors(const std::string &path) const {
+std::string SafetensorsWeights::writeSafetensors(llvm::raw_ostream &out) const {
   // Header: name -> dtype, shape, [begin, end) within the data section.
   llvm::json::Object header;
   uint64_t offset = 0;
@@ -137,15 +147,6 @@ std::string SafetensorsWeights::writeSafetensors(const std::string &path) const 
   while (headerText.size() % 8)
     headerText.push_back(' ');
 
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return "cannot write '" + path + "' (is the directory writable?)";
-  auto fail = [&](const std::string &msg) {
-    out.close();
-    std::remove(tmp.c_str());
-    return msg;
-  };
   uint64_t len = headerText.size();
   char lenBytes[8];
   for (int i = 0; i < 8; ++i)
@@ -159,41 +160,36 @@ std::string SafetensorsWeights::writeSafetensors(const std::string &path) const 
     if (w.externalPath.empty()) {
       if (w.proto->has_raw_data()) {
         if (w.proto->raw_data().size() != n)
-          return fail("initializer '" + w.name + "' has " +
+          return std::string("initializer '" + w.name + "' has " +
                       std::to_string(w.proto->raw_data().size()) +
                       " bytes of data, its shape needs " + std::to_string(n));
-        out.write(w.proto->raw_data().data(), n);
+        out.write(w.proto->raw_data().data(), size_t(n));
       } else {
         std::string bytes = tensorProtoBytes(*w.proto);
         if (bytes.size() != n)
-          return fail("initializer '" + w.name + "' has " +
+          return std::string("initializer '" + w.name + "' has " +
                       std::to_string(bytes.size()) + " bytes of data, its shape needs " +
                       std::to_string(n));
-        out.write(bytes.data(), n);
+        out.write(bytes.data(), size_t(n));
       }
       continue;
     }
     std::ifstream in(w.externalPath, std::ios::binary);
     if (!in)
-      return fail("cannot read external data '" + w.externalPath + "' of '" + w.name + "'");
+      return std::string("cannot read external data '" + w.externalPath + "' of '" + w.name + "'");
     in.seekg(std::streamoff(w.externalOffset));
     uint64_t left = n;
     while (left) {
       size_t step = size_t(std::min<uint64_t>(left, chunk.size()));
       in.read(chunk.data(), std::streamsize(step));
       if (size_t(in.gcount()) != step)
-        return fail("external data '" + w.externalPath + "' ends before the " +
+        return std::string("external data '" + w.externalPath + "' ends before the " +
                     std::to_string(n) + " bytes of '" + w.name + "' at offset " +
                     std::to_string(w.externalOffset));
-      out.write(chunk.data(), std::streamsize(step));
+      out.write(chunk.data(), step);
       left -= step;
     }
   }
-  out.close();
-  if (!out)
-    return fail("writing '" + path + "' failed (disk full?)");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("cannot move the weights into place at '" + path + "'");
   return "";
 }
 

@@ -1,9 +1,13 @@
 //===- Bucket.cpp - Coalesce parameter gathers ----------------------------===//
 //
-// zero-bucket: consecutive zero.all_gather ops (in program order, same element
-// type and world) are grouped while the group's gathered bytes stay within
-// `bytes`; each group of two or more becomes one zero.bucket_all_gather at the
-// first member's position. The runtime then moves one flat rank-major buffer
+// zero-bucket: zero.all_gather ops that already sit together (nothing between
+// them but shard loads and the free unpad/reshape views of gathered
+// parameters; same element type and world) are grouped while the group's
+// gathered bytes stay within `bytes`; each group of two or more becomes one
+// zero.bucket_all_gather at the first member's position. A bucket never moves
+// a gather across compute: how early a gather runs is zero-prefetch's
+// decision, made under its byte budget; this pass runs after it and only
+// coalesces what prefetch (or the partitioner) put side by side. The runtime then moves one flat rank-major buffer
 // per bucket, as DeepSpeed's coalesced all-gather does, with the per-rank
 // layout fixed by the compiler rather than agreed at run time.
 //
@@ -13,6 +17,7 @@
 
 #include "zero/Transforms/Passes.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
 
@@ -44,12 +49,15 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
       return success();
     SmallVector<SmallVector<AllGatherOp>> groups;
     int64_t groupBytes = 0;
+    bool adjacent = false; // no compute since the current group's last member
     for (Operation &op : func.getBody().front()) {
       auto g = dyn_cast<AllGatherOp>(op);
-      if (!g)
+      if (!g) {
+        adjacent &= isa<ml_program::GlobalLoadOp>(op) || ::zero::isParameterView(&op);
         continue;
+      }
       int64_t n = ::zero::gatheredBytes(g);
-      bool fits = !groups.empty() && groupBytes + n <= bytes &&
+      bool fits = adjacent && !groups.empty() && groupBytes + n <= bytes &&
                   groups.back().front().getWorld() == g.getWorld() &&
                   getElementTypeOrSelf(groups.back().front().getType()) ==
                       getElementTypeOrSelf(g.getType());
@@ -59,6 +67,7 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
       }
       groups.back().push_back(g);
       groupBytes += n;
+      adjacent = true;
     }
     OpBuilder b(func.getContext());
     for (auto &group : groups) {

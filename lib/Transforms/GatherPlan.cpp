@@ -24,15 +24,30 @@ int64_t zero::gatheredBytes(Operation *gather) {
   return n;
 }
 
-static bool isParameterView(Operation *op) {
+/// Slice/Reshape: the kinds of op the partitioner uses as parameter views.
+static bool isViewKind(Operation *op) {
   return isa<zero::onnx::SliceOp, zero::onnx::ReshapeOp>(op);
+}
+
+bool zero::isParameterView(Operation *op) {
+  if (!isViewKind(op) || op->getNumOperands() == 0)
+    return false;
+  Value source = op->getOperand(0);
+  while (Operation *def = source.getDefiningOp()) {
+    if (isGather(def))
+      return true;
+    if (!isViewKind(def))
+      return false;
+    source = def->getOperand(0);
+  }
+  return false;
 }
 
 SmallVector<Value> zero::parameterViews(Value gathered) {
   SmallVector<Value> out{gathered};
   for (size_t i = 0; i < out.size(); ++i)
     for (Operation *user : out[i].getUsers())
-      if (isParameterView(user) && user->getBlock() == gathered.getParentBlock())
+      if (isViewKind(user) && user->getBlock() == gathered.getParentBlock())
         out.push_back(user->getResult(0));
   return out;
 }
@@ -43,7 +58,7 @@ static SmallVector<Operation *> computeUsers(Operation *gather) {
   for (Value r : gather->getResults())
     for (Value v : zero::parameterViews(r))
       for (Operation *user : v.getUsers())
-        if (!isParameterView(user) && !isa<zero::dist::ReleaseOp>(user))
+        if (!isViewKind(user) && !isa<zero::dist::ReleaseOp>(user))
           users.push_back(user);
   return users;
 }

@@ -28,6 +28,11 @@ int64_t tensorBytes(mlir::Type type);
 /// Bytes a gather op brings into memory (the sum of its results).
 int64_t gatheredBytes(mlir::Operation *gather);
 
+/// True for the free views the partitioner puts on a gathered parameter (the
+/// unpad Slice and the Reshape back to the parameter's shape) when `op` is
+/// one of them, i.e. its operand is a gathered value or a view of one.
+bool isParameterView(mlir::Operation *op);
+
 /// The values compute sees for one gathered result: the result itself and the
 /// views the partitioner put on it (unpad Slice, Reshape), transitively.
 llvm::SmallVector<mlir::Value> parameterViews(mlir::Value gathered);

@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -119,6 +120,8 @@ private:
   SmallVector<std::pair<::zero::onnx::ConstantOp, int>> constants_;
   SmallVector<std::pair<std::string, Value>> inputs_, outputs_;
   int bucketCounter_ = 0;
+  /// Params storages packed for each in-place bucket, in the bucket's order.
+  std::map<int, std::vector<int>> bucketMembers_;
   int64_t arenaSize_[3] = {0, 0, 0}, noReuse_[3] = {0, 0, 0}, lowerBound_[3] = {0, 0, 0};
 };
 
@@ -281,22 +284,55 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         int bucket = bucketCounter_++;
         int64_t total = 0;
         Type elem = cast<RankedTensorType>(g.getShards().front().getType()).getElementType();
+        // The bucket's input is its shards back to back, in the bucket's own
+        // order. When every shard is a whole parameter shard that no other
+        // bucket has claimed, they are packed that way in the params arena
+        // (no copy); otherwise (a re-gathered parameter in a second bucket,
+        // a shard listed twice) they are staged into one buffer first.
+        bool inPlace = true;
+        llvm::SmallDenseSet<int> seen;
         for (Value s : g.getShards()) {
           Placement p = placement_.lookup(s);
-          if (p.storage < 0 || storages_[p.storage].arena != ArenaKind::Params ||
-              storages_[p.storage].bucket >= 0)
-            return g.emitOpError("bucket shards must be distinct parameter loads");
-          storages_[p.storage].bucket = bucket;
           total += cast<RankedTensorType>(s.getType()).getNumElements();
+          inPlace &= p.storage >= 0 && p.offset == 0 &&
+                     storages_[p.storage].arena == ArenaKind::Params &&
+                     storages_[p.storage].bucket < 0 &&
+                     storages_[p.storage].bytes == byteSize(s.getType()) &&
+                     seen.insert(p.storage).second;
+        }
+        auto inType = RankedTensorType::get({total}, elem);
+        if (inPlace) {
+          for (Value s : g.getShards()) {
+            int st = placement_.lookup(s).storage;
+            storages_[st].bucket = bucket;
+            bucketMembers_[bucket].push_back(st);
+          }
+        }
+        int staging = -1;
+        if (!inPlace) {
+          staging = newStorage(ArenaKind::Activations, byteSize(inType));
+          Instr concat{false, "Concat", kComm, {}, {}, {}, {},
+                       b.getDictionaryAttr({b.getNamedAttr("axis", b.getI64IntegerAttr(0))}),
+                       op->getLoc()};
+          for (Value s : g.getShards())
+            concat.ins.push_back(
+                {s, RankedTensorType::get(
+                        {cast<RankedTensorType>(s.getType()).getNumElements()}, elem)});
+          concat.outViews.push_back({staging, 0});
+          concat.outs.push_back({Value(), inType});
+          instrs_.push_back(std::move(concat));
         }
         int64_t world = g.getWorld();
-        auto inType = RankedTensorType::get({total}, elem);
         auto flatType = RankedTensorType::get({world * total}, elem);
-        Value first = g.getShards().front();
         int gathered = newStorage(ArenaKind::Activations, byteSize(flatType));
         Instr gather{true, "AllGather", kComm, {}, {}, {}, {},
                      b.getDictionaryAttr({}), op->getLoc()};
-        gather.ins.push_back({first, inType});
+        if (inPlace) {
+          gather.ins.push_back({g.getShards().front(), inType});
+        } else {
+          gather.inViews.push_back({staging, 0});
+          gather.ins.push_back({Value(), inType});
+        }
         gather.outViews.push_back({gathered, 0});
         gather.outs.push_back({Value(), flatType});
         instrs_.push_back(std::move(gather));
@@ -385,17 +421,16 @@ void RuntimeLowering::computeLiveness() {
 void RuntimeLowering::planMemory() {
   // Params: whole tensors and shards; a bucket's shards back to back.
   int64_t offset = 0;
-  std::map<int, std::vector<int>> buckets;
   for (auto &[g, s] : globals_) {
     Storage &st = storages_[s];
-    if (st.bucket >= 0) {
-      buckets[st.bucket].push_back(s);
+    if (st.bucket >= 0)
       continue;
-    }
     st.offset = offset;
     offset += alignUp(st.bytes);
   }
-  for (auto &[id, members] : buckets) {
+  // Each bucket's shards in the bucket's order: the collective reads them as
+  // one flat buffer.
+  for (auto &[id, members] : bucketMembers_) {
     for (int s : members) {
       storages_[s].offset = offset;
       offset += storages_[s].bytes;

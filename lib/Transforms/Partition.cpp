@@ -30,8 +30,10 @@ struct ZeroPartitionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (dp < 1) {
-      module.emitError() << "zero-partition: dp must be >= 1, got " << int64_t(dp);
+    if (dp < 1 || dp > ::zero::kMaxWorldSize) {
+      module.emitError() << "zero-partition: dp must be between 1 and "
+                         << ::zero::kMaxWorldSize << " (the ranks of one "
+                         << "data-parallel group), got " << int64_t(dp);
       return signalPassFailure();
     }
     if (stage == 1 || stage == 2) {

@@ -2,12 +2,13 @@
 //
 // The two ways users configure ZeRO, --zero-pipeline="stage=3 dp=4 ..." and a
 // DeepSpeed ds_config.json, both land in ZeroPipelineOptions and expand to the
-// same pass list: partition, bucket, prefetch, release.
+// same pass list: partition, prefetch, bucket, release.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zero/Transforms/Passes.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -20,6 +21,7 @@ std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
   SmallVector<StringRef> all;
   for (StringRef t : tokens)
     t.split(all, ',', -1, false);
+  llvm::StringSet<> seen;
   for (StringRef token : all) {
     auto [key, value] = token.split('=');
     int64_t v;
@@ -52,6 +54,13 @@ std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
       return ("--zero-pipeline: " + key + " must be >= " + std::to_string(lowest) +
               ", got " + value)
           .str();
+    if (key == "dp" && v > kMaxWorldSize)
+      return ("--zero-pipeline: dp must be at most " + Twine(kMaxWorldSize) +
+              ", got " + value)
+          .str();
+    if (!seen.insert(key).second)
+      return ("--zero-pipeline: '" + key + "' is given twice; give each option once")
+          .str();
   }
   opts.any = true;
   return "";
@@ -71,7 +80,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
 
   // DeepSpeed's defaults, in elements (runtime/zero/config.py).
   int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
-          persistence = 100'000, allgatherBucket = 500'000'000;
+          persistence = 100'000;
   opts.maxReuseDistance = 1'000'000'000;
   const int64_t kBytesPerElement = 4; // fp32 programs
   // DeepSpeed checks train_batch_size = micro batch x accumulation x world
@@ -101,6 +110,11 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
               "gradient_accumulation_steps (" + Twine(per) + ")")
           .str();
     opts.dp = *batch / per;
+    if (opts.dp > kMaxWorldSize)
+      return (path + ": train_batch_size / (micro batch x accumulation) gives "
+              "a world of " + Twine(opts.dp) + " ranks; at most " +
+              Twine(kMaxWorldSize) + " are supported")
+          .str();
   }
   for (const auto &kv : *root) {
     StringRef key = kv.first;
@@ -152,7 +166,9 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
       } else if (key == "allgather_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
-        allgatherBucket = *v;
+        warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
+                           "setting and has no effect at stage 3, where "
+                           "stage3_prefetch_bucket_size bounds each coalesced fetch");
       } else if (key == "reduce_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
@@ -167,7 +183,9 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
   // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
   opts.prefetchDepth = prefetchElems > 0 ? 1 << 20 : 0;
   opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
-  opts.bucketBytes = allgatherBucket * kBytesPerElement;
+  // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
+  // bucket (stage3_prefetch_bucket_size elements).
+  opts.bucketBytes = prefetchElems * kBytesPerElement;
   opts.any = true;
   return "";
 }
@@ -180,16 +198,18 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &opts)
   partition.maxReuseDistance = opts.maxReuseDistance;
   pm.addPass(createZeroPartitionPass(partition));
   if (opts.stage == 3) {
-    if (opts.bucketBytes > 0) {
-      ZeroBucketPassOptions bucket;
-      bucket.bytes = opts.bucketBytes;
-      pm.addPass(createZeroBucketPass(bucket));
-    }
+    // Prefetch decides where each gather runs (under its byte budget); bucket
+    // then only coalesces gathers that already sit together.
     if (opts.prefetchDepth > 0) {
       ZeroPrefetchPassOptions prefetch;
       prefetch.depth = opts.prefetchDepth;
       prefetch.bytes = opts.prefetchBytes;
       pm.addPass(createZeroPrefetchPass(prefetch));
+    }
+    if (opts.bucketBytes > 0) {
+      ZeroBucketPassOptions bucket;
+      bucket.bytes = opts.bucketBytes;
+      pm.addPass(createZeroBucketPass(bucket));
     }
     pm.addPass(createZeroReleasePass());
   }

@@ -5,7 +5,8 @@
 // first `depth` gathers move to the start of the function). On the runtime's
 // communication stream it then overlaps the compute in between. A gather
 // moves less far when the gathered bytes live at its new position would
-// exceed `bytes` (DeepSpeed's stage3_max_live_parameters /
+// exceed `bytes` anywhere in the range it crosses (DeepSpeed's
+// stage3_max_live_parameters /
 // stage3_prefetch_bucket_size, decided here once for the whole program rather
 // than from a recorded trace).
 //
@@ -14,6 +15,10 @@
 #include "GatherPlan.h"
 
 #include "zero/Transforms/Passes.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <vector>
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROPREFETCHPASS
@@ -58,8 +63,34 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
 
     // Gathers hoisted to the function start keep their use order there.
     Operation *lastAtStart = nullptr;
+    llvm::DenseMap<Operation *, int64_t> pos;
+    std::vector<int64_t> live, rangeMax;
     for (size_t j = 0; j < entries.size(); ++j) {
       Entry &e = entries[j];
+      if (bytes > 0) {
+        // Gathered bytes live while each op runs, from every other gather
+        // (issued at or before it, last used at or after it), and the most
+        // of them over [op, e's gather): moving e to an op adds e's bytes to
+        // every point of that range, so the whole range must fit.
+        pos.clear();
+        int64_t n = 0;
+        for (Operation &op : block)
+          pos[&op] = n++;
+        live.assign(size_t(n) + 1, 0);
+        for (size_t k = 0; k < entries.size(); ++k) {
+          const Entry &o = entries[k];
+          if (k == j || !o.last)
+            continue;
+          live[size_t(pos[o.gather])] += o.bytes;
+          live[size_t(pos[o.last]) + 1] -= o.bytes;
+        }
+        for (int64_t p = 1; p <= n; ++p)
+          live[size_t(p)] += live[size_t(p - 1)];
+        const int64_t here = pos[e.gather];
+        rangeMax.assign(size_t(here) + 1, 0);
+        for (int64_t p = here - 1; p >= 0; --p)
+          rangeMax[size_t(p)] = std::max(live[size_t(p)], rangeMax[size_t(p + 1)]);
+      }
       for (int64_t d = std::min<int64_t>(depth, j + 1); d >= 1; --d) {
         bool atStart = int64_t(j) - d < 0;
         Operation *target = atStart ? (lastAtStart ? lastAtStart->getNextNode()
@@ -67,19 +98,8 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
                                     : entries[j - d].first;
         if (target == e.gather || !target->isBeforeInBlock(e.gather))
           continue; // already at or before that point
-        if (bytes > 0) {
-          // Gathered bytes live just before `target` with this gather there.
-          int64_t live = e.bytes;
-          for (size_t k = 0; k < j; ++k) {
-            const Entry &o = entries[k];
-            bool issued = o.gather->isBeforeInBlock(target);
-            bool alive = o.last && (o.last == target || target->isBeforeInBlock(o.last));
-            if (issued && alive)
-              live += o.bytes;
-          }
-          if (live > bytes)
-            continue;
-        }
+        if (bytes > 0 && rangeMax[size_t(pos[target])] + e.bytes > bytes)
+          continue;
         e.gather->moveBefore(target);
         // Shard loads have no operands: they follow their gather up.
         for (Value operand : e.gather->getOperands())

@@ -1678,4 +1678,79 @@ TEST(Loss, NegativeLogLikelihood) {
   expectNear(values<float>(loss), {1.75});
 }
 
+//===----------------------------------------------------------------------===//
+// Thread-count independence
+//===----------------------------------------------------------------------===//
+
+/// A context with `k` threads whose parallelFor splits [0, n) into k pieces,
+/// as a pool of k threads would.
+KernelContext contextWithThreads(int k) {
+  KernelContext ctx;
+  ctx.numThreads = k;
+  ctx.parallelFor = [k](int64_t n,
+                        const std::function<void(int64_t, int64_t)> &fn) {
+    std::vector<std::thread> threads;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t b = n * t / k, e = n * (t + 1) / k;
+      if (b < e)
+        threads.emplace_back([&fn, b, e] { fn(b, e); });
+    }
+    for (std::thread &th : threads)
+      th.join();
+  };
+  return ctx;
+}
+
+struct ThreadCase {
+  std::string op;
+  std::vector<std::vector<int64_t>> inputs;
+  std::vector<int64_t> output;
+  AttrMap attrs;
+};
+
+// Tests that every kernel whose work is split (products tiled, reductions cut
+// into partial sums, elementwise chunks with vector tails) gives the same bits
+// at 1, 2, 3 and 8 threads: the split is a function of the shapes only.
+TEST(ThreadCount, SameBitsAtAnyThreadCount) {
+  const std::vector<ThreadCase> cases = {
+      {"MatMul", {{128, 768}, {768, 768}}, {128, 768}, {}},
+      {"MatMul", {{1, 64, 256}, {256, 1000}}, {1, 64, 1000}, {}},
+      {"MatMul", {{3, 37, 64}, {3, 64, 129}}, {3, 37, 129}, {}},
+      {"MatMul", {{16, 64}, {64, 256}}, {16, 256}, {}},
+      {"Gemm", {{96, 256}, {700, 256}}, {96, 700}, attrs({{"transB", ints({1})}})},
+      {"ReduceSum", {{2, 300000}}, {2, 1}, attrs({{"axes", ints({1})}, {"keepdims", ints({1})}})},
+      {"ReduceMean", {{5, 70001}}, {5}, attrs({{"axes", ints({1})}, {"keepdims", ints({0})}})},
+      {"ReduceSum", {{300001}}, {1}, attrs({{"axes", ints({0})}, {"keepdims", ints({1})}})},
+      {"Softmax", {{3, 40000}}, {3, 40000}, attrs({{"axis", ints({1})}})},
+      {"Softmax", {{2, 50, 700}}, {2, 50, 700}, attrs({{"axis", ints({1})}})},
+      {"LayerNormalization", {{64, 3000}, {3000}, {3000}}, {64, 3000}, attrs({{"axis", ints({1})}, {"epsilon", floats({1e-5})}})},
+      {"Tanh", {{100003}}, {100003}, {}},
+      {"Erf", {{100003}}, {100003}, {}},
+      {"Exp", {{100003}}, {100003}, {}},
+      {"Mul", {{333, 1001}, {1001}}, {333, 1001}, {}},
+  };
+  for (const ThreadCase &c : cases) {
+    Tensors t;
+    std::vector<TensorRef> in;
+    unsigned seed = 100;
+    for (const std::vector<int64_t> &shape : c.inputs)
+      in.push_back(t.input<float>(
+          shape, randomFloats(size_t(product(shape)), seed++, -3.0f, 3.0f)));
+    std::vector<char> first;
+    for (int threads : {1, 2, 3, 8}) {
+      TensorRef y = t.output<float>(c.output);
+      EXPECT_OK(run(c.op, in, {y}, c.attrs, contextWithThreads(threads)));
+      std::vector<char> bytes(static_cast<const char *>(y.data),
+                              static_cast<const char *>(y.data) + y.bytes());
+      if (threads == 1)
+        first = bytes;
+      else
+        EXPECT_TRUE(bytes == first)
+            << c.op << " " << zrt::shapeString(c.inputs[0])
+            << ": the output at " << threads
+            << " threads differs from the 1-thread output";
+    }
+  }
+}
+
 } // namespace

@@ -6,6 +6,8 @@ outputs, produced by test/models/export.py), compiles the model with the given
 ZeRO options, runs it under `mpirun -np N`, and checks:
   * every output against onnxruntime (rtol/atol, float32);
   * optionally, bit-exact equality with another run's outputs (--same-as);
+  * optionally, bit-exact equality of the outputs at several --threads counts
+    (--threads-sweep): kernels split work by shape, never by thread count;
   * optionally, the runtime's own measurements against the plan and the ZeRO
     closed forms (--check-zero): resident parameter bytes per rank equal the
     sum of shard and persistent bytes, and all-gather bytes sent per rank per
@@ -52,6 +54,9 @@ def main():
     ap.add_argument("--shape", action="append", default=[],
                     help="NAME=D0xD1: run on random inputs of this shape (ids below "
                          "--vocab) and compare with onnxruntime run here")
+    ap.add_argument("--threads-sweep", default="",
+                    help="comma-separated --threads counts: rerun the program at each and "
+                         "require outputs bit-identical to the first")
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
@@ -116,6 +121,22 @@ def main():
             if not np.array_equal(g, other[name]):
                 sys.exit(f"FAIL: output '{name}' is not bit-identical to {a.same_as}")
         print(f"PASS {a.model} np={a.np}: outputs bit-identical to {a.same_as}")
+    if a.threads_sweep:
+        counts = [int(t) for t in a.threads_sweep.split(",")]
+        first = None
+        for t in counts:
+            path = os.path.join(a.work, f"out-threads{t}.safetensors")
+            run(run_cmd[:run_cmd.index("--output") + 1] + [path] +
+                run_cmd[run_cmd.index("--output") + 2:] + ["--threads", str(t)])
+            outs = {k: v.tobytes() for k, v in load_file(path).items()}
+            if first is None:
+                first = (t, outs)
+                continue
+            for name, b in outs.items():
+                if b != first[1][name]:
+                    sys.exit(f"FAIL: output '{name}' at --threads {t} is not bit-identical "
+                             f"to --threads {first[0]}")
+        print(f"PASS {a.model} np={a.np}: outputs bit-identical at --threads {a.threads_sweep}")
     if a.check_zero:
         check_zero(a, zrt, report)
     if a.trace == "in-order":

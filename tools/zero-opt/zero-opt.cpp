@@ -11,6 +11,7 @@
 #include "zero/Dialect/ZRT/ZRTDialect.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
 #include "zero/Import/ONNXImporter.h"
+#include "zero/Support/OutputFile.h"
 #include "zero/Target/ZRTSerialization.h"
 #include "zero/Transforms/Passes.h"
 
@@ -27,6 +28,7 @@
 #include "mlir/Support/ToolUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -36,6 +38,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -110,30 +113,14 @@ LogicalResult printImportDiagnostic(Diagnostic &diag) {
   return success();
 }
 
-/// Writes `contents` to `path` through a temporary file renamed at the end.
-std::string writeFileAtomically(StringRef path, StringRef contents) {
-  if (path == "-") {
-    llvm::outs() << contents;
-    return "";
-  }
-  std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return "cannot write '" + path.str() + "': " + ec.message();
-    os << contents;
-    os.close();
-    if (os.has_error()) {
-      std::remove(tmp.c_str());
-      return "writing '" + path.str() + "' failed";
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    std::remove(tmp.c_str());
-    return "cannot write '" + path.str() + "': " + ec.message();
-  }
-  return "";
+/// Writes `contents` to `path` through an OutputFile (whole or not at all).
+std::string writeOutput(StringRef path, StringRef contents) {
+  std::string err;
+  std::unique_ptr<zero::OutputFile> out = zero::OutputFile::open(path, err);
+  if (!out)
+    return err;
+  out->os() << contents;
+  return out->commit();
 }
 
 /// Checks up front that `path` can be created, so a bad -o fails before work.
@@ -221,13 +208,44 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
                       "e.g. input_ids=2x8\n";
       return 1;
     }
+    if (options.inputShapes.count(name.str())) {
+      llvm::errs() << "zero-opt: error: --input-shape names '" << name
+                   << "' twice; give each input's shape once\n";
+      return 1;
+    }
+    // Elements times the widest element (8 bytes) must fit in 63 bits.
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      if (llvm::MulOverflow(elements, d, elements) ||
+          elements > std::numeric_limits<int64_t>::max() / 8) {
+        llvm::errs() << "zero-opt: error: --input-shape '" << spec
+                     << "': the tensor's byte size overflows 64 bits\n";
+        return 1;
+      }
     options.inputShapes[name.str()] = shape;
   }
   std::string weightsPath = weightsOut;
-  if (weightsPath.empty() && outputFilename != "-") {
+  if (weightsPath == "-") {
+    llvm::errs() << "zero-opt: error: --weights-out - : the weights are binary "
+                    "safetensors and cannot go to standard output; name a file\n";
+    return 1;
+  }
+  // Weights go next to -o only when -o is (or will be) a regular file: never
+  // beside /dev/null or a FIFO.
+  llvm::sys::fs::file_status outStatus;
+  const bool outIsSpecial =
+      !llvm::sys::fs::status(outputFilename, outStatus) &&
+      outStatus.type() != llvm::sys::fs::file_type::regular_file;
+  if (weightsPath.empty() && outputFilename != "-" && !outIsSpecial) {
     SmallString<256> p(outputFilename);
     llvm::sys::path::replace_extension(p, "safetensors");
     weightsPath = std::string(p);
+  }
+  if (!weightsPath.empty() &&
+      (weightsPath == outputFilename || zero::isSameFile(weightsPath, outputFilename))) {
+    llvm::errs() << "zero-opt: error: -o and the weights file are both '"
+                 << weightsPath << "'; give --weights-out a different file\n";
+    return 1;
   }
   for (const std::string &path : {std::string(outputFilename), weightsPath}) {
     if (path.empty())
@@ -249,20 +267,41 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   if (failed(pm.run(*model.module)))
     return 1;
 
+  // Never overwrite what the model is read from.
+  std::vector<std::string> sources = model.weights->externalDataFiles();
+  sources.push_back(inputFilename);
+  for (const std::string &path : {std::string(outputFilename), weightsPath})
+    for (const std::string &source : sources)
+      if (!path.empty() && path != "-" && zero::isSameFile(path, source)) {
+        llvm::errs() << "zero-opt: error: the output '" << path
+                     << "' is the model's own file '" << source
+                     << "'; writing it would destroy the input; choose "
+                        "another output path\n";
+        return 1;
+      }
+
   std::string text;
   if (failed(renderOutput(*model.module, text)))
     return 1;
+  // Both outputs are complete before either replaces anything.
+  std::string err;
+  std::unique_ptr<zero::OutputFile> weightsFile;
   if (!weightsPath.empty()) {
-    std::string err = model.weights->writeSafetensors(weightsPath);
-    if (!err.empty()) {
-      llvm::errs() << "zero-opt: error: " << err << "\n";
-      return 1;
-    }
+    weightsFile = zero::OutputFile::open(weightsPath, err);
+    if (weightsFile)
+      err = model.weights->writeSafetensors(weightsFile->os());
   }
-  std::string err = writeFileAtomically(outputFilename, text);
+  std::unique_ptr<zero::OutputFile> mainFile;
+  if (err.empty()) {
+    mainFile = zero::OutputFile::open(outputFilename, err);
+    if (mainFile)
+      mainFile->os() << text;
+  }
+  if (err.empty() && weightsFile)
+    err = weightsFile->commit();
+  if (err.empty())
+    err = mainFile->commit();
   if (!err.empty()) {
-    if (!weightsPath.empty())
-      std::remove(weightsPath.c_str());
     llvm::errs() << "zero-opt: error: " << err << "\n";
     return 1;
   }
@@ -303,9 +342,18 @@ int main(int argc, char **argv) {
     }
   }
   if (!zeroPipeline.empty()) {
+    const int64_t configDp = zeroOptions.dp;
     std::string err = zero::parseZeroPipelineOptions(zeroPipeline, zeroOptions);
     if (!err.empty()) {
       llvm::errs() << "zero-opt: error: " << err << "\n";
+      return 1;
+    }
+    if (configDp > 0 && zeroOptions.dp != configDp) {
+      llvm::errs() << "zero-opt: error: " << deepspeedConfig
+                   << ": the batch sizes give a world of " << configDp
+                   << " ranks but --zero-pipeline says dp=" << zeroOptions.dp
+                   << "; make train_batch_size = micro batch x accumulation x "
+                      "dp, or drop one of them\n";
       return 1;
     }
   }
@@ -389,7 +437,7 @@ int main(int argc, char **argv) {
     return 1;
   if (verifyDiagnostics)
     return 0;
-  std::string err = writeFileAtomically(outputFilename, text);
+  std::string err = writeOutput(outputFilename, text);
   if (!err.empty()) {
     llvm::errs() << "zero-opt: error: " << err << "\n";
     return 1;

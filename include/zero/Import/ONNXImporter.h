@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <map>
@@ -35,9 +36,11 @@ struct ImportOptions {
 class ImportedWeights {
 public:
   virtual ~ImportedWeights();
-  /// Writes every parameter to `path` (atomically: a temporary file renamed on
-  /// success). Returns an error message, empty on success.
-  virtual std::string writeSafetensors(const std::string &path) const = 0;
+  /// Writes every parameter, in safetensors format, to `out`. Returns an
+  /// error message, empty on success.
+  virtual std::string writeSafetensors(llvm::raw_ostream &out) const = 0;
+  /// The external-data files the weights are read from (full paths).
+  virtual std::vector<std::string> externalDataFiles() const = 0;
   /// Number of tensors and their total bytes.
   virtual size_t numTensors() const = 0;
   virtual uint64_t totalBytes() const = 0;

@@ -19,6 +19,10 @@
 
 namespace zero {
 
+/// The largest data-parallel world a program is compiled for. Every per-rank
+/// table (groups, shard offsets) grows with it, so it is bounded.
+constexpr int64_t kMaxWorldSize = 65536;
+
 #define GEN_PASS_DECL
 #include "zero/Transforms/Passes.h.inc"
 

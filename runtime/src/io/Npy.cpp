@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/TensorFile.h"
+#include "zrt/OutputFile.h"
 
 #include <cctype>
 #include <cerrno>
@@ -230,18 +231,12 @@ Status writeNpy(const std::string &path, DType dtype,
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return Status::error(path + ": cannot create: " + std::strerror(errno));
-  out.write("\x93NUMPY\x01\x00", 8);
-  char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
-  out.write(len, 2);
-  out.write(header.data(), std::streamsize(header.size()));
-  out.write(static_cast<const char *>(data),
-            std::streamsize(numel * dtypeSize(dtype)));
-  if (!out.flush())
-    return Status::error(path + ": write failed");
-  return Status::ok();
+  return writeFileAtomically(path, [&](int fd) {
+    char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
+    return writeAllToFd(fd, "\x93NUMPY\x01\x00", 8) && writeAllToFd(fd, len, 2) &&
+           writeAllToFd(fd, header.data(), header.size()) &&
+           writeAllToFd(fd, data, numel * dtypeSize(dtype));
+  });
 }
 
 } // namespace zrt

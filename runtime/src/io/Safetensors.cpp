@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/TensorFile.h"
+#include "zrt/OutputFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -217,40 +218,21 @@ Status writeSafetensors(const std::string &path,
   // Pad with spaces so the data starts 8-byte aligned, as the reference
   // implementation does.
   text.append((8 - (text.size() % 8)) % 8, ' ');
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::error(path + ": cannot create: " + std::strerror(errno));
-  auto writeAll = [&](const void *data, uint64_t bytes) -> bool {
-    auto *p = static_cast<const char *>(data);
-    while (bytes > 0) {
-      ssize_t n = ::write(fd, p, size_t(std::min<uint64_t>(bytes, 1u << 30)));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
+  return writeFileAtomically(path, [&](int fd) {
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i)
+      len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+    if (!writeAllToFd(fd, len, 8) || !writeAllToFd(fd, text.data(), text.size()))
+      return false;
+    for (const NamedTensor &t : tensors) {
+      uint64_t numel = 1;
+      for (int64_t d : t.shape)
+        numel *= uint64_t(d);
+      if (!writeAllToFd(fd, t.data, numel * dtypeSize(t.dtype)))
         return false;
-      p += n;
-      bytes -= uint64_t(n);
     }
     return true;
-  };
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i)
-    len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  bool ok = writeAll(len, 8) && writeAll(text.data(), text.size());
-  for (const NamedTensor &t : tensors) {
-    uint64_t numel = 1;
-    for (int64_t d : t.shape)
-      numel *= uint64_t(d);
-    ok = ok && writeAll(t.data, numel * dtypeSize(t.dtype));
-  }
-  int err = errno;
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok)
-    return Status::error(path + ": write failed: " + std::strerror(err));
-  return Status::ok();
+  });
 }
 
 } // namespace zrt

@@ -14,6 +14,7 @@
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
+#include "zrt/OutputFile.h"
 #include "zrt/Program.h"
 
 #include <cstdio>
@@ -22,6 +23,9 @@
 #include <exception>
 #include <fstream>
 #include <thread>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 using namespace zrt;
 
@@ -136,6 +140,29 @@ Status parseArguments(int argc, char **argv, Options &opts) {
   }
   if (!opts.help && opts.model.empty())
     return Status::error("no program given");
+  // Outputs never overwrite what the run reads, nor each other.
+  std::vector<std::pair<std::string, std::string>> reads = {
+      {"the program", opts.model}, {"--weights", opts.weights}};
+  for (const auto &[name, path] : opts.inputs)
+    reads.push_back({"--input", path});
+  std::vector<std::pair<std::string, std::string>> writes = {
+      {"--output", opts.output},
+      {"--report-json", opts.reportJson},
+      {"--trace", opts.trace}};
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const auto &[flag, path] = writes[i];
+    if (path.empty())
+      continue;
+    for (const auto &[what, source] : reads)
+      if (!source.empty() && (path == source || isSameFile(path, source)))
+        return Status::error(flag + " " + path + " is " + what +
+                             "'s file; writing it would destroy an input; "
+                             "choose another path");
+    for (size_t j = 0; j < i; ++j)
+      if (path == writes[j].second && path != "/dev/null")
+        return Status::error(flag + " and " + writes[j].first + " both name " +
+                             path + "; give each output its own file");
+  }
   if (opts.backend != "cpu"
 #ifdef ZRT_HAVE_CUDA
       && opts.backend != "cuda"
@@ -178,11 +205,9 @@ bool agree(Communicator &comm, const Status &local) {
 }
 
 Status writeText(const std::string &path, const std::string &text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out.flush())
-    return Status::error(path + ": cannot write: " + std::strerror(errno));
-  return Status::ok();
+  return writeFileAtomically(path, [&](int fd) {
+    return writeAllToFd(fd, text.data(), text.size());
+  });
 }
 
 struct Runtime {
@@ -215,6 +240,24 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
 #endif
 }
 
+/// Threads per rank when --threads is not given: the cores this rank may run
+/// on (its affinity mask: one when mpirun binds ranks to cores), shared with
+/// the other local ranks when they all run on the same cores. Results never
+/// depend on it (kernels split work by shape); only speed does.
+static int defaultThreads(int localRanks) {
+  int cores = int(std::thread::hardware_concurrency());
+#ifdef __linux__
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+    const int allowed = CPU_COUNT(&mask);
+    if (allowed > 0 && allowed < cores)
+      return allowed;
+  }
+#endif
+  return std::max(1, cores / std::max(1, localRanks));
+}
+
 int runMain(int argc, char **argv, Communicator &comm) {
   Options opts;
   Status status = parseArguments(argc, argv, opts);
@@ -231,8 +274,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // Phase 1: the program, the world size and the backend.
   int threads = opts.threads;
   if (threads == 0)
-    threads = std::max(1, int(std::thread::hardware_concurrency()) /
-                              std::max(1, comm.localSize()));
+    threads = defaultThreads(comm.localSize());
   Runtime rt;
   Expected<Program> program = Status::error("");
   status = createBackend(opts, comm, threads, rt);

@@ -311,23 +311,38 @@ constexpr int64_t kElementGrain = 32768;
 /// Elements of transcendental work (exp, erf, ...) worth one parallel chunk.
 constexpr int64_t kTranscendentalGrain = 4096;
 
+/// How many tasks a parallel loop aims for, whatever the thread count. Every
+/// split of work below is a function of the shapes and these constants only,
+/// never of KernelContext::numThreads, so a kernel's bits are the same on any
+/// machine and at any --threads (a chunk boundary can move a vector tail or a
+/// partial sum; it must not move with the pool's size).
+constexpr int64_t kParallelTasks = 16;
+/// Most chunks one parallelRange is cut into.
+constexpr int64_t kMaxChunks = 4 * kParallelTasks;
+
 /// Runs `fn(begin, end)` over contiguous pieces of [0, n), each at least
-/// `grain` items, on ctx's threads; small ranges run inline.
+/// `grain` items, on ctx's threads. The pieces depend on n and grain only:
+/// each is one call of fn, whichever thread runs it (with one thread, in
+/// order on the caller).
 template <typename Fn>
 void parallelRange(const KernelContext &ctx, int64_t n, int64_t grain,
                    Fn &&fn) {
   if (n <= 0)
     return;
-  const int64_t maxChunks = n / std::max<int64_t>(grain, 1);
   const int64_t chunks =
-      std::min<int64_t>(maxChunks, int64_t(std::max(ctx.numThreads, 1)) * 4);
-  if (chunks <= 1 || ctx.numThreads <= 1 || !ctx.parallelFor) {
+      std::min<int64_t>(n / std::max<int64_t>(grain, 1), kMaxChunks);
+  if (chunks <= 1) {
     fn(int64_t(0), n);
     return;
   }
-  ctx.parallelFor(chunks, [&](int64_t chunkBegin, int64_t chunkEnd) {
-    fn(chunkBegin * n / chunks, chunkEnd * n / chunks);
-  });
+  auto runChunks = [&](int64_t chunkBegin, int64_t chunkEnd) {
+    for (int64_t c = chunkBegin; c < chunkEnd; ++c)
+      fn(c * n / chunks, (c + 1) * n / chunks);
+  };
+  if (ctx.numThreads <= 1 || !ctx.parallelFor)
+    runChunks(0, chunks);
+  else
+    ctx.parallelFor(chunks, runChunks);
 }
 
 /// Grain in rows for row-wise kernels whose rows cost `rowCost` elements.
@@ -367,18 +382,16 @@ void forEachRow(const std::vector<int64_t> &dims,
 /// For [outer, axis, inner] work (softmax over a middle axis, cumsum, arg
 /// max, ...): calls `fn(o, innerBegin, innerEnd)` covering every outer index
 /// and the whole inner range, in parallel. The inner range is split into
-/// blocks only when there are too few outer indices to feed the threads.
+/// blocks only when there are few outer indices (a rule on the shape alone).
 template <typename Fn>
 void parallelOuterInner(const KernelContext &ctx, int64_t outer,
                         int64_t axisLen, int64_t inner, Fn &&fn) {
   if (outer <= 0 || inner <= 0)
     return;
   constexpr int64_t kMinInnerBlock = 64;
-  const int64_t threads = std::max(ctx.numThreads, 1);
   int64_t blocks = 1;
-  if (outer < 2 * threads && inner >= 2 * kMinInnerBlock)
-    blocks =
-        std::min((4 * threads + outer - 1) / outer, inner / kMinInnerBlock);
+  if (outer < 2 * kParallelTasks && inner >= 2 * kMinInnerBlock)
+    blocks = std::min((kMaxChunks + outer - 1) / outer, inner / kMinInnerBlock);
   const int64_t blockSize = (inner + blocks - 1) / blocks;
   blocks = (inner + blockSize - 1) / blockSize;
   parallelRange(

@@ -4,7 +4,8 @@
 // broadcast) and ONNX Gemm. f32/f64 go through OpenBLAS (cblas_sgemm/dgemm)
 // running single-threaded: the parallelism is ours, on the KernelContext's
 // threads (independent batch products, or tiles of C for one product), so
-// OpenBLAS's own spinning worker threads never compete with the runtime's.
+// OpenBLAS's own spinning worker threads never compete with the runtime's and
+// the split of the work (hence the bits of C) is fixed by the shapes.
 // Integer types use a plain row-accumulating loop, tiled the same way.
 // Batched MatMul folds A's batch into M when B has no batch.
 //
@@ -29,8 +30,6 @@ void useSingleThreadedBlas() {
 
 /// Products smaller than this (M*N*K) are not split across threads.
 constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
-/// Products at least this large (M*N*K) run as one multi-threaded BLAS call.
-constexpr double kMinBlasThreadedGemm = 128.0 * 256.0 * 256.0;
 /// Smallest tile of C worth a task: rows, and columns when rows run out.
 constexpr int64_t kMinTileRows = 16;
 constexpr int64_t kMinTileCols = 128;
@@ -106,7 +105,9 @@ template <typename T> struct GemmProblem {
 
 /// Runs `count` independent products (`problemAt(i)` gives the i-th) on the
 /// context's threads: whole products per task when there are enough of
-/// them, otherwise each product split into tiles of C.
+/// them, otherwise each product split into tiles of C. The tiling is chosen
+/// from the shapes alone (never from the thread count): each tile is one
+/// single-threaded BLAS call, so C's bits are the same at any --threads.
 template <typename T, typename ProblemAt>
 void runProducts(const KernelContext &ctx, int64_t count,
                  const ProblemAt &problemAt) {
@@ -115,8 +116,19 @@ void runProducts(const KernelContext &ctx, int64_t count,
     return;
   const GemmProblem<T> first = problemAt(0);
   const double flops = double(first.m) * double(first.n) * double(first.k);
-  const int64_t threads = std::max(ctx.numThreads, 1);
-  if (threads == 1 || count >= threads || flops < kMinParallelGemm) {
+  // Tiles per product: enough for kParallelTasks tasks in all, each worth at
+  // least kMinParallelGemm. Columns first: a column tile packs only its own
+  // panel of B (the weight) and all of the small A, so no operand is packed
+  // twice over; rows split only what columns cannot.
+  const int64_t want = std::min<int64_t>(
+      (kParallelTasks + count - 1) / count,
+      int64_t(std::max(flops / kMinParallelGemm, 1.0)));
+  const int64_t colBlocks =
+      std::max<int64_t>(1, std::min(want, first.n / kMinTileCols));
+  const int64_t rowBlocks = std::max<int64_t>(
+      1, std::min(want / colBlocks, first.m / kMinTileRows));
+  const int64_t tiles = rowBlocks * colBlocks;
+  if (tiles == 1) {
     parallelRange(
         ctx, count,
         std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(flops, 1.0))),
@@ -128,25 +140,6 @@ void runProducts(const KernelContext &ctx, int64_t count,
         });
     return;
   }
-#ifdef OPENBLAS_VERSION
-  // One large product: OpenBLAS's own threading partitions and packs it better
-  // than tiles of C would. The pool's workers sleep meanwhile (they block on a
-  // condition variable), so its threads have the cores to themselves.
-  if (count == 1 && flops >= kMinBlasThreadedGemm &&
-      (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    openblas_set_num_threads(int(threads));
-    first.runTile(0, first.m, 0, first.n);
-    openblas_set_num_threads(1);
-    return;
-  }
-#endif
-  // Fewer products than threads: tile C, rows first, then columns.
-  const int64_t perProduct = (threads + count - 1) / count;
-  const int64_t rowBlocks =
-      std::max<int64_t>(1, std::min(perProduct, first.m / kMinTileRows));
-  const int64_t colBlocks = std::max<int64_t>(
-      1, std::min(perProduct / rowBlocks, first.n / kMinTileCols));
-  const int64_t tiles = rowBlocks * colBlocks;
   parallelRange(ctx, count * tiles, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const GemmProblem<T> p = problemAt(t / tiles);

@@ -284,7 +284,9 @@ void runReduction(const KernelContext &ctx, const ReductionLayout &layout,
     }
   };
   const int64_t total = numRuns * run;
-  if (layout.outerCount >= ctx.numThreads || total < 2 * kElementGrain) {
+  // Whether a reduction is split into partial sums is decided by the shape
+  // alone, so the summation order never depends on the thread count.
+  if (layout.outerCount >= kParallelTasks || total < 2 * kElementGrain) {
     parallelRange(ctx, layout.outerCount, rowGrain(total, kElementGrain),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t o = begin; o < end; ++o) {
@@ -297,7 +299,7 @@ void runReduction(const KernelContext &ctx, const ReductionLayout &layout,
   }
   // Few large reductions: split each into partial accumulators.
   const int64_t parts =
-      std::min<int64_t>(total / kElementGrain, int64_t(ctx.numThreads) * 4);
+      std::min<int64_t>(total / kElementGrain, kMaxChunks);
   std::unique_ptr<Acc[]> partial(new Acc[size_t(parts)]);
   for (int64_t o = 0; o < layout.outerCount; ++o) {
     const int64_t base = keptOffset(layout, o);
