@@ -84,3 +84,84 @@ Operation *zero::lastUse(Operation *gather) {
   }
   return last;
 }
+
+//===----------------------------------------------------------------------===//
+// GatherLiveness
+//===----------------------------------------------------------------------===//
+
+/// The op of `block` that contains `op` (itself, or an ancestor).
+static Operation *inBlock(Operation *op, Block &block) {
+  while (op && op->getBlock() != &block)
+    op = op->getParentOp();
+  return op;
+}
+
+zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
+  int64_t n = 0;
+  for (Operation &op : block)
+    position_[&op] = n++;
+  for (Operation &op : block) {
+    if (!isGather(&op))
+      continue;
+    Gather g{&op, gatheredBytes(&op), firstUse(&op), lastUse(&op), false};
+    for (Value r : op.getResults())
+      for (Value v : parameterViews(r))
+        for (Operation *u : v.getUsers())
+          if (isa<dist::ReleaseOp>(u)) {
+            Operation *at = inBlock(u, block);
+            if (!g.released || position(g.death) < position(at))
+              g.death = at;
+            g.released = true;
+          }
+    indexOf_[&op] = gathers_.size();
+    gathers_.push_back(g);
+  }
+  live_.assign(size_t(n) + 1, 0);
+  for (const Gather &g : gathers_)
+    addRange(g, live_);
+  for (int64_t p = 1; p <= n; ++p)
+    live_[size_t(p)] += live_[size_t(p - 1)];
+}
+
+void zero::GatherLiveness::addRange(const Gather &g,
+                                    std::vector<int64_t> &live) const {
+  if (!g.death)
+    return;
+  const int64_t from = position(g.op), to = position(g.death);
+  live[size_t(from)] += g.bytes;
+  live[size_t(to) + 1] -= g.bytes;
+  if (isa<dist::BucketAllGatherOp>(g.op)) {
+    // The flat receive buffer, alive while the results are rebuilt.
+    live[size_t(from)] += g.bytes;
+    live[size_t(from) + 1] -= g.bytes;
+  }
+}
+
+int64_t zero::GatherLiveness::liveBytesAt(int64_t pos, Operation *except) const {
+  int64_t bytes = live_[size_t(pos)];
+  auto it = except ? indexOf_.find(except) : indexOf_.end();
+  if (it == indexOf_.end())
+    return bytes;
+  const Gather &g = gathers_[it->second];
+  if (!g.death)
+    return bytes;
+  const int64_t from = position(g.op), to = position(g.death);
+  if (from <= pos && pos <= to)
+    bytes -= g.bytes * (pos == from && isa<dist::BucketAllGatherOp>(g.op) ? 2 : 1);
+  return bytes;
+}
+
+int64_t zero::GatherLiveness::maxLiveBytes(int64_t from, int64_t to,
+                                           Operation *except) const {
+  int64_t most = 0;
+  for (int64_t p = from; p < to; ++p)
+    most = std::max(most, liveBytesAt(p, except));
+  return most;
+}
+
+int64_t zero::GatherLiveness::peakBytes() const {
+  int64_t most = 0;
+  for (int64_t v : live_)
+    most = std::max(most, v);
+  return most;
+}

@@ -13,7 +13,10 @@
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+
+#include <vector>
 
 namespace zero {
 
@@ -43,6 +46,55 @@ mlir::Operation *firstUse(mlir::Operation *gather);
 
 /// The last such op; null if none.
 mlir::Operation *lastUse(mlir::Operation *gather);
+
+/// The liveness of gathered parameters in one block: the one analysis the
+/// prefetch, release and report passes and the runtime lowering read, so
+/// they agree on when a gathered buffer lives and how many gathered bytes are
+/// live at each point.
+///
+/// A gather's result is live from the gather to its death: its
+/// `zero.release` when it has one (the single source of truth; a use after it
+/// is an error), otherwise its last use, where zero-release will put the
+/// release (a value never released is kept by the lowering to the end of the
+/// program). A bucket also holds its flat world x sum(s_i) receive buffer
+/// while the results are rebuilt from it: at the bucket op its bytes count
+/// twice. Built in one walk; rebuild it after moving ops.
+class GatherLiveness {
+public:
+  /// One gather op and what it brings in.
+  struct Gather {
+    mlir::Operation *op;
+    int64_t bytes;             ///< sum of its results
+    mlir::Operation *firstUse; ///< null: unused
+    mlir::Operation *death;    ///< the release, else the last use; null: unused
+    bool released;
+  };
+
+  explicit GatherLiveness(mlir::Block &block);
+
+  llvm::ArrayRef<Gather> gathers() const { return gathers_; }
+  /// Program-order index of an op of the block.
+  int64_t position(mlir::Operation *op) const { return position_.lookup(op); }
+  /// Gathered bytes live while the op at `position` runs, leaving out the
+  /// gather `except` (to ask what moving it would add).
+  int64_t liveBytesAt(int64_t position, mlir::Operation *except = nullptr) const;
+  /// The most gathered bytes live while any op in [from, to) runs, leaving
+  /// out `except`.
+  int64_t maxLiveBytes(int64_t from, int64_t to,
+                       mlir::Operation *except = nullptr) const;
+  /// The most gathered bytes live at once anywhere in the block.
+  int64_t peakBytes() const;
+
+private:
+  /// Live bytes per position contributed by gather `g`.
+  void addRange(const Gather &g, std::vector<int64_t> &live) const;
+
+  mlir::Block &block_;
+  llvm::DenseMap<mlir::Operation *, int64_t> position_;
+  llvm::SmallVector<Gather> gathers_;
+  llvm::DenseMap<mlir::Operation *, size_t> indexOf_;
+  std::vector<int64_t> live_; ///< per position, all gathers
+};
 
 } // namespace zero
 

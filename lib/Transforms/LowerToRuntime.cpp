@@ -60,6 +60,9 @@ struct Storage {
   int64_t def = INT64_MAX; ///< first instruction writing it (-1: before the run)
   int64_t lastUse = -1;    ///< last instruction reading it
   int bucket = -1;         ///< params packed together for a bucketed gather
+  bool gathered = false;   ///< holds a gathered parameter (dies at its release)
+  int64_t released = -1;   ///< the instruction its zero.release follows
+  Operation *release = nullptr;
   /// Instructions that touched it, by stream: the latest index per stream.
   int64_t lastAccess[2] = {-1, -1};
 };
@@ -101,7 +104,7 @@ private:
   }
   LogicalResult collect();
   LogicalResult lowerOp(Operation *op);
-  void computeLiveness();
+  LogicalResult computeLiveness();
   void planMemory();
   void emit();
 
@@ -259,9 +262,27 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         addKernel("Slice", kernelParams(op, b_));
         return success();
       })
-      .Case([&](::zero::dist::ReleaseOp) { return success(); })
+      .Case([&](::zero::dist::ReleaseOp release) -> LogicalResult {
+        // zero.release is when a gathered buffer dies: its memory is free for
+        // reuse after the instruction before it.
+        Placement p = placement_.lookup(release.getValue());
+        if (p.storage < 0 || !storages_[p.storage].gathered)
+          return release.emitOpError(
+              "releases a value that is not a gathered parameter (the result "
+              "of zero.all_gather or zero.bucket_all_gather, or a view of one)");
+        Storage &st = storages_[p.storage];
+        if (st.release)
+          return release.emitOpError("releases a gathered parameter that was "
+                                     "already released")
+                     .attachNote(st.release->getLoc())
+                 << "released here";
+        st.released = int64_t(instrs_.size()) - 1;
+        st.release = release;
+        return success();
+      })
       .Case([&](::zero::dist::AllGatherOp g) {
         collective("AllGather", b.getDictionaryAttr({}));
+        storages_[placement_.lookup(g.getResult()).storage].gathered = true;
         return success();
       })
       .Case([&](::zero::dist::ReduceScatterOp) {
@@ -340,6 +361,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         for (auto [shard, result] : llvm::zip(g.getShards(), g.getResults())) {
           int64_t s = cast<RankedTensorType>(shard.getType()).getNumElements();
           bind(result, newStorage(ArenaKind::Activations, byteSize(result.getType())));
+          storages_.back().gathered = true;
           Instr slice{true, "Slice", kComm, {}, {}, {}, {},
                       b.getDictionaryAttr(
                           {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({0, column})),
@@ -395,7 +417,7 @@ LogicalResult RuntimeLowering::collect() {
   return success();
 }
 
-void RuntimeLowering::computeLiveness() {
+LogicalResult RuntimeLowering::computeLiveness() {
   int64_t end = instrs_.size();
   // Uses by views/releases are covered: a view shares its operand's storage and
   // any instruction reading the view reads the storage.
@@ -416,6 +438,25 @@ void RuntimeLowering::computeLiveness() {
     storages_[placement_.lookup(v).storage].lastUse = end;
   for (auto &[name, v] : inputs_)
     storages_[placement_.lookup(v).storage].def = -1;
+  // A gathered parameter lives until its zero.release, the single source of
+  // truth; one never released is kept to the end of the program.
+  for (Storage &st : storages_) {
+    if (!st.gathered)
+      continue;
+    if (!st.release) {
+      st.lastUse = end;
+      continue;
+    }
+    if (st.lastUse > st.released)
+      return st.release
+                 ->emitOpError("releases a gathered parameter that is still "
+                               "used after it; move the release after its "
+                               "last use")
+                 .attachNote(instrs_[size_t(st.lastUse)].loc)
+             << "used here";
+    st.lastUse = std::max(st.lastUse, st.released);
+  }
+  return success();
 }
 
 void RuntimeLowering::planMemory() {
@@ -662,7 +703,8 @@ void RuntimeLowering::emit() {
 LogicalResult RuntimeLowering::run() {
   if (failed(collect()))
     return failure();
-  computeLiveness();
+  if (failed(computeLiveness()))
+    return failure();
   planMemory();
   emit();
   for (auto &[g, s] : globals_)

@@ -16,8 +16,7 @@
 
 #include "zero/Transforms/Passes.h"
 
-#include "llvm/ADT/DenseMap.h"
-
+#include <optional>
 #include <vector>
 
 namespace zero {
@@ -63,33 +62,20 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
 
     // Gathers hoisted to the function start keep their use order there.
     Operation *lastAtStart = nullptr;
-    llvm::DenseMap<Operation *, int64_t> pos;
-    std::vector<int64_t> live, rangeMax;
+    std::vector<int64_t> rangeMax;
     for (size_t j = 0; j < entries.size(); ++j) {
       Entry &e = entries[j];
+      std::optional<::zero::GatherLiveness> liveness;
       if (bytes > 0) {
-        // Gathered bytes live while each op runs, from every other gather
-        // (issued at or before it, last used at or after it), and the most
-        // of them over [op, e's gather): moving e to an op adds e's bytes to
-        // every point of that range, so the whole range must fit.
-        pos.clear();
-        int64_t n = 0;
-        for (Operation &op : block)
-          pos[&op] = n++;
-        live.assign(size_t(n) + 1, 0);
-        for (size_t k = 0; k < entries.size(); ++k) {
-          const Entry &o = entries[k];
-          if (k == j || !o.last)
-            continue;
-          live[size_t(pos[o.gather])] += o.bytes;
-          live[size_t(pos[o.last]) + 1] -= o.bytes;
-        }
-        for (int64_t p = 1; p <= n; ++p)
-          live[size_t(p)] += live[size_t(p - 1)];
-        const int64_t here = pos[e.gather];
+        // Moving e to an op adds e's bytes to every point from there to where
+        // e is now, so the whole range must fit: the most bytes live (from
+        // every other gather) over [op, e), for each op before e.
+        liveness.emplace(block);
+        const int64_t here = liveness->position(e.gather);
         rangeMax.assign(size_t(here) + 1, 0);
         for (int64_t p = here - 1; p >= 0; --p)
-          rangeMax[size_t(p)] = std::max(live[size_t(p)], rangeMax[size_t(p + 1)]);
+          rangeMax[size_t(p)] =
+              std::max(liveness->liveBytesAt(p, e.gather), rangeMax[size_t(p + 1)]);
       }
       for (int64_t d = std::min<int64_t>(depth, j + 1); d >= 1; --d) {
         bool atStart = int64_t(j) - d < 0;
@@ -98,7 +84,7 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
                                     : entries[j - d].first;
         if (target == e.gather || !target->isBeforeInBlock(e.gather))
           continue; // already at or before that point
-        if (bytes > 0 && rangeMax[size_t(pos[target])] + e.bytes > bytes)
+        if (bytes > 0 && rangeMax[size_t(liveness->position(target))] + e.bytes > bytes)
           continue;
         e.gather->moveBefore(target);
         // Shard loads have no operands: they follow their gather up.

@@ -59,31 +59,21 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     }
 
     // Collectives of one forward, and the peak of gathered bytes live at once
-    // (a gather is live from its issue to its release or last use).
+    // (from the same liveness analysis the prefetch budget and the lowering
+    // use).
     std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
-    int64_t live = 0, peak = 0;
-    std::map<Operation *, int64_t> liveUntil;
+    int64_t peak = 0;
     module.walk([&](func::FuncOp func) {
+      if (func.getBody().empty())
+        return;
+      peak = std::max(peak, ::zero::GatherLiveness(func.getBody().front()).peakBytes());
       for (Operation &op : func.getBody().front()) {
         if (::zero::isGather(&op)) {
-          int64_t gathered = ::zero::gatheredBytes(&op);
           // Each rank sends its shard to the N-1 others.
           auto &entry = sent[isa<::zero::dist::BucketAllGatherOp>(op) ? "all_gather (bucketed)"
                                                                       : "all_gather"];
           entry.first += 1;
-          entry.second += gathered / world * (world - 1);
-          live += gathered;
-          peak = std::max(peak, live);
-          Operation *end = ::zero::lastUse(&op);
-          for (Value r : op.getResults())
-            for (Value v : ::zero::parameterViews(r))
-              for (Operation *u : v.getUsers())
-                if (isa<::zero::dist::ReleaseOp>(u) && (!end || end->isBeforeInBlock(u)))
-                  end = u;
-          if (!end)
-            live -= gathered;
-          else
-            liveUntil[end] += gathered;
+          entry.second += ::zero::gatheredBytes(&op) / world * (world - 1);
           continue;
         }
         if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
@@ -92,9 +82,6 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
           entry.first += 1;
           entry.second += ::zero::tensorBytes(op.getOperand(0).getType());
         }
-        auto it = liveUntil.find(&op);
-        if (it != liveUntil.end())
-          live -= it->second;
       }
     });
 

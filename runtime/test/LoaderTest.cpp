@@ -11,6 +11,8 @@
 #include "zrt/Kernel.h"
 #include "zrt/Program.h"
 
+#include "zrt_generated.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +47,7 @@ const KernelTable &cpuKernels() {
 TEST(Loader, RoundTripsEveryField) {
   Program p = makeLinearModel(4).program;
   p.instructions[7].ranks = {0, 2};
+  p.instructions[7].group = 0; // every member of its group runs it
   p.instructions[7].attrs.set("tag", AttrValue{{7}, {}, ""});
   p.groups.push_back({"evens", {0, 2}});
   Expected<Program> q = roundTrip(p, &cpuKernels());
@@ -284,6 +287,101 @@ TEST(Loader, RejectsBadGroupsAndBindings) {
   p = makeLinearModel(2).program;
   p.outputs.push_back({"y", 6});
   EXPECT_THAT(errorOf(p), HasSubstr("output 2 \"y\": the name is used twice"));
+}
+
+TEST(Loader, RejectsCollectivesSkippedByMembersOfTheirGroup) {
+  // An AllReduce over the world that only rank 0 runs would leave rank 1's
+  // partner waiting forever.
+  Program p = makeLinearModel(2).program;
+  p.instructions[7].ranks = {0};
+  EXPECT_THAT(errorOf(p),
+              HasSubstr("instruction 7 (AllReduce at \"sum.y\"): runs only on "
+                        "some ranks, but rank 1 of its process group (the "
+                        "world) does not run it"));
+  // The same on a declared group of rank 0 alone is fine (rank 1 is no member).
+  p.groups.push_back({"first", {0}});
+  p.instructions[7].group = 0;
+  p.instructions[7].outputs = {6}; // a group of one: output = input size
+  p.instructions[7].inputs = {7};
+  EXPECT_TRUE(roundTrip(p).isOk()) << errorOf(p);
+  // A declared group whose member 1 skips it.
+  p.groups[0].ranks = {0, 1};
+  p.instructions[7].inputs = {6};
+  p.instructions[7].outputs = {7};
+  EXPECT_THAT(errorOf(p), HasSubstr("rank 1 of its process group 0 \"first\" "
+                                    "does not run it"));
+  // Listing a rank twice, or one outside the world, is a damaged program.
+  p = makeLinearModel(2).program;
+  p.instructions[3].ranks = {1, 1};
+  EXPECT_THAT(errorOf(p), HasSubstr("instruction 3 (MatMul at \"linear/MatMul\"): "
+                                    "lists rank 1 twice"));
+  p.instructions[3].ranks = {0, 2};
+  EXPECT_THAT(errorOf(p), HasSubstr("runs on rank 2 but the world size is 2"));
+  // Send and Recv run on their two ranks only, by design.
+  p = makeLinearModel(2).program;
+  Instruction send = makeInstruction("Send", 1, {7}, {}, "p2p.send");
+  send.attrs.set("peer", AttrValue{{1}, {}, ""});
+  send.ranks = {0};
+  Instruction recv = makeInstruction("Recv", 1, {}, {7}, "p2p.recv");
+  recv.attrs.set("peer", AttrValue{{0}, {}, ""});
+  recv.ranks = {1};
+  p.instructions.push_back(send);
+  p.instructions.push_back(recv);
+  EXPECT_TRUE(roundTrip(p).isOk()) << errorOf(p);
+}
+
+TEST(Loader, ReadsProgramsAtAnyAddress) {
+  // From an odd address the loader works on an aligned copy: FlatBuffers
+  // would otherwise read 8-byte scalars through misaligned pointers.
+  std::vector<uint8_t> bytes = serializeProgram(makeLinearModel(2).program);
+  std::vector<uint64_t> storage(bytes.size() / 8 + 2);
+  uint8_t *odd = reinterpret_cast<uint8_t *>(storage.data()) + 1;
+  std::memcpy(odd, bytes.data(), bytes.size());
+  Expected<Program> q = parseProgram(odd, bytes.size(), "model.zrt");
+  ASSERT_TRUE(q.isOk()) << q.status().message();
+  EXPECT_EQ(q->buffers[3].shape, (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(q->arenas[1].size, makeLinearModel(2).program.arenas[1].size);
+  EXPECT_EQ(q->contentHash, hashBytes(bytes.data(), bytes.size()));
+}
+
+TEST(Loader, ReadsVectorsOfLongsThatAreOnly4ByteAligned) {
+  // The verifier checks only the 4-byte alignment of a vector's length, so a
+  // [long] may start at 4 mod 8 after a one-byte change; build such a shape
+  // vector on purpose (as 32-bit halves) and check the values read.
+  for (int pad = 0; pad < 2; ++pad) {
+    flatbuffers::FlatBufferBuilder fbb;
+    const int64_t shape[2] = {2, 3};
+    fbb.StartVector(4 + size_t(pad), sizeof(uint32_t));
+    for (int i = 1; i >= 0; --i) {
+      fbb.PushElement(uint32_t(uint64_t(shape[i]) >> 32));
+      fbb.PushElement(uint32_t(uint64_t(shape[i])));
+    }
+    auto shapeVec = flatbuffers::Offset<flatbuffers::Vector<int64_t>>(
+        fbb.EndVector(2));
+    if (pad) // shift what follows by 4 bytes, so one of the two is misaligned
+      fbb.PushElement(uint32_t(0));
+    auto buffer = fb::CreateBuffer(fbb, fbb.CreateString("b"), fb::DType_F32,
+                                   shapeVec, 0, 0);
+    auto arena = fb::CreateArena(fbb, fbb.CreateString("a"), 24, 24, 24);
+    std::vector<flatbuffers::Offset<fb::Arena>> arenas = {arena};
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {buffer};
+    auto root = fb::CreateProgram(fbb, kFormatVersion, 1, fbb.CreateVector(arenas),
+                                  fbb.CreateVector(buffers));
+    fb::FinishProgramBuffer(fbb, root);
+    std::vector<uint64_t> aligned(fbb.GetSize() / 8 + 1);
+    std::memcpy(aligned.data(), fbb.GetBufferPointer(), fbb.GetSize());
+    Expected<Program> q = parseProgram(aligned.data(), fbb.GetSize(), "model.zrt");
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    ASSERT_EQ(q->buffers.size(), 1u);
+    EXPECT_EQ(q->buffers[0].shape, (std::vector<int64_t>{2, 3}));
+  }
+}
+
+TEST(Loader, RejectsADirectory) {
+  std::string dir = ::testing::TempDir();
+  Expected<Program> p = loadProgram(dir);
+  ASSERT_FALSE(p.isOk());
+  EXPECT_EQ(p.status().message(), dir + ": is a directory, not a .zrt program");
 }
 
 TEST(EventOrder, AcceptsTheExample) {

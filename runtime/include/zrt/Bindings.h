@@ -33,6 +33,13 @@ struct WeightsStats {
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats = nullptr);
 
+/// A hash of what loadGlobals() would bind from `weights` for `program`: for
+/// each global, in program order, its tensor name and that tensor's header
+/// entry (dtype, shape, byte range; or its absence). Ranks compare it to make
+/// sure they read the same weights layout.
+uint64_t weightsLayoutHash(const Program &program,
+                           const SafetensorsFile &weights);
+
 /// Where an input comes from: `name=path.npy`, or every tensor of a
 /// safetensors file whose name is a program input (name empty).
 struct InputSource {

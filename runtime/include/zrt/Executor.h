@@ -32,6 +32,17 @@ struct ExecutorOptions {
   /// other streams are cancelled (zero-run aborts the MPI job here, since other
   /// ranks may be blocked in a collective with this one).
   std::function<void(const Status &)> onError;
+  /// Seconds one collective of the program may take before the run is
+  /// declared stuck (a rank stopped, or runs another program); 0 waits
+  /// forever.
+  double collectiveTimeoutSeconds = 0;
+  /// Called once, on a watchdog thread, with the message naming the stuck
+  /// collective ("rank R: collective AllGather (instruction N, \"loc\") did
+  /// not complete within S s; ..."). zero-run prints it and aborts the job,
+  /// since a blocking MPI call cannot be interrupted. Without it the run
+  /// fails with that message, which releases collectives that poll (MPI
+  /// without MPI_THREAD_MULTIPLE) but not blocking ones.
+  std::function<void(const Status &)> onTimeout;
 };
 
 /// One executed instruction, for traces.

@@ -169,6 +169,9 @@ struct Instruction {
 /// A loaded program. `path` is used in every message about it.
 struct Program {
   std::string path;
+  /// hashBytes() of the program file's bytes: ranks compare it to make sure
+  /// they all run the same program.
+  uint64_t contentHash = 0;
   uint32_t version = 0;
   int worldSize = 1;
   std::vector<ArenaDesc> arenas;
@@ -193,6 +196,14 @@ struct Program {
                : int64_t(worldSize);
   }
 };
+
+/// The FNV-1a offset basis, the default seed of hashBytes().
+constexpr uint64_t kHashSeed = 0xcbf29ce484222325ull;
+
+/// A 64-bit FNV-1a hash of `size` bytes taken as little-endian 64-bit words
+/// (then the remaining bytes one at a time), continuing from `seed`. The same
+/// on every host; not cryptographic.
+uint64_t hashBytes(const void *data, size_t size, uint64_t seed = kHashSeed);
 
 /// Reads, verifies and validates the program file at `path`. When `kernels` is
 /// given, every kernel op must exist in it.

@@ -52,12 +52,16 @@ public:
     sizes_.erase(it);
   }
   bool hostAccessible() const override { return true; }
+  // An empty tensor or constant may come with a null pointer, which memcpy
+  // does not accept even for zero bytes.
   Status copyFromHost(void *dst, const void *src, uint64_t bytes) override {
-    std::memcpy(dst, src, size_t(bytes));
+    if (bytes != 0)
+      std::memcpy(dst, src, size_t(bytes));
     return Status::ok();
   }
   Status copyToHost(void *dst, const void *src, uint64_t bytes) override {
-    std::memcpy(dst, src, size_t(bytes));
+    if (bytes != 0)
+      std::memcpy(dst, src, size_t(bytes));
     return Status::ok();
   }
 

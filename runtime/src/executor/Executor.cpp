@@ -13,8 +13,11 @@
 
 #include "executor/LiveBytes.h"
 
+#include "zrt/Watchdog.h"
+
 #include <chrono>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 namespace zrt {
@@ -46,6 +49,8 @@ struct Executor::Impl {
   void runStream(size_t stream, std::chrono::steady_clock::time_point start);
   Status execute(Step &step, Stream &stream);
   void fail(Status error);
+  /// The watchdog's report on instruction `index`.
+  Status timeoutError(size_t index) const;
   Status checkRange(uint32_t index, uint64_t bytes, uint64_t offset) const;
 
   const Program &program;
@@ -60,6 +65,7 @@ struct Executor::Impl {
   std::unique_ptr<LiveBytesTracker> liveBytes;
   std::vector<std::vector<TraceEvent>> trace; // per stream
   int numChannels = 0;
+  std::unique_ptr<Watchdog> watchdog; // during run(), with a timeout; slot = stream
 
   std::atomic<bool> cancelled{false};
   std::mutex errorMutex;
@@ -91,8 +97,9 @@ Status Executor::Impl::init() {
     buffers.push_back({static_cast<uint8_t *>(arenaBase[b.arena]) + b.offset,
                        b.dtype, b.shape});
   for (const ConstantDesc &c : p.constants)
-    ZRT_RETURN_IF_ERROR(alloc.copyFromHost(buffers[c.buffer].data, c.data.data(),
-                                           c.data.size()));
+    if (!c.data.empty()) // an empty vector's data() may be null
+      ZRT_RETURN_IF_ERROR(alloc.copyFromHost(buffers[c.buffer].data,
+                                             c.data.data(), c.data.size()));
 
   // One communication channel per stream that issues collectives.
   std::vector<int> channelOf(p.streams.size(), -1);
@@ -185,9 +192,23 @@ void Executor::Impl::fail(Status error) {
     options.onError(error);
 }
 
+Status Executor::Impl::timeoutError(size_t index) const {
+  const Instruction &inst = program.instructions[index];
+  std::ostringstream os;
+  os << "rank " << comm.rank() << ": collective " << opKindName(inst.kind)
+     << " (instruction " << index;
+  if (!inst.loc.empty())
+    os << ", \"" << inst.loc << "\"";
+  os << ") did not complete within " << options.collectiveTimeoutSeconds
+     << " s; a rank may have stopped or be running a different program";
+  return Status::error(os.str());
+}
+
 Status Executor::Impl::execute(Step &step, Stream &stream) {
   const Instruction &inst = *step.inst;
   CommContext ctx{inst.group, step.channel, &stream, &cancelled};
+  Watchdog::Scope watched(isCollective(inst.kind) ? watchdog.get() : nullptr,
+                          inst.stream, step.index);
   switch (inst.kind) {
   case OpKind::Kernel:
     return stream.launch(step.kernel, step.inputs, step.outputs, inst.attrs);
@@ -333,6 +354,16 @@ Status Executor::run() {
   if (impl.liveBytes)
     impl.liveBytes->reset();
 
+  if (impl.options.collectiveTimeoutSeconds > 0)
+    impl.watchdog = std::make_unique<Watchdog>(
+        impl.options.collectiveTimeoutSeconds, impl.streams.size(),
+        [&impl](size_t, uint64_t index) {
+          Status error = impl.timeoutError(size_t(index));
+          if (impl.options.onTimeout)
+            impl.options.onTimeout(error);
+          else
+            impl.fail(error);
+        });
   auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t s = 0; s < impl.streams.size(); ++s)
@@ -340,6 +371,7 @@ Status Executor::run() {
       threads.emplace_back([&impl, s, start] { impl.runStream(s, start); });
   for (std::thread &t : threads)
     t.join();
+  impl.watchdog.reset();
   impl.stats.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

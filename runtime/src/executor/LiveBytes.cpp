@@ -8,13 +8,36 @@
 
 #include "executor/LiveBytes.h"
 
+#include <algorithm>
+
 namespace zrt {
 
+namespace {
+
+/// Measured peaks of gathered bytes, by program, of the last tracked run.
+std::mutex &registryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<const Program *, uint64_t> &registry() {
+  static std::map<const Program *, uint64_t> r;
+  return r;
+}
+
+void publishGathered(const Program *program, uint64_t peak) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  registry()[program] = peak;
+}
+
+} // namespace
+
 LiveBytesTracker::LiveBytesTracker(const Program &program,
-                                   const std::vector<size_t> &executed)
+                                   const std::vector<size_t> &executed,
+                                   bool publish)
     : program_(program), readers_(program.buffers.size(), 0),
       initiallyLive_(program.buffers.size(), false),
-      keepToEnd_(program.buffers.size(), false) {
+      keepToEnd_(program.buffers.size(), false),
+      blockOf_(program.buffers.size(), -1), publish_(publish) {
   for (size_t i : executed)
     for (uint32_t b : program.instructions[i].inputs)
       ++readers_[b];
@@ -26,6 +49,63 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
     initiallyLive_[g.buffer] = keepToEnd_[g.buffer] = true;
   for (const BindingDesc &b : program.outputs)
     keepToEnd_[b.buffer] = true;
+
+  // Gathered blocks. A buffer written by an instruction on a communication
+  // stream starts a block; a buffer nobody writes (a view) joins the block of
+  // the most recent write, in program order, to bytes it overlaps at its
+  // first use, if that write started one.
+  std::vector<bool> written(program.buffers.size(), false);
+  for (size_t i : executed)
+    for (uint32_t b : program.instructions[i].outputs)
+      written[b] = true;
+  struct Write {
+    uint32_t arena;
+    uint64_t begin, end;
+    int block;
+  };
+  std::vector<Write> writes; // in program order
+  std::vector<bool> assigned(program.buffers.size(), false);
+  auto joinView = [&](uint32_t b) {
+    if (assigned[b] || written[b] || initiallyLive_[b])
+      return;
+    assigned[b] = true;
+    const BufferDesc &d = program.buffers[b];
+    uint64_t begin = d.offset, end = d.offset + d.bytes();
+    for (auto it = writes.rbegin(); it != writes.rend(); ++it)
+      if (it->arena == d.arena && it->begin < end && begin < it->end) {
+        blockOf_[b] = it->block;
+        if (it->block >= 0) {
+          Block &k = blocks_[size_t(it->block)];
+          k.begin = std::min(k.begin, begin);
+          k.end = std::max(k.end, end);
+        }
+        return;
+      }
+  };
+  for (size_t i : executed) {
+    const Instruction &inst = program.instructions[i];
+    for (uint32_t b : inst.inputs)
+      joinView(b);
+    bool comm = program.streams[inst.stream].kind == StreamKind::Comm;
+    for (uint32_t b : inst.outputs) {
+      const BufferDesc &d = program.buffers[b];
+      if (comm && !assigned[b] && !initiallyLive_[b] && d.bytes() > 0) {
+        blockOf_[b] = int(blocks_.size());
+        blocks_.push_back({d.arena, d.offset, d.offset + d.bytes(), 0, false});
+      }
+      assigned[b] = true;
+      writes.push_back({d.arena, d.offset, d.offset + d.bytes(), blockOf_[b]});
+    }
+  }
+  for (const BindingDesc &o : program.outputs) {
+    joinView(o.buffer);
+    if (blockOf_[o.buffer] >= 0)
+      blocks_[size_t(blockOf_[o.buffer])].keepToEnd = true;
+  }
+  for (size_t i : executed)
+    for (uint32_t b : program.instructions[i].inputs)
+      if (blockOf_[b] >= 0)
+        ++blocks_[size_t(blockOf_[b])].readers;
   reset();
 }
 
@@ -40,6 +120,59 @@ void LiveBytesTracker::reset() {
       makeLive(b);
   for (uint32_t a = 0; a < program_.arenas.size(); ++a)
     updatePeak(a);
+  blockRemaining_.assign(blocks_.size(), 0);
+  for (size_t k = 0; k < blocks_.size(); ++k)
+    blockRemaining_[k] = blocks_[k].readers;
+  blockLive_.assign(blocks_.size(), false);
+  gatheredEdges_.clear();
+  gatheredPeak_ = 0;
+  if (publish_)
+    publishGathered(&program_, 0);
+}
+
+void LiveBytesTracker::gatheredTouched(uint32_t buffer) {
+  int k = blockOf_[buffer];
+  if (k < 0 || blockLive_[size_t(k)])
+    return;
+  const Block &block = blocks_[size_t(k)];
+  blockLive_[size_t(k)] = true;
+  ++gatheredEdges_[{block.arena, block.begin}];
+  --gatheredEdges_[{block.arena, block.end}];
+  updateGatheredPeak();
+}
+
+void LiveBytesTracker::gatheredReleased(uint32_t buffer) {
+  int k = blockOf_[buffer];
+  if (k < 0 || !blockLive_[size_t(k)] || blockRemaining_[size_t(k)] != 0 ||
+      blocks_[size_t(k)].keepToEnd)
+    return;
+  const Block &block = blocks_[size_t(k)];
+  blockLive_[size_t(k)] = false;
+  for (auto [at, delta] : {std::make_pair(block.begin, -1),
+                           std::make_pair(block.end, +1)}) {
+    auto it = gatheredEdges_.find({block.arena, at});
+    if ((it->second += delta) == 0)
+      gatheredEdges_.erase(it);
+  }
+}
+
+void LiveBytesTracker::updateGatheredPeak() {
+  // Ranges of different arenas never overlap in the sweep: the depth is back
+  // to 0 at the end of each arena's last range.
+  uint64_t total = 0, openedAt = 0;
+  int depth = 0;
+  for (auto [key, delta] : gatheredEdges_) {
+    if (depth == 0 && depth + delta > 0)
+      openedAt = key.second;
+    depth += delta;
+    if (depth == 0)
+      total += key.second - openedAt;
+  }
+  if (total > gatheredPeak_) {
+    gatheredPeak_ = total;
+    if (publish_)
+      publishGathered(&program_, total);
+  }
 }
 
 void LiveBytesTracker::makeLive(uint32_t buffer) {
@@ -85,21 +218,63 @@ void LiveBytesTracker::instructionStarted(const Instruction &inst) {
     for (uint32_t b : *list) {
       makeLive(b);
       updatePeak(program_.buffers[b].arena);
+      gatheredTouched(b);
     }
 }
 
 void LiveBytesTracker::instructionFinished(const Instruction &inst) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (uint32_t b : inst.inputs)
+  for (uint32_t b : inst.inputs) {
     --remaining_[b];
+    if (blockOf_[b] >= 0)
+      --blockRemaining_[size_t(blockOf_[b])];
+  }
   for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
-    for (uint32_t b : *list)
+    for (uint32_t b : *list) {
       if (remaining_[b] == 0)
         makeDead(b);
+      gatheredReleased(b);
+    }
 }
 
 std::vector<uint64_t> LiveBytesTracker::peaks() const {
   return peak_;
+}
+
+uint64_t LiveBytesTracker::peakGatheredBytes() const { return gatheredPeak_; }
+
+std::vector<size_t> executedInstructions(const Program &program, int rank) {
+  std::vector<bool> member(program.groups.size(), false);
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    for (int r : program.groups[g].ranks)
+      member[g] = member[g] || r == rank;
+  std::vector<size_t> executed;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (!inst.runsOn(rank))
+      continue;
+    if (isCollective(inst.kind) && inst.group >= 0 &&
+        size_t(inst.group) < member.size() && !member[size_t(inst.group)])
+      continue;
+    executed.push_back(i);
+  }
+  return executed;
+}
+
+uint64_t plannedPeakGatheredBytes(const Program &program,
+                                  const std::vector<size_t> &executed) {
+  LiveBytesTracker tracker(program, executed, /*publish=*/false);
+  for (size_t i : executed) {
+    tracker.instructionStarted(program.instructions[i]);
+    tracker.instructionFinished(program.instructions[i]);
+  }
+  return tracker.peakGatheredBytes();
+}
+
+uint64_t lastMeasuredPeakGatheredBytes(const Program &program) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  auto it = registry().find(&program);
+  return it == registry().end() ? 0 : it->second;
 }
 
 } // namespace zrt

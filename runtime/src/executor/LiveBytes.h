@@ -8,6 +8,18 @@
 // for outputs and globals). The live size of an arena is the union of the byte
 // ranges of its live buffers, so aliasing views are not counted twice.
 //
+// It also measures the gathered bytes: the bytes of buffers written by
+// instructions on a communication stream (all-gather outputs, the bucket
+// rebuild slices and staging copies the lowering puts there) together with the
+// views that alias them (the unpad slice and reshape of a gathered parameter,
+// the 2-D view a bucket's slices read). Such a buffer and its views form one
+// gathered block: live from the start of the first instruction touching any of
+// them to the end of the last one reading any of them, so the bytes stay
+// counted between the gather and their first read through a view. The figure
+// is the union of the byte ranges of the live blocks (aliases count once).
+// plannedPeakGatheredBytes() computes the same figure with the instructions run
+// one at a time in program order, which is what the compiler planned.
+//
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_EXECUTOR_LIVEBYTES_H
 #define ZRT_EXECUTOR_LIVEBYTES_H
@@ -25,7 +37,10 @@ class LiveBytesTracker {
 public:
   /// Prepares for a run of the instructions in `executed` (indices into
   /// program.instructions, the ones this rank runs).
-  LiveBytesTracker(const Program &program, const std::vector<size_t> &executed);
+  /// With `publish`, the measured peak of gathered bytes is also published
+  /// for lastMeasuredPeakGatheredBytes() (off for plans computed offline).
+  LiveBytesTracker(const Program &program, const std::vector<size_t> &executed,
+                   bool publish = true);
 
   /// Resets to the state at the start of a run.
   void reset();
@@ -33,11 +48,16 @@ public:
   void instructionFinished(const Instruction &inst);
   /// Per arena, the largest live size seen since reset().
   std::vector<uint64_t> peaks() const;
+  /// The most gathered bytes (see above) live at once since reset().
+  uint64_t peakGatheredBytes() const;
 
 private:
   void makeLive(uint32_t buffer);
   void makeDead(uint32_t buffer);
   void updatePeak(uint32_t arena);
+  void gatheredTouched(uint32_t buffer);
+  void gatheredReleased(uint32_t buffer);
+  void updateGatheredPeak();
 
   const Program &program_;
   std::vector<uint32_t> readers_;   // executed instructions reading each buffer
@@ -49,7 +69,41 @@ private:
   /// Per arena: +1 at each live range's start, -1 at its end.
   std::vector<std::map<uint64_t, int>> edges_;
   std::vector<uint64_t> peak_;
+
+  // Gathered blocks: block of each buffer (-1: not gathered), and per block
+  // its arena, byte range [begin, end), executed reads of its buffers, and
+  // whether it is an output (never dies).
+  std::vector<int> blockOf_;
+  struct Block {
+    uint32_t arena = 0;
+    uint64_t begin = 0, end = 0;
+    uint32_t readers = 0;
+    bool keepToEnd = false;
+  };
+  std::vector<Block> blocks_;
+  std::vector<uint32_t> blockRemaining_;
+  std::vector<bool> blockLive_;
+  /// Edges of the live blocks' ranges, keyed by (arena, offset).
+  std::map<std::pair<uint32_t, uint64_t>, int> gatheredEdges_;
+  uint64_t gatheredPeak_ = 0;
+  bool publish_ = true;
 };
+
+/// The instructions world rank `rank` executes, in program order: those whose
+/// `ranks` include it and, for collectives, whose group it is a member of (the
+/// executor's rule).
+std::vector<size_t> executedInstructions(const Program &program, int rank);
+
+/// The peak of gathered bytes when `executed` run one at a time in program
+/// order (instruction i starts and finishes before i+1 starts): the plan's
+/// figure for what a run measures as LiveBytesTracker::peakGatheredBytes().
+uint64_t plannedPeakGatheredBytes(const Program &program,
+                                  const std::vector<size_t> &executed);
+
+/// The measured peak of gathered bytes of the last run of `program` in this
+/// process that tracked memory (ExecutorOptions::trackMemory); 0 if none.
+/// (RunStats has no field for it; the tracker publishes it here.)
+uint64_t lastMeasuredPeakGatheredBytes(const Program &program);
 
 } // namespace zrt
 

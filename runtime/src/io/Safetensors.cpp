@@ -105,6 +105,8 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   struct stat st;
   if (::fstat(file.fd_, &st) != 0)
     return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory, not a safetensors file");
   uint64_t fileSize = uint64_t(st.st_size);
   const std::string bad = path + ": not a safetensors file: ";
   if (fileSize < 8)

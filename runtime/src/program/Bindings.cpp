@@ -10,6 +10,8 @@
 
 #include "zrt/Bindings.h"
 
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <tuple>
 
@@ -31,6 +33,14 @@ Status fill(Executor &executor, uint32_t index, uint64_t offset, uint64_t bytes,
   std::vector<uint8_t> staging(static_cast<size_t>(bytes));
   ZRT_RETURN_IF_ERROR(read(staging.data()));
   return executor.writeBuffer(index, staging.data(), bytes, offset);
+}
+
+/// Whether `path` starts with the .npy magic.
+bool isNpyFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[6] = {};
+  return in.read(magic, sizeof magic) &&
+         std::memcmp(magic, "\x93NUMPY", sizeof magic) == 0;
 }
 
 } // namespace
@@ -76,6 +86,27 @@ Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
   if (stats)
     *stats = local;
   return Status::ok();
+}
+
+uint64_t weightsLayoutHash(const Program &program,
+                           const SafetensorsFile &weights) {
+  uint64_t h = kHashSeed;
+  auto mix = [&h](uint64_t value) { h = hashBytes(&value, sizeof value, h); };
+  for (const GlobalDesc &g : program.globals) {
+    h = hashBytes(g.tensor.data(), g.tensor.size(), h);
+    mix(g.tensor.size());
+    const SafetensorsEntry *e = weights.find(g.tensor);
+    mix(e ? 1 : 0);
+    if (!e)
+      continue;
+    mix(uint64_t(e->dtype));
+    mix(e->shape.size());
+    for (int64_t d : e->shape)
+      mix(uint64_t(d));
+    mix(e->fileOffset);
+    mix(e->bytes);
+  }
+  return h;
 }
 
 Status bindInputs(Executor &executor, const std::vector<InputSource> &sources) {
@@ -127,6 +158,10 @@ Status bindInputs(Executor &executor, const std::vector<InputSource> &sources) {
                                                array->data.size()));
       continue;
     }
+    if (isNpyFile(src.path))
+      return Status::error("--input " + src.path +
+                           ": .npy inputs need NAME=FILE.npy (the program "
+                           "input's name); pass --input NAME=" + src.path);
     Expected<SafetensorsFile> file = SafetensorsFile::open(src.path);
     if (!file)
       return file.status();

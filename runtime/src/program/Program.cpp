@@ -18,6 +18,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
+#include <type_traits>
 
 namespace zrt {
 
@@ -85,13 +87,22 @@ std::string str(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
 
+/// The elements of a vector of scalars. The verifier checks only the 4-byte
+/// alignment of a vector's length, so the elements of a [long] or [double]
+/// may sit at any multiple of 4 in a damaged file: they are copied out with
+/// memcpy rather than read through a pointer of their type.
 template <typename T, typename U>
 std::vector<T> vec(const flatbuffers::Vector<U> *v) {
+  static_assert(std::is_scalar<U>::value, "vectors of scalars only");
   std::vector<T> out;
   if (v) {
     out.reserve(v->size());
-    for (U x : *v)
-      out.push_back(T(x));
+    const uint8_t *p = v->Data();
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) {
+      U x;
+      std::memcpy(&x, p + size_t(i) * sizeof(U), sizeof(U));
+      out.push_back(T(flatbuffers::EndianScalar(x)));
+    }
   }
   return out;
 }
@@ -222,9 +233,35 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
 
 } // namespace
 
+uint64_t hashBytes(const void *bytes, size_t size, uint64_t seed) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  const auto *p = static_cast<const uint8_t *>(bytes);
+  uint64_t h = seed;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word = 0;
+    for (int b = 7; b >= 0; --b) // little-endian, whatever the host
+      word = (word << 8) | p[i + size_t(b)];
+    h = (h ^ word) * kPrime;
+  }
+  for (; i < size; ++i)
+    h = (h ^ p[i]) * kPrime;
+  return h;
+}
+
 Expected<Program> parseProgram(const void *bytes, size_t size,
                                const std::string &name,
                                const KernelTable *kernels) {
+  // FlatBuffers reads scalars through typed pointers once the verifier has
+  // checked their alignment relative to the start of the buffer; that is only
+  // the real alignment when the buffer itself starts 8-byte aligned.
+  std::vector<uint64_t> alignedCopy;
+  if (reinterpret_cast<uintptr_t>(bytes) % alignof(uint64_t) != 0) {
+    alignedCopy.resize((size + 7) / 8);
+    if (size > 0)
+      std::memcpy(alignedCopy.data(), bytes, size);
+    bytes = alignedCopy.data();
+  }
   const auto *data = static_cast<const uint8_t *>(bytes);
   const std::string recompile = "; recompile it with zero-opt --emit=zrt";
   if (size < 8)
@@ -262,12 +299,17 @@ Expected<Program> parseProgram(const void *bytes, size_t size,
   Expected<Program> program = convert(*fb::GetProgram(data), name);
   if (!program)
     return program;
+  program->contentHash = hashBytes(data, size);
   ZRT_RETURN_IF_ERROR(validateProgram(*program, kernels));
   return program;
 }
 
 Expected<Program> loadProgram(const std::string &path,
                               const KernelTable *kernels) {
+  // A directory opens as a stream on Linux and reports a nonsensical size.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory, not a .zrt program");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return Status::error(path + ": cannot open program file: " +

@@ -162,6 +162,32 @@ Status ProgramValidator::checkCollective(size_t index) {
                             std::to_string(p_.groups.size()) +
                             " groups (-1 is the world)");
   int64_t g = p_.groupSize(inst.group);
+  // Every rank runs the whole program except instructions limited to some
+  // ranks; a member of the group that skipped a collective would leave the
+  // others waiting in it forever. (Non-members skip it anyway; Send and Recv
+  // involve two ranks only and are limited to them on purpose.)
+  bool pointToPoint = inst.kind == OpKind::Send || inst.kind == OpKind::Recv;
+  if (!inst.ranks.empty() && !pointToPoint) {
+    std::vector<int> members;
+    if (inst.group >= 0)
+      members = p_.groups[size_t(inst.group)].ranks;
+    else
+      for (int r = 0; r < p_.worldSize; ++r)
+        members.push_back(r);
+    for (int r : members)
+      if (!inst.runsOn(r))
+        return error(where,
+                     "runs only on some ranks, but rank " + std::to_string(r) +
+                         " of its process group " +
+                         (inst.group >= 0
+                              ? std::to_string(inst.group) + " \"" +
+                                    p_.groups[size_t(inst.group)].name + "\""
+                              : std::string("(the world)")) +
+                         " does not run it, so the others would wait for it "
+                         "forever; every member of the group must run a "
+                         "collective (use a process group of just the ranks "
+                         "that run it)");
+  }
   size_t wantIn = 1, wantOut = 1;
   if (inst.kind == OpKind::Send)
     wantOut = 0;
@@ -199,7 +225,7 @@ Status ProgramValidator::checkCollective(size_t index) {
   bool reduces = inst.kind == OpKind::ReduceScatter || inst.kind == OpKind::AllReduce;
   if (reduces && in.dtype == DType::Bool)
     return error(where, "cannot sum bool tensors");
-  int64_t ni = in.numel(), no = out.numel();
+  int64_t ni = in.numel(), no = out.numel(), scaled = 0;
   auto sizes = [&](const std::string &rule) {
     return error(where, "input has " + std::to_string(ni) + " elements, output " +
                             std::to_string(no) + "; " + rule +
@@ -207,11 +233,11 @@ Status ProgramValidator::checkCollective(size_t index) {
   };
   switch (inst.kind) {
   case OpKind::AllGather:
-    if (no != ni * g)
+    if (!mulNoOverflow(ni, g, scaled) || no != scaled)
       return sizes("AllGather needs output = group size x input");
     break;
   case OpKind::ReduceScatter:
-    if (ni != no * g)
+    if (!mulNoOverflow(no, g, scaled) || ni != scaled)
       return sizes("ReduceScatter needs input = group size x output");
     break;
   case OpKind::AllReduce:
@@ -246,11 +272,16 @@ Status ProgramValidator::checkInstruction(size_t index) {
   for (size_t i = 0; i < inst.outputs.size(); ++i)
     ZRT_RETURN_IF_ERROR(
         checkBufferIndex(where, "output " + std::to_string(i), inst.outputs[i]));
-  for (int r : inst.ranks)
+  std::set<int> runsOn;
+  for (int r : inst.ranks) {
     if (r < 0 || r >= p_.worldSize)
       return error(where, "runs on rank " + std::to_string(r) +
                               " but the world size is " +
                               std::to_string(p_.worldSize));
+    if (!runsOn.insert(r).second)
+      return error(where, "lists rank " + std::to_string(r) +
+                              " twice among the ranks that run it");
+  }
 
   switch (inst.kind) {
   case OpKind::Record:

@@ -6,6 +6,11 @@
 // agree on the outcome, so that every rank prints its problem (or which rank
 // failed) and exits non-zero instead of leaving the others waiting in a
 // collective; an error during execution is printed and aborts the whole MPI job.
+// Before the first collective of the program, the ranks check that they loaded
+// the same program and read the same weights layout (mismatched collectives
+// would wait for each other forever), and a watchdog (--timeout) ends the job
+// when one collective, of the program or of zero-run itself, does not complete
+// in time because a rank stopped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +21,15 @@
 #include "zrt/Executor.h"
 #include "zrt/OutputFile.h"
 #include "zrt/Program.h"
+#include "zrt/Watchdog.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #ifdef __linux__
 #include <sched.h>
@@ -44,6 +52,8 @@ const char *kUsage =
     "  --trace FILE.json            write a Chrome/Perfetto trace of all ranks\n"
     "  --threads N                  kernel threads per rank (default: hardware "
     "threads / ranks on this host)\n"
+    "  --timeout SECONDS            end the job when one collective takes "
+    "longer (default 600; 0: wait forever)\n"
 #ifdef ZRT_HAVE_CUDA
     "  --backend cpu|cuda           where to run (default cpu)\n"
 #endif
@@ -58,6 +68,7 @@ struct Options {
   std::string reportJson;
   std::string trace;
   int threads = 0;
+  double timeout = 600; ///< seconds a collective may take; 0: no limit
   std::string backend = "cpu";
   bool help = false;
 };
@@ -94,7 +105,8 @@ Status parseArguments(int argc, char **argv, Options &opts) {
       ZRT_RETURN_IF_ERROR(flag(opts.report));
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
-               arg == "--threads" || arg == "--backend") {
+               arg == "--threads" || arg == "--backend" ||
+               arg == "--timeout") {
       Expected<std::string> v = takeValue();
       if (!v)
         return v.status();
@@ -111,6 +123,12 @@ Status parseArguments(int argc, char **argv, Options &opts) {
                                  ": NAME=FILE takes a .npy file; pass "
                                  "safetensors files without NAME=");
           opts.inputs.push_back({v->substr(0, eq), path});
+        } else if (v->size() >= 4 &&
+                   v->compare(v->size() - 4, 4, ".npy") == 0) {
+          return Status::error("--input " + *v +
+                               ": .npy inputs need NAME=FILE.npy (the "
+                               "program input's name); pass --input NAME=" +
+                               *v);
         } else {
           opts.inputs.push_back({"", *v});
         }
@@ -122,6 +140,13 @@ Status parseArguments(int argc, char **argv, Options &opts) {
         opts.trace = *v;
       } else if (arg == "--backend") {
         opts.backend = *v;
+      } else if (arg == "--timeout") {
+        char *end = nullptr;
+        double t = std::strtod(v->c_str(), &end);
+        if (v->empty() || *end || !std::isfinite(t) || t < 0 || t > 1e9)
+          return Status::error("--timeout " + *v +
+                               ": expected seconds (0 waits forever)");
+        opts.timeout = t;
       } else {
         char *end = nullptr;
         long n = std::strtol(v->c_str(), &end, 10);
@@ -204,6 +229,61 @@ bool agree(Communicator &comm, const Status &local) {
   return false;
 }
 
+/// zero-run's own collectives, named in the watchdog's report.
+enum ControlStep : uint64_t {
+  kAgreeOnProgram,
+  kCompareHashes,
+  kPrepareProgram,
+  kAgreeOnInputs,
+  kStartRun,
+  kGatherReports,
+  kAgreeOnOutputs,
+};
+const char *const kControlStepNames[] = {
+    "agreement on the program (zero-run start-up)",
+    "comparison of program and weights hashes (zero-run start-up)",
+    "setup of the program's process groups (zero-run start-up)",
+    "agreement on weights and inputs (zero-run start-up)",
+    "barrier before the run (zero-run start-up)",
+    "gathering of reports and traces (zero-run end)",
+    "agreement on the outputs (zero-run end)",
+};
+
+/// "600", "2.5": seconds as given.
+std::string secondsString(double seconds) {
+  std::ostringstream os;
+  os << seconds;
+  return os.str();
+}
+
+std::string hexString(uint64_t value) {
+  char text[19];
+  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)value);
+  return text;
+}
+
+/// Checks that this rank loaded the program and the weights layout rank 0
+/// loaded: rank 0's hashes are broadcast and every rank compares its own.
+/// Ranks running different programs, even with the same world size, would
+/// otherwise wait forever in mismatched collectives.
+Status checkSameProgram(Communicator &comm, const Options &opts,
+                        uint64_t programHash, uint64_t weightsHash) {
+  uint64_t root[2] = {programHash, weightsHash};
+  ZRT_RETURN_IF_ERROR(comm.broadcastBytes(root, sizeof root, 0));
+  const std::string rank = "rank " + std::to_string(comm.rank());
+  const std::string advice = "; every rank must run the same .zrt and weights";
+  if (root[0] != programHash)
+    return Status::error(rank + " loaded a different program than rank 0 (" +
+                         opts.model + ": hash " + hexString(programHash) +
+                         ", rank 0's: " + hexString(root[0]) + ")" + advice);
+  if (root[1] != weightsHash)
+    return Status::error(rank + " reads a different weights layout than rank "
+                         "0 (" + opts.weights + ": hash " +
+                         hexString(weightsHash) + ", rank 0's: " +
+                         hexString(root[1]) + ")" + advice);
+  return Status::ok();
+}
+
 Status writeText(const std::string &path, const std::string &text) {
   return writeFileAtomically(path, [&](int fd) {
     return writeAllToFd(fd, text.data(), text.size());
@@ -271,7 +351,24 @@ int runMain(int argc, char **argv, Communicator &comm) {
     return 2;
   }
 
-  // Phase 1: the program, the world size and the backend.
+  // zero-run's own collectives get the same time limit as the program's.
+  std::unique_ptr<Watchdog> watchdog;
+  if (opts.timeout > 0)
+    watchdog = std::make_unique<Watchdog>(
+        opts.timeout, 1, [&comm, &opts](size_t, uint64_t step) {
+          printError(comm, "rank " + std::to_string(comm.rank()) +
+                               ": collective " + kControlStepNames[step] +
+                               " did not complete within " +
+                               secondsString(opts.timeout) +
+                               " s; a rank may have stopped or be running a "
+                               "different program");
+          comm.abortJob(1);
+        });
+  auto watch = [&watchdog](ControlStep step) {
+    return std::make_unique<Watchdog::Scope>(watchdog.get(), 0, step);
+  };
+
+  // Phase 1: the program, the world size, the backend and the weights header.
   int threads = opts.threads;
   if (threads == 0)
     threads = defaultThreads(comm.localSize());
@@ -292,35 +389,71 @@ int runMain(int argc, char **argv, Communicator &comm) {
     status = Status::error(opts.model + ": the program has " +
                            std::to_string(program->globals.size()) +
                            " weight tensor(s); pass --weights FILE.safetensors");
-  if (!agree(comm, status))
-    return 1;
+  Expected<SafetensorsFile> weightsFile = Status::error("no --weights");
+  if (status.isOk() && !opts.weights.empty()) {
+    weightsFile = SafetensorsFile::open(opts.weights);
+    if (!weightsFile)
+      status = weightsFile.status();
+  }
+  {
+    auto watched = watch(kAgreeOnProgram);
+    if (!agree(comm, status))
+      return 1;
+  }
+  {
+    auto watched = watch(kCompareHashes);
+    uint64_t weightsHash =
+        weightsFile ? weightsLayoutHash(*program, *weightsFile) : kHashSeed;
+    status = checkSameProgram(comm, opts, program->contentHash, weightsHash);
+    if (!agree(comm, status))
+      return 1;
+  }
 
   // Phase 2: memory, weights and inputs. Executor::create agrees by itself.
   Communicator &dataComm = rt.dataComm ? *rt.dataComm : comm;
   ExecutorOptions execOptions;
   execOptions.trackMemory = opts.report || !opts.reportJson.empty();
   execOptions.trace = !opts.trace.empty();
-  Expected<std::unique_ptr<Executor>> executor =
-      Executor::create(*program, *rt.backend, dataComm, execOptions);
+  execOptions.collectiveTimeoutSeconds = opts.timeout;
+  execOptions.onTimeout = [&comm](const Status &error) {
+    printError(comm, error.message());
+    comm.abortJob(1);
+  };
+  // A failure may leave other ranks inside a collective with this one (and
+  // this rank's other streams in a blocking one), so it ends the whole job
+  // at once.
+  if (comm.worldSize() > 1)
+    execOptions.onError = [&comm](const Status &error) {
+      printError(comm, error.message());
+      comm.abortJob(1);
+    };
+  Expected<std::unique_ptr<Executor>> executor = Status::error("");
+  {
+    auto watched = watch(kPrepareProgram);
+    executor = Executor::create(*program, *rt.backend, dataComm, execOptions);
+  }
   if (!executor) {
     printError(comm, executor.status().message());
     return 1;
   }
   WeightsStats weights;
   status = Status::ok();
-  if (!opts.weights.empty()) {
-    Expected<SafetensorsFile> file = SafetensorsFile::open(opts.weights);
-    status = file ? loadGlobals(**executor, *file, comm.rank(), &weights)
-                  : file.status();
-  }
+  if (weightsFile)
+    status = loadGlobals(**executor, *weightsFile, comm.rank(), &weights);
   if (status.isOk())
     status = bindInputs(**executor, opts.inputs);
-  if (!agree(comm, status))
-    return 1;
+  {
+    auto watched = watch(kAgreeOnInputs);
+    if (!agree(comm, status))
+      return 1;
+  }
 
   // Phase 3: run. A failure here may leave other ranks inside a collective
   // with this one, so it ends the whole job.
-  comm.barrier();
+  {
+    auto watched = watch(kStartRun);
+    comm.barrier();
+  }
   status = (*executor)->run();
   if (!status.isOk()) {
     printError(comm, status.message());
@@ -334,8 +467,11 @@ int runMain(int argc, char **argv, Communicator &comm) {
   if (comm.rank() == 0 && !opts.output.empty())
     status = writeOutputs(**executor, opts.output);
   if (opts.report || !opts.reportJson.empty()) {
-    std::vector<std::string> ranks =
-        comm.gatherToRoot(describeRank(**executor, dataComm, weights).dump());
+    std::vector<std::string> ranks;
+    {
+      auto watched = watch(kGatherReports);
+      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights).dump());
+    }
     if (comm.rank() == 0) {
       std::vector<nlohmann::json> parsed;
       for (const std::string &r : ranks)
@@ -350,8 +486,11 @@ int runMain(int argc, char **argv, Communicator &comm) {
     }
   }
   if (!opts.trace.empty()) {
-    std::vector<std::string> ranks =
-        comm.gatherToRoot(traceEvents(**executor, comm.rank()).dump());
+    std::vector<std::string> ranks;
+    {
+      auto watched = watch(kGatherReports);
+      ranks = comm.gatherToRoot(traceEvents(**executor, comm.rank()).dump());
+    }
     if (comm.rank() == 0) {
       nlohmann::json all = nlohmann::json::array();
       for (const std::string &r : ranks)
@@ -363,6 +502,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
     }
   }
   std::fflush(stdout);
+  auto watched = watch(kAgreeOnOutputs);
   return agree(comm, status) ? 0 : 1;
 }
 

@@ -298,7 +298,7 @@ Status castKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     return kernelError("Cast", "output size differs from input",
                        shapeString(out[0].shape), shapeString(in[0].shape));
   if (in[0].dtype == out[0].dtype) {
-    if (out[0].data != in[0].data)
+    if (out[0].data != in[0].data && out[0].bytes() != 0)
       std::memcpy(out[0].data, in[0].data, out[0].bytes());
     return Status::ok();
   }
