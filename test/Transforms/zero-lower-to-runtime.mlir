@@ -120,3 +120,28 @@ module attributes {zero.world_size = 2 : i64} {
     return %b : tensor<16xf32>
   }
 }
+
+// -----
+
+// Tests that a rewrite which moves a gathered parameter's last use (MatMul of
+// its transpose becomes a Gemm reading it as stored, the tied LM head) moves
+// its release along: the Gemm reads the gathered block before it is reused.
+// CHECK-LABEL: zrt.program @tied world_size = 2
+// CHECK: zrt.buffer @[[G:.+]] : tensor<8xf32> at @activations[[[GO:[0-9]+]]]
+// CHECK: zrt.collective "AllGather" on @comm group @world [@{{.+}}] -> [@[[G]]]
+// CHECK: zrt.buffer @[[W:.+]] : tensor<2x4xf32> at @activations[[[GO]]]
+// CHECK: zrt.kernel "Gemm" on @compute [@{{.+}}, @[[W]]] -> [@{{.+}}] {alpha = 1.000000e+00 : f32, beta = 0.000000e+00 : f32, transA = 0 : i64, transB = 1 : i64}
+// CHECK-NOT: "Transpose"
+module attributes {zero.world_size = 2 : i64} {
+  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<2x4xf32>, zero.shard = {numel = 8 : i64, padded_numel = 8 : i64, world = 2 : i64}, zero.tensor = "w"}
+  func.func @tied(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %s = ml_program.global_load @w : tensor<4xf32>
+    %g = zero.all_gather %s {world = 2 : i64} : tensor<4xf32> -> tensor<8xf32>
+    %w = onnx.Reshape %g {shape = array<i64: 2, 4>} : (tensor<8xf32>) -> tensor<2x4xf32>
+    %t = onnx.Transpose %w {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    zero.release %w : tensor<2x4xf32>
+    %y = onnx.MatMul %x, %t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    %r = onnx.Relu %y : (tensor<3x2xf32>) -> tensor<3x2xf32>
+    return %r : tensor<3x2xf32>
+  }
+}
