@@ -1,8 +1,10 @@
 //===- Pipeline.cpp - ZeRO options to a pass list -------------------------===//
 //
-// The two ways users configure ZeRO, --zero-pipeline="stage=3 dp=4 ..." and a
-// DeepSpeed ds_config.json, both land in ZeroPipelineOptions and expand to the
-// same pass list: partition, prefetch, bucket, release.
+// The `zero-pipeline` pass pipeline. Its options are parsed by MLIR's pass
+// option parser (ZeroPipelineOptions); a DeepSpeed ds_config.json named by its
+// `config` option supplies the settings the options leave out. Both resolve
+// to ZeroSettings and expand to the same pass list: partition, prefetch,
+// bucket, release.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,62 +13,11 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
 
-std::string zero::parseZeroPipelineOptions(llvm::StringRef spec,
-                                           ZeroPipelineOptions &opts) {
-  SmallVector<StringRef> tokens;
-  spec.split(tokens, ' ', -1, /*KeepEmpty=*/false);
-  SmallVector<StringRef> all;
-  for (StringRef t : tokens)
-    t.split(all, ',', -1, false);
-  llvm::StringSet<> seen;
-  for (StringRef token : all) {
-    auto [key, value] = token.split('=');
-    int64_t v;
-    if (value.empty() || value.getAsInteger(10, v))
-      return ("--zero-pipeline: '" + token +
-              "' is not KEY=INTEGER (keys: stage, dp, prefetch, prefetch-bytes, "
-              "bucket-bytes, persistence-threshold, max-reuse-distance)")
-          .str();
-    if (key == "stage")
-      opts.stage = v;
-    else if (key == "dp")
-      opts.dp = v;
-    else if (key == "prefetch")
-      opts.prefetchDepth = v;
-    else if (key == "prefetch-bytes")
-      opts.prefetchBytes = v;
-    else if (key == "bucket-bytes")
-      opts.bucketBytes = v;
-    else if (key == "persistence-threshold")
-      opts.persistenceThreshold = v;
-    else if (key == "max-reuse-distance")
-      opts.maxReuseDistance = v;
-    else
-      return ("--zero-pipeline: unknown option '" + key +
-              "' (keys: stage, dp, prefetch, prefetch-bytes, bucket-bytes, "
-              "persistence-threshold, max-reuse-distance)")
-          .str();
-    int64_t lowest = key == "dp" ? 1 : key == "max-reuse-distance" ? -1 : 0;
-    if (v < lowest)
-      return ("--zero-pipeline: " + key + " must be >= " + std::to_string(lowest) +
-              ", got " + value)
-          .str();
-    if (key == "dp" && v > kMaxWorldSize)
-      return ("--zero-pipeline: dp must be at most " + Twine(kMaxWorldSize) +
-              ", got " + value)
-          .str();
-    if (!seen.insert(key).second)
-      return ("--zero-pipeline: '" + key + "' is given twice; give each option once")
-          .str();
-  }
-  opts.any = true;
-  return "";
-}
-
-std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions &opts,
+std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                                       std::vector<std::string> &warnings) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
@@ -186,11 +137,10 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions 
   // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
   // bucket (stage3_prefetch_bucket_size elements).
   opts.bucketBytes = prefetchElems * kBytesPerElement;
-  opts.any = true;
   return "";
 }
 
-void zero::buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &opts) {
+void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   ZeroPartitionPassOptions partition;
   partition.stage = opts.stage;
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
@@ -213,4 +163,96 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &opts)
     }
     pm.addPass(createZeroReleasePass());
   }
+}
+
+/// Builds the pipeline from its option string: config first, then the
+/// options given explicitly, then checks that need both.
+static LogicalResult
+buildFromOptions(OpPassManager &pm, StringRef optionString,
+                 function_ref<LogicalResult(const Twine &)> errorHandler) {
+  // Which keys are given, each once (MLIR's parser would keep the last).
+  llvm::StringSet<> given;
+  SmallVector<StringRef> tokens;
+  optionString.split(tokens, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef token : tokens) {
+    StringRef key = token.split('=').first;
+    if (!given.insert(key).second)
+      return errorHandler("--zero-pipeline: '" + key +
+                          "' is given twice; give each option once");
+  }
+  zero::ZeroPipelineOptions options;
+  std::string parseError;
+  llvm::raw_string_ostream errs(parseError);
+  if (failed(options.parseFromString(optionString, errs)))
+    return errorHandler(
+        "--zero-pipeline: cannot parse '" + optionString + "'" +
+        (parseError.empty() ? "" : ": " + StringRef(parseError).trim()) +
+        "; the options are KEY=INTEGER for stage, dp, prefetch, "
+        "prefetch-bytes, bucket-bytes, persistence-threshold, "
+        "max-reuse-distance, and config=FILE");
+
+  zero::ZeroSettings settings;
+  if (!options.config.empty()) {
+    std::vector<std::string> warnings;
+    std::string err = zero::readDeepSpeedConfig(options.config, settings, warnings);
+    for (const std::string &w : warnings)
+      llvm::errs() << "warning: " << options.config << ": " << w << "\n";
+    if (!err.empty())
+      return errorHandler(err);
+  }
+  const int64_t configDp = settings.dp;
+  struct Key {
+    const char *name;
+    const zero::ZeroPipelineOptions::Option<int64_t> &option;
+    int64_t &setting;
+    int64_t lowest;
+  } keys[] = {
+      {"stage", options.stage, settings.stage, 0},
+      {"dp", options.dp, settings.dp, 1},
+      {"prefetch", options.prefetch, settings.prefetchDepth, 0},
+      {"prefetch-bytes", options.prefetchBytes, settings.prefetchBytes, 0},
+      {"bucket-bytes", options.bucketBytes, settings.bucketBytes, 0},
+      {"persistence-threshold", options.persistenceThreshold,
+       settings.persistenceThreshold, 0},
+      {"max-reuse-distance", options.maxReuseDistance, settings.maxReuseDistance,
+       -1},
+  };
+  for (Key &k : keys) {
+    if (!given.contains(k.name))
+      continue;
+    const int64_t v = k.option;
+    if (v < k.lowest)
+      return errorHandler("--zero-pipeline: " + Twine(k.name) + " must be >= " +
+                          Twine(k.lowest) + ", got " + Twine(v));
+    k.setting = v;
+  }
+  if (settings.dp > zero::kMaxWorldSize)
+    return errorHandler("--zero-pipeline: dp must be at most " +
+                        Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));
+  if (configDp > 0 && settings.dp != configDp)
+    return errorHandler(options.config + ": the batch sizes give a world of " +
+                        Twine(configDp) + " ranks but --zero-pipeline says dp=" +
+                        Twine(settings.dp) +
+                        "; make train_batch_size = micro batch x accumulation "
+                        "x dp, or drop one of them");
+  if (settings.dp < 0)
+    return errorHandler(
+        "the data-parallel size is not set; DeepSpeed takes it from the "
+        "launcher, zero-opt from --zero-pipeline=\"dp=N\" (N = the mpirun -np "
+        "you will use) or from the config's train_batch_size / "
+        "(train_micro_batch_size_per_gpu x gradient_accumulation_steps)");
+  zero::buildZeroPipeline(pm, settings);
+  return success();
+}
+
+void zero::registerZeroPipeline() {
+  registerPassPipeline(
+      "zero-pipeline",
+      "The ZeRO pass list from ZeRO options and/or a DeepSpeed config: "
+      "zero-partition, then for stage 3 zero-prefetch, zero-bucket and "
+      "zero-release",
+      buildFromOptions,
+      [](function_ref<void(const detail::PassOptions &)> print) {
+        print(ZeroPipelineOptions());
+      });
 }

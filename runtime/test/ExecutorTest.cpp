@@ -182,6 +182,27 @@ TEST(Executor, RejectsAWorldSizeItDoesNotRunOn) {
             "linear.zrt: the program was compiled for 2 ranks but runs on 1");
 }
 
+TEST(Executor, HandlesEmptyConstantsAndTensors) {
+  // A 0-element constant has no data (a null pointer), which must never reach
+  // memcpy; an empty tensor flows through a kernel and out again.
+  Program p;
+  p.path = "empty.zrt";
+  p.version = kFormatVersion;
+  p.arenas = {{"a", 64, 64, 0}};
+  p.buffers = {{"c", DType::F32, {0}, 0, 0}, {"y", DType::F32, {0}, 0, 0}};
+  p.constants = {{0, {}}};
+  p.streams = {{"compute", StreamKind::Compute}};
+  p.outputs = {{"y", 1}};
+  p.instructions = {makeInstruction("Identity", 0, {0}, {1})};
+  auto backend = createCpuBackend(1);
+  auto comm = createLocalCommunicator();
+  ASSERT_TRUE(validateProgram(p, &backend->kernels()).isOk());
+  auto exec = Executor::create(p, *backend, *comm);
+  ASSERT_TRUE(exec.isOk()) << exec.status().message();
+  EXPECT_TRUE((*exec)->run().isOk());
+  EXPECT_TRUE((*exec)->readBuffer(1, nullptr, 0).isOk());
+}
+
 TEST(Executor, MeasuresLiveBytesAsAUnionOfRanges) {
   // x@0 (input) -> a@64 = Copy(x); o@0 = Add(a, a viewed as 4x4).
   // When Add starts, a, its view and o are live: 128 bytes, not 192, and x is

@@ -5,7 +5,10 @@
 // ranks; the outputs must equal the expected values written by zrt-testgen and
 // the --report-json figures must equal the shard arithmetic. Bad inputs must
 // end every rank with a non-zero exit code and a message naming the problem,
-// never a hang (ctest's timeout would catch one).
+// never a hang (ctest's timeout would catch one; the tests that could hang
+// also bound their own time). Ranks that load different programs or weights,
+// and a rank stopped with SIGSTOP, are run through a small shell script that
+// mpirun starts on every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +63,27 @@ CommandResult zeroRun(int np, const std::string &args) {
   }
   return runCommand(command + ZRT_ZERO_RUN + " " + args);
 }
+
+/// Runs `script` (a POSIX shell script, given `args`) on `np` ranks under
+/// mpirun, within `limitSeconds`; `seconds` gets the wall time taken.
+CommandResult runScriptOnRanks(int np, const std::string &script,
+                               const std::string &args, int limitSeconds,
+                               double *seconds) {
+  std::string command = "timeout -s KILL " + std::to_string(limitSeconds) +
+                        " " + ZRT_MPIEXEC + " " + ZRT_MPIEXEC_NUMPROC_FLAG +
+                        " " + std::to_string(np) + " " + ZRT_MPIEXEC_PREFLAGS +
+                        " sh " + script + " " + args;
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r = runCommand(command);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           start)
+                 .count();
+  return r;
+}
+
+/// The shell's world rank under mpirun (Open MPI, PMIx or MPICH).
+const char *kRankVariable =
+    "rank=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}\n";
 
 std::vector<float> readTensor(const std::string &path, const std::string &name) {
   Expected<SafetensorsFile> file = SafetensorsFile::open(path);
@@ -344,6 +369,132 @@ TEST_F(ZeroRun, AbortsAllRanksOnAKernelError) {
                                   "\"only.rank1\") on stream 0 \"compute\" of rank 1: "));
 }
 
+TEST_F(ZeroRun, RejectsRanksRunningDifferentPrograms) {
+  // Rank 1 runs a program with one more collective than rank 0's, for the
+  // same world size: without the start-up check, rank 0 would finish while
+  // rank 1 waited forever in its extra AllReduce.
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  m.program.instructions.push_back(
+      test::makeInstruction("AllReduce", 1, {6}, {7}, "sum.again"));
+  ASSERT_TRUE(test::writeFile(sub + "/other.zrt", test::serializeProgram(m.program)).isOk());
+  std::string script = sub + "/per-rank-program.sh";
+  std::ofstream(script) << kRankVariable
+                        << "program=" << sub << "/model.zrt\n"
+                        << "[ \"$rank\" = 1 ] && program=" << sub << "/other.zrt\n"
+                        << "exec " << ZRT_ZERO_RUN << " \"$program\" \"$@\"\n";
+  double seconds = 0;
+  CommandResult r = runScriptOnRanks(
+      2, script, "--weights " + sub + "/weights.safetensors --input x=" + sub +
+                     "/x.npy --timeout 0",
+      60, &seconds);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: rank 1 loaded a "
+                                  "different program than rank 0 (" +
+                                  sub + "/other.zrt: hash "));
+  EXPECT_THAT(r.output, HasSubstr("every rank must run the same .zrt and weights"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] zero-run: error: stopped because "
+                                  "rank(s) 1 failed"));
+}
+
+TEST_F(ZeroRun, RejectsRanksReadingDifferentWeightsLayouts) {
+  // The same tensors in another order: every tensor is found and matches,
+  // but at other offsets, so the ranks would not read the same file.
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  ASSERT_TRUE(writeSafetensors(sub + "/reordered.safetensors",
+                               {{"w", DType::F32, {6, 5}, m.w.data()},
+                                {"b", DType::F32, {5}, m.b.data()}})
+                  .isOk());
+  std::string script = sub + "/per-rank-weights.sh";
+  std::ofstream(script) << kRankVariable
+                        << "weights=" << sub << "/weights.safetensors\n"
+                        << "[ \"$rank\" = 1 ] && weights=" << sub
+                        << "/reordered.safetensors\n"
+                        << "exec " << ZRT_ZERO_RUN << " " << sub
+                        << "/model.zrt --weights \"$weights\" \"$@\"\n";
+  double seconds = 0;
+  CommandResult r =
+      runScriptOnRanks(2, script, "--input x=" + sub + "/x.npy", 60, &seconds);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: rank 1 reads a "
+                                  "different weights layout than rank 0 (" +
+                                  sub + "/reordered.safetensors: hash "));
+}
+
+TEST_F(ZeroRun, EndsTheJobWhenARankIsStopped) {
+  // Rank 1 starts a long chain of MatMuls (on rank 1 only) before its part
+  // of the final AllReduce and is stopped with SIGSTOP 2 s after it starts;
+  // rank 0 waits in the AllReduce until its watchdog ends the job after 3 s.
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  Program &p = m.program;
+  constexpr int64_t n = 1024;
+  constexpr int chain = 200;
+  uint32_t arena = uint32_t(p.arenas.size());
+  p.arenas.push_back({"scratch", 3 * n * n * 4, 3 * n * n * 4, 3 * n * n * 4});
+  uint32_t a = uint32_t(p.buffers.size());
+  for (int i = 0; i < 3; ++i)
+    p.buffers.push_back({"scratch." + std::to_string(i), DType::F32, {n, n},
+                         arena, uint64_t(i) * n * n * 4});
+  for (int i = 0; i < chain; ++i) {
+    Instruction mm = test::makeInstruction("MatMul", 0, {a, a + 1}, {a + 2},
+                                           "busy.rank1");
+    mm.ranks = {1};
+    p.instructions.insert(p.instructions.begin(), mm);
+  }
+  ASSERT_TRUE(test::writeFile(sub + "/slow1.zrt", test::serializeProgram(p)).isOk());
+  std::string script = sub + "/stop-rank1.sh";
+  std::ofstream(script) << kRankVariable
+                        << "if [ \"$rank\" = 1 ]; then (sleep 2; kill -STOP $$) "
+                           ">/dev/null 2>&1 & fi\n"
+                        << "exec " << ZRT_ZERO_RUN << " \"$@\"\n";
+  double seconds = 0;
+  CommandResult r = runScriptOnRanks(
+      2, script, sub + "/slow1.zrt --weights " + sub +
+                     "/weights.safetensors --input x=" + sub +
+                     "/x.npy --threads 1 --timeout 3",
+      40, &seconds);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_LT(seconds, 20.0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("[rank 0] zero-run: error: rank 0: collective AllReduce "
+                        "(instruction " + std::to_string(chain + 7) +
+                        ", \"sum.y\") did not complete within 3 s; a rank may "
+                        "have stopped or be running a different program"));
+}
+
+TEST_F(ZeroRun, ExplainsADirectoryGivenAsTheProgram) {
+  CommandResult r = zeroRun(0, dir);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("zero-run: error: " + dir +
+                                  ": is a directory, not a .zrt program"));
+  std::string sub = generate(2);
+  r = zeroRun(2, dir + " --input x=" + sub + "/x.npy");
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: " + dir +
+                                  ": is a directory, not a .zrt program"));
+}
+
+TEST_F(ZeroRun, AsksForTheNameOfANpyInput) {
+  std::string sub = generate(1);
+  CommandResult r = zeroRun(0, sub + "/model.zrt --weights " + sub +
+                                   "/weights.safetensors --input " + sub + "/x.npy");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.output, HasSubstr("--input " + sub + "/x.npy: .npy inputs need "
+                                  "NAME=FILE.npy (the program input's name); "
+                                  "pass --input NAME=" + sub + "/x.npy"));
+  // Also when the file is a .npy under another name.
+  std::filesystem::copy_file(sub + "/x.npy", sub + "/x.bin");
+  r = zeroRun(0, sub + "/model.zrt --weights " + sub +
+                     "/weights.safetensors --input " + sub + "/x.bin");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.output, HasSubstr("--input " + sub + "/x.bin: .npy inputs need "
+                                  "NAME=FILE.npy"));
+}
+
 TEST_F(ZeroRun, ReportsUsageErrors) {
   CommandResult none = zeroRun(0, "");
   EXPECT_EQ(none.exitCode, 2);
@@ -354,6 +505,10 @@ TEST_F(ZeroRun, ReportsUsageErrors) {
   EXPECT_THAT(bad.output, HasSubstr("unknown option --frobnicate"));
   CommandResult threads = zeroRun(0, "model.zrt --threads 0");
   EXPECT_EQ(threads.exitCode, 2);
+  CommandResult timeout = zeroRun(0, "model.zrt --timeout -1");
+  EXPECT_EQ(timeout.exitCode, 2);
+  EXPECT_THAT(timeout.output, HasSubstr("--timeout -1: expected seconds (0 "
+                                        "waits forever)"));
   CommandResult help = zeroRun(0, "--help");
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_THAT(help.output, HasSubstr("usage: [mpirun -np N] zero-run MODEL.zrt"));

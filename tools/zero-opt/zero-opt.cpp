@@ -70,13 +70,10 @@ static cl::opt<EmitKind> emitKind(
     cl::values(clEnumValN(EmitKind::MLIR, "mlir", "MLIR text (default)"),
                clEnumValN(EmitKind::ZRT, "zrt",
                           "the .zrt runtime program (lowers to zrt first)")));
-static cl::opt<std::string> zeroPipeline(
-    "zero-pipeline",
-    cl::desc("ZeRO passes to run: \"stage=3 dp=4 prefetch=2 prefetch-bytes=B "
-             "bucket-bytes=B persistence-threshold=E\""),
-    cl::value_desc("options"));
 static cl::opt<std::string> deepspeedConfig(
-    "config", cl::desc("DeepSpeed-style JSON config (zero_optimization.*)"),
+    "config",
+    cl::desc("DeepSpeed-style JSON config (zero_optimization.*, batch sizes); "
+             "shorthand for --zero-pipeline=\"config=FILE ...\""),
     cl::value_desc("ds_config.json"));
 static cl::opt<bool> zeroReport(
     "report", cl::desc("Print the per-rank memory/communication plan (zero-report)"));
@@ -194,6 +191,57 @@ LogicalResult renderOutput(ModuleOp module, std::string &out) {
 }
 
 } // namespace
+
+/// --config FILE is shorthand for the zero-pipeline's `config=FILE` option:
+/// it is folded into the --zero-pipeline argument (added when absent), so a
+/// DeepSpeed config and explicit options resolve in one place, the pipeline.
+static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  std::string config;
+  bool haveConfig = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    StringRef a = args[i];
+    if (a == "--" )
+      break;
+    if (a == "--config" || a == "-config") {
+      if (i + 1 == args.size())
+        break; // cl reports the missing value
+      if (haveConfig) {
+        llvm::errs() << "zero-opt: error: --config is given twice; give one "
+                        "DeepSpeed config\n";
+        std::exit(1);
+      }
+      config = args[i + 1];
+      haveConfig = true;
+      args.erase(args.begin() + i, args.begin() + i + 2);
+      --i;
+    } else if (a.starts_with("--config=") || a.starts_with("-config=")) {
+      if (haveConfig) {
+        llvm::errs() << "zero-opt: error: --config is given twice; give one "
+                        "DeepSpeed config\n";
+        std::exit(1);
+      }
+      config = a.split('=').second.str();
+      haveConfig = true;
+      args.erase(args.begin() + i);
+      --i;
+    } else if ((a == "--zero-pipeline" || a == "-zero-pipeline") &&
+               i + 1 < args.size()) {
+      args[i] = "--zero-pipeline=" + args[i + 1];
+      args.erase(args.begin() + i + 1);
+    }
+  }
+  if (!haveConfig)
+    return args;
+  for (std::string &a : args)
+    if (StringRef(a).starts_with("--zero-pipeline=") ||
+        StringRef(a).starts_with("-zero-pipeline=")) {
+      a += " config=" + config;
+      return args;
+    }
+  args.push_back("--zero-pipeline=config=" + config);
+  return args;
+}
 
 static int importAndWrite(MLIRContext &context, PassManager &pm) {
   zero::ImportOptions options;
@@ -319,8 +367,13 @@ int main(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   registerTransformsPasses();
   zero::registerZeroPasses();
+  zero::registerZeroPipeline();
   PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
-  cl::ParseCommandLineOptions(argc, argv,
+  std::vector<std::string> args = withConfigInPipeline(argc, argv);
+  std::vector<const char *> argPointers;
+  for (const std::string &a : args)
+    argPointers.push_back(a.c_str());
+  cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
                               "zero compiler driver: ONNX import, ZeRO passes\n");
 
   DialectRegistry registry;
@@ -330,50 +383,11 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  zero::ZeroPipelineOptions zeroOptions;
-  if (!deepspeedConfig.empty()) {
-    std::vector<std::string> warnings;
-    std::string err = zero::readDeepSpeedConfig(deepspeedConfig, zeroOptions, warnings);
-    for (const std::string &w : warnings)
-      llvm::errs() << "zero-opt: warning: " << deepspeedConfig << ": " << w << "\n";
-    if (!err.empty()) {
-      llvm::errs() << "zero-opt: error: " << err << "\n";
-      return 1;
-    }
-  }
-  if (!zeroPipeline.empty()) {
-    const int64_t configDp = zeroOptions.dp;
-    std::string err = zero::parseZeroPipelineOptions(zeroPipeline, zeroOptions);
-    if (!err.empty()) {
-      llvm::errs() << "zero-opt: error: " << err << "\n";
-      return 1;
-    }
-    if (configDp > 0 && zeroOptions.dp != configDp) {
-      llvm::errs() << "zero-opt: error: " << deepspeedConfig
-                   << ": the batch sizes give a world of " << configDp
-                   << " ranks but --zero-pipeline says dp=" << zeroOptions.dp
-                   << "; make train_batch_size = micro batch x accumulation x "
-                      "dp, or drop one of them\n";
-      return 1;
-    }
-  }
-  if (zeroOptions.any && zeroOptions.dp < 0) {
-    llvm::errs() << "zero-opt: error: the data-parallel size is not set; DeepSpeed takes "
-                    "it from the launcher, zero-opt from --zero-pipeline=\"dp=N\" "
-                    "(N = the mpirun -np you will use) or from the config's "
-                    "train_batch_size / (train_micro_batch_size_per_gpu x "
-                    "gradient_accumulation_steps)\n";
-    return 1;
-  }
-
   auto buildPipeline = [&](PassManager &pm) -> LogicalResult {
     if (failed(applyPassManagerCLOptions(pm)))
       return failure();
-    if (zeroOptions.any)
-      zero::buildZeroPipeline(pm, zeroOptions);
-
     auto errorHandler = [&](const Twine &msg) {
-      emitError(UnknownLoc::get(&context)) << msg;
+      llvm::errs() << "zero-opt: error: " << msg << "\n";
       return failure();
     };
     if (failed(passPipeline.addToPipeline(pm, errorHandler)))

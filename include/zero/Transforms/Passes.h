@@ -38,15 +38,18 @@ constexpr int64_t kMaxWorldSize = 65536;
 
 #include "mlir/Pass/PassManager.h"
 
+#include "mlir/Pass/PassOptions.h"
+
 #include <string>
 #include <vector>
 
 namespace zero {
 
-/// The ZeRO configuration, whether it came from --zero-pipeline or from a
-/// DeepSpeed JSON config. Sizes are in bytes here (DeepSpeed counts elements;
-/// the config reader converts with 4 bytes per fp32 element).
-struct ZeroPipelineOptions {
+/// The ZeRO settings the pass list is built from, resolved from the
+/// `zero-pipeline` options and a DeepSpeed JSON config. Sizes are in bytes
+/// here (DeepSpeed counts elements; the config reader converts with 4 bytes
+/// per fp32 element).
+struct ZeroSettings {
   int64_t stage = 3;
   int64_t dp = -1; ///< -1: not given
   int64_t prefetchDepth = 0;
@@ -54,26 +57,69 @@ struct ZeroPipelineOptions {
   int64_t bucketBytes = 0;
   int64_t persistenceThreshold = 0; ///< elements
   int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
-  bool any = false;                 ///< some option was given
 };
 
-/// Parses "stage=3 dp=4 prefetch=2 prefetch-bytes=.. bucket-bytes=..
-/// persistence-threshold=.. max-reuse-distance=.." (space or comma
-/// separated) into `opts`.
-/// Returns an error message, empty on success.
-std::string parseZeroPipelineOptions(llvm::StringRef spec, ZeroPipelineOptions &opts);
+/// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
+/// option parser: `--zero-pipeline="stage=3 dp=4 prefetch=2"` on zero-opt, or
+/// `zero-pipeline{stage=3 dp=4}` inside a --pass-pipeline. Each maps onto an
+/// option of one pass (see Passes.td); `config` names a DeepSpeed JSON whose
+/// settings apply where no option is given here.
+struct ZeroPipelineOptions
+    : public mlir::PassPipelineOptions<ZeroPipelineOptions> {
+  Option<int64_t> stage{*this, "stage",
+                        llvm::cl::desc("ZeRO stage: 0 replicates, 3 partitions "
+                                       "parameters (zero-partition stage)"),
+                        llvm::cl::init(3)};
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("Data-parallel ranks: the mpirun -np the "
+                                    "program runs with (zero-partition dp)"),
+                     llvm::cl::init(-1)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("Gathers in flight ahead of use "
+                                          "(zero-prefetch depth)"),
+                           llvm::cl::init(0)};
+  Option<int64_t> prefetchBytes{
+      *this, "prefetch-bytes",
+      llvm::cl::desc("Bound on gathered bytes live at once (zero-prefetch "
+                     "bytes; 0: none)"),
+      llvm::cl::init(0)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Largest coalesced gather in bytes (zero-bucket bytes)"),
+      llvm::cl::init(0)};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::desc("Parameters of at most this many elements stay whole "
+                     "(zero-partition persistence-threshold)"),
+      llvm::cl::init(0)};
+  Option<int64_t> maxReuseDistance{
+      *this, "max-reuse-distance",
+      llvm::cl::desc("Re-gather a parameter whose next use is further than "
+                     "this many elements of other gathers (-1: never)"),
+      llvm::cl::init(-1)};
+  Option<std::string> config{
+      *this, "config",
+      llvm::cl::desc("DeepSpeed JSON config (zero_optimization.*, batch "
+                     "sizes); options given here take precedence")};
+};
 
-/// Reads DeepSpeed's keys from a JSON config into `opts`: zero_optimization.
-/// {stage, stage3_prefetch_bucket_size, stage3_param_persistence_threshold,
-/// stage3_max_live_parameters, stage3_max_reuse_distance, reduce_bucket_size,
-/// allgather_bucket_size}.
-/// Keys it does not use are reported in `warnings`. Returns an error message
-/// (naming the file and key), empty on success.
-std::string readDeepSpeedConfig(llvm::StringRef path, ZeroPipelineOptions &opts,
+/// Registers the `zero-pipeline` pass pipeline (zero-partition,
+/// zero-prefetch, zero-bucket, zero-release) with MLIR's pass registry.
+void registerZeroPipeline();
+
+/// Reads DeepSpeed's keys from a JSON config into `settings`:
+/// zero_optimization.{stage, stage3_prefetch_bucket_size,
+/// stage3_param_persistence_threshold, stage3_max_live_parameters,
+/// stage3_max_reuse_distance, reduce_bucket_size, allgather_bucket_size} and
+/// the batch sizes that fix the world size. Keys it does not use are reported
+/// in `warnings`. Returns an error message (naming the file and key), empty
+/// on success.
+std::string readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &settings,
                                 std::vector<std::string> &warnings);
 
-/// Adds zero-partition, zero-bucket, zero-prefetch and zero-release.
-void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroPipelineOptions &opts);
+/// Adds zero-partition, then for stage 3 zero-prefetch, zero-bucket and
+/// zero-release.
+void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroSettings &settings);
 
 } // namespace zero
 
