@@ -56,3 +56,27 @@ module {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+module {
+  func.func @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'func.call' op cannot be lowered to the runtime: only onnx, zero and ml_program ops are supported}}
+    %y = func.call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'func.func' op must have a single block to be lowered}}
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  ^unreachable(%y: tensor<4xf32>):
+    return %y : tensor<4xf32>
+  }
+}
