@@ -18,6 +18,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -493,6 +495,51 @@ TEST_F(ZeroRun, AsksForTheNameOfANpyInput) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.output, HasSubstr("--input " + sub + "/x.bin: .npy inputs need "
                                   "NAME=FILE.npy"));
+}
+
+// Tests that outputs are written whole or not at all and never over what the
+// run reads: /dev/null is written through and stays a character device, a
+// symlink keeps its link, a write that fails (/dev/full) leaves nothing
+// under the final name and no temporary, and an output naming an input is
+// refused before anything runs.
+TEST_F(ZeroRun, WritesOutputsWholeAndNeverOverInputs) {
+  std::string sub = generate(2);
+  CommandResult r = zeroRun(2, args(sub, "--output /dev/null --trace /dev/null"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+
+  runCommand("echo old > " + sub + "/real.safetensors && ln -s real.safetensors " +
+             sub + "/link.safetensors");
+  r = zeroRun(1, args(generate(1), "--output " + sub + "/link.safetensors"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  ASSERT_EQ(lstat((sub + "/link.safetensors").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced";
+  EXPECT_EQ(readTensor(sub + "/real.safetensors", "y").size(), 20u);
+
+  if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
+    r = zeroRun(2, args(sub, "--output /dev/full"));
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_THAT(r.output, HasSubstr("/dev/full: write failed"));
+  }
+
+  // The weights, the program and an input are never overwritten.
+  const std::string weights = sub + "/weights.safetensors";
+  const std::string before = runCommand("md5sum < " + weights).output;
+  for (const std::string &target :
+       {weights, sub + "/model.zrt", sub + "/x.npy"}) {
+    r = zeroRun(2, args(sub, "--output " + target));
+    EXPECT_EQ(r.exitCode, 2) << target;
+    EXPECT_THAT(r.output, HasSubstr("writing it would destroy an input"));
+  }
+  r = zeroRun(1, args(generate(1), "--output " + sub + "/o.json --trace " + sub +
+                                       "/o.json"));
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.output, HasSubstr("give each output its own file"));
+  EXPECT_EQ(runCommand("md5sum < " + weights).output, before);
+  // No temporaries left behind by any of the runs above.
+  EXPECT_EQ(runCommand("ls -A " + sub + " | grep -c '\\.tmp$'").output, "0\n");
 }
 
 TEST_F(ZeroRun, ReportsUsageErrors) {
