@@ -51,7 +51,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                          accumulation = intKey("gradient_accumulation_steps");
   for (StringRef key : {"train_batch_size", "train_micro_batch_size_per_gpu",
                         "gradient_accumulation_steps"})
-    if (root->get(key) && !intKey(key))
+    if (root->get(key) && (!intKey(key) || *intKey(key) <= 0))
       return (path + ": " + key + " must be a positive integer").str();
   if (batch && micro) {
     int64_t per = *micro * accumulation.value_or(1);
