@@ -13,3 +13,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$BUILD"
 ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
+# Nothing in the suite may have replaced the machine's /dev/null.
+if [ ! -c /dev/null ]; then
+  echo "test.sh: /dev/null is no longer a character device: a test or tool replaced it" >&2
+  exit 1
+fi

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zero::import {
 
@@ -30,8 +31,22 @@ mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxType);
 /// An ONNX TensorProto data type for messages: "COMPLEX64 (14)", or "14".
 std::string dataTypeName(int32_t onnxType);
 
+/// The default-domain opsets the importer accepts. The newest is the newest
+/// opset of the onnx release the conformance suite runs (1.23.2): its node
+/// tests at opsets 24-28 pass and are locked in. A newer opset may change an
+/// operator in a way the importer does not know, so it is refused.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 28;
+
+/// Why a TensorProto's dims cannot describe a tensor ("has dims 2x-5, a
+/// negative dimension", "has dims ... whose size overflows 64 bits"), or "" if
+/// they can: every dim is non-negative and the byte size fits in int64. Checked
+/// before any type or attribute is built from the dims.
+std::string tensorDimsProblem(const ::onnx::TensorProto &t);
+
 /// The elements of a TensorProto (inline data only) as a dense attribute, or
-/// null if the data type is unsupported or the data is external.
+/// null if the data type is unsupported, the data is external, the dims are
+/// invalid (see tensorDimsProblem) or the data does not match the dims.
 mlir::DenseElementsAttr tensorProtoToAttr(mlir::MLIRContext *ctx,
                                           const ::onnx::TensorProto &t);
 
@@ -43,6 +58,20 @@ class GraphImporter;
 using Sequence = llvm::SmallVector<mlir::Value>;
 
 /// One ONNX node being imported: its inputs (null Values for omitted optional
+/// The inputs ONNX's schema of an op requires (neither optional nor
+/// variadic), by index and formal name, and the least number of inputs.
+struct InputArity {
+  int minInputs = 0;
+  std::vector<std::pair<int, std::string>> required;
+  /// Index of the variadic formal (every input from there on is given), or -1.
+  int variadicFrom = -1;
+};
+
+/// Fills `arity` from ONNX's schema of `opType` at `opset` (default domain);
+/// false when the linked ONNX release has no schema for it.
+bool lookupInputArity(const std::string &opType, int64_t opset,
+                      InputArity &arity);
+
 /// inputs), attribute access, and a way to create onnx ops with inferred types.
 class NodeContext {
 public:
@@ -112,6 +141,10 @@ public:
 
   /// Emits an error at this node: "node 'n' (Op): <msg>".
   mlir::InFlightDiagnostic emitError();
+
+  /// The graph inputs with a zero dimension, for messages ("graph input 'x'
+  /// (0x4)"), or "" if there are none.
+  std::string zeroSizedGraphInputs() const;
 
   /// The node's results, one per ONNX output (null for outputs not produced).
   llvm::SmallVector<mlir::Value> results;

@@ -29,6 +29,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/defs/parser.h>
 
+#include <algorithm>
 #include <climits>
 #include <limits>
 #include <fcntl.h>
@@ -82,12 +83,35 @@ std::string zero::import::dataTypeName(int32_t t) {
          std::to_string(t) + ")";
 }
 
+std::string zero::import::tensorDimsProblem(const ::onnx::TensorProto &t) {
+  std::string dims = llvm::join(
+      llvm::map_range(t.dims(), [](int64_t v) { return std::to_string(v); }), "x");
+  for (int64_t d : t.dims())
+    if (d < 0)
+      return "has dims " + dims + ", a negative dimension; the model is corrupt";
+  // Checked element and byte counts: a dims product that overflows is a
+  // corrupt model, not a huge one. Unsupported types count one byte per
+  // element so that their element count is checked too.
+  uint64_t bytes = std::max<uint64_t>(onnxElementSize(t.data_type()), 1);
+  for (int64_t d : t.dims()) {
+    if (d != 0 && bytes > uint64_t(std::numeric_limits<int64_t>::max()) / uint64_t(d))
+      return "has dims " + dims + " whose size overflows 64 bits; the model is corrupt";
+    bytes *= uint64_t(d);
+  }
+  return "";
+}
+
 DenseElementsAttr zero::import::tensorProtoToAttr(MLIRContext *ctx,
                                                   const ::onnx::TensorProto &t) {
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
     return {};
   Type elem = elementTypeFor(ctx, t.data_type());
   if (!elem)
+    return {};
+  // RankedTensorType::get with a negative or overflowing shape is invalid
+  // (and its element count could wrap to match the data): callers report the
+  // problem by name, this only refuses.
+  if (!tensorDimsProblem(t).empty())
     return {};
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
   auto type = RankedTensorType::get(shape, elem);
@@ -141,6 +165,9 @@ public:
     return mlir::emitError(FileLineColLoc::get(&ctx_, path_, 0, 0));
   }
 
+  /// See NodeContext::zeroSizedGraphInputs.
+  std::string zeroSizedGraphInputs();
+
 private:
   LogicalResult importGraphInputs();
   LogicalResult importNodes(const google::protobuf::RepeatedPtrField<::onnx::NodeProto> &nodes,
@@ -164,6 +191,8 @@ private:
   llvm::StringMap<Value> values_;
   llvm::StringMap<Sequence> sequences_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
+  /// The node (as named in messages) that produced each value so far.
+  llvm::StringMap<std::string> producers_;
   std::vector<WeightRef> weights_;
   int nodeCounter_ = 0;
   int inlineCounter_ = 0;
@@ -270,6 +299,10 @@ FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
+std::string NodeContext::zeroSizedGraphInputs() const {
+  return graph_.zeroSizedGraphInputs();
+}
+
 InFlightDiagnostic NodeContext::emitError() {
   return mlir::emitError(loc_) << node_.op_type() << ": ";
 }
@@ -306,13 +339,38 @@ FailureOr<SmallVector<Value>> NodeContext::create(StringRef opName,
       RegisteredOperationName::lookup(fullName, ctx());
   assert(info && "op importer names an unregistered onnx op");
   OperationState state(loc_, *info);
-  // Omitted optional operands (null Values) are trailing; drop them.
-  for (Value v : operands)
-    if (v)
+  // Omitted optional operands (null Values) are trailing; drop them. A gap
+  // before a given operand is a missing input, not an omitted one.
+  for (auto [i, v] : llvm::enumerate(operands)) {
+    if (v) {
+      if (state.operands.size() != i) {
+        emitError() << "input " << state.operands.size()
+                    << " is missing (empty name or absent)";
+        return failure();
+      }
       state.operands.push_back(v);
+    }
+  }
   state.addAttributes(attrs);
   state.addTypes(SmallVector<Type>(numResults, NoneType::get(ctx())));
   Operation *op = builder().create(state);
+  // Ops of fixed arity need every operand before their types can be inferred.
+  unsigned need = 0;
+  if (op->hasTrait<OpTrait::OneOperand>())
+    need = 1;
+  else if (op->hasTrait<OpTrait::NOperands<2>::Impl>())
+    need = 2;
+  else if (op->hasTrait<OpTrait::NOperands<3>::Impl>())
+    need = 3;
+  else if (op->hasTrait<OpTrait::NOperands<4>::Impl>())
+    need = 4;
+  else if (op->hasTrait<OpTrait::AtLeastNOperands<1>::Impl>())
+    need = 1;
+  if (op->getNumOperands() < need) {
+    op->erase();
+    emitError() << "needs " << need << " input(s), got " << state.operands.size();
+    return failure();
+  }
 
   // Infer result types; re-emit the inference's own message at this node.
   SmallVector<Type> types;
@@ -398,6 +456,12 @@ static bool isParameter(const ::onnx::TensorProto &t) {
 Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
   MLIRContext *ctx = &ctx_;
   Location loc = NameLoc::get(StringAttr::get(ctx, t.name()));
+  // Before anything is built from the dims: isParameter multiplies them and
+  // tensorProtoToAttr makes a type of them.
+  if (std::string problem = tensorDimsProblem(t); !problem.empty()) {
+    fileError() << "initializer '" << t.name() << "' " << problem;
+    return {};
+  }
   if (!isParameter(t)) {
     if (DenseElementsAttr attr = tensorProtoToAttr(ctx, t))
       return zero::onnx::ConstantOp::create(builder_, loc, attr);
@@ -414,20 +478,10 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
   ref.name = t.name();
   ref.proto = &t;
   ref.shape.assign(shape.begin(), shape.end());
-  // Checked element and byte counts: a dims product that overflows is a
-  // corrupt model, not a huge one.
+  // Cannot overflow: tensorDimsProblem checked it above.
   uint64_t bytes = onnxElementSize(t.data_type());
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && bytes > std::numeric_limits<int64_t>::max() / uint64_t(d))) {
-      fileError() << "initializer '" << t.name() << "' has dims "
-                  << llvm::join(llvm::map_range(shape, [](int64_t v) {
-                       return std::to_string(v);
-                     }), "x")
-                  << " whose size overflows 64 bits; the model is corrupt";
-      return {};
-    }
+  for (int64_t d : shape)
     bytes *= uint64_t(d);
-  }
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL) {
     bool hasLength = false;
     for (const auto &kv : t.external_data()) {
@@ -505,6 +559,22 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
                                           FlatSymbolRefAttr::get(global.getSymNameAttr()));
 }
 
+std::string GraphImporter::zeroSizedGraphInputs() {
+  std::string out;
+  for (BlockArgument arg : func_.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (type.getNumElements() != 0)
+      continue;
+    auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "onnx.name");
+    out += (out.empty() ? "" : ", ") + ("graph input '" + name.getValue() + "' (").str() +
+           llvm::join(llvm::map_range(type.getShape(),
+                                      [](int64_t d) { return std::to_string(d); }),
+                      "x") +
+           ")";
+  }
+  return out;
+}
+
 Value GraphImporter::lookup(const std::string &name) {
   auto it = values_.find(name);
   if (it != values_.end())
@@ -536,6 +606,33 @@ LogicalResult GraphImporter::importGraphInputs() {
       return failure();
     }
   }
+  // A negative dim_value is never valid (symbolic dims have a name, not a
+  // value) and would make a type that the printed IR cannot express. Declared
+  // types the importer does not use (outputs, value_info) are checked too: a
+  // model that carries one is corrupt.
+  auto checkDims = [&](const ::onnx::ValueInfoProto &v, StringRef what) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+      return success();
+    const auto &shape = v.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      if (shape.dim(d).has_dim_value() && shape.dim(d).dim_value() < 0) {
+        fileError() << what << " '" << v.name() << "' has dimension "
+                    << shape.dim(d).dim_value() << " (dim " << d
+                    << "); dimensions must be non-negative, the model is corrupt";
+        return failure();
+      }
+    }
+    return success();
+  };
+  for (const auto &in : graph.input())
+    if (!initializers_.count(in.name()) && failed(checkDims(in, "graph input")))
+      return failure();
+  for (const auto &out : graph.output())
+    if (failed(checkDims(out, "graph output")))
+      return failure();
+  for (const auto &vi : graph.value_info())
+    if (failed(checkDims(vi, "value_info")))
+      return failure();
   for (const auto &in : graph.input()) {
     if (initializers_.count(in.name()))
       continue; // IR < 4 lists initializers as inputs too.
@@ -669,14 +766,47 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
                                         int depth) {
   ++nodeCounter_;
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  Location loc = nodeLoc(node);
+  std::string name = cast<NameLoc>(loc).getName().str();
+  // ONNX graphs are SSA: a second producer of a value would silently replace
+  // the first for every later reader.
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string &out = node.output(i);
+    if (out.empty())
+      continue;
+    auto fail = [&](const Twine &what) {
+      mlir::emitError(loc) << node.op_type() << ": output '" << out << "' is "
+                           << what << "; every value must be produced once";
+      return failure();
+    };
+    if (auto it = producers_.find(out); it != producers_.end())
+      return fail("already produced by node '" + it->second + "'");
+    if (initializers_.count(out))
+      return fail("also an initializer");
+    if (isa_and_nonnull<BlockArgument>(values_.lookup(out)))
+      return fail("also a graph input");
+    for (int j = 0; j < i; ++j)
+      if (node.output(j) == out)
+        return fail("listed twice among the node's outputs");
+  }
   // Model-local functions (exporters put decompositions there) are inlined.
+  // Their body nodes produce the call's outputs (and check them); the call
+  // node is then recorded as their producer.
   for (const auto &fn : model_->functions())
-    if (fn.name() == node.op_type() && fn.domain() == node.domain())
-      return inlineFunction(node, fn, depth);
+    if (fn.name() == node.op_type() && fn.domain() == node.domain()) {
+      if (failed(inlineFunction(node, fn, depth)))
+        return failure();
+      for (const std::string &out : node.output())
+        if (!out.empty())
+          producers_[out] = name;
+      return success();
+    }
+  for (const std::string &out : node.output())
+    if (!out.empty())
+      producers_[out] = name;
 
   auto opsetIt = opsets.find(domain);
   int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
-  Location loc = nodeLoc(node);
   const auto &table = getOpImporters();
   auto importer = table.find(node.op_type());
   if (!domain.empty() || importer == table.end()) {
@@ -686,10 +816,19 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
                          << "); docs/ops.md lists the supported operators";
     return failure();
   }
-  if (opset < 13) {
+  if (opset < kMinOpset) {
     mlir::emitError(loc) << node.op_type() << ": the model uses opset " << opset
-                         << " of the default domain; zero-opt accepts opsets 13 and "
-                            "newer (re-export with opset_version >= 13)";
+                         << " of the default domain; zero-opt accepts opsets "
+                         << kMinOpset << " and newer (re-export with opset_version >= "
+                         << kMinOpset << ")";
+    return failure();
+  }
+  if (opset > kMaxOpset) {
+    mlir::emitError(loc) << node.op_type() << ": opset " << opset
+                         << " of the default domain is newer than this importer "
+                            "supports ("
+                         << kMinOpset << "-" << kMaxOpset
+                         << "); re-export with opset_version <= " << kMaxOpset;
     return failure();
   }
   // Which inputs are sequences: input 0 of the ops that read one, none of
@@ -715,6 +854,34 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
                            << (isSequence ? "a sequence where a tensor"
                                           : "a tensor where a sequence")
                            << " is expected";
+      return failure();
+    }
+  }
+  // ONNX's own schema for the op at this opset says which inputs are
+  // required (neither optional nor variadic) and how many there must be at
+  // least: an op built on an absent operand could not even be type-checked.
+  // Ops newer than the linked ONNX release have no schema here; their
+  // importers check their operands themselves.
+  if (InputArity arity; lookupInputArity(node.op_type(), opset, arity)) {
+    for (const auto &[i, formal] : arity.required)
+      if (i >= node.input_size() || node.input(i).empty()) {
+        mlir::emitError(loc) << node.op_type() << ": required input " << i
+                             << " ('" << formal << "') is missing; the node has "
+                             << node.input_size() << " input(s)";
+        return failure();
+      }
+    if (arity.variadicFrom >= 0)
+      for (int i = arity.variadicFrom; i < node.input_size(); ++i)
+        if (node.input(i).empty()) {
+          mlir::emitError(loc) << node.op_type() << ": input " << i
+                               << " is empty; the variadic inputs of "
+                               << node.op_type() << " cannot be skipped";
+          return failure();
+        }
+    if (node.input_size() < arity.minInputs) {
+      mlir::emitError(loc) << node.op_type() << ": needs at least "
+                           << arity.minInputs << " input(s), the node has "
+                           << node.input_size();
       return failure();
     }
   }
@@ -800,6 +967,8 @@ FailureOr<ImportedModel> GraphImporter::run() {
   SmallVector<Type> resultTypes;
   for (const auto &out : graph.output()) {
     Value v = lookup(out.name());
+    if (!v && initializers_.count(out.name()))
+      return failure(); // materializeInitializer said why.
     if (!v && sequences_.count(out.name())) {
       fileError() << "graph output '" << out.name()
                   << "' is a sequence; only tensor outputs are supported";

@@ -11,6 +11,7 @@
 #include "ImporterImpl.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 
 #include <cmath>
 #include <limits>
@@ -93,6 +94,11 @@ LogicalResult importConstant(NodeContext &ctx) {
   DenseElementsAttr value;
   Type f32 = Float32Type::get(mctx), i64 = IntegerType::get(mctx, 64);
   if (a.name() == "value") {
+    // The same check as for initializers, before a type is built from dims.
+    if (std::string problem = tensorDimsProblem(a.t()); !problem.empty()) {
+      ctx.emitError() << "value " << problem;
+      return failure();
+    }
     value = tensorProtoToAttr(mctx, a.t());
   } else if (a.name() == "value_float") {
     value = DenseElementsAttr::get(RankedTensorType::get({}, f32), a.f());
@@ -150,6 +156,10 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   Type elem = Float32Type::get(ctx.ctx());
   Attribute fill = FloatAttr::get(elem, 0.0);
   if (const auto *a = ctx.attr("value")) {
+    if (std::string problem = tensorDimsProblem(a->t()); !problem.empty()) {
+      ctx.emitError() << "value " << problem;
+      return failure();
+    }
     DenseElementsAttr v = tensorProtoToAttr(ctx.ctx(), a->t());
     if (!v || v.getNumElements() != 1) {
       ctx.emitError() << "value must be a one-element tensor";
@@ -412,7 +422,23 @@ LogicalResult importReshape(NodeContext &ctx) {
   }
   if (inferIdx >= 0) {
     int64_t total = ctx.inputType(0).getNumElements();
-    if (known == 0 || total % known) {
+    // Zero-sized tensors are supported, but a -1 next to a 0 entry fits any
+    // size (ONNX and onnxruntime refuse it too). Exporters write such shapes
+    // for batch or sequence dims, so this is where a zero-sized input (from
+    // --input-shape, typically) first fails: name the input.
+    if (known == 0) {
+      InFlightDiagnostic diag = ctx.emitError();
+      diag << "cannot infer the -1 entry of shape [";
+      llvm::interleaveComma(**shape, diag);
+      diag << "]: its other entries multiply to 0, so any size fits (the data is "
+           << ctx.inputType(0) << ")";
+      std::string zeroSized = ctx.zeroSizedGraphInputs();
+      if (!zeroSized.empty())
+        diag << "; the zero-sized data comes from " << zeroSized
+             << ": give --input-shape non-zero dimensions";
+      return failure();
+    }
+    if (total % known) {
       ctx.emitError() << "cannot infer the -1 entry of shape: " << total
                       << " elements are not a multiple of " << known;
       return failure();
@@ -511,6 +537,14 @@ LogicalResult importSplit(NodeContext &ctx) {
     sizes = **split;
   } else {
     int64_t n = ctx.attr("num_outputs") ? ctx.attrInt("num_outputs", 1) : int64_t(parts);
+    // ONNX: as many outputs as the node declares, at most one per element.
+    if (n < 1 || n != int64_t(parts) || (dim > 0 && n > dim)) {
+      mlir::emitError(ctx.loc())
+          << "Split: num_outputs " << n << " must be between 1 and the split "
+          << "dimension (" << dim << ") and equal the node's " << parts
+          << " output(s)";
+      return failure();
+    }
     int64_t chunk = (dim + n - 1) / n;
     for (int64_t i = 0; i < n; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
@@ -619,6 +653,12 @@ LogicalResult importPad(NodeContext &ctx) {
       ctx.emitError() << "constant_value must be a constant";
       return failure();
     }
+    // getSplatValue reads past the data of an empty (or any non-scalar) tensor.
+    if (c.getNumElements() != 1) {
+      ctx.emitError() << "constant_value (input 2, '" << ctx.node().input(2)
+                      << "') must be a scalar, got " << c.getType();
+      return failure();
+    }
     value = isa<FloatType>(c.getElementType())
                 ? c.getSplatValue<APFloat>().convertToDouble()
                 : double(c.getSplatValue<APInt>().getSExtValue());
@@ -647,18 +687,85 @@ LogicalResult importRange(NodeContext &ctx) {
                        "are fixed";
     return failure();
   }
-  auto asDouble = [](DenseElementsAttr a) {
-    return isa<FloatType>(a.getElementType())
-               ? a.getSplatValue<APFloat>().convertToDouble()
-               : double(a.getSplatValue<APInt>().getSExtValue());
-  };
-  double d = asDouble(delta);
-  if (d == 0) {
-    ctx.emitError() << "delta must be non-zero";
+  // ONNX wants scalars; an empty tensor gets here from shape arithmetic (a
+  // Shape whose start/end clamp to nothing), and getSplatValue would read
+  // past its data.
+  static const char *const names[] = {"start", "limit", "delta"};
+  DenseElementsAttr operands[] = {start, limit, delta};
+  for (int i = 0; i < 3; ++i) {
+    if (operands[i].getNumElements() != 1) {
+      ctx.emitError() << names[i] << " (input " << i << ", '" << ctx.node().input(i)
+                      << "') must be a scalar, got " << operands[i].getType();
+      return failure();
+    }
+  }
+  if (limit.getElementType() != start.getElementType() ||
+      delta.getElementType() != start.getElementType()) {
+    ctx.emitError() << "start, limit and delta must have the same element type, got "
+                    << start.getElementType() << ", " << limit.getElementType()
+                    << " and " << delta.getElementType();
     return failure();
   }
-  int64_t size = std::max<int64_t>(
-      0, int64_t(std::ceil((asDouble(limit) - asDouble(start)) / d)));
+  // The result's byte size must fit in int64 for its type to make sense;
+  // larger counts (or ones int64 cannot hold) are errors, not wrapped sizes.
+  Type elem = start.getElementType();
+  uint64_t maxCount = uint64_t(std::numeric_limits<int64_t>::max()) /
+                      std::max(1u, elem.getIntOrFloatBitWidth() / 8);
+  auto tooLarge = [&](const auto &count) {
+    ctx.emitError() << "the result would have " << count
+                    << " elements, more than a tensor can hold";
+    return failure();
+  };
+  int64_t size;
+  if (isa<FloatType>(elem)) {
+    auto asDouble = [](DenseElementsAttr a) {
+      return a.getSplatValue<APFloat>().convertToDouble();
+    };
+    double d = asDouble(delta);
+    if (d == 0) {
+      ctx.emitError() << "delta must be non-zero";
+      return failure();
+    }
+    double count = std::ceil((asDouble(limit) - asDouble(start)) / d);
+    if (std::isnan(count)) {
+      ctx.emitError() << "start, limit and delta give no element count (NaN)";
+      return failure();
+    }
+    // Compared as doubles: converting a count past int64 (or +-inf) is UB.
+    if (count >= double(maxCount))
+      return tooLarge(count);
+    size = count > 0 ? int64_t(count) : 0;
+  } else {
+    // Exact integer arithmetic: limit - start of two int64 needs 65 bits, and
+    // a double loses the low bits and overflows int64 on the conversion.
+    APInt s = start.getSplatValue<APInt>(), l = limit.getSplatValue<APInt>(),
+          d = delta.getSplatValue<APInt>();
+    bool isUnsigned = cast<IntegerType>(elem).isUnsigned();
+    auto wide = [&](const APInt &v) {
+      return isUnsigned ? v.zext(130) : v.sext(130);
+    };
+    if (d.isZero()) {
+      ctx.emitError() << "delta must be non-zero";
+      return failure();
+    }
+    APInt diff = wide(l) - wide(s), step = wide(d);
+    // ceil(diff / step) for any signs: truncating division, plus one when
+    // the exact quotient is positive and not whole (the remainder has
+    // diff's sign, so that is when it has step's sign too).
+    APInt q = diff.sdiv(step), r = diff.srem(step);
+    if (!r.isZero() && (r.isNegative() == step.isNegative()))
+      q += 1;
+    if (q.isNegative())
+      q = APInt(130, 0);
+    if (q.ugt(APInt(130, maxCount))) {
+      SmallString<40> text;
+      q.toStringUnsigned(text);
+      return tooLarge(text.str());
+    }
+    size = int64_t(q.getZExtValue());
+  }
+  // Up to the folding limit the op folds to a constant; above it, it stays
+  // an onnx.Range of static size.
   return setResult(ctx, ctx.create1("Range", {ctx.input(0), ctx.input(1), ctx.input(2)},
                                     {ctx.i64("size", size)}));
 }

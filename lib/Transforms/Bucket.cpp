@@ -7,7 +7,9 @@
 // zero.bucket_all_gather at the first member's position. A bucket never moves
 // a gather across compute: how early a gather runs is zero-prefetch's
 // decision, made under its byte budget; this pass runs after it and only
-// coalesces what prefetch (or the partitioner) put side by side. The runtime then moves one flat rank-major buffer
+// coalesces what prefetch (or the partitioner) put side by side. While a
+// bucket's results are rebuilt its flat receive buffer is live too; with
+// max-live-bytes (the prefetch budget) a bucket grows only while that fits. The runtime then moves one flat rank-major buffer
 // per bucket, as DeepSpeed's coalesced all-gather does, with the per-rank
 // layout fixed by the compiler rather than agreed at run time.
 //
@@ -47,6 +49,11 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
     }
     if (bytes == 0)
       return success();
+    if (maxLiveBytes < 0) {
+      func.emitError() << "zero-bucket: max-live-bytes must be >= 0";
+      return failure();
+    }
+    ::zero::GatherLiveness liveness(func.getBody().front());
     SmallVector<SmallVector<AllGatherOp>> groups;
     int64_t groupBytes = 0;
     bool adjacent = false; // no compute since the current group's last member
@@ -57,7 +64,17 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
         continue;
       }
       int64_t n = ::zero::gatheredBytes(g);
-      bool fits = adjacent && !groups.empty() && groupBytes + n <= bytes &&
+      // At the bucket's place: everything else live there, its members, and
+      // its flat receive buffer of the same size.
+      bool withinLive = true;
+      if (maxLiveBytes > 0 && !groups.empty() && !groups.back().empty()) {
+        Operation *first = groups.back().front();
+        withinLive = liveness.liveBytesAt(liveness.position(first), first) +
+                         2 * (groupBytes + n) <=
+                     maxLiveBytes;
+      }
+      bool fits = adjacent && withinLive && !groups.empty() &&
+                  groupBytes + n <= bytes &&
                   groups.back().front().getWorld() == g.getWorld() &&
                   getElementTypeOrSelf(groups.back().front().getType()) ==
                       getElementTypeOrSelf(g.getType());

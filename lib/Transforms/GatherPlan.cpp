@@ -96,6 +96,34 @@ static Operation *inBlock(Operation *op, Block &block) {
   return op;
 }
 
+/// Where one gathered result dies: its release (the latest, if several),
+/// else the last op using it through its views; null when unused.
+static Operation *resultDeath(Value result, Block &block, bool &released,
+                              const llvm::DenseMap<Operation *, int64_t> &pos) {
+  Operation *death = nullptr;
+  released = false;
+  for (Value v : zero::parameterViews(result))
+    for (Operation *u : v.getUsers()) {
+      if (!isa<zero::dist::ReleaseOp>(u))
+        continue;
+      Operation *at = inBlock(u, block);
+      if (!released || pos.lookup(death) < pos.lookup(at))
+        death = at;
+      released = true;
+    }
+  if (released)
+    return death;
+  for (Value v : zero::parameterViews(result))
+    for (Operation *u : v.getUsers()) {
+      if (zero::isParameterView(u))
+        continue;
+      Operation *at = inBlock(u, block);
+      if (!death || pos.lookup(death) < pos.lookup(at))
+        death = at;
+    }
+  return death;
+}
+
 zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
   int64_t n = 0;
   for (Operation &op : block)
@@ -103,37 +131,40 @@ zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
   for (Operation &op : block) {
     if (!isGather(&op))
       continue;
-    Gather g{&op, gatheredBytes(&op), firstUse(&op), lastUse(&op), false};
-    for (Value r : op.getResults())
-      for (Value v : parameterViews(r))
-        for (Operation *u : v.getUsers())
-          if (isa<dist::ReleaseOp>(u)) {
-            Operation *at = inBlock(u, block);
-            if (!g.released || position(g.death) < position(at))
-              g.death = at;
-            g.released = true;
-          }
+    Gather g{&op, gatheredBytes(&op), firstUse(&op), nullptr, false, {}};
+    // Each result dies on its own (a bucket's members are released one by
+    // one); the gather as a whole at the last of them.
+    for (Value r : op.getResults()) {
+      bool released = false;
+      Operation *death = resultDeath(r, block, released, position_);
+      g.results.push_back({tensorBytes(r.getType()), death});
+      g.released |= released;
+      if (death && (!g.death || position(g.death) < position(death)))
+        g.death = death;
+    }
     indexOf_[&op] = gathers_.size();
     gathers_.push_back(g);
   }
   live_.assign(size_t(n) + 1, 0);
   for (const Gather &g : gathers_)
-    addRange(g, live_);
+    addRange(g, live_, +1);
   for (int64_t p = 1; p <= n; ++p)
     live_[size_t(p)] += live_[size_t(p - 1)];
 }
 
-void zero::GatherLiveness::addRange(const Gather &g,
-                                    std::vector<int64_t> &live) const {
-  if (!g.death)
-    return;
-  const int64_t from = position(g.op), to = position(g.death);
-  live[size_t(from)] += g.bytes;
-  live[size_t(to) + 1] -= g.bytes;
+void zero::GatherLiveness::addRange(const Gather &g, std::vector<int64_t> &live,
+                                    int sign) const {
+  const int64_t from = position(g.op);
+  for (const auto &[bytes, death] : g.results) {
+    if (!death)
+      continue;
+    live[size_t(from)] += sign * bytes;
+    live[size_t(position(death)) + 1] -= sign * bytes;
+  }
   if (isa<dist::BucketAllGatherOp>(g.op)) {
-    // The flat receive buffer, alive while the results are rebuilt.
-    live[size_t(from)] += g.bytes;
-    live[size_t(from) + 1] -= g.bytes;
+    // The flat receive buffer, alive while the results are rebuilt from it.
+    live[size_t(from)] += sign * g.bytes;
+    live[size_t(from) + 1] -= sign * g.bytes;
   }
 }
 
@@ -143,11 +174,14 @@ int64_t zero::GatherLiveness::liveBytesAt(int64_t pos, Operation *except) const 
   if (it == indexOf_.end())
     return bytes;
   const Gather &g = gathers_[it->second];
-  if (!g.death)
+  const int64_t from = position(g.op);
+  if (pos < from)
     return bytes;
-  const int64_t from = position(g.op), to = position(g.death);
-  if (from <= pos && pos <= to)
-    bytes -= g.bytes * (pos == from && isa<dist::BucketAllGatherOp>(g.op) ? 2 : 1);
+  for (const auto &[size, death] : g.results)
+    if (death && pos <= position(death))
+      bytes -= size;
+  if (pos == from && isa<dist::BucketAllGatherOp>(g.op))
+    bytes -= g.bytes;
   return bytes;
 }
 

@@ -56,7 +56,7 @@ mlir::Operation *lastUse(mlir::Operation *gather);
 /// `zero.release` when it has one (the single source of truth; a use after it
 /// is an error), otherwise its last use, where zero-release will put the
 /// release (a value never released is kept by the lowering to the end of the
-/// program). A bucket also holds its flat world x sum(s_i) receive buffer
+/// program). Each result of a bucket dies on its own. A bucket also holds its flat world x sum(s_i) receive buffer
 /// while the results are rebuilt from it: at the bucket op its bytes count
 /// twice. Built in one walk; rebuild it after moving ops.
 class GatherLiveness {
@@ -66,8 +66,11 @@ public:
     mlir::Operation *op;
     int64_t bytes;             ///< sum of its results
     mlir::Operation *firstUse; ///< null: unused
-    mlir::Operation *death;    ///< the release, else the last use; null: unused
-    bool released;
+    mlir::Operation *death;    ///< the last result's death; null: unused
+    bool released;             ///< some result has a zero.release
+    /// Per result: its bytes and where it dies (its release, else its last
+    /// use; null: unused).
+    llvm::SmallVector<std::pair<int64_t, mlir::Operation *>, 1> results;
   };
 
   explicit GatherLiveness(mlir::Block &block);
@@ -86,8 +89,9 @@ public:
   int64_t peakBytes() const;
 
 private:
-  /// Live bytes per position contributed by gather `g`.
-  void addRange(const Gather &g, std::vector<int64_t> &live) const;
+  /// Adds (sign +1) the live bytes per position of gather `g` to `live`, as
+  /// a difference array.
+  void addRange(const Gather &g, std::vector<int64_t> &live, int sign) const;
 
   mlir::Block &block_;
   llvm::DenseMap<mlir::Operation *, int64_t> position_;

@@ -159,6 +159,7 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     if (opts.bucketBytes > 0) {
       ZeroBucketPassOptions bucket;
       bucket.bytes = opts.bucketBytes;
+      bucket.maxLiveBytes = opts.prefetchBytes;
       pm.addPass(createZeroBucketPass(bucket));
     }
     pm.addPass(createZeroReleasePass());

@@ -49,7 +49,9 @@ std::optional<ConstTensor> readConst(Attribute attr) {
   ConstTensor t;
   t.type = cast<RankedTensorType>(dense.getType());
   Type elem = t.type.getElementType();
-  t.splat = dense.isSplat();
+  // An empty tensor has no splat value to read (getSplatValue would read
+  // past its data); it is an ordinary tensor of no elements.
+  t.splat = dense.isSplat() && t.numel() != 0;
   if (!t.splat && t.numel() > kMaxFoldElements)
     return std::nullopt;
   if (isa<FloatType>(elem)) {
@@ -402,12 +404,18 @@ Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
       })
       .Case([&](RangeOp r) -> Attribute {
         int64_t n = resultType.getNumElements();
-        if (n > kMaxFoldElements)
+        if (n > kMaxFoldElements || in[0].numel() != 1 || in[2].numel() != 1)
           return {};
+        // start + k * delta lies between start and limit, but k * delta
+        // alone may not fit in int64: wrap-around arithmetic gives the exact
+        // result without signed overflow.
         return makeConst(
             resultType, n,
             [&](int64_t k) { return in[0].asDouble(0) + k * in[2].asDouble(0); },
-            [&](int64_t k) { return in[0].asInt(0) + k * in[2].asInt(0); });
+            [&](int64_t k) {
+              return int64_t(uint64_t(in[0].asInt(0)) +
+                             uint64_t(k) * uint64_t(in[2].asInt(0)));
+            });
       })
       .Case([&](CumSumOp c) -> Attribute {
         const ConstTensor &t = in[0];

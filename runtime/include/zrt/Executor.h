@@ -62,6 +62,13 @@ struct RunStats {
   /// and globals) until the end of the last instruction that reads it
   /// (the end of the run for outputs and globals).
   std::vector<uint64_t> peakLiveBytes;
+  /// The most bytes live at once in buffers written on communication streams
+  /// (gathered parameters, bucket rebuilds and staging) and their views,
+  /// measured like peakLiveBytes; and the same figure for the instructions
+  /// run one at a time in program order (what the plan promises, an upper
+  /// bound of the measured one). Zero unless memory is tracked.
+  uint64_t peakGatheredBytes = 0;
+  uint64_t plannedPeakGatheredBytes = 0;
   /// Per arena: one past the highest byte any executed instruction touched.
   std::vector<uint64_t> highWaterBytes;
   /// Every executed instruction, in stream order then time order.

@@ -166,8 +166,10 @@ Status Executor::Impl::init() {
     touch(g.buffer);
   for (const BindingDesc &b : p.inputs)
     touch(b.buffer);
-  if (options.trackMemory)
+  if (options.trackMemory) {
     liveBytes = std::make_unique<LiveBytesTracker>(p, executed);
+    stats.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p, executed);
+  }
   return Status::ok();
 }
 
@@ -381,6 +383,8 @@ Status Executor::run() {
     impl.stats.trace.insert(impl.stats.trace.end(), events.begin(), events.end());
   impl.stats.peakLiveBytes = impl.liveBytes ? impl.liveBytes->peaks()
                                             : std::vector<uint64_t>();
+  impl.stats.peakGatheredBytes =
+      impl.liveBytes ? impl.liveBytes->peakGatheredBytes() : 0;
   return impl.firstError;
 }
 

@@ -12,32 +12,13 @@
 
 namespace zrt {
 
-namespace {
-
-/// Measured peaks of gathered bytes, by program, of the last tracked run.
-std::mutex &registryMutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<const Program *, uint64_t> &registry() {
-  static std::map<const Program *, uint64_t> r;
-  return r;
-}
-
-void publishGathered(const Program *program, uint64_t peak) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  registry()[program] = peak;
-}
-
-} // namespace
 
 LiveBytesTracker::LiveBytesTracker(const Program &program,
-                                   const std::vector<size_t> &executed,
-                                   bool publish)
+                                   const std::vector<size_t> &executed)
     : program_(program), readers_(program.buffers.size(), 0),
       initiallyLive_(program.buffers.size(), false),
       keepToEnd_(program.buffers.size(), false),
-      blockOf_(program.buffers.size(), -1), publish_(publish) {
+      blockOf_(program.buffers.size(), -1) {
   for (size_t i : executed)
     for (uint32_t b : program.instructions[i].inputs)
       ++readers_[b];
@@ -126,8 +107,6 @@ void LiveBytesTracker::reset() {
   blockLive_.assign(blocks_.size(), false);
   gatheredEdges_.clear();
   gatheredPeak_ = 0;
-  if (publish_)
-    publishGathered(&program_, 0);
 }
 
 void LiveBytesTracker::gatheredTouched(uint32_t buffer) {
@@ -150,7 +129,7 @@ void LiveBytesTracker::gatheredReleased(uint32_t buffer) {
   blockLive_[size_t(k)] = false;
   for (auto [at, delta] : {std::make_pair(block.begin, -1),
                            std::make_pair(block.end, +1)}) {
-    auto it = gatheredEdges_.find({block.arena, at});
+    auto it = gatheredEdges_.try_emplace({block.arena, at}, 0).first;
     if ((it->second += delta) == 0)
       gatheredEdges_.erase(it);
   }
@@ -168,11 +147,7 @@ void LiveBytesTracker::updateGatheredPeak() {
     if (depth == 0)
       total += key.second - openedAt;
   }
-  if (total > gatheredPeak_) {
-    gatheredPeak_ = total;
-    if (publish_)
-      publishGathered(&program_, total);
-  }
+  gatheredPeak_ = std::max(gatheredPeak_, total);
 }
 
 void LiveBytesTracker::makeLive(uint32_t buffer) {
@@ -193,7 +168,9 @@ void LiveBytesTracker::makeDead(uint32_t buffer) {
   std::map<uint64_t, int> &edges = edges_[b.arena];
   for (auto [at, delta] : {std::make_pair(b.offset, -1),
                            std::make_pair(b.offset + b.bytes(), +1)}) {
-    auto it = edges.find(at);
+    // An edge may have been erased when another range's edge at the same
+    // offset cancelled it; operator[] brings it back at 0.
+    auto it = edges.try_emplace(at, 0).first;
     if ((it->second += delta) == 0)
       edges.erase(it);
   }
@@ -263,7 +240,7 @@ std::vector<size_t> executedInstructions(const Program &program, int rank) {
 
 uint64_t plannedPeakGatheredBytes(const Program &program,
                                   const std::vector<size_t> &executed) {
-  LiveBytesTracker tracker(program, executed, /*publish=*/false);
+  LiveBytesTracker tracker(program, executed);
   for (size_t i : executed) {
     tracker.instructionStarted(program.instructions[i]);
     tracker.instructionFinished(program.instructions[i]);
@@ -271,10 +248,5 @@ uint64_t plannedPeakGatheredBytes(const Program &program,
   return tracker.peakGatheredBytes();
 }
 
-uint64_t lastMeasuredPeakGatheredBytes(const Program &program) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  auto it = registry().find(&program);
-  return it == registry().end() ? 0 : it->second;
-}
 
 } // namespace zrt

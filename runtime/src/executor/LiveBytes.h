@@ -37,10 +37,7 @@ class LiveBytesTracker {
 public:
   /// Prepares for a run of the instructions in `executed` (indices into
   /// program.instructions, the ones this rank runs).
-  /// With `publish`, the measured peak of gathered bytes is also published
-  /// for lastMeasuredPeakGatheredBytes() (off for plans computed offline).
-  LiveBytesTracker(const Program &program, const std::vector<size_t> &executed,
-                   bool publish = true);
+  LiveBytesTracker(const Program &program, const std::vector<size_t> &executed);
 
   /// Resets to the state at the start of a run.
   void reset();
@@ -86,7 +83,6 @@ private:
   /// Edges of the live blocks' ranges, keyed by (arena, offset).
   std::map<std::pair<uint32_t, uint64_t>, int> gatheredEdges_;
   uint64_t gatheredPeak_ = 0;
-  bool publish_ = true;
 };
 
 /// The instructions world rank `rank` executes, in program order: those whose
@@ -100,10 +96,6 @@ std::vector<size_t> executedInstructions(const Program &program, int rank);
 uint64_t plannedPeakGatheredBytes(const Program &program,
                                   const std::vector<size_t> &executed);
 
-/// The measured peak of gathered bytes of the last run of `program` in this
-/// process that tracked memory (ExecutorOptions::trackMemory); 0 if none.
-/// (RunStats has no field for it; the tracker publishes it here.)
-uint64_t lastMeasuredPeakGatheredBytes(const Program &program);
 
 } // namespace zrt
 

@@ -76,6 +76,11 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
     arenas.push_back(arena);
   }
   rank["arenas"] = arenas;
+  // Bytes written on communication streams (gathered parameters, bucket
+  // rebuilds, staging) and their views, live at once: measured in this run,
+  // and planned (the program run one instruction at a time in order).
+  rank["peak_gathered_bytes"] = executor.stats().peakGatheredBytes;
+  rank["planned_peak_gathered_bytes"] = executor.stats().plannedPeakGatheredBytes;
   return rank;
 }
 
@@ -139,6 +144,10 @@ std::string formatReport(const nlohmann::json &run) {
        << humanBytes(r["param_bytes_resident"]) << ", weights read "
        << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
        << humanBytes(r["peak_rss_bytes"]) << "\n";
+    if (r.contains("peak_gathered_bytes"))
+      os << "  [rank " << r["rank"] << "] peak gathered bytes: measured "
+         << r["peak_gathered_bytes"].get<uint64_t>() << ", planned "
+         << r["planned_peak_gathered_bytes"].get<uint64_t>() << "\n";
     os << "  [rank " << r["rank"] << "] bytes sent:";
     for (auto it = r["bytes_sent"].begin(); it != r["bytes_sent"].end(); ++it)
       if (it.value().get<uint64_t>() || r["collective_calls"][it.key()] != 0)
