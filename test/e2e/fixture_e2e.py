@@ -8,6 +8,9 @@ ZeRO options, runs it under `mpirun -np N`, and checks:
   * optionally, bit-exact equality with another run's outputs (--same-as);
   * optionally, bit-exact equality of the outputs at several --threads counts
     (--threads-sweep): kernels split work by shape, never by thread count;
+  * the peak of gathered parameter bytes: zero-opt's report equals the
+    program's peak in program order (computed by zero-run) on every rank, and
+    no rank measures more;
   * optionally, the runtime's own measurements against the plan and the ZeRO
     closed forms (--check-zero): resident parameter bytes per rank equal the
     sum of shard and persistent bytes, and all-gather bytes sent per rank per
@@ -91,7 +94,14 @@ def main():
         cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in v.shape)]
     if a.zero_pipeline:
         cmd += [f"--zero-pipeline={a.zero_pipeline}"]
-    run(cmd)
+    cmd += ["--report"]
+    compiled = run(cmd)
+    planned_peak = None
+    for line in compiled.stderr.splitlines():
+        if line.strip().startswith("peak gathered parameters (bytes)"):
+            planned_peak = int(line.split()[-1])
+    if planned_peak is None:
+        sys.exit("FAIL: zero-opt --report printed no 'peak gathered parameters' line")
 
     run_cmd = ["mpirun", "-np", str(a.np), "--oversubscribe", a.zero_run, zrt,
                "--weights", weights, "--output", out, "--report-json", report]
@@ -121,6 +131,21 @@ def main():
             if not np.array_equal(g, other[name]):
                 sys.exit(f"FAIL: output '{name}' is not bit-identical to {a.same_as}")
         print(f"PASS {a.model} np={a.np}: outputs bit-identical to {a.same_as}")
+    # The compiler's peak of gathered bytes is what the program does when run
+    # in program order (the runtime computes that from the .zrt), and no run
+    # exceeds it (overlap can only end a gathered buffer's life earlier).
+    with open(report) as f:
+        rep = json.load(f)
+    for r in rep["ranks"]:
+        if r["planned_peak_gathered_bytes"] != planned_peak:
+            sys.exit(f"FAIL: rank {r['rank']}: the program's peak of gathered bytes in "
+                     f"program order is {r['planned_peak_gathered_bytes']}, zero-opt's "
+                     f"report says {planned_peak}")
+        if r["peak_gathered_bytes"] > planned_peak:
+            sys.exit(f"FAIL: rank {r['rank']} measured {r['peak_gathered_bytes']} gathered "
+                     f"bytes live at once, above the plan's {planned_peak}")
+    print(f"PASS {a.model} np={a.np}: peak gathered bytes {planned_peak} as zero-opt "
+          f"reports; measured " + ", ".join(str(r["peak_gathered_bytes"]) for r in rep["ranks"]))
     if a.threads_sweep:
         counts = [int(t) for t in a.threads_sweep.split(",")]
         first = None
