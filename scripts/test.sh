@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: lit (IR and end-to-end), the runtime's
-# unit tests and the multi-rank MPI tests, all driven by ctest.
+# unit tests and the multi-rank MPI tests, the importer mutation driver and
+# the conformance cases, all driven by ctest; then the runtime under
+# sanitizers and its readers under libFuzzer (scripts/sanitize.sh).
 # Works on a fresh machine: installs Debian packages and a small Python
 # virtualenv (build/pyenv: numpy, onnx, safetensors) for the test drivers.
 set -euo pipefail
@@ -13,6 +15,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$BUILD"
 ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
+# The runtime again under ASan + UBSan (its own tests), then its file readers
+# under libFuzzer for a short fixed budget each (scripts/sanitize.sh; set
+# ZERO_SKIP_SANITIZE=1 to leave it out of a local run).
+if [ "${ZERO_SKIP_SANITIZE:-0}" != 1 ]; then
+  "$ROOT/scripts/sanitize.sh" "${ZERO_FUZZ_SECONDS:-10}"
+fi
 # Nothing in the suite may have replaced the machine's /dev/null.
 if [ ! -c /dev/null ]; then
   echo "test.sh: /dev/null is no longer a character device: a test or tool replaced it" >&2
