@@ -542,6 +542,27 @@ TEST_F(ZeroRun, WritesOutputsWholeAndNeverOverInputs) {
   EXPECT_EQ(runCommand("ls -A " + sub + " | grep -c '\\.tmp$'").output, "0\n");
 }
 
+// Tests a rank killed while writing the outputs (SIGKILL after the bytes are
+// written, before they are renamed into place, by the runtime's fault
+// injection): every rank exits non-zero, and nothing exists under the final
+// name.
+TEST_F(ZeroRun, LeavesNoTruncatedOutputWhenKilledWhileWriting) {
+  std::string sub = generate(2);
+  setenv("ZRT_FAULT_KILL_BEFORE_RENAME", "out.safetensors", 1);
+  // Local ranks inherit mpirun's environment.
+  CommandResult r =
+      zeroRun(2, args(sub, "--output " + sub + "/out.safetensors --timeout 20"));
+  unsetenv("ZRT_FAULT_KILL_BEFORE_RENAME");
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  struct stat st {};
+  EXPECT_NE(stat((sub + "/out.safetensors").c_str(), &st), 0)
+      << "an output exists under the final name";
+  // The same run without the fault writes it.
+  r = zeroRun(2, args(sub, "--output " + sub + "/out.safetensors"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(readTensor(sub + "/out.safetensors", "y").size(), 20u);
+}
+
 TEST_F(ZeroRun, ReportsUsageErrors) {
   CommandResult none = zeroRun(0, "");
   EXPECT_EQ(none.exitCode, 2);

@@ -121,6 +121,13 @@ Status writeFileAtomically(const std::string &path,
     ok = false;
     err = errno;
   }
+  // Fault injection for the tests: die the hardest way (no cleanup is
+  // possible) with the bytes written but not yet renamed into place.
+  if (const char *fault = std::getenv("ZRT_FAULT_KILL_BEFORE_RENAME"))
+    if (*fault && target.size() >= std::strlen(fault) &&
+        target.compare(target.size() - std::strlen(fault), std::string::npos,
+                       fault) == 0)
+      ::raise(SIGKILL);
   if (ok && ::rename(tmp.c_str(), target.c_str()) != 0) {
     ok = false;
     err = errno;
