@@ -59,15 +59,16 @@ KernelContext serialContext() {
   return ctx;
 }
 
-/// Splits [0, n) into 4 contiguous pieces on 4 threads.
-KernelContext threadedContext() {
+/// A context with `k` threads whose parallelFor splits [0, n) into k pieces,
+/// as a pool of k threads would.
+KernelContext contextWithThreads(int k) {
   KernelContext ctx;
-  ctx.numThreads = 4;
-  ctx.parallelFor = [](int64_t n,
-                       const std::function<void(int64_t, int64_t)> &fn) {
+  ctx.numThreads = k;
+  ctx.parallelFor = [k](int64_t n,
+                        const std::function<void(int64_t, int64_t)> &fn) {
     std::vector<std::thread> threads;
-    for (int64_t t = 0; t < 4; ++t) {
-      const int64_t b = n * t / 4, e = n * (t + 1) / 4;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t b = n * t / k, e = n * (t + 1) / k;
       if (b < e)
         threads.emplace_back([&fn, b, e] { fn(b, e); });
     }
@@ -76,6 +77,9 @@ KernelContext threadedContext() {
   };
   return ctx;
 }
+
+/// Splits [0, n) into 4 contiguous pieces on 4 threads.
+KernelContext threadedContext() { return contextWithThreads(4); }
 
 /// Owns the storage of the tensors of one test.
 class Tensors {
@@ -1681,25 +1685,6 @@ TEST(Loss, NegativeLogLikelihood) {
 //===----------------------------------------------------------------------===//
 // Thread-count independence
 //===----------------------------------------------------------------------===//
-
-/// A context with `k` threads whose parallelFor splits [0, n) into k pieces,
-/// as a pool of k threads would.
-KernelContext contextWithThreads(int k) {
-  KernelContext ctx;
-  ctx.numThreads = k;
-  ctx.parallelFor = [k](int64_t n,
-                        const std::function<void(int64_t, int64_t)> &fn) {
-    std::vector<std::thread> threads;
-    for (int64_t t = 0; t < k; ++t) {
-      const int64_t b = n * t / k, e = n * (t + 1) / k;
-      if (b < e)
-        threads.emplace_back([&fn, b, e] { fn(b, e); });
-    }
-    for (std::thread &th : threads)
-      th.join();
-  };
-  return ctx;
-}
 
 struct ThreadCase {
   std::string op;
