@@ -185,14 +185,6 @@ int64_t zero::GatherLiveness::liveBytesAt(int64_t pos, Operation *except) const 
   return bytes;
 }
 
-int64_t zero::GatherLiveness::maxLiveBytes(int64_t from, int64_t to,
-                                           Operation *except) const {
-  int64_t most = 0;
-  for (int64_t p = from; p < to; ++p)
-    most = std::max(most, liveBytesAt(p, except));
-  return most;
-}
-
 int64_t zero::GatherLiveness::peakBytes() const {
   int64_t most = 0;
   for (int64_t v : live_)

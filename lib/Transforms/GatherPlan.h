@@ -81,10 +81,6 @@ public:
   /// Gathered bytes live while the op at `position` runs, leaving out the
   /// gather `except` (to ask what moving it would add).
   int64_t liveBytesAt(int64_t position, mlir::Operation *except = nullptr) const;
-  /// The most gathered bytes live while any op in [from, to) runs, leaving
-  /// out `except`.
-  int64_t maxLiveBytes(int64_t from, int64_t to,
-                       mlir::Operation *except = nullptr) const;
   /// The most gathered bytes live at once anywhere in the block.
   int64_t peakBytes() const;
 

@@ -48,14 +48,13 @@ struct ZeroPrefetchPass : public ::zero::impl::ZeroPrefetchPassBase<ZeroPrefetch
     struct Entry {
       Operation *gather;
       Operation *first;
-      Operation *last;
       int64_t bytes;
     };
     SmallVector<Entry> entries;
     for (Operation &op : block)
       if (::zero::isGather(&op))
         if (Operation *first = ::zero::firstUse(&op))
-          entries.push_back({&op, first, ::zero::lastUse(&op), ::zero::gatheredBytes(&op)});
+          entries.push_back({&op, first, ::zero::gatheredBytes(&op)});
     llvm::stable_sort(entries, [](const Entry &a, const Entry &b) {
       return a.first->isBeforeInBlock(b.first);
     });
