@@ -324,17 +324,22 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
 /// on (its affinity mask: one when mpirun binds ranks to cores), shared with
 /// the other local ranks when they all run on the same cores. Results never
 /// depend on it (kernels split work by shape); only speed does.
-static int defaultThreads(int localRanks) {
-  int cores = int(std::thread::hardware_concurrency());
+/// The cores this process may run on (its affinity mask), or 0 if unknown.
+static int allowedCores() {
 #ifdef __linux__
   cpu_set_t mask;
   CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
-    const int allowed = CPU_COUNT(&mask);
-    if (allowed > 0 && allowed < cores)
-      return allowed;
-  }
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+    return CPU_COUNT(&mask);
 #endif
+  return 0;
+}
+
+static int defaultThreads(int localRanks) {
+  int cores = int(std::thread::hardware_concurrency());
+  const int allowed = allowedCores();
+  if (allowed > 0 && allowed < cores)
+    return allowed;
   return std::max(1, cores / std::max(1, localRanks));
 }
 
@@ -372,6 +377,12 @@ int runMain(int argc, char **argv, Communicator &comm) {
   int threads = opts.threads;
   if (threads == 0)
     threads = defaultThreads(comm.localSize());
+  else if (const int allowed = allowedCores(); allowed > 0 && threads > allowed)
+    std::fprintf(stderr,
+                 "[rank %d] zero-run: warning: --threads %d exceeds the %d "
+                 "core(s) this rank may run on; threads will share cores "
+                 "(results are the same, only slower)\n",
+                 comm.rank(), threads, allowed);
   Runtime rt;
   Expected<Program> program = Status::error("");
   status = createBackend(opts, comm, threads, rt);
