@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -561,6 +562,34 @@ TEST_F(ZeroRun, LeavesNoTruncatedOutputWhenKilledWhileWriting) {
   r = zeroRun(2, args(sub, "--output " + sub + "/out.safetensors"));
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_EQ(readTensor(sub + "/out.safetensors", "y").size(), 20u);
+}
+
+// Tests steady-state runs: --warmup untimed and --repeat timed runs of the
+// loaded program on 2 ranks (inputs bound again before each: the memory plan
+// may reuse their bytes), outputs still equal to the expected ones, and the
+// report listing each timed run with its min and median.
+TEST_F(ZeroRun, RepeatsTheRunForSteadyStateTimings) {
+  std::string sub = generate(2);
+  CommandResult r = zeroRun(
+      2, args(sub, "--output " + sub + "/out.safetensors --repeat 3 --warmup 2 "
+                   "--report --report-json " + sub + "/report.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectOutputsMatch(sub);
+  EXPECT_THAT(r.output, HasSubstr("3 timed runs: min "));
+  nlohmann::json report = readJson(sub + "/report.json");
+  for (const nlohmann::json &rank : report["ranks"]) {
+    ASSERT_EQ(rank["iteration_wall_s"].size(), 3u) << rank.dump();
+    std::vector<double> t = rank["iteration_wall_s"].get<std::vector<double>>();
+    std::sort(t.begin(), t.end());
+    EXPECT_EQ(rank["wall_time_min_s"].get<double>(), t[0]);
+    EXPECT_EQ(rank["wall_time_median_s"].get<double>(), t[1]);
+  }
+  r = zeroRun(0, args(sub, "--repeat 0"));
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.output, HasSubstr("--repeat 0: expected a count >= 1"));
+  r = zeroRun(0, args(sub, "--warmup -1"));
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.output, HasSubstr("--warmup -1: expected a count >= 0"));
 }
 
 TEST_F(ZeroRun, ReportsUsageErrors) {

@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--threads-sweep", default="",
                     help="comma-separated --threads counts: rerun the program at each and "
                          "require outputs bit-identical to the first")
+    ap.add_argument("--zero-run-args", default="",
+                    help="extra zero-run arguments, e.g. \"--repeat 3 --warmup 1\"")
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
@@ -107,6 +109,7 @@ def main():
                "--weights", weights, "--output", out, "--report-json", report]
     if a.trace:
         run_cmd += ["--trace", os.path.join(a.work, "trace.json")]
+    run_cmd += a.zero_run_args.split()
     for name, v in inputs.items():
         path = os.path.join(a.work, name + ".npy")
         np.save(path, v)

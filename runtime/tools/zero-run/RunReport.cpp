@@ -7,6 +7,7 @@
 
 #include "RunReport.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <sys/resource.h>
@@ -43,12 +44,21 @@ std::string humanBytes(uint64_t bytes) {
 } // namespace
 
 nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
-                            const WeightsStats &weights) {
+                            const WeightsStats &weights,
+                            const std::vector<double> &iterationSeconds) {
   const Program &p = executor.program();
   const RunStats &stats = executor.stats();
   nlohmann::json rank;
   rank["rank"] = comm.rank();
   rank["wall_time_s"] = stats.wallSeconds;
+  if (iterationSeconds.size() > 1) {
+    // --repeat: every timed run, and the min and median of them.
+    std::vector<double> sorted = iterationSeconds;
+    std::sort(sorted.begin(), sorted.end());
+    rank["iteration_wall_s"] = iterationSeconds;
+    rank["wall_time_min_s"] = sorted.front();
+    rank["wall_time_median_s"] = sorted[sorted.size() / 2];
+  }
   rank["peak_rss_bytes"] = peakRssBytes();
   rank["param_bytes_resident"] = weights.residentBytes;
   rank["weights_bytes_read"] = weights.bytesRead;
@@ -119,6 +129,15 @@ std::string formatReport(const nlohmann::json &run) {
   std::snprintf(line, sizeof line, "wall time: %.6f s (slowest rank)\n",
                 run["wall_time_s"].get<double>());
   os << line;
+  for (const nlohmann::json &r : run["ranks"])
+    if (r.contains("iteration_wall_s")) {
+      std::snprintf(line, sizeof line,
+                    "  [rank %d] %zu timed runs: min %.6f s, median %.6f s\n",
+                    r["rank"].get<int>(), r["iteration_wall_s"].size(),
+                    r["wall_time_min_s"].get<double>(),
+                    r["wall_time_median_s"].get<double>());
+      os << line;
+    }
   os << "memory per arena (bytes; peak-live = most bytes of live buffers at "
         "once, high-water = highest byte touched):\n";
   std::snprintf(line, sizeof line, "  %-4s %-16s %14s %14s %14s %14s %14s\n",

@@ -20,7 +20,8 @@ namespace zrt {
 
 /// This rank's figures (the "ranks" entries of --report-json).
 nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
-                            const WeightsStats &weights);
+                            const WeightsStats &weights,
+                            const std::vector<double> &iterationSeconds = {});
 
 /// The whole --report-json document from every rank's describeRank().
 nlohmann::json describeRun(const Program &program, const std::string &backend,

@@ -50,8 +50,11 @@ const char *kUsage =
     "figures\n"
     "  --report-json FILE           write the same figures as JSON (rank 0)\n"
     "  --trace FILE.json            write a Chrome/Perfetto trace of all ranks\n"
-    "  --threads N                  kernel threads per rank (default: hardware "
-    "threads / ranks on this host)\n"
+    "  --threads N                  kernel threads per rank (default: the cores "
+    "this rank may run on)\n"
+    "  --repeat K                   run the program K times, timing each "
+    "(default 1); the report gives min and median\n"
+    "  --warmup W                   untimed runs first (default 0)\n"
     "  --timeout SECONDS            end the job when one collective takes "
     "longer (default 600; 0: wait forever)\n"
 #ifdef ZRT_HAVE_CUDA
@@ -68,6 +71,8 @@ struct Options {
   std::string reportJson;
   std::string trace;
   int threads = 0;
+  int repeat = 1; ///< timed runs
+  int warmup = 0; ///< untimed runs before them
   double timeout = 600; ///< seconds a collective may take; 0: no limit
   std::string backend = "cpu";
   bool help = false;
@@ -106,7 +111,7 @@ Status parseArguments(int argc, char **argv, Options &opts) {
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
                arg == "--threads" || arg == "--backend" ||
-               arg == "--timeout") {
+               arg == "--timeout" || arg == "--repeat" || arg == "--warmup") {
       Expected<std::string> v = takeValue();
       if (!v)
         return v.status();
@@ -147,6 +152,14 @@ Status parseArguments(int argc, char **argv, Options &opts) {
           return Status::error("--timeout " + *v +
                                ": expected seconds (0 waits forever)");
         opts.timeout = t;
+      } else if (arg == "--repeat" || arg == "--warmup") {
+        char *end = nullptr;
+        long n = std::strtol(v->c_str(), &end, 10);
+        const long lowest = arg == "--repeat" ? 1 : 0;
+        if (v->empty() || *end || n < lowest || n > 1000000)
+          return Status::error(arg + " " + *v + ": expected a count >= " +
+                               std::to_string(lowest));
+        (arg == "--repeat" ? opts.repeat : opts.warmup) = int(n);
       } else {
         char *end = nullptr;
         long n = std::strtol(v->c_str(), &end, 10);
@@ -459,18 +472,35 @@ int runMain(int argc, char **argv, Communicator &comm) {
       return 1;
   }
 
-  // Phase 3: run. A failure here may leave other ranks inside a collective
-  // with this one, so it ends the whole job.
-  {
-    auto watched = watch(kStartRun);
-    comm.barrier();
-  }
-  status = (*executor)->run();
-  if (!status.isOk()) {
-    printError(comm, status.message());
-    if (comm.worldSize() > 1)
-      comm.abortJob(1);
-    return 1;
+  // Phase 3: run, --warmup untimed times then --repeat timed times (steady
+  // state: the program is loaded and the weights bound once). The memory
+  // plan may reuse an input's bytes after its last read, so inputs are bound
+  // again before every run after the first. A failure here may leave other
+  // ranks inside a collective with this one, so it ends the whole job.
+  std::vector<double> iterationSeconds;
+  for (int iteration = 0; iteration < opts.warmup + opts.repeat; ++iteration) {
+    if (iteration > 0) {
+      status = bindInputs(**executor, opts.inputs);
+      if (!status.isOk()) {
+        printError(comm, status.message());
+        if (comm.worldSize() > 1)
+          comm.abortJob(1);
+        return 1;
+      }
+    }
+    {
+      auto watched = watch(kStartRun);
+      comm.barrier();
+    }
+    status = (*executor)->run();
+    if (!status.isOk()) {
+      printError(comm, status.message());
+      if (comm.worldSize() > 1)
+        comm.abortJob(1);
+      return 1;
+    }
+    if (iteration >= opts.warmup)
+      iterationSeconds.push_back((*executor)->stats().wallSeconds);
   }
 
   // Phase 4: outputs and reports, written by rank 0.
@@ -481,7 +511,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
     std::vector<std::string> ranks;
     {
       auto watched = watch(kGatherReports);
-      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights).dump());
+      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights, iterationSeconds).dump());
     }
     if (comm.rank() == 0) {
       std::vector<nlohmann::json> parsed;
