@@ -20,6 +20,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -31,6 +32,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <deque>
+#include <map>
 #include <limits>
 #include <fcntl.h>
 #include <unistd.h>
@@ -191,6 +195,10 @@ private:
   llvm::StringMap<Value> values_;
   llvm::StringMap<Sequence> sequences_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
+  /// Initializers that hold the same numbers as an earlier one (a copy, or
+  /// the transpose of a 2-D one): name -> (that one's name, transposed).
+  llvm::StringMap<std::pair<std::string, bool>> ties_;
+  void findTiedInitializers();
   /// The node (as named in messages) that produced each value so far.
   llvm::StringMap<std::string> producers_;
   std::vector<WeightRef> weights_;
@@ -582,7 +590,21 @@ Value GraphImporter::lookup(const std::string &name) {
   auto init = initializers_.find(name);
   if (init == initializers_.end())
     return {};
-  Value v = materializeInitializer(*init->second);
+  Value v;
+  if (auto tie = ties_.find(name); tie != ties_.end()) {
+    // One parameter, seen through a view: trained and sharded once.
+    v = lookup(tie->second.first);
+    if (v && tie->second.second) {
+      auto t = cast<RankedTensorType>(v.getType());
+      v = zero::onnx::TransposeOp::create(
+          builder_, NameLoc::get(StringAttr::get(&ctx_, name)),
+          RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)},
+                                t.getElementType()),
+          v, builder_.getDenseI64ArrayAttr({1, 0}));
+    }
+  } else {
+    v = materializeInitializer(*init->second);
+  }
   if (v)
     values_[name] = v;
   return v;
@@ -947,6 +969,77 @@ void GraphImporter::eraseDeadCode() {
   llvm::erase_if(weights_, [&](const WeightRef &w) { return !keptTensors.contains(w.name); });
 }
 
+void GraphImporter::findTiedInitializers() {
+  // The TorchScript exporter stores a tied embedding and LM head as two
+  // initializers, one the transpose of the other (GPT-2, OPT, BLOOM, ...):
+  // trained and sharded as two tensors that PyTorch keeps as one. Find 2-D
+  // float initializers whose numbers are the transpose of an earlier one and
+  // import them as that parameter seen through a Transpose.
+  using TP = ::onnx::TensorProto;
+  struct Candidate {
+    const TP *tensor;
+    StringRef bytes; ///< the proto's raw data, or a decoded copy in `owned`
+  };
+  std::deque<std::string> owned;
+  auto allElementsEqual = [](StringRef bytes, size_t elem) {
+    for (size_t i = elem; i + elem <= bytes.size(); i += elem)
+      if (std::memcmp(bytes.data(), bytes.data() + i, elem) != 0)
+        return false;
+    return true;
+  };
+  std::map<std::pair<int, int64_t>, std::vector<Candidate>> bySize;
+  for (const auto &t : model_->graph().initializer()) {
+    bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
+                   t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
+    if (!isFloat || t.data_location() == TP::EXTERNAL || t.dims_size() == 0 ||
+        ties_.count(t.name()))
+      continue;
+    int64_t numel = 1;
+    bool ok = true;
+    for (int64_t d : t.dims())
+      ok &= d > 0 && !llvm::MulOverflow(numel, d, numel);
+    const size_t elem = onnxElementSize(t.data_type());
+    StringRef bytes = t.raw_data();
+    if (!t.has_raw_data()) {
+      owned.push_back(tensorProtoBytes(t));
+      bytes = owned.back();
+    }
+    if (!ok || numel < 2 || elem == 0 || bytes.size() != size_t(numel) * elem)
+      continue;
+    std::vector<Candidate> &same = bySize[{t.data_type(), numel}];
+    for (const Candidate &earlier : same) {
+      // Only non-square transposes with varying values: equal copies (two
+      // LayerNorm scales of ones) and symmetric matrices can be independent
+      // parameters that merely start out equal.
+      const TP &a = *earlier.tensor;
+      bool transposed = false;
+      if (a.dims_size() == 2 && t.dims_size() == 2 && a.dims(0) != a.dims(1) &&
+          a.dims(0) == t.dims(1) && a.dims(1) == t.dims(0) &&
+          !allElementsEqual(bytes, elem)) {
+        const int64_t rows = a.dims(0), cols = a.dims(1);
+        transposed = true;
+        for (int64_t r = 0; r < rows && transposed; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            if (std::memcmp(earlier.bytes.data() + (r * cols + c) * elem,
+                            bytes.data() + (c * rows + r) * elem, elem) != 0) {
+              transposed = false;
+              break;
+            }
+      }
+      if (transposed) {
+        ties_[t.name()] = {a.name(), true};
+        mlir::emitRemark(FileLineColLoc::get(&ctx_, path_, 0, 0))
+            << "initializer '" << t.name() << "' holds the transpose of '"
+            << a.name() << "'; imported as one parameter and its transpose "
+            << "(the exporter untied them)";
+        break;
+      }
+    }
+    if (!ties_.count(t.name()))
+      same.push_back({&t, bytes});
+  }
+}
+
 FailureOr<ImportedModel> GraphImporter::run() {
   ctx_.loadDialect<zero::onnx::ONNXDialect, func::FuncDialect, ml_program::MLProgramDialect>();
   module_ = ModuleOp::create(FileLineColLoc::get(&ctx_, path_, 0, 0));
@@ -954,6 +1047,7 @@ FailureOr<ImportedModel> GraphImporter::run() {
   const ::onnx::GraphProto &graph = model_->graph();
   for (const auto &t : graph.initializer())
     initializers_[t.name()] = &t;
+  findTiedInitializers();
   if (failed(importGraphInputs()))
     return failure();
 

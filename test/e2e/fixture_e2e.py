@@ -186,13 +186,29 @@ def zero3_closed_form(model_path, world, threshold):
     [r*s, (r+1)*s)), computed from the ONNX file's parameters."""
     import onnx
     from onnx import TensorProto
-    m = onnx.load(model_path, load_external_data=False)
+    from onnx import numpy_helper
+    m = onnx.load(model_path)
     used = {i for n in m.graph.node for i in n.input}
+    # A 2-D initializer holding the transpose of an earlier one (non-square,
+    # not constant) is the same parameter (an exporter-untied embedding / LM
+    # head): one parameter, as PyTorch has it.
+    seen, untied = [], set()
+    for t in m.graph.initializer:
+        if len(t.dims) != 2 or t.dims[0] == t.dims[1]:
+            continue
+        arr = numpy_helper.to_array(t)
+        if np.all(arr == arr.flat[0]):
+            continue
+        if any(o.shape == arr.T.shape and np.array_equal(o, arr.T) for o in seen):
+            untied.add(t.name)
+        else:
+            seen.append(arr)
     sizes = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2,
              TensorProto.BFLOAT16: 2}
     resident = sent = read = 0
     for t in m.graph.initializer:
-        if t.data_type not in sizes or len(t.dims) == 0 or t.name not in used:
+        if t.data_type not in sizes or len(t.dims) == 0 or t.name not in used \
+                or t.name in untied:
             continue
         n = int(np.prod(t.dims))
         es = sizes[t.data_type]
