@@ -19,6 +19,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -34,6 +35,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <limits>
 #include <fcntl.h>
@@ -199,6 +201,7 @@ private:
   /// the transpose of a 2-D one): name -> (that one's name, transposed).
   llvm::StringMap<std::pair<std::string, bool>> ties_;
   void findTiedInitializers();
+  LogicalResult checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets);
   /// The node (as named in messages) that produced each value so far.
   llvm::StringMap<std::string> producers_;
   std::vector<WeightRef> weights_;
@@ -969,6 +972,66 @@ void GraphImporter::eraseDeadCode() {
   llvm::erase_if(weights_, [&](const WeightRef &w) { return !keptTensors.contains(w.name); });
 }
 
+LogicalResult
+GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
+  // Every unsupported operator of the graph at once, one error per operator
+  // at its first node, with how many nodes use it: a user porting a model
+  // learns the whole list from one run. Node names follow importNode's
+  // numbering (the nodes of inlined functions count too).
+  const auto &table = getOpImporters();
+  std::function<int64_t(const ::onnx::FunctionProto &, int)> bodySize =
+      [&](const ::onnx::FunctionProto &fn, int depth) -> int64_t {
+    int64_t n = 0;
+    for (const auto &inner : fn.node()) {
+      ++n;
+      if (depth < 8)
+        for (const auto &f : model_->functions())
+          if (f.name() == inner.op_type() && f.domain() == inner.domain())
+            n += bodySize(f, depth + 1);
+    }
+    return n;
+  };
+  struct Unsupported {
+    std::string firstNode, domain;
+    int64_t opset = 0, count = 0;
+  };
+  llvm::MapVector<StringRef, Unsupported> unsupported;
+  int64_t counter = nodeCounter_;
+  for (const auto &node : model_->graph().node()) {
+    ++counter;
+    const ::onnx::FunctionProto *local = nullptr;
+    for (const auto &fn : model_->functions())
+      if (fn.name() == node.op_type() && fn.domain() == node.domain())
+        local = &fn;
+    if (local) {
+      counter += bodySize(*local, 0);
+      continue;
+    }
+    std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    if (domain.empty() && table.count(node.op_type()))
+      continue;
+    Unsupported &u = unsupported[node.op_type()];
+    if (u.count++ == 0) {
+      u.firstNode = node.name().empty()
+                        ? node.op_type() + "_" + std::to_string(counter)
+                        : node.name();
+      u.domain = node.domain().empty() ? "ai.onnx" : node.domain();
+      auto it = opsets.find(domain);
+      u.opset = it == opsets.end() ? 0 : it->second;
+    }
+  }
+  for (auto &[op, u] : unsupported) {
+    auto diag = mlir::emitError(NameLoc::get(StringAttr::get(&ctx_, u.firstNode),
+                                             FileLineColLoc::get(&ctx_, path_, 0, 0)));
+    diag << "unsupported operator " << op << " (domain '" << u.domain
+         << "', opset " << u.opset;
+    if (u.count > 1)
+      diag << "; " << u.count << " nodes";
+    diag << "); docs/ops.md lists the supported operators";
+  }
+  return failure(!unsupported.empty());
+}
+
 void GraphImporter::findTiedInitializers() {
   // The TorchScript exporter stores a tied embedding and LM head as two
   // initializers, one the transpose of the other (GPT-2, OPT, BLOOM, ...):
@@ -1054,6 +1117,8 @@ FailureOr<ImportedModel> GraphImporter::run() {
   llvm::StringMap<int64_t> opsets;
   for (const auto &o : model_->opset_import())
     opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (failed(checkOperatorsSupported(opsets)))
+    return failure();
   if (failed(importNodes(graph.node(), opsets, 0)))
     return failure();
 
