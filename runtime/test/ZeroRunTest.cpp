@@ -583,6 +583,17 @@ TEST_F(ZeroRun, RepeatsTheRunForSteadyStateTimings) {
     std::sort(t.begin(), t.end());
     EXPECT_EQ(rank["wall_time_min_s"].get<double>(), t[0]);
     EXPECT_EQ(rank["wall_time_median_s"].get<double>(), t[1]);
+    // Per stream: busy (kernels, collectives) + waiting + idle = the run.
+    ASSERT_EQ(rank["streams"].size(), 2u) << rank.dump();
+    for (const nlohmann::json &stream : rank["streams"]) {
+      const double busy = stream["busy_s"], waiting = stream["waiting_s"],
+                   idle = stream["idle_s"];
+      EXPECT_GT(busy, 0.0) << stream.dump();
+      EXPECT_GE(waiting, 0.0);
+      EXPECT_NEAR(busy + waiting + idle,
+                  std::max(rank["wall_time_s"].get<double>(), busy + waiting),
+                  1e-9);
+    }
   }
   r = zeroRun(0, args(sub, "--repeat 0"));
   EXPECT_EQ(r.exitCode, 2);

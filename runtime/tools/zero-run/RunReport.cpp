@@ -51,6 +51,28 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   nlohmann::json rank;
   rank["rank"] = comm.rank();
   rank["wall_time_s"] = stats.wallSeconds;
+  // Per stream: time spent in kernels and collectives (busy), in waits for
+  // the other stream (waiting), and neither (idle: the stream had nothing to
+  // run), over the run's wall time. Needs the instruction timings, which
+  // zero-run records whenever a report is asked for.
+  if (!stats.trace.empty()) {
+    nlohmann::json streams = nlohmann::json::array();
+    for (size_t st = 0; st < p.streams.size(); ++st) {
+      double busy = 0, waiting = 0;
+      for (const TraceEvent &e : stats.trace) {
+        if (e.stream != st)
+          continue;
+        const OpKind kind = p.instructions[e.instruction].kind;
+        (kind == OpKind::Kernel || isCollective(kind) ? busy : waiting) +=
+            e.durationUs * 1e-6;
+      }
+      streams.push_back({{"name", p.streams[st].name},
+                         {"busy_s", busy},
+                         {"waiting_s", waiting},
+                         {"idle_s", std::max(0.0, stats.wallSeconds - busy - waiting)}});
+    }
+    rank["streams"] = streams;
+  }
   if (iterationSeconds.size() > 1) {
     // --repeat: every timed run, and the min and median of them.
     std::vector<double> sorted = iterationSeconds;
@@ -163,6 +185,16 @@ std::string formatReport(const nlohmann::json &run) {
        << humanBytes(r["param_bytes_resident"]) << ", weights read "
        << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
        << humanBytes(r["peak_rss_bytes"]) << "\n";
+    if (r.contains("streams"))
+      for (const nlohmann::json &st : r["streams"]) {
+        std::snprintf(line, sizeof line,
+                      "  [rank %d] stream %-8s busy %.6f s, waiting %.6f s, "
+                      "idle %.6f s\n",
+                      r["rank"].get<int>(), st["name"].get<std::string>().c_str(),
+                      st["busy_s"].get<double>(), st["waiting_s"].get<double>(),
+                      st["idle_s"].get<double>());
+        os << line;
+      }
     if (r.contains("peak_gathered_bytes"))
       os << "  [rank " << r["rank"] << "] peak gathered bytes: measured "
          << r["peak_gathered_bytes"].get<uint64_t>() << ", planned "

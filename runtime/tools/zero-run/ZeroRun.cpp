@@ -437,7 +437,8 @@ int runMain(int argc, char **argv, Communicator &comm) {
   Communicator &dataComm = rt.dataComm ? *rt.dataComm : comm;
   ExecutorOptions execOptions;
   execOptions.trackMemory = opts.report || !opts.reportJson.empty();
-  execOptions.trace = !opts.trace.empty();
+  // Instruction timings also give the report's per-stream busy/idle times.
+  execOptions.trace = !opts.trace.empty() || execOptions.trackMemory;
   execOptions.collectiveTimeoutSeconds = opts.timeout;
   execOptions.onTimeout = [&comm](const Status &error) {
     printError(comm, error.message());
