@@ -231,6 +231,17 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
       args.erase(args.begin() + i + 1);
     }
   }
+  // One ZeRO configuration per run: a second --zero-pipeline would partition
+  // the partitioned program again.
+  int pipelines = 0;
+  for (const std::string &a : args)
+    pipelines += StringRef(a).starts_with("--zero-pipeline=") ||
+                 StringRef(a).starts_with("-zero-pipeline=");
+  if (pipelines > 1) {
+    llvm::errs() << "zero-opt: error: --zero-pipeline is given " << pipelines
+                 << " times; give one with all the options\n";
+    std::exit(1);
+  }
   if (!haveConfig)
     return args;
   for (std::string &a : args)
