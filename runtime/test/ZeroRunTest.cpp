@@ -55,6 +55,19 @@ CommandResult runCommand(const std::string &command) {
   return result;
 }
 
+/// Runs `command` with an Open MPI session directory of its own: concurrent
+/// MPI jobs sharing one TMPDIR race to create the session directory there
+/// ("mkdir ... ompi.HOST.UID: File exists"), whichever test runs beside.
+CommandResult runMpiCommand(const std::string &command) {
+  char pattern[] = "/tmp/zrt-ompi-XXXXXX";
+  if (!mkdtemp(pattern))
+    return runCommand(command);
+  CommandResult r =
+      runCommand(std::string("OMPI_MCA_orte_tmpdir_base=") + pattern + " " + command);
+  std::filesystem::remove_all(pattern);
+  return r;
+}
+
 /// zero-run with `args`, directly (np == 0) or under mpirun -np `np`.
 CommandResult zeroRun(int np, const std::string &args) {
   std::string command;
@@ -64,7 +77,7 @@ CommandResult zeroRun(int np, const std::string &args) {
     if (np > 2)
       command += std::string(ZRT_MPIEXEC_OVERSUBSCRIBE) + " ";
   }
-  return runCommand(command + ZRT_ZERO_RUN + " " + args);
+  return runMpiCommand(command + ZRT_ZERO_RUN + " " + args);
 }
 
 /// Runs `script` (a POSIX shell script, given `args`) on `np` ranks under
@@ -77,7 +90,7 @@ CommandResult runScriptOnRanks(int np, const std::string &script,
                         " " + std::to_string(np) + " " + ZRT_MPIEXEC_PREFLAGS +
                         " sh " + script + " " + args;
   auto start = std::chrono::steady_clock::now();
-  CommandResult r = runCommand(command);
+  CommandResult r = runMpiCommand(command);
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                            start)
                  .count();

@@ -33,8 +33,22 @@ ENV = dict(os.environ)
 ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
 
 
+def mpi_env():
+    """ENV with a session directory of this mpirun's own: concurrent mpiruns
+    sharing one TMPDIR race to create Open MPI's session directory there
+    ("mkdir ... ompi.HOST.UID: File exists")."""
+    import tempfile
+    env = dict(ENV)
+    env["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
+    return env
+
+
 def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+    env = mpi_env() if cmd and cmd[0] == "mpirun" else ENV
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    if env is not ENV:
+        import shutil
+        shutil.rmtree(env["OMPI_MCA_orte_tmpdir_base"], ignore_errors=True)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r

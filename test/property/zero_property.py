@@ -48,6 +48,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -242,8 +243,16 @@ class Case:
         try:
             for wait in range(24):
                 try:
-                    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV,
-                                       timeout=self.args.timeout)
+                    # A session directory of this mpirun's own: concurrent
+                    # mpiruns sharing one TMPDIR race to create Open MPI's.
+                    env = dict(ENV)
+                    session = tempfile.mkdtemp(prefix="ompi-")
+                    env["OMPI_MCA_orte_tmpdir_base"] = session
+                    try:
+                        r = subprocess.run(cmd, capture_output=True, text=True,
+                                           env=env, timeout=self.args.timeout)
+                    finally:
+                        shutil.rmtree(session, ignore_errors=True)
                     break
                 except (FileNotFoundError, PermissionError):
                     # A binary being relinked: wait for it (up to 2 minutes).
