@@ -11,6 +11,8 @@
 #include "zero/Import/ONNXImporter.h"
 
 #include "ImporterImpl.h"
+
+#include <google/protobuf/unknown_field_set.h>
 #include "Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -564,6 +566,28 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
         builder_, loc, t.name(), type, /*is_mutable=*/false,
         ml_program::ExternAttr::get(ctx, type), builder_.getStringAttr("private"));
     global->setAttr("zero.tensor", builder_.getStringAttr(t.name()));
+    // torch.export records which initializers are module buffers (rotary
+    // frequencies, position ids): state, not parameters; training leaves
+    // them alone as PyTorch does.
+    for (const auto &vi : model_->graph().value_info()) {
+      if (vi.name() != t.name())
+        continue;
+      // ValueInfoProto.metadata_props (field 4, IR version 10) is newer than
+      // the onnx headers we build with: read it from the unknown fields.
+      const auto &unknown = vi.unknown_fields();
+      for (int f = 0; f < unknown.field_count(); ++f) {
+        const auto &field = unknown.field(f);
+        if (field.number() != 4 ||
+            field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+          continue;
+        ::onnx::StringStringEntryProto prop;
+        if (prop.ParseFromString(field.length_delimited()) &&
+            prop.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
+            prop.value() == "BUFFER")
+          global->setAttr("zero.buffer", builder_.getUnitAttr());
+      }
+      break;
+    }
     symbols_->insert(global);
   }
   return ml_program::GlobalLoadOp::create(builder_, loc, type,

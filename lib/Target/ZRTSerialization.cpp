@@ -182,9 +182,21 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       if (g.getShardWorld())
         shard = ::zrt::fb::CreateShardSpec(fbb, int32_t(*g.getShardWorld()),
                                          type.getNumElements(), *g.getPaddedNumel());
+      ::zrt::fb::GlobalRole role = ::zrt::fb::GlobalRole_Parameter;
+      if (std::optional<StringRef> r = g.getRole()) {
+        if (*r == "frozen")
+          role = ::zrt::fb::GlobalRole_Frozen;
+        else if (*r == "optimizer_state")
+          role = ::zrt::fb::GlobalRole_OptimizerState;
+        else if (*r == "counter")
+          role = ::zrt::fb::GlobalRole_Counter;
+        else if (*r != "parameter")
+          return g.emitOpError() << "has an unknown role '" << *r
+                                 << "' (parameter, frozen, optimizer_state, counter)";
+      }
       globalTable.push_back(::zrt::fb::CreateGlobalDirect(
           fbb, g.getName().str().c_str(), g.getTensor().str().c_str(), *dt, &shape, *buf,
-          shard));
+          shard, role));
     } else if (auto in = dyn_cast<::zero::zrt::InputOp>(op)) {
       FailureOr<uint32_t> buf = index(&op, buffers, in.getBufferAttr());
       if (failed(buf))
@@ -234,10 +246,23 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       return failure();
     }
   }
+  flatbuffers::Offset<::zrt::fb::Training> training = 0;
+  if (auto t = program->getAttrOfType<DictionaryAttr>("training")) {
+    auto str = [&](StringRef key) {
+      auto s = t.getAs<StringAttr>(key);
+      return s ? s.str() : std::string();
+    };
+    int64_t accumulation = 1;
+    if (auto a = t.getAs<IntegerAttr>("accumulation_steps"))
+      accumulation = a.getInt();
+    training = ::zrt::fb::CreateTrainingDirect(
+        fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
+        int32_t(accumulation), str("optimizer").c_str());
+  }
   auto root = ::zrt::fb::CreateProgramDirect(
       fbb, kZRTFormatVersion, int32_t(program.getWorldSize()), &arenaTable, &bufferTable,
       &constantTable, &globalTable, &streamTable, uint32_t(numEvents), &groupTable,
-      &inputTable, &outputTable, &instrTable);
+      &inputTable, &outputTable, &instrTable, training);
   ::zrt::fb::FinishProgramBuffer(fbb, root);
   out.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
   return success();

@@ -21,6 +21,9 @@ void RuntimeLowering::emit() {
   b.setInsertionPoint(func_);
   Location loc = func_.getLoc();
   auto program = ::zero::zrt::ProgramOp::create(b, loc, func_.getName(), worldSize_);
+  auto training = module_->getAttrOfType<DictionaryAttr>("zero.training");
+  if (training)
+    program->setAttr("training", training);
   Block *body = new Block();
   program.getBody().push_back(body);
   b.setInsertionPointToStart(body);
@@ -67,7 +70,14 @@ void RuntimeLowering::emit() {
     auto tensor = global->getAttrOfType<StringAttr>("zero.tensor");
     auto op = ::zero::zrt::GlobalOp::create(
         b, loc, global.getSymName(), tensor ? tensor.getValue() : global.getSymName(),
-        full, ref.getValue(), nullptr, nullptr);
+        full, ref.getValue(), nullptr, nullptr, nullptr);
+    // What the global holds: in a training program, parameters are trained
+    // or frozen, optimizer state and the step counter start at zero.
+    if (auto role = global->getAttrOfType<StringAttr>("zero.role"))
+      op.setRoleAttr(role);
+    else if (training)
+      op.setRoleAttr(b.getStringAttr(global->hasAttr("zero.trainable") ? "parameter"
+                                                                       : "frozen"));
     if (auto shard = global->getAttrOfType<DictionaryAttr>("zero.shard")) {
       op.setShardWorldAttr(cast<IntegerAttr>(shard.get("world")));
       op.setPaddedNumelAttr(cast<IntegerAttr>(shard.get("padded_numel")));

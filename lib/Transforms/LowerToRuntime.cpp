@@ -99,6 +99,24 @@ std::optional<int64_t> contiguousSliceOffset(::zero::onnx::SliceOp slice) {
   return offset;
 }
 
+int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
+  auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(user, sym);
+  if (!global) {
+    user->emitOpError("refers to an unknown global");
+    return -1;
+  }
+  auto it = globalStorage_.find(global);
+  if (it == globalStorage_.end()) {
+    int s = newStorage(ArenaKind::Params, byteSize(global.getType()));
+    storages_[s].def = -1;
+    if (auto bucket = global->getAttrOfType<IntegerAttr>("zero.bucket"))
+      storages_[s].bucket = bucket.getInt();
+    it = globalStorage_.insert({global, s}).first;
+    globals_.push_back({global, s});
+  }
+  return it->second;
+}
+
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
   MLIRContext *ctx = op->getContext();
   auto addKernel = [&](StringRef name, DictionaryAttr params) {
@@ -119,22 +137,59 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
   Builder &b = b_;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ml_program::GlobalLoadOp load) -> LogicalResult {
-        auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
-            load, load.getGlobalAttr());
-        if (!global)
-          return load.emitOpError("refers to an unknown global");
-        auto it = globalStorage_.find(global);
-        if (it == globalStorage_.end()) {
-          int s = newStorage(ArenaKind::Params, byteSize(global.getType()));
-          storages_[s].def = -1;
-          if (auto bucket = global->getAttrOfType<IntegerAttr>("zero.bucket"))
-            storages_[s].bucket = bucket.getInt();
-          it = globalStorage_.insert({global, s}).first;
-          globals_.push_back({global, s});
-        }
-        bind(load.getResult(), it->second);
+        int s = globalStorage(load, load.getGlobalAttr());
+        if (s < 0)
+          return failure();
+        bind(load.getResult(), s);
         return success();
       })
+      .Case([&](ml_program::GlobalStoreOp store) -> LogicalResult {
+        // The optimizer's updates are bound to their global's storage when
+        // lowered (in place); anything else is copied in.
+        int s = globalStorage(store, store.getGlobalAttr());
+        if (s < 0)
+          return failure();
+        Placement p = placement_.lookup(store.getValue());
+        if (p.storage == s && p.offset == 0)
+          return success();
+        Instr copy{false, "Copy", kCompute, {}, {}, {}, {}, b.getDictionaryAttr({}),
+                   op->getLoc()};
+        copy.ins.push_back({store.getValue(), store.getValue().getType()});
+        copy.outViews.push_back({s, 0});
+        copy.outs.push_back({Value(), store.getValue().getType()});
+        instrs_.push_back(std::move(copy));
+        return success();
+      })
+      .Case<::zero::dist::AdamWOp, ::zero::dist::SGDOp, ::zero::dist::LrScheduleOp>(
+          [&](Operation *update) -> LogicalResult {
+            StringRef kernel = isa<::zero::dist::AdamWOp>(update)  ? "AdamW"
+                               : isa<::zero::dist::SGDOp>(update) ? "SGD"
+                                                                  : "LrSchedule";
+            SmallVector<NamedAttribute> params;
+            for (NamedAttribute a : update->getAttrDictionary())
+              params.push_back(a.getName() == "schedule"
+                                   ? b.getNamedAttr("type", a.getValue())
+                                   : a);
+            addKernel(kernel, b.getDictionaryAttr(params));
+            auto rebind = [&](Value r, int s) {
+              storages_[placement_.lookup(r).storage].bytes = 0; // never used
+              bind(r, s);
+            };
+            // An update whose only use stores it into a global is written
+            // there directly: the kernel runs in place.
+            for (Value r : update->getResults()) {
+              if (!r.hasOneUse())
+                continue;
+              auto store = dyn_cast<ml_program::GlobalStoreOp>(*r.getUsers().begin());
+              if (!store)
+                continue;
+              int s = globalStorage(store, store.getGlobalAttr());
+              if (s < 0)
+                return failure();
+              rebind(r, s);
+            }
+            return success();
+          })
       .Case([&](::zero::onnx::ConstantOp c) -> LogicalResult {
         auto value = cast<ElementsAttr>(c.getValue());
         auto dense = dyn_cast<DenseElementsAttr>(value);

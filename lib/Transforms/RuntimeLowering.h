@@ -94,6 +94,9 @@ private:
   /// Instruction selection and stream assignment (LowerToRuntime.cpp).
   LogicalResult collect();
   LogicalResult lowerOp(Operation *op);
+  /// The params storage of the global `sym` names (created on first use);
+  /// -1 after an error on `user`.
+  int globalStorage(Operation *user, SymbolRefAttr sym);
   /// Live intervals and arena offsets (MemoryPlan.cpp).
   LogicalResult computeLiveness();
   void planMemory();

@@ -8,6 +8,7 @@
 
 #include "ProgramWriter.h"
 
+#include "zrt/Bindings.h"
 #include "zrt/Kernel.h"
 #include "zrt/Program.h"
 
@@ -82,6 +83,76 @@ TEST(Loader, RoundTripsEveryField) {
   EXPECT_FALSE(q->instructions[7].runsOn(1));
 }
 
+TEST(Loader, RoundTripsTrainingPrograms) {
+  TrainingModel m = makeTrainingModel(2);
+  Expected<Program> q = roundTrip(m.program, &cpuKernels());
+  ASSERT_TRUE(q.isOk()) << q.status().message();
+  ASSERT_TRUE(q->training.has_value());
+  EXPECT_EQ(q->training->loss, "loss");
+  EXPECT_EQ(q->training->gradNorm, "grad_norm");
+  EXPECT_EQ(q->training->lr, "lr");
+  EXPECT_EQ(q->training->accumulationSteps, 1);
+  EXPECT_EQ(q->training->optimizer, m.program.training->optimizer);
+  ASSERT_EQ(q->globals.size(), 4u);
+  EXPECT_EQ(q->globals[0].role, GlobalRole::Parameter);
+  EXPECT_EQ(q->globals[1].role, GlobalRole::OptimizerState);
+  EXPECT_EQ(q->globals[2].role, GlobalRole::OptimizerState);
+  EXPECT_EQ(q->globals[3].role, GlobalRole::Counter);
+  EXPECT_EQ(countWeightGlobals(*q), 1u);
+  // Every attribute kind survives, strings included.
+  const Instruction &schedule = q->instructions[q->instructions.size() - 2];
+  EXPECT_EQ(schedule.op, "LrSchedule");
+  EXPECT_EQ(schedule.attrs.getString("type", ""), "WarmupDecayLR");
+  EXPECT_EQ(schedule.attrs.getInt("total_num_steps", 0), 8);
+  EXPECT_EQ(schedule.attrs.getFloat("warmup_max_lr", 0), 0.1);
+  // A forward program has no training table and only parameters.
+  Expected<Program> forward = roundTrip(makeLinearModel(1).program);
+  ASSERT_TRUE(forward.isOk());
+  EXPECT_FALSE(forward->training.has_value());
+  EXPECT_EQ(forward->globals[1].role, GlobalRole::Parameter);
+}
+
+TEST(Loader, RejectsBadTrainingTables) {
+  TrainingModel m = makeTrainingModel(1);
+  Program p = m.program;
+  p.training->loss = "";
+  EXPECT_EQ(errorOf(p), "model.zrt: training table: names no loss output");
+  p = m.program;
+  p.training->loss = "nll";
+  EXPECT_EQ(errorOf(p), "model.zrt: training table: loss \"nll\" is not an "
+                        "output of the program (its outputs: loss, grad_norm, lr)");
+  p = m.program;
+  p.training->gradNorm = "norm";
+  EXPECT_THAT(errorOf(p), HasSubstr("training table: grad_norm \"norm\" is not "
+                                    "an output of the program"));
+  p = m.program;
+  p.buffers[m.lossBuffer].shape = {2};
+  p.arenas[1].size += 64;
+  EXPECT_THAT(errorOf(p), HasSubstr("training table: loss \"loss\" must be an "
+                                    "f32 scalar, but its buffer"));
+  EXPECT_THAT(errorOf(p), HasSubstr("is f32[2]"));
+  p = m.program;
+  p.buffers[m.lossBuffer].dtype = DType::F64;
+  EXPECT_THAT(errorOf(p), HasSubstr("must be an f32 scalar"));
+  p = m.program;
+  p.training->accumulationSteps = 0;
+  EXPECT_EQ(errorOf(p), "model.zrt: training table: accumulation_steps 0 is "
+                        "not positive");
+}
+
+TEST(Loader, RejectsBadGlobalRoles) {
+  TrainingModel m = makeTrainingModel(1);
+  Program p = m.program;
+  p.globals[3].dtype = DType::F32; // the counter
+  p.buffers[m.counterBuffer].dtype = DType::F32;
+  EXPECT_EQ(errorOf(p), "model.zrt: global 3 \"step\": a Counter global (the "
+                        "optimizer step) must be a replicated i64 scalar, got "
+                        "f32[scalar]");
+  p = m.program;
+  p.globals[0].role = GlobalRole(9);
+  EXPECT_EQ(errorOf(p), "model.zrt: global 0 \"w\" has unknown role 9 (known: 0-3)");
+}
+
 TEST(Loader, RejectsMissingFile) {
   Expected<Program> p = loadProgram("/nonexistent/model.zrt");
   ASSERT_FALSE(p.isOk());
@@ -108,9 +179,11 @@ TEST(Loader, RejectsWrongIdentifier) {
 
 TEST(Loader, RejectsOtherVersion) {
   Program p = makeLinearModel(1).program;
-  p.version = 2;
-  EXPECT_EQ(errorOf(p), "model.zrt: program format version 2, this zero-run "
-                        "reads version 1; recompile with the matching zero-opt");
+  p.version = 1; // before training programs (Global.role, Program.training)
+  EXPECT_EQ(errorOf(p), "model.zrt: program format version 1, this zero-run "
+                        "reads version 2; recompile with the matching zero-opt");
+  p.version = 3;
+  EXPECT_THAT(errorOf(p), HasSubstr("program format version 3"));
   p.version = 0; // a writer that forgot to set it
   EXPECT_THAT(errorOf(p), HasSubstr("program format version 0"));
 }

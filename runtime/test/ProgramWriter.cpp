@@ -46,7 +46,7 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
     globals.push_back(fb::CreateGlobal(fbb, optString(g.name),
                                        optString(g.tensor), fb::DType(g.dtype),
                                        fbb.CreateVector(g.shape), g.buffer,
-                                       shard));
+                                       shard, fb::GlobalRole(g.role)));
   }
   std::vector<flatbuffers::Offset<fb::Stream>> streams;
   for (const StreamDesc &s : p.streams)
@@ -65,25 +65,14 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
   auto inputs = bindings(p.inputs);
   auto outputs = bindings(p.outputs);
 
-  // AttrMap has no iteration; tests record attributes through the names the
-  // runtime reads.
-  static const char *kAttrNames[] = {"root", "peer", "tag", "axis", "alpha",
-                                     "beta", "transA", "transB", "value"};
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
   for (const Instruction &i : p.instructions) {
     std::vector<flatbuffers::Offset<fb::Attr>> attrs;
-    for (const char *name : kAttrNames) {
-      if (!i.attrs.has(name))
-        continue;
-      std::vector<int64_t> ints = i.attrs.getInts(name);
-      double f = i.attrs.getFloat(name, 0);
-      std::vector<double> floats;
-      if (ints.empty())
-        floats.push_back(f);
+    for (const auto &[name, value] : i.attrs.entries())
       attrs.push_back(fb::CreateAttr(fbb, fbb.CreateString(name),
-                                     fbb.CreateVector(ints),
-                                     fbb.CreateVector(floats)));
-    }
+                                     fbb.CreateVector(value.ints),
+                                     fbb.CreateVector(value.floats),
+                                     optString(value.str)));
     instructions.push_back(fb::CreateInstruction(
         fbb, fbb.CreateString(i.op), i.stream, fbb.CreateVector(i.inputs),
         fbb.CreateVector(i.outputs), fbb.CreateVector(attrs), i.event, i.group,
@@ -92,11 +81,18 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
                         : fbb.CreateVector(i.ranks)));
   }
 
+  flatbuffers::Offset<fb::Training> training;
+  if (p.training)
+    training = fb::CreateTraining(
+        fbb, optString(p.training->loss), optString(p.training->gradNorm),
+        optString(p.training->lr), p.training->accumulationSteps,
+        optString(p.training->optimizer));
   auto root = fb::CreateProgram(
       fbb, p.version, p.worldSize, fbb.CreateVector(arenas),
       fbb.CreateVector(buffers), fbb.CreateVector(constants),
       fbb.CreateVector(globals), fbb.CreateVector(streams), p.numEvents,
-      fbb.CreateVector(groups), inputs, outputs, fbb.CreateVector(instructions));
+      fbb.CreateVector(groups), inputs, outputs, fbb.CreateVector(instructions),
+      training);
   fb::FinishProgramBuffer(fbb, root);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
@@ -214,6 +210,140 @@ Status writeLinearModel(const std::string &dir, int world) {
   return writeSafetensors(dir + "/expected.safetensors",
                           {{"y", DType::F32, {M, N}, m.y.data()},
                            {"y_sum", DType::F32, {M, N}, ySum.data()}});
+}
+
+TrainingModel makeTrainingModel(int world, int64_t batchPerRank,
+                                int64_t dim) {
+  const int64_t D = dim;
+  TrainingModel m;
+  m.D = dim;
+  m.b = batchPerRank;
+  const int64_t b = batchPerRank, B = b * world;
+  Program &p = m.program;
+  p.path = "train.zrt";
+  p.version = kFormatVersion;
+  p.worldSize = world;
+  p.arenas = {{"params", 0, 0, 0}, {"activations", 0, 0, 0},
+              {"constants", 0, 0, 0}};
+  auto add = [&](const std::string &name, DType dtype,
+                 std::vector<int64_t> shape, uint32_t arena) {
+    BufferDesc d{name, dtype, std::move(shape), arena, p.arenas[arena].size};
+    p.arenas[arena].size += (d.bytes() + 63) / 64 * 64;
+    p.buffers.push_back(std::move(d));
+    return uint32_t(p.buffers.size() - 1);
+  };
+  auto constant = [&](const std::string &name, DType dtype, const void *value) {
+    uint32_t index = add(name, dtype, {}, 2);
+    const auto *bytes = static_cast<const uint8_t *>(value);
+    p.constants.push_back({index, std::vector<uint8_t>(
+                                      bytes, bytes + dtypeSize(dtype))});
+    return index;
+  };
+  const uint32_t w = add("w", DType::F32, {D}, 0);
+  const uint32_t expAvg = add("w.exp_avg", DType::F32, {D}, 0);
+  const uint32_t expAvgSq = add("w.exp_avg_sq", DType::F32, {D}, 0);
+  const uint32_t step = add("step", DType::I64, {}, 0);
+  const uint32_t x = add("x", DType::F32, {b, D}, 1);
+  const uint32_t y = add("y", DType::F32, {b, D}, 1);
+  const uint32_t wx = add("wx", DType::F32, {b, D}, 1);
+  const uint32_t d = add("d", DType::F32, {b, D}, 1);
+  const uint32_t dd = add("dd", DType::F32, {b, D}, 1);
+  const uint32_t sum = add("sum", DType::F32, {}, 1);
+  const uint32_t loss = add("loss", DType::F32, {}, 1);
+  const uint32_t dx = add("dx", DType::F32, {b, D}, 1);
+  const uint32_t gsum = add("gsum", DType::F32, {D}, 1);
+  const uint32_t gLocal = add("g.local", DType::F32, {D}, 1);
+  const uint32_t grad = add("grad", DType::F32, {D}, 1);
+  const uint32_t sq = add("grad.sq", DType::F32, {}, 1);
+  const uint32_t norm = add("grad_norm", DType::F32, {}, 1);
+  const uint32_t normEps = add("grad_norm.eps", DType::F32, {}, 1);
+  const uint32_t coef = add("clip_coef", DType::F32, {}, 1);
+  const uint32_t scale = add("grad_scale", DType::F32, {}, 1);
+  const uint32_t lr = add("lr", DType::F32, {}, 1);
+  const float invB = 1.0f / float(b), twoOverB = 2.0f / float(B),
+              eps = 1e-6f, maxNorm = float(m.maxNorm), one = 1.0f;
+  const int64_t oneStep = 1;
+  const uint32_t cInvB = constant("1/b", DType::F32, &invB);
+  const uint32_t cTwoOverB = constant("2/B", DType::F32, &twoOverB);
+  const uint32_t cEps = constant("1e-6", DType::F32, &eps);
+  const uint32_t cMaxNorm = constant("max_norm", DType::F32, &maxNorm);
+  const uint32_t cOne = constant("1.0", DType::F32, &one);
+  const uint32_t cOneStep = constant("1", DType::I64, &oneStep);
+  for (ArenaDesc &a : p.arenas) {
+    a.noReuseSize = a.size;
+    a.lowerBound = a.size;
+  }
+  m.wBuffer = w;
+  m.lossBuffer = loss;
+  m.counterBuffer = step;
+
+  p.globals = {
+      {"w", "w", DType::F32, {D}, w, std::nullopt, GlobalRole::Parameter},
+      {"w.exp_avg", "w.exp_avg", DType::F32, {D}, expAvg, std::nullopt,
+       GlobalRole::OptimizerState},
+      {"w.exp_avg_sq", "w.exp_avg_sq", DType::F32, {D}, expAvgSq,
+       std::nullopt, GlobalRole::OptimizerState},
+      {"step", "step", DType::I64, {}, step, std::nullopt, GlobalRole::Counter},
+  };
+  p.streams = {{"compute", StreamKind::Compute}, {"comm", StreamKind::Comm}};
+  p.numEvents = 2;
+  p.inputs = {{"x", x}, {"y", y}};
+  p.outputs = {{"loss", loss}, {"grad_norm", norm}, {"lr", lr}};
+  p.training = TrainingDesc{"loss", "grad_norm", "lr", 1,
+                            "adamw lr=warmup-decay betas=0.9,0.999"};
+
+  auto floats = [](double v) { return AttrValue{{}, {v}, ""}; };
+  auto ints = [](int64_t v) { return AttrValue{{v}, {}, ""}; };
+  m.adamAttrs.set("beta1", floats(0.9));
+  m.adamAttrs.set("beta2", floats(0.999));
+  m.adamAttrs.set("eps", floats(1e-8));
+  m.adamAttrs.set("weight_decay", floats(0.01));
+  m.adamAttrs.set("decoupled", ints(1));
+  m.lrAttrs.set("type", AttrValue{{}, {}, "WarmupDecayLR"});
+  m.lrAttrs.set("warmup_min_lr", floats(0.01));
+  m.lrAttrs.set("warmup_max_lr", floats(0.1));
+  m.lrAttrs.set("warmup_num_steps", ints(3));
+  m.lrAttrs.set("warmup_type", AttrValue{{}, {}, "linear"});
+  m.lrAttrs.set("total_num_steps", ints(8));
+
+  Instruction reduceAll = makeInstruction("ReduceSum", 0, {dd}, {sum}, "loss/sum");
+  reduceAll.attrs.set("keepdims", ints(0));
+  Instruction reduceRows = makeInstruction("ReduceSum", 0, {dx}, {gsum}, "grad/sum");
+  reduceRows.attrs.set("axes", AttrValue{{0}, {}, ""});
+  reduceRows.attrs.set("keepdims", ints(0));
+  Instruction sumSquare =
+      makeInstruction("ReduceSumSquare", 0, {grad}, {sq}, "clip/sumsq");
+  sumSquare.attrs.set("keepdims", ints(0));
+  Instruction schedule = makeInstruction("LrSchedule", 0, {step}, {lr}, "lr");
+  schedule.attrs = m.lrAttrs;
+  Instruction adam = makeInstruction(
+      "AdamW", 0, {w, grad, step, lr, scale, expAvg, expAvgSq},
+      {w, expAvg, expAvgSq}, "optimizer/w");
+  adam.attrs = m.adamAttrs;
+  p.instructions = {
+      makeInstruction("Mul", 0, {w, x}, {wx}, "fwd/mul"),
+      makeInstruction("Sub", 0, {wx, y}, {d}, "fwd/sub"),
+      makeInstruction("Mul", 0, {d, d}, {dd}, "loss/square"),
+      reduceAll,
+      makeInstruction("Mul", 0, {sum, cInvB}, {loss}, "loss/mean"),
+      makeInstruction("Mul", 0, {d, x}, {dx}, "grad/mul"),
+      reduceRows,
+      makeInstruction("Mul", 0, {gsum, cTwoOverB}, {gLocal}, "grad/scale"),
+      makeEventOp(OpKind::Record, 0, 0),
+      makeEventOp(OpKind::Wait, 1, 0),
+      makeInstruction("AllReduce", 1, {gLocal}, {grad}, "grad/allreduce"),
+      makeEventOp(OpKind::Record, 1, 1),
+      makeEventOp(OpKind::Wait, 0, 1),
+      sumSquare,
+      makeInstruction("Sqrt", 0, {sq}, {norm}, "clip/sqrt"),
+      makeInstruction("Add", 0, {norm, cEps}, {normEps}, "clip/add"),
+      makeInstruction("Div", 0, {cMaxNorm, normEps}, {coef}, "clip/div"),
+      makeInstruction("Min", 0, {coef, cOne}, {scale}, "clip/min"),
+      makeInstruction("Add", 0, {step, cOneStep}, {step}, "step/increment"),
+      schedule,
+      adam,
+  };
+  return m;
 }
 
 } // namespace test

@@ -51,6 +51,30 @@ LinearModel makeLinearModel(int world);
 /// and y_sum) for makeLinearModel(world) into `dir`.
 Status writeLinearModel(const std::string &dir, int world);
 
+/// A tiny data-parallel training program for `world` ranks (replicated
+/// parameter), used by the loader and end-to-end tests:
+///   inputs x, y: f32[b, D] per rank; w: f32[D] Parameter ("w"); m, v:
+///   OptimizerState ("w.exp_avg", "w.exp_avg_sq"); step: Counter ("step")
+///   d = w * x - y;  loss = ReduceSum(d * d) / b          (this rank's mean)
+///   g = ReduceSum(d * x, axes [0]) * (2 / B)             (B = b * world)
+///   grad = AllReduce(g) on the comm stream (events e0, e1)
+///   grad_norm = Sqrt(ReduceSumSquare(grad))
+///   grad_scale = Min(max_norm / (grad_norm + 1e-6), 1)   (clip_grad_norm_)
+///   step = Add(step, 1) in place;  lr = LrSchedule(step)
+///   AdamW(w, grad, step, lr, grad_scale, m, v) -> (w, m, v) in place
+/// Outputs loss, grad_norm, lr (the training table names them).
+struct TrainingModel {
+  int64_t D = 4;
+  int64_t b = 2;
+  Program program;
+  double maxNorm = 1.0;
+  AttrMap adamAttrs, lrAttrs; ///< the attributes of AdamW and LrSchedule
+  /// Buffer indices, for tests that change the program.
+  uint32_t wBuffer = 0, lossBuffer = 0, counterBuffer = 0;
+};
+TrainingModel makeTrainingModel(int world, int64_t batchPerRank = 2,
+                                int64_t dim = 4);
+
 } // namespace test
 } // namespace zrt
 

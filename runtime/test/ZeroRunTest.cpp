@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -353,7 +354,7 @@ TEST_F(ZeroRun, RejectsDamagedPrograms) {
   CommandResult version = zeroRun(0, sub + "/v7.zrt");
   EXPECT_EQ(version.exitCode, 1);
   EXPECT_THAT(version.output, HasSubstr(sub + "/v7.zrt: program format version 7, "
-                                        "this zero-run reads version 1; recompile "
+                                        "this zero-run reads version 2; recompile "
                                         "with the matching zero-opt"));
 }
 
@@ -633,6 +634,445 @@ TEST_F(ZeroRun, ReportsUsageErrors) {
   CommandResult help = zeroRun(0, "--help");
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_THAT(help.output, HasSubstr("usage: [mpirun -np N] zero-run MODEL.zrt"));
+}
+
+//===----------------------------------------------------------------------===//
+// Training programs
+//===----------------------------------------------------------------------===//
+
+/// Inputs of a training run: x, y f32[steps, B, D], smooth and deterministic.
+struct TrainingArrays {
+  int64_t steps = 0, B = 0, D = 0;
+  std::vector<float> x, y;
+  float &at(std::vector<float> &v, int64_t s, int64_t i, int64_t j) {
+    return v[size_t((s * B + i) * D + j)];
+  }
+};
+
+TrainingArrays makeTrainingArrays(int64_t steps, int64_t B, int64_t D) {
+  TrainingArrays a;
+  a.steps = steps;
+  a.B = B;
+  a.D = D;
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < D; ++j) {
+        a.x.push_back(float(std::sin(1.0 + 0.7 * s + 1.3 * i + 0.37 * j)));
+        a.y.push_back(float(0.5 * std::cos(0.4 + 0.9 * s + 0.6 * i + 0.21 * j)));
+      }
+  return a;
+}
+
+/// Writes steps [first, first + count) of `a` to a safetensors data file.
+void writeTrainingArrays(const std::string &path, const TrainingArrays &a,
+                         int64_t first, int64_t count) {
+  const size_t offset = size_t(first * a.B * a.D);
+  ASSERT_TRUE(writeSafetensors(path, {{"x", DType::F32, {count, a.B, a.D},
+                                       a.x.data() + offset},
+                                      {"y", DType::F32, {count, a.B, a.D},
+                                       a.y.data() + offset}})
+                  .isOk());
+}
+
+std::vector<float> initialWeights(int64_t D) {
+  std::vector<float> w;
+  for (int64_t j = 0; j < D; ++j)
+    w.push_back(float(0.8 * std::sin(0.5 + 1.7 * j)));
+  return w;
+}
+
+/// The run computed independently, in double: DeepSpeed's WarmupDecayLR (as
+/// the model's LrSchedule attributes say), the squared-error loss and its
+/// gradient over all B rows, clip_grad_norm_'s scale, and AdamW.
+struct TrainingTrajectory {
+  std::vector<double> loss, gradNorm, lr;
+  std::vector<double> w, m, v;
+};
+
+TrainingTrajectory expectedTraining(const test::TrainingModel &model,
+                                    const TrainingArrays &a, int64_t steps) {
+  TrainingTrajectory r;
+  const int64_t B = a.B, D = a.D;
+  std::vector<float> w0 = initialWeights(D);
+  r.w.assign(w0.begin(), w0.end());
+  r.m.assign(size_t(D), 0.0);
+  r.v.assign(size_t(D), 0.0);
+  const double minLr = 0.01, maxLr = 0.1, beta1 = 0.9, beta2 = 0.999,
+               eps = 1e-8, wd = 0.01;
+  const int64_t warmup = 3, total = 8;
+  for (int64_t t = 1; t <= steps; ++t) {
+    const int64_t s = t - 1, k = t - 2;
+    double loss = 0;
+    std::vector<double> grad(size_t(D), 0.0);
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < D; ++j) {
+        const double x = a.x[size_t((s * B + i) * D + j)];
+        const double d = r.w[size_t(j)] * x - a.y[size_t((s * B + i) * D + j)];
+        loss += d * d / double(B);
+        grad[size_t(j)] += 2.0 / double(B) * d * x;
+      }
+    double norm = 0;
+    for (double g : grad)
+      norm += g * g;
+    norm = std::sqrt(norm);
+    const double scale = std::min(model.maxNorm / (norm + 1e-6), 1.0);
+    double gamma = k < 0        ? 0.0
+                   : k < warmup ? double(k) / double(warmup)
+                                : std::max(0.0, double(total - k) /
+                                                    double(total - warmup));
+    const double lr = double(float(minLr + (maxLr - minLr) * gamma));
+    for (int64_t j = 0; j < D; ++j) {
+      double &w = r.w[size_t(j)], &m = r.m[size_t(j)], &v = r.v[size_t(j)];
+      const double g = grad[size_t(j)] * scale;
+      w *= 1 - lr * wd;
+      m = beta1 * m + (1 - beta1) * g;
+      v = beta2 * v + (1 - beta2) * g * g;
+      w -= lr / (1 - std::pow(beta1, double(t))) * m /
+           (std::sqrt(v) / std::sqrt(1 - std::pow(beta2, double(t))) + eps);
+    }
+    r.loss.push_back(loss);
+    r.gradNorm.push_back(norm);
+    r.lr.push_back(lr);
+  }
+  return r;
+}
+
+void expectNearRel(double got, double want, double rel, const std::string &what) {
+  EXPECT_NEAR(got, want, rel * std::max(1.0, std::fabs(want))) << what;
+}
+
+std::vector<uint8_t> fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+bool exists(const std::string &path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+class ZeroRunTraining : public ZeroRun {
+protected:
+  /// Writes train.zrt (for `world` ranks, b rows per rank, D weights),
+  /// weights.safetensors (w only: the optimizer state and the step counter
+  /// start at zero) and data.safetensors (`steps` steps of B = b * world
+  /// rows) into dir/<name>.
+  std::string setUpTraining(const std::string &name, int world, int64_t b,
+                            int64_t D, int64_t steps) {
+    std::string sub = dir + "/" + name;
+    std::filesystem::create_directories(sub);
+    model = test::makeTrainingModel(world, b, D);
+    EXPECT_TRUE(test::writeFile(sub + "/train.zrt",
+                                test::serializeProgram(model.program))
+                    .isOk());
+    std::vector<float> w = initialWeights(D);
+    EXPECT_TRUE(writeSafetensors(sub + "/weights.safetensors",
+                                 {{"w", DType::F32, {D}, w.data()}})
+                    .isOk());
+    arrays = makeTrainingArrays(steps, b * world, D);
+    writeTrainingArrays(sub + "/data.safetensors", arrays, 0, steps);
+    return sub;
+  }
+  std::string trainArgs(const std::string &sub, const std::string &extra) {
+    return sub + "/train.zrt --weights " + sub + "/weights.safetensors " + extra;
+  }
+  test::TrainingModel model;
+  TrainingArrays arrays;
+};
+
+/// Checks the --log-json entries and --save/--save-optimizer files of a run
+/// of `steps` steps against the independent computation.
+void expectTrainedAsComputed(const std::string &sub,
+                             const test::TrainingModel &model,
+                             const TrainingArrays &arrays, int64_t steps) {
+  TrainingTrajectory want = expectedTraining(model, arrays, steps);
+  nlohmann::json log = readJson(sub + "/log.json");
+  ASSERT_TRUE(log.is_array()) << log.dump();
+  ASSERT_EQ(log.size(), size_t(steps));
+  for (int64_t t = 1; t <= steps; ++t) {
+    const nlohmann::json &e = log[size_t(t - 1)];
+    const std::string at = "step " + std::to_string(t);
+    EXPECT_EQ(e["step"], t);
+    expectNearRel(e["loss"].get<double>(), want.loss[size_t(t - 1)], 1e-4, at);
+    expectNearRel(e["grad_norm"].get<double>(), want.gradNorm[size_t(t - 1)],
+                  1e-4, at);
+    EXPECT_EQ(e["lr"].get<double>(), want.lr[size_t(t - 1)]) << at;
+    EXPECT_GT(e["time_s"].get<double>(), 0.0);
+    EXPECT_GT(e["samples_per_s"].get<double>(), 0.0);
+  }
+  std::vector<float> w = readTensor(sub + "/w.safetensors", "w");
+  ASSERT_EQ(w.size(), want.w.size());
+  for (size_t j = 0; j < w.size(); ++j)
+    expectNearRel(w[j], want.w[j], 1e-4, "w[" + std::to_string(j) + "]");
+  Expected<SafetensorsFile> opt = SafetensorsFile::open(sub + "/opt.safetensors");
+  ASSERT_TRUE(opt.isOk()) << opt.status().message();
+  std::vector<float> m = readTensor(sub + "/opt.safetensors", "w.exp_avg");
+  std::vector<float> v = readTensor(sub + "/opt.safetensors", "w.exp_avg_sq");
+  ASSERT_EQ(m.size(), want.m.size());
+  for (size_t j = 0; j < m.size(); ++j) {
+    expectNearRel(m[j], want.m[j], 1e-4, "exp_avg");
+    EXPECT_NEAR(v[j], want.v[j], 1e-4 * want.v[j] + 1e-12) << "exp_avg_sq";
+  }
+  const SafetensorsEntry *step = opt->find("step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->dtype, DType::I64);
+  EXPECT_TRUE(step->shape.empty());
+  int64_t counter = 0;
+  ASSERT_TRUE(opt->read(*step, 0, 8, &counter).isOk());
+  EXPECT_EQ(counter, steps);
+  EXPECT_EQ(opt->find("w"), nullptr); // parameters go to --save only
+}
+
+// Tests a tiny training program (one weight vector, AdamW in place, a step
+// counter, a warmup-decay schedule, gradient clipping) over 6 steps of
+// --data: the logged losses, gradient norms and learning rates and the saved
+// weights and optimizer state equal an independent computation, lines are
+// logged every --log-every steps and at the last.
+TEST_F(ZeroRunTraining, TrainsFromDataAndSavesWhatItLearned) {
+  std::string sub = setUpTraining("w1", 1, 2, 4, 6);
+  CommandResult r = zeroRun(
+      0, trainArgs(sub, "--data " + sub + "/data.safetensors --log-every 4 "
+                        "--log-json " + sub + "/log.json --save " + sub +
+                        "/w.safetensors --save-optimizer " + sub +
+                        "/opt.safetensors --output " + sub + "/out.safetensors"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectTrainedAsComputed(sub, model, arrays, 6);
+  EXPECT_THAT(r.output, HasSubstr("step 4/6  loss "));
+  EXPECT_THAT(r.output, HasSubstr("step 6/6  loss "));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("step 5/6")));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "step 6/6  loss [0-9.]+  grad_norm [0-9.]+  lr "
+                            "[0-9.]+e-0[0-9]  time [0-9.]+ ms  samples/s [0-9.]+"));
+  // --output: the last step's outputs.
+  nlohmann::json log = readJson(sub + "/log.json");
+  EXPECT_EQ(double(readTensor(sub + "/out.safetensors", "loss").at(0)),
+            log[5]["loss"].get<double>());
+}
+
+// Tests --data as a directory (files in name order, steps concatenated) and
+// --steps: the same bits as one file, and fewer steps when asked.
+TEST_F(ZeroRunTraining, ReadsADirectoryInNameOrderAndStopsAtSteps) {
+  std::string sub = setUpTraining("dir", 1, 2, 4, 6);
+  std::filesystem::create_directories(sub + "/parts");
+  writeTrainingArrays(sub + "/parts/b.safetensors", arrays, 2, 4);
+  writeTrainingArrays(sub + "/parts/a.safetensors", arrays, 0, 2);
+  std::ofstream(sub + "/parts/notes.txt") << "not data\n";
+  CommandResult one = zeroRun(
+      0, trainArgs(sub, "--data " + sub + "/data.safetensors --save " + sub +
+                        "/w-one.safetensors --log-json " + sub + "/one.json"));
+  ASSERT_EQ(one.exitCode, 0) << one.output;
+  CommandResult parts = zeroRun(
+      0, trainArgs(sub, "--data " + sub + "/parts --save " + sub +
+                        "/w-parts.safetensors --log-json " + sub + "/parts.json"));
+  ASSERT_EQ(parts.exitCode, 0) << parts.output;
+  EXPECT_EQ(fileBytes(sub + "/w-one.safetensors"),
+            fileBytes(sub + "/w-parts.safetensors"));
+  nlohmann::json a = readJson(sub + "/one.json"), b = readJson(sub + "/parts.json");
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << i;
+
+  CommandResult three = zeroRun(
+      0, trainArgs(sub, "--data " + sub + "/parts --steps 3 --log-json " + sub +
+                        "/three.json"));
+  ASSERT_EQ(three.exitCode, 0) << three.output;
+  EXPECT_THAT(three.output, HasSubstr("step 3/3  loss"));
+  nlohmann::json c = readJson(sub + "/three.json");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2]["loss"], a[2]["loss"]);
+}
+
+// Tests data parallelism on two ranks: each reads its rows of every step,
+// the gradient is all-reduced by the program, and the logged loss is the
+// mean over the ranks; the result is the same computation over all B rows.
+TEST_F(ZeroRunTraining, TrainsOnTwoRanksWithTheMeanLoss) {
+  std::string sub = setUpTraining("w2", 2, 2, 4, 5);
+  CommandResult r = zeroRun(
+      2, trainArgs(sub, "--data " + sub + "/data.safetensors --log-json " +
+                        sub + "/log.json --save " + sub +
+                        "/w.safetensors --save-optimizer " + sub +
+                        "/opt.safetensors --threads 1"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  expectTrainedAsComputed(sub, model, arrays, 5);
+  // Logged once (rank 0), not once per rank.
+  size_t lines = 0;
+  for (size_t at = r.output.find("step 5/5"); at != std::string::npos;
+       at = r.output.find("step 5/5", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << r.output;
+}
+
+// Tests that the thread count changes nothing: a model large enough for the
+// kernels to split their work gives the same log-json losses and the same
+// saved bytes at --threads 1 and 3.
+TEST_F(ZeroRunTraining, GivesTheSameBitsAtAnyThreadCount) {
+  std::string sub = setUpTraining("threads", 1, 2, 100003, 3);
+  std::vector<nlohmann::json> logs;
+  std::vector<std::vector<uint8_t>> saved, state;
+  for (int threads : {1, 3}) {
+    std::string t = std::to_string(threads);
+    CommandResult r = zeroRun(
+        0, trainArgs(sub, "--data " + sub + "/data.safetensors --threads " + t +
+                          " --log-json " + sub + "/log" + t + ".json --save " +
+                          sub + "/w" + t + ".safetensors --save-optimizer " +
+                          sub + "/opt" + t + ".safetensors"));
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    logs.push_back(readJson(sub + "/log" + t + ".json"));
+    saved.push_back(fileBytes(sub + "/w" + t + ".safetensors"));
+    state.push_back(fileBytes(sub + "/opt" + t + ".safetensors"));
+  }
+  ASSERT_EQ(logs[0].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(logs[0][i]["loss"], logs[1][i]["loss"]) << i;
+    EXPECT_EQ(logs[0][i]["grad_norm"], logs[1][i]["grad_norm"]) << i;
+  }
+  EXPECT_GT(saved[0].size(), 400000u);
+  EXPECT_TRUE(saved[0] == saved[1]) << "--save differs between 1 and 3 threads";
+  EXPECT_TRUE(state[0] == state[1])
+      << "--save-optimizer differs between 1 and 3 threads";
+}
+
+// Tests that bad data stops the run before its first step, naming the file
+// and the input, and leaves no --save file.
+TEST_F(ZeroRunTraining, RejectsBadDataBeforeTheFirstStep) {
+  std::string sub = setUpTraining("bad", 1, 2, 4, 4);
+  const std::vector<float> &x = arrays.x;
+  const std::string save = " --save " + sub + "/w.safetensors";
+  auto check = [&](const std::string &data, const std::string &extra,
+                   const std::string &message) {
+    CommandResult r = zeroRun(0, trainArgs(sub, "--data " + data + save + extra));
+    EXPECT_NE(r.exitCode, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("step 1/")));
+    EXPECT_FALSE(exists(sub + "/w.safetensors")) << message;
+  };
+  ASSERT_TRUE(writeSafetensors(sub + "/no-y.safetensors",
+                               {{"x", DType::F32, {4, 2, 4}, x.data()}})
+                  .isOk());
+  check(sub + "/no-y.safetensors", "",
+        sub + "/no-y.safetensors: the data has no array \"y\" for the program "
+              "input of that name; expected F32 [steps, 2, 4]");
+  std::vector<double> x64(x.begin(), x.end());
+  ASSERT_TRUE(writeSafetensors(sub + "/f64.safetensors",
+                               {{"x", DType::F64, {4, 2, 4}, x64.data()},
+                                {"y", DType::F32, {4, 2, 4}, x.data()}})
+                  .isOk());
+  check(sub + "/f64.safetensors", "",
+        sub + "/f64.safetensors: data array \"x\" has dtype F64, the program "
+              "input expects F32");
+  ASSERT_TRUE(writeSafetensors(sub + "/shape.safetensors",
+                               {{"x", DType::F32, {8, 1, 4}, x.data()},
+                                {"y", DType::F32, {4, 2, 4}, x.data()}})
+                  .isOk());
+  check(sub + "/shape.safetensors", "",
+        sub + "/shape.safetensors: data array \"x\" has shape [8, 1, 4], "
+              "expected [steps, 2, 4] (the program input is f32[2x4] per "
+              "rank, 1 rank(s))");
+  ASSERT_TRUE(writeSafetensors(sub + "/steps.safetensors",
+                               {{"x", DType::F32, {4, 2, 4}, x.data()},
+                                {"y", DType::F32, {3, 2, 4}, x.data()}})
+                  .isOk());
+  check(sub + "/steps.safetensors", "",
+        sub + "/steps.safetensors: data arrays have different step counts: "
+              "\"x\" has 4, \"y\" has 3");
+  check(sub + "/data.safetensors", " --steps 10",
+        "--steps 10 asks for more steps than --data " + sub +
+            "/data.safetensors holds (4)");
+  std::filesystem::create_directories(sub + "/empty");
+  check(sub + "/empty", "", "the directory holds no *.safetensors files");
+  check(sub + "/missing", "", "--data " + sub + "/missing: no such file or directory");
+}
+
+// Tests a loss that is not finite: the run stops at that step, names it, and
+// writes none of --save, --save-optimizer, --log-json and --output.
+TEST_F(ZeroRunTraining, StopsAtANanLossAndWritesNothing) {
+  std::string sub = setUpTraining("nan", 1, 2, 4, 5);
+  arrays.at(arrays.x, 2, 1, 3) = std::nanf("");
+  writeTrainingArrays(sub + "/data.safetensors", arrays, 0, 5);
+  const std::vector<std::string> outputs = {"w", "opt", "log", "out"};
+  CommandResult r = zeroRun(
+      0, trainArgs(sub, "--data " + sub + "/data.safetensors --save " + sub +
+                        "/w --save-optimizer " + sub + "/opt --log-json " +
+                        sub + "/log --output " + sub + "/out"));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("zero-run: step 3: loss is nan (output "
+                                  "\"loss\" of " + sub + "/train.zrt)"));
+  EXPECT_THAT(r.output, HasSubstr("step 2/5  loss"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("step 3/5")));
+  for (const std::string &o : outputs)
+    EXPECT_FALSE(exists(sub + "/" + o)) << o;
+
+  // On two ranks, a NaN on one rank's rows makes the mean NaN on both.
+  sub = setUpTraining("nan2", 2, 2, 4, 4);
+  arrays.at(arrays.y, 1, 3, 0) = std::nanf(""); // step 2, rank 1's rows
+  writeTrainingArrays(sub + "/data.safetensors", arrays, 0, 4);
+  r = zeroRun(2, trainArgs(sub, "--data " + sub + "/data.safetensors --save " +
+                                    sub + "/w"));
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 2: loss is nan"));
+  EXPECT_THAT(r.output, HasSubstr("mean over 2 ranks"));
+  EXPECT_FALSE(exists(sub + "/w"));
+}
+
+// Tests one step from --input, and the options a training program refuses
+// or a forward program does not take.
+TEST_F(ZeroRunTraining, RunsOneStepFromInputAndChecksTheOptions) {
+  std::string sub = setUpTraining("input", 1, 2, 4, 1);
+  ASSERT_TRUE(writeNpy(sub + "/x.npy", DType::F32, {2, 4}, arrays.x.data()).isOk());
+  ASSERT_TRUE(writeNpy(sub + "/y.npy", DType::F32, {2, 4}, arrays.y.data()).isOk());
+  const std::string inputs = "--input x=" + sub + "/x.npy --input y=" + sub + "/y.npy";
+  CommandResult r = zeroRun(0, trainArgs(sub, inputs + " --log-json " + sub +
+                                                  "/log.json"));
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 1/1  loss"));
+  TrainingTrajectory want = expectedTraining(model, arrays, 1);
+  nlohmann::json log = readJson(sub + "/log.json");
+  ASSERT_EQ(log.size(), 1u);
+  expectNearRel(log[0]["loss"].get<double>(), want.loss[0], 1e-5, "loss");
+
+  r = zeroRun(0, trainArgs(sub, inputs + " --steps 2"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--steps 2 with --input: --input gives the "
+                                  "inputs of one step"));
+  r = zeroRun(0, trainArgs(sub, inputs + " --repeat 3"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--repeat: " + sub + "/train.zrt is a training "
+                                  "program, where every run is an optimizer step"));
+  r = zeroRun(0, trainArgs(sub, inputs + " --data " + sub + "/data.safetensors"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--data and --input both give the program's inputs"));
+  r = zeroRun(0, trainArgs(sub, ""));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("is a training program with inputs (x, y); pass "
+                                  "--data PATH"));
+  // The weights file needs only the parameters: no optimizer state.
+  r = zeroRun(0, sub + "/train.zrt " + inputs);
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("the program has 1 weight tensor(s); pass --weights"));
+
+  std::string lin = generate(1);
+  r = zeroRun(0, args(lin, "--data " + sub + "/data.safetensors --save " + sub +
+                               "/w.safetensors"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--data, --save: only for training programs, and " +
+                                  lin + "/model.zrt has no training table"));
+}
+
+// Tests that --save refuses sharded parameters up front.
+TEST_F(ZeroRunTraining, RefusesToSaveShardedParameters) {
+  std::string sub = setUpTraining("sharded", 2, 2, 4, 2);
+  test::TrainingModel m = test::makeTrainingModel(2);
+  m.program.globals[0].shard = ShardSpec{2, 4, 4};
+  m.program.buffers[m.wBuffer].shape = {2};
+  ASSERT_TRUE(test::writeFile(sub + "/sharded.zrt", test::serializeProgram(m.program)).isOk());
+  CommandResult r = zeroRun(2, sub + "/sharded.zrt --weights " + sub +
+                                   "/weights.safetensors --data " + sub +
+                                   "/data.safetensors --save " + sub + "/w");
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--save " + sub + "/w: not supported yet for "
+                                  "sharded parameters (global \"w\" is sharded "
+                                  "over 2 ranks)"));
+  EXPECT_FALSE(exists(sub + "/w"));
 }
 
 } // namespace

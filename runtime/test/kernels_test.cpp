@@ -299,7 +299,10 @@ TEST(Registry, HasTheContractKernels) {
                          "Trilu",
                          "Range",
                          "CumSum",
-                         "SoftmaxCrossEntropyLoss"})
+                         "SoftmaxCrossEntropyLoss",
+                         "AdamW",
+                         "SGD",
+                         "LrSchedule"})
     EXPECT_NE(kernels().lookup(op), nullptr) << op;
 }
 

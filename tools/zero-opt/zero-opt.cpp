@@ -77,6 +77,27 @@ static cl::opt<std::string> deepspeedConfig(
     cl::value_desc("ds_config.json"));
 static cl::opt<bool> zeroReport(
     "report", cl::desc("Print the per-rank memory/communication plan (zero-report)"));
+static cl::opt<bool> train(
+    "train", cl::desc("Compile the training step (zero-autodiff, zero-optimizer) "
+                      "instead of the forward program"));
+static cl::opt<std::string> lossSpec(
+    "loss",
+    cl::desc("With --train on a logits model: KIND:LABELS[@OUTPUT], KIND "
+             "cross-entropy or causal-lm (shifts labels by one token)"),
+    cl::value_desc("cross-entropy:labels"));
+static cl::opt<std::string> optimizerSpec(
+    "optimizer",
+    cl::desc("With --train: \"adamw|adam|sgd key=value ...\" (lr, betas=B1,B2, eps, "
+             "weight-decay, momentum, dampening, nesterov, clip), or none to "
+             "output the gradients; default: the config's, else adamw"),
+    cl::value_desc("spec"));
+static cl::opt<std::string> freezeRegex(
+    "freeze", cl::desc("With --train: parameters whose initializer name matches "
+                       "this regex are not trained"),
+    cl::value_desc("regex"));
+/// --config's file when --train takes it (the training keys and the check
+/// that it describes one rank).
+static std::string trainConfig;
 static cl::opt<bool> splitInputFile("split-input-file",
                                     cl::desc("Process each `// -----` chunk separately"));
 static cl::opt<bool> verifyDiagnostics(
@@ -199,6 +220,9 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
   std::vector<std::string> args(argv, argv + argc);
   std::string config;
   bool haveConfig = false;
+  bool training = false;
+  for (const std::string &a : args)
+    training |= a == "--train" || a == "-train";
   for (size_t i = 1; i < args.size(); ++i) {
     StringRef a = args[i];
     if (a == "--" )
@@ -244,6 +268,10 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
   }
   if (!haveConfig)
     return args;
+  if (training) {
+    trainConfig = config; // read by the training settings
+    return args;
+  }
   for (std::string &a : args)
     if (StringRef(a).starts_with("--zero-pipeline=") ||
         StringRef(a).starts_with("-zero-pipeline=")) {
@@ -401,6 +429,48 @@ int main(int argc, char **argv) {
       llvm::errs() << "zero-opt: error: " << msg << "\n";
       return failure();
     };
+    if (train) {
+      zero::TrainSettings settings;
+      std::vector<std::string> warnings;
+      if (!trainConfig.empty()) {
+        std::string err = zero::readTrainingConfig(trainConfig, settings, warnings);
+        zero::ZeroSettings zs;
+        std::vector<std::string> zeroWarnings;
+        if (err.empty())
+          err = zero::readDeepSpeedConfig(trainConfig, zs, zeroWarnings);
+        if (!err.empty())
+          return errorHandler(err);
+        if (zs.dp > 1)
+          return errorHandler(trainConfig + ": the batch sizes give " + Twine(zs.dp) +
+                              " data-parallel ranks; training over several ranks "
+                              "(ZeRO stages for training) is not supported yet, "
+                              "compile for one rank");
+        for (const std::string &w : warnings)
+          llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
+      } else {
+        settings.step.weightDecay = 0.01; // torch.optim.AdamW's default
+      }
+      if (!optimizerSpec.empty())
+        if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())
+          return errorHandler(err);
+      if (!lossSpec.empty()) {
+        StringRef spec = lossSpec;
+        auto [kind, rest] = spec.split(':');
+        auto [labels, output] = rest.split('@');
+        if (kind != "cross-entropy" && kind != "causal-lm")
+          return errorHandler("--loss '" + spec +
+                              "': the losses are cross-entropy:LABELS and "
+                              "causal-lm:LABELS (optionally @OUTPUT)");
+        settings.lossKind = kind.str();
+        if (!labels.empty())
+          settings.labels = labels.str();
+        settings.lossOutput = output.str();
+      }
+      settings.freeze = freezeRegex;
+      zero::buildTrainingPipeline(pm, settings);
+    } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty()) {
+      return errorHandler("--loss, --optimizer and --freeze need --train");
+    }
     if (failed(passPipeline.addToPipeline(pm, errorHandler)))
       return failure();
     if (zeroReport)

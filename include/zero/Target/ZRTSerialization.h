@@ -14,7 +14,7 @@
 namespace zero {
 
 /// The program format version this compiler writes.
-constexpr unsigned kZRTFormatVersion = 1;
+constexpr unsigned kZRTFormatVersion = 2;
 
 /// Serialises `program` into `out`; emits an error at the offending op and
 /// returns failure for anything the format cannot express.

@@ -12,6 +12,7 @@
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -120,6 +121,31 @@ std::string readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &settings,
 /// Adds zero-partition, then for stage 3 zero-prefetch, zero-bucket and
 /// zero-release.
 void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroSettings &settings);
+
+/// Training settings: the loss, what is trained, and the optimizer step,
+/// from zero-opt's --loss/--freeze/--optimizer and a DeepSpeed config's
+/// optimizer, scheduler, gradient_clipping and gradient_accumulation_steps.
+struct TrainSettings {
+  std::string lossKind;   ///< "" (the graph's own loss), cross-entropy, causal-lm
+  std::string labels = "labels";
+  std::string lossOutput; ///< the logits output ("" : the only one)
+  std::string freeze;
+  int64_t accumulation = 1;
+  bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
+  ZeroOptimizerPassOptions step;
+};
+
+/// Parses --optimizer "KIND key=value ..." (KIND adamw, adam, sgd or none;
+/// keys lr, betas=B1,B2, eps, weight-decay, momentum, dampening, nesterov).
+std::string parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settings);
+
+/// Reads the training keys of a DeepSpeed config: optimizer.{type,params},
+/// scheduler.{type,params}, gradient_clipping, gradient_accumulation_steps.
+std::string readTrainingConfig(llvm::StringRef path, TrainSettings &settings,
+                               std::vector<std::string> &warnings);
+
+/// zero-add-loss (with a loss kind), zero-autodiff, and zero-optimizer.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainSettings &settings);
 
 } // namespace zero
 

@@ -126,4 +126,101 @@ def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
   let dependentDialects = ["::zero::zrt::ZRTDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Training: loss, reverse-mode autodiff, optimizer
+//===----------------------------------------------------------------------===//
+
+def ZeroAddLossPass : Pass<"zero-add-loss", "mlir::ModuleOp"> {
+  let summary = "Attach a cross-entropy loss to a logits output";
+  let description = [{
+    The function's logits output [..., C] is replaced by the scalar
+    `SoftmaxCrossEntropyLoss` (mean over the tokens whose label is not
+    `ignore-index`, PyTorch's `F.cross_entropy`) against integer labels of
+    shape [...]: the input named `labels` (added when the function has none).
+    `kind=causal-lm` first shifts by one token as Hugging Face causal LMs do:
+    logits[:, :-1] against labels[:, 1:].
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", "\"cross-entropy\"",
+           "cross-entropy or causal-lm">,
+    Option<"labels", "labels", "std::string", "\"labels\"",
+           "Name of the integer labels input">,
+    Option<"output", "output", "std::string", "\"\"",
+           "The logits output (default: the only output)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Label value that contributes no loss">,
+  ];
+  let dependentDialects = ["::zero::onnx::ONNXDialect"];
+}
+
+def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build the training step: forward, then reverse-mode backward";
+  let description = [{
+    From a function returning a scalar loss, builds `@train_step`: the
+    forward ops, then for each active op in reverse order its reverse rule
+    (one per onnx op, in the table of GradientRules.cpp), summing the
+    contributions of a value used more than once and reducing gradients over
+    broadcast axes. Its results are the loss and, for every trainable
+    parameter global, the gradient of the loss (`onnx.name = "grad.<tensor>"`,
+    `zero.grad_of = @global`). Trainable: every floating-point parameter
+    global except those marked `zero.buffer` by the importer and those whose
+    tensor name matches `freeze` (a regex); integers and inputs get no
+    gradient. With `accumulation=K` the inputs hold K micro-batches along
+    dim 0; the step runs forward and backward per micro-batch, its loss is
+    the mean of theirs and its gradients the sum of theirs divided by K.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"\"",
+           "The loss function (default: the only function, else @forward)">,
+    Option<"freeze", "freeze", "std::string", "\"\"",
+           "Regex on tensor names: matching parameters are not trained">,
+    Option<"accumulation", "accumulation", "int64_t", "1",
+           "Micro-batches per step (gradient accumulation)">,
+  ];
+  let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
+  let summary = "Add clipping, the learning-rate schedule and the optimizer update";
+  let description = [{
+    Consumes `@train_step`'s gradients: the global gradient norm (and, with
+    `clip` > 0, torch.nn.utils.clip_grad_norm_'s coefficient), the step
+    counter global, the learning rate of the step (`zero.lr_schedule`), and
+    one `zero.adamw` / `zero.sgd` per parameter whose results are stored back
+    into the parameter and its optimizer-state globals (zero-initialised).
+    The step then returns `loss`, `grad_norm` and `lr`.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", "\"adamw\"", "adamw, adam or sgd">,
+    Option<"lr", "lr", "double", "1e-3", "Learning rate (the schedule's base)">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.01",
+           "Weight decay (decoupled for adamw, L2 for adam and sgd)">,
+    Option<"momentum", "momentum", "double", "0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"clip", "clip", "double", "0",
+           "Global-norm gradient clipping (0: none)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"",
+           "constant, WarmupLR, WarmupDecayLR or WarmupCosineLR">,
+    Option<"warmupMinLr", "warmup-min-lr", "double", "0", "DeepSpeed warmup_min_lr">,
+    Option<"warmupMaxLr", "warmup-max-lr", "double", "1e-3", "DeepSpeed warmup_max_lr">,
+    Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000",
+           "DeepSpeed warmup_num_steps">,
+    Option<"warmupType", "warmup-type", "std::string", "\"log\"",
+           "DeepSpeed warmup_type: log or linear">,
+    Option<"totalNumSteps", "total-num-steps", "int64_t", "0",
+           "DeepSpeed total_num_steps (WarmupDecayLR, WarmupCosineLR)">,
+    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",
+           "DeepSpeed cos_min_ratio (WarmupCosineLR)">,
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0",
+           "DeepSpeed warmup_min_ratio (WarmupCosineLR)">,
+  ];
+  let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // ZERO_TRANSFORMS_PASSES_TD

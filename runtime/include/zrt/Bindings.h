@@ -27,16 +27,28 @@ struct WeightsStats {
   uint64_t bytesRead = 0;     ///< bytes read from the weights file
 };
 
-/// Reads every global of the executor's program from `weights` into its
-/// buffer: the whole tensor for replicated globals, world rank `rank`'s shard
-/// for sharded ones.
+/// Reads every Parameter and Frozen global of the executor's program from
+/// `weights` into its buffer: the whole tensor for replicated globals, world
+/// rank `rank`'s shard for sharded ones. OptimizerState and Counter globals
+/// are zero-filled and never looked up in the file.
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats = nullptr);
 
+/// Zero-fills the OptimizerState and Counter globals (what loadGlobals does
+/// for them; for programs run without a weights file).
+Status zeroStateGlobals(Executor &executor);
+
+/// Writes zeros over the whole buffer of `global`.
+Status zeroGlobal(Executor &executor, const GlobalDesc &global);
+
+/// The number of globals read from the weights file (Parameter and Frozen).
+size_t countWeightGlobals(const Program &program);
+
 /// A hash of what loadGlobals() would bind from `weights` for `program`: for
-/// each global, in program order, its tensor name and that tensor's header
-/// entry (dtype, shape, byte range; or its absence). Ranks compare it to make
-/// sure they read the same weights layout.
+/// each global read from the file (Parameter, Frozen), in program order, its
+/// tensor name and that tensor's header entry (dtype, shape, byte range; or
+/// its absence). Ranks compare it to make sure they read the same weights
+/// layout.
 uint64_t weightsLayoutHash(const Program &program,
                            const SafetensorsFile &weights);
 

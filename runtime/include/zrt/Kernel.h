@@ -49,6 +49,8 @@ public:
     auto it = map_.find(name);
     return it == map_.end() ? dflt : it->second.str;
   }
+  /// Every attribute, by name.
+  const std::map<std::string, AttrValue> &entries() const { return map_; }
 
 private:
   std::map<std::string, AttrValue> map_;

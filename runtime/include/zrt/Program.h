@@ -24,8 +24,9 @@
 namespace zrt {
 
 /// The .zrt format version this runtime reads. Programs with another `version`
-/// are rejected with a message asking for a matching zero-opt.
-constexpr uint32_t kFormatVersion = 1;
+/// are rejected with a message asking for a matching zero-opt. Version 2 added
+/// Global.role and Program.training (training programs).
+constexpr uint32_t kFormatVersion = 2;
 
 /// Which kind of work a stream carries; mirrors `zrt.fb.StreamKind`.
 enum class StreamKind : uint8_t { Compute = 0, Comm };
@@ -114,7 +115,25 @@ struct ShardSpec {
   }
 };
 
-/// A parameter or state tensor read from the weights file at start-up.
+/// What a global holds; mirrors `zrt.fb.GlobalRole`.
+enum class GlobalRole : uint8_t {
+  Parameter = 0,  ///< trained; read from the weights file, written by --save
+  Frozen,         ///< read from the weights file, never written
+  OptimizerState, ///< zero-filled at start-up, written by --save-optimizer
+  Counter,        ///< the optimizer step (an I64 scalar), zero at start-up
+};
+
+/// "Parameter", "Frozen", "OptimizerState", "Counter".
+const char *globalRoleName(GlobalRole role);
+
+/// Whether a global of `role` is read from the weights file (Parameter and
+/// Frozen); the others start as zeros and are never looked up there.
+inline bool readsWeights(GlobalRole role) {
+  return role == GlobalRole::Parameter || role == GlobalRole::Frozen;
+}
+
+/// A parameter or state tensor: read from the weights file at start-up, or
+/// zero-filled (optimizer state, step counter).
 struct GlobalDesc {
   std::string name;            ///< IR symbol
   std::string tensor;          ///< name in the safetensors weights file
@@ -122,6 +141,17 @@ struct GlobalDesc {
   std::vector<int64_t> shape;  ///< full logical shape, as in the file
   uint32_t buffer = 0;         ///< whole tensor, or this rank's shard
   std::optional<ShardSpec> shard; ///< absent: replicated
+  GlobalRole role = GlobalRole::Parameter;
+};
+
+/// The training table of a training program: each run of the instructions is
+/// one optimizer step; globals keep their values between runs.
+struct TrainingDesc {
+  std::string loss;      ///< output: the step's loss (f32 scalar), required
+  std::string gradNorm;  ///< output: gradient norm before clipping, or ""
+  std::string lr;        ///< output: learning rate of the step, or ""
+  int accumulationSteps = 1; ///< micro-batches per step
+  std::string optimizer; ///< description, for messages and logs
 };
 
 /// A queue of instructions executed in program order.
@@ -184,6 +214,16 @@ struct Program {
   std::vector<BindingDesc> inputs;
   std::vector<BindingDesc> outputs;
   std::vector<Instruction> instructions;
+  /// Present in a training program.
+  std::optional<TrainingDesc> training;
+
+  /// The output binding called `name`, or null.
+  const BindingDesc *findOutput(const std::string &name) const {
+    for (const BindingDesc &b : outputs)
+      if (b.name == name)
+        return &b;
+    return nullptr;
+  }
 
   /// "instruction 12 (MatMul at \"node_3\")", for messages.
   std::string describeInstruction(size_t index) const;
@@ -218,8 +258,9 @@ Expected<Program> parseProgram(const void *data, size_t size,
 
 /// The index checks loadProgram runs: every buffer, arena, stream, event and
 /// group index in range, buffers inside their arenas, constants and shards
-/// consistent with their buffers, collectives shaped for their groups, and (if
-/// `kernels` is given) every kernel op known.
+/// consistent with their buffers, collectives shaped for their groups, Counter
+/// globals replicated i64 scalars, the training table's outputs present f32
+/// scalars, and (if `kernels` is given) every kernel op known.
 Status validateProgram(const Program &program,
                        const KernelTable *kernels = nullptr);
 

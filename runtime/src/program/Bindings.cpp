@@ -45,12 +45,42 @@ bool isNpyFile(const std::string &path) {
 
 } // namespace
 
+Status zeroGlobal(Executor &executor, const GlobalDesc &global) {
+  const uint64_t bytes = executor.program().buffers[global.buffer].bytes();
+  if (void *host = executor.hostAddress(global.buffer)) {
+    std::memset(host, 0, size_t(bytes));
+    return Status::ok();
+  }
+  std::vector<uint8_t> zeros(size_t(bytes), 0);
+  return executor.writeBuffer(global.buffer, zeros.data(), bytes);
+}
+
+size_t countWeightGlobals(const Program &program) {
+  size_t n = 0;
+  for (const GlobalDesc &g : program.globals)
+    n += readsWeights(g.role) ? 1 : 0;
+  return n;
+}
+
+Status zeroStateGlobals(Executor &executor) {
+  for (const GlobalDesc &g : executor.program().globals)
+    if (!readsWeights(g.role))
+      ZRT_RETURN_IF_ERROR(zeroGlobal(executor, g));
+  return Status::ok();
+}
+
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats) {
   const Program &p = executor.program();
   uint64_t readBefore = weights.bytesRead();
   WeightsStats local;
   for (const GlobalDesc &g : p.globals) {
+    if (!readsWeights(g.role)) {
+      // Optimizer state and the step counter start at zero.
+      ZRT_RETURN_IF_ERROR(zeroGlobal(executor, g));
+      local.residentBytes += p.buffers[g.buffer].bytes();
+      continue;
+    }
     std::string where = weights.path() + ": weight \"" + g.tensor + "\"" +
                         (g.name != g.tensor ? " (global " + g.name + ")" : "");
     const SafetensorsEntry *e = weights.find(g.tensor);
@@ -93,6 +123,8 @@ uint64_t weightsLayoutHash(const Program &program,
   uint64_t h = kHashSeed;
   auto mix = [&h](uint64_t value) { h = hashBytes(&value, sizeof value, h); };
   for (const GlobalDesc &g : program.globals) {
+    if (!readsWeights(g.role))
+      continue; // never looked up in the weights file
     h = hashBytes(g.tensor.data(), g.tensor.size(), h);
     mix(g.tensor.size());
     const SafetensorsEntry *e = weights.find(g.tensor);

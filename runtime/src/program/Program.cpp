@@ -50,6 +50,16 @@ OpKind classifyOp(const std::string &op) {
   return OpKind::Kernel;
 }
 
+const char *globalRoleName(GlobalRole role) {
+  switch (role) {
+  case GlobalRole::Parameter: return "Parameter";
+  case GlobalRole::Frozen: return "Frozen";
+  case GlobalRole::OptimizerState: return "OptimizerState";
+  case GlobalRole::Counter: return "Counter";
+  }
+  return "?";
+}
+
 std::string Program::describeInstruction(size_t index) const {
   std::ostringstream os;
   os << "instruction " << index;
@@ -179,6 +189,13 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       d.buffer = g->buffer();
       if (const fb::ShardSpec *s = g->shard())
         d.shard = ShardSpec{s->world(), s->numel(), s->padded_numel()};
+      if (g->role() < fb::GlobalRole_MIN || g->role() > fb::GlobalRole_MAX)
+        return Status::error(name + ": global " +
+                             std::to_string(p.globals.size()) + " \"" + d.name +
+                             "\" has unknown role " + std::to_string(g->role()) +
+                             " (known: 0-" + std::to_string(int(fb::GlobalRole_MAX)) +
+                             ")");
+      d.role = GlobalRole(g->role());
       p.globals.push_back(std::move(d));
     }
   }
@@ -227,6 +244,16 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       }
       p.instructions.push_back(std::move(d));
     }
+  }
+
+  if (const fb::Training *t = fp.training()) {
+    TrainingDesc d;
+    d.loss = str(t->loss());
+    d.gradNorm = str(t->grad_norm());
+    d.lr = str(t->lr());
+    d.accumulationSteps = t->accumulation_steps();
+    d.optimizer = str(t->optimizer());
+    p.training = std::move(d);
   }
   return p;
 }

@@ -36,6 +36,7 @@ private:
                        const char *what) const;
   Status checkInstruction(size_t index);
   Status checkCollective(size_t index);
+  Status checkTraining() const;
 
   const Program &p_;
   const KernelTable *kernels_;
@@ -104,6 +105,12 @@ Status ProgramValidator::checkGlobal(size_t index) {
   for (int64_t d : g.shape)
     if (d < 0 || !mulNoOverflow(numel, d, numel))
       return error(where, "invalid shape [" + shapeString(g.shape) + "]");
+  if (g.role == GlobalRole::Counter &&
+      (g.dtype != DType::I64 || numel != 1 || g.shard))
+    return error(where, std::string("a Counter global (the optimizer step) "
+                                    "must be a replicated i64 scalar, got ") +
+                            dtypeName(g.dtype) + "[" + shapeString(g.shape) +
+                            "]" + (g.shard ? " sharded" : ""));
   if (!g.shard) {
     if (b.numel() != numel)
       return error(where, "replicated tensor of " + std::to_string(numel) +
@@ -304,6 +311,42 @@ Status ProgramValidator::checkInstruction(size_t index) {
   }
 }
 
+Status ProgramValidator::checkTraining() const {
+  if (!p_.training)
+    return Status::ok();
+  const TrainingDesc &t = *p_.training;
+  if (t.accumulationSteps < 1)
+    return error("training table", "accumulation_steps " +
+                                       std::to_string(t.accumulationSteps) +
+                                       " is not positive");
+  if (t.loss.empty())
+    return error("training table", "names no loss output");
+  const std::pair<const char *, const std::string *> named[] = {
+      {"loss", &t.loss}, {"grad_norm", &t.gradNorm}, {"lr", &t.lr}};
+  for (const auto &[field, name] : named) {
+    if (name->empty())
+      continue;
+    const BindingDesc *out = p_.findOutput(*name);
+    std::string where = std::string("training table: ") + field + " \"" +
+                        *name + "\"";
+    if (!out) {
+      std::string names;
+      for (const BindingDesc &b : p_.outputs)
+        names += (names.empty() ? "" : ", ") + b.name;
+      return Status::error(p_.path + ": " + where +
+                           " is not an output of the program (its outputs: " +
+                           (names.empty() ? "none" : names) + ")");
+    }
+    const BufferDesc &b = p_.buffers[out->buffer];
+    if (b.dtype != DType::F32 || b.numel() != 1)
+      return Status::error(p_.path + ": " + where + " must be an f32 scalar, "
+                           "but its buffer " + std::to_string(out->buffer) +
+                           " is " + dtypeName(b.dtype) + "[" +
+                           shapeString(b.shape) + "]");
+  }
+  return Status::ok();
+}
+
 Status ProgramValidator::run() {
   if (p_.worldSize < 1)
     return Status::error(p_.path + ": world size " +
@@ -352,7 +395,7 @@ Status ProgramValidator::run() {
   ZRT_RETURN_IF_ERROR(checkBindings(p_.outputs, "output"));
   for (size_t i = 0; i < p_.instructions.size(); ++i)
     ZRT_RETURN_IF_ERROR(checkInstruction(i));
-  return Status::ok();
+  return checkTraining();
 }
 
 } // namespace

@@ -12,17 +12,27 @@
 // when one collective, of the program or of zero-run itself, does not complete
 // in time because a rank stopped.
 //
+// A training program (one with a `training` table) runs once per optimizer
+// step: the inputs of each step come from --data (or --input, for one step),
+// parameters and optimizer state stay in their buffers between steps, rank 0
+// logs the loss (the mean over ranks) and writes --log-json, --save and
+// --save-optimizer only after the last step; a loss that is not finite stops
+// the run at once and writes nothing.
+//
 //===----------------------------------------------------------------------===//
 
 #include "RunReport.h"
+#include "Training.h"
 
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
 #include "zrt/OutputFile.h"
 #include "zrt/Program.h"
+#include "zrt/TrainingData.h"
 #include "zrt/Watchdog.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +41,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 #ifdef __linux__
 #include <sched.h>
 #endif
@@ -57,6 +68,21 @@ const char *kUsage =
     "  --warmup W                   untimed runs first (default 0)\n"
     "  --timeout SECONDS            end the job when one collective takes "
     "longer (default 600; 0: wait forever)\n"
+    "training programs (each run is one optimizer step):\n"
+    "  --data PATH                  a safetensors file, or a directory of them "
+    "(name order),\n"
+    "                               with an array [steps, B, ...] per program "
+    "input (B = batch x ranks)\n"
+    "  --steps N                    steps to run (default: every step of "
+    "--data; --input gives one)\n"
+    "  --log-every K                log every K steps on stdout (default 1; "
+    "the last step always)\n"
+    "  --log-json FILE              every step's loss, grad_norm, lr and "
+    "time as JSON (rank 0)\n"
+    "  --save FILE.safetensors      the trained parameters (f32), after the "
+    "last step (rank 0)\n"
+    "  --save-optimizer FILE        the optimizer state and step counter "
+    "(rank 0)\n"
 #ifdef ZRT_HAVE_CUDA
     "  --backend cpu|cuda           where to run (default cpu)\n"
 #endif
@@ -73,6 +99,16 @@ struct Options {
   int threads = 0;
   int repeat = 1; ///< timed runs
   int warmup = 0; ///< untimed runs before them
+  bool repeatGiven = false, warmupGiven = false;
+  // Training programs.
+  std::string data;       ///< --data
+  int64_t steps = 0;      ///< --steps; 0: every step of the data
+  int64_t logEvery = 1;   ///< --log-every
+  std::string logJson;    ///< --log-json
+  std::string save;       ///< --save
+  std::string saveOptimizer; ///< --save-optimizer
+  /// The training options given, for "only for training programs".
+  std::vector<std::string> trainingFlags;
   double timeout = 600; ///< seconds a collective may take; 0: no limit
   std::string backend = "cpu";
   bool help = false;
@@ -111,7 +147,10 @@ Status parseArguments(int argc, char **argv, Options &opts) {
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
                arg == "--threads" || arg == "--backend" ||
-               arg == "--timeout" || arg == "--repeat" || arg == "--warmup") {
+               arg == "--timeout" || arg == "--repeat" || arg == "--warmup" ||
+               arg == "--data" || arg == "--steps" || arg == "--log-every" ||
+               arg == "--log-json" || arg == "--save" ||
+               arg == "--save-optimizer") {
       Expected<std::string> v = takeValue();
       if (!v)
         return v.status();
@@ -160,6 +199,23 @@ Status parseArguments(int argc, char **argv, Options &opts) {
           return Status::error(arg + " " + *v + ": expected a count >= " +
                                std::to_string(lowest));
         (arg == "--repeat" ? opts.repeat : opts.warmup) = int(n);
+        (arg == "--repeat" ? opts.repeatGiven : opts.warmupGiven) = true;
+      } else if (arg == "--steps" || arg == "--log-every") {
+        char *end = nullptr;
+        long long n = std::strtoll(v->c_str(), &end, 10);
+        if (v->empty() || *end || n < 1 || n > (1ll << 40))
+          return Status::error(arg + " " + *v + ": expected a positive count");
+        (arg == "--steps" ? opts.steps : opts.logEvery) = int64_t(n);
+        opts.trainingFlags.push_back(arg);
+      } else if (arg == "--data" || arg == "--log-json" || arg == "--save" ||
+                 arg == "--save-optimizer") {
+        if (v->empty())
+          return Status::error(arg + " needs a path");
+        (arg == "--data"       ? opts.data
+         : arg == "--log-json" ? opts.logJson
+         : arg == "--save"     ? opts.save
+                               : opts.saveOptimizer) = *v;
+        opts.trainingFlags.push_back(arg);
       } else {
         char *end = nullptr;
         long n = std::strtol(v->c_str(), &end, 10);
@@ -180,13 +236,18 @@ Status parseArguments(int argc, char **argv, Options &opts) {
     return Status::error("no program given");
   // Outputs never overwrite what the run reads, nor each other.
   std::vector<std::pair<std::string, std::string>> reads = {
-      {"the program", opts.model}, {"--weights", opts.weights}};
+      {"the program", opts.model},
+      {"--weights", opts.weights},
+      {"--data", opts.data}};
   for (const auto &[name, path] : opts.inputs)
     reads.push_back({"--input", path});
   std::vector<std::pair<std::string, std::string>> writes = {
       {"--output", opts.output},
       {"--report-json", opts.reportJson},
-      {"--trace", opts.trace}};
+      {"--trace", opts.trace},
+      {"--log-json", opts.logJson},
+      {"--save", opts.save},
+      {"--save-optimizer", opts.saveOptimizer}};
   for (size_t i = 0; i < writes.size(); ++i) {
     const auto &[flag, path] = writes[i];
     if (path.empty())
@@ -251,6 +312,7 @@ enum ControlStep : uint64_t {
   kStartRun,
   kGatherReports,
   kAgreeOnOutputs,
+  kExchangeLoss,
 };
 const char *const kControlStepNames[] = {
     "agreement on the program (zero-run start-up)",
@@ -260,6 +322,7 @@ const char *const kControlStepNames[] = {
     "barrier before the run (zero-run start-up)",
     "gathering of reports and traces (zero-run end)",
     "agreement on the outputs (zero-run end)",
+    "exchange of the step's loss between ranks (zero-run training)",
 };
 
 /// "600", "2.5": seconds as given.
@@ -356,6 +419,155 @@ static int defaultThreads(int localRanks) {
   return std::max(1, cores / std::max(1, localRanks));
 }
 
+/// Checks the options that depend on whether the program trains: the
+/// training options need a training program, and a training program refuses
+/// --repeat/--warmup (they would train extra steps). Errors are usage errors.
+Status checkProgramOptions(const Options &opts, const Program &program) {
+  if (!program.training) {
+    if (!opts.trainingFlags.empty()) {
+      std::vector<std::string> seen;
+      std::string flags;
+      for (const std::string &f : opts.trainingFlags)
+        if (std::find(seen.begin(), seen.end(), f) == seen.end()) {
+          seen.push_back(f);
+          flags += (flags.empty() ? "" : ", ") + f;
+        }
+      return Status::error(flags + ": only for training programs, and " +
+                           program.path + " has no training table (it is a "
+                           "forward program)");
+    }
+    return Status::ok();
+  }
+  if (opts.repeatGiven || opts.warmupGiven)
+    return Status::error(std::string(opts.repeatGiven ? "--repeat" : "--warmup") +
+                         ": " + program.path + " is a training program, where "
+                         "every run is an optimizer step, so repeated runs "
+                         "would train extra steps; use --steps N");
+  if (!opts.data.empty() && !opts.inputs.empty())
+    return Status::error("--data and --input both give the program's inputs; "
+                         "pass one of them");
+  if (!opts.inputs.empty() && opts.steps > 1)
+    return Status::error("--steps " + std::to_string(opts.steps) +
+                         " with --input: --input gives the inputs of one "
+                         "step; pass --data for more steps");
+  if (!opts.save.empty())
+    ZRT_RETURN_IF_ERROR(checkSaveable(program, true, "--save", opts.save));
+  if (!opts.saveOptimizer.empty())
+    ZRT_RETURN_IF_ERROR(checkSaveable(program, false, "--save-optimizer",
+                                      opts.saveOptimizer));
+  return Status::ok();
+}
+
+/// Samples per optimizer step: dim 0 of the first program input times the
+/// world size (B of the --data layout); 0 for a program without inputs.
+double samplesPerStep(const Program &program) {
+  if (program.inputs.empty())
+    return 0;
+  const BufferDesc &b = program.buffers[program.inputs[0].buffer];
+  return double(b.shape.empty() ? 1 : b.shape[0]) * program.worldSize;
+}
+
+/// Prints `status` and ends the job (a failure during the steps may leave
+/// other ranks inside a collective with this one). Returns the exit code.
+int failDuringRun(Communicator &comm, const Status &status) {
+  printError(comm, status.message());
+  if (comm.worldSize() > 1)
+    comm.abortJob(1);
+  return 1;
+}
+
+/// Runs the `total` optimizer steps of a training program, reading each
+/// step's inputs from `data` when given (else they are bound already: one
+/// step from --input, or a program without inputs), and logs them on rank 0.
+/// Returns 0 when every step succeeded, else the exit code.
+int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t total, Watchdog *watchdog,
+               std::vector<double> &iterationSeconds, TrainingLog &log) {
+  const Program &program = executor.program();
+  const TrainingDesc &training = *program.training;
+  const int world = comm.worldSize();
+  const double samples = samplesPerStep(program);
+  for (int64_t step = 1; step <= total; ++step) {
+    if (data) {
+      Status status = data->bindStep(executor, step - 1);
+      if (!status.isOk())
+        return failDuringRun(comm, status);
+    }
+    {
+      Watchdog::Scope watched(watchdog, 0, kStartRun);
+      comm.barrier();
+    }
+    Status status = executor.run();
+    if (!status.isOk())
+      return failDuringRun(comm, status);
+    double seconds = executor.stats().wallSeconds;
+    iterationSeconds.push_back(seconds);
+    Expected<float> loss = readScalarOutput(executor, training.loss);
+    if (!loss)
+      return failDuringRun(comm, loss.status());
+    // The logged loss is the mean over ranks, summed in rank order on rank
+    // 0 (the same bits whatever the MPI library's reduction order), and the
+    // step time the slowest rank's.
+    double meanLoss = double(*loss);
+    if (world > 1) {
+      Watchdog::Scope watched(watchdog, 0, kExchangeLoss);
+      double mine[2] = {double(*loss), seconds};
+      std::vector<std::string> all = comm.gatherToRoot(
+          std::string(reinterpret_cast<const char *>(mine), sizeof mine));
+      double agreed[2] = {0, 0};
+      if (comm.rank() == 0) {
+        for (const std::string &r : all) {
+          double theirs[2] = {0, 0};
+          std::memcpy(theirs, r.data(), std::min(r.size(), sizeof theirs));
+          agreed[0] += theirs[0];
+          agreed[1] = std::max(agreed[1], theirs[1]);
+        }
+        agreed[0] /= world;
+      }
+      status = comm.broadcastBytes(agreed, sizeof agreed, 0);
+      if (!status.isOk())
+        return failDuringRun(comm, status);
+      meanLoss = agreed[0];
+      seconds = agreed[1];
+    }
+    if (!std::isfinite(meanLoss)) {
+      log.finish();
+      if (comm.rank() == 0) {
+        std::fprintf(stderr,
+                     "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
+                     "stopped: nothing is saved or written\n",
+                     (long long)step, std::isnan(meanLoss) ? "nan"
+                                      : meanLoss > 0       ? "inf"
+                                                           : "-inf",
+                     training.loss.c_str(), program.path.c_str(),
+                     world > 1 ? (", mean over " + std::to_string(world) +
+                                  " ranks").c_str()
+                               : "");
+        std::fflush(stderr);
+      }
+      return 1;
+    }
+    if (comm.rank() != 0)
+      continue;
+    StepRecord record;
+    record.step = step;
+    record.loss = meanLoss;
+    record.seconds = seconds;
+    record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
+    for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
+                                std::make_pair(&training.lr, &record.lr)}) {
+      if (name->empty())
+        continue;
+      Expected<float> value = readScalarOutput(executor, *name);
+      if (!value)
+        return failDuringRun(comm, value.status());
+      *target = double(*value);
+    }
+    log.record(record);
+  }
+  log.finish();
+  return 0;
+}
+
 int runMain(int argc, char **argv, Communicator &comm) {
   Options opts;
   Status status = parseArguments(argc, argv, opts);
@@ -409,9 +621,16 @@ int runMain(int argc, char **argv, Communicator &comm) {
         std::to_string(program->worldSize) + " rank(s) but zero-run runs on " +
         std::to_string(comm.worldSize()) + "; start it with mpirun -np " +
         std::to_string(program->worldSize));
-  if (status.isOk() && !program->globals.empty() && opts.weights.empty())
+  bool usageError = false;
+  if (status.isOk()) {
+    status = checkProgramOptions(opts, *program);
+    usageError = !status.isOk();
+    if (usageError)
+      status = Status::error(status.message() + " (zero-run --help for usage)");
+  }
+  if (status.isOk() && countWeightGlobals(*program) > 0 && opts.weights.empty())
     status = Status::error(opts.model + ": the program has " +
-                           std::to_string(program->globals.size()) +
+                           std::to_string(countWeightGlobals(*program)) +
                            " weight tensor(s); pass --weights FILE.safetensors");
   Expected<SafetensorsFile> weightsFile = Status::error("no --weights");
   if (status.isOk() && !opts.weights.empty()) {
@@ -422,7 +641,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   {
     auto watched = watch(kAgreeOnProgram);
     if (!agree(comm, status))
-      return 1;
+      return usageError ? 2 : 1;
   }
   {
     auto watched = watch(kCompareHashes);
@@ -465,7 +684,38 @@ int runMain(int argc, char **argv, Communicator &comm) {
   status = Status::ok();
   if (weightsFile)
     status = loadGlobals(**executor, *weightsFile, comm.rank(), &weights);
-  if (status.isOk())
+  else
+    status = zeroStateGlobals(**executor);
+  const bool training = program->training.has_value();
+  // A training run reads each step's inputs from --data as it goes; its
+  // files are checked here, before the first step.
+  Expected<TrainingData> data = Status::error("no --data");
+  int64_t totalSteps = 1;
+  if (status.isOk() && training && !opts.data.empty()) {
+    data = TrainingData::open(opts.data, *program, comm.worldSize(), comm.rank());
+    if (!data) {
+      status = data.status();
+    } else if (data->steps() == 0) {
+      status = Status::error("--data " + opts.data + " holds no steps");
+    } else if (opts.steps > data->steps()) {
+      status = Status::error("--steps " + std::to_string(opts.steps) +
+                             " asks for more steps than --data " + opts.data +
+                             " holds (" + std::to_string(data->steps()) + ")");
+    } else {
+      totalSteps = opts.steps > 0 ? opts.steps : data->steps();
+    }
+  } else if (status.isOk() && training) {
+    totalSteps = opts.steps > 0 ? opts.steps : 1;
+    if (opts.inputs.empty() && !program->inputs.empty()) {
+      std::string names;
+      for (const BindingDesc &b : program->inputs)
+        names += (names.empty() ? "" : ", ") + b.name;
+      status = Status::error(opts.model + " is a training program with "
+                             "inputs (" + names + "); pass --data PATH (or "
+                             "--input for a single step)");
+    }
+  }
+  if (status.isOk() && !(training && data))
     status = bindInputs(**executor, opts.inputs);
   {
     auto watched = watch(kAgreeOnInputs);
@@ -479,7 +729,19 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // again before every run after the first. A failure here may leave other
   // ranks inside a collective with this one, so it ends the whole job.
   std::vector<double> iterationSeconds;
-  for (int iteration = 0; iteration < opts.warmup + opts.repeat; ++iteration) {
+  std::unique_ptr<TrainingLog> trainingLog;
+  if (training) {
+    trainingLog = std::make_unique<TrainingLog>(
+        totalSteps, opts.logEvery,
+        comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
+    int code = trainSteps(comm, **executor, data ? &*data : nullptr,
+                          totalSteps, watchdog.get(), iterationSeconds,
+                          *trainingLog);
+    if (code != 0)
+      return code;
+  }
+  for (int iteration = 0; !training && iteration < opts.warmup + opts.repeat;
+       ++iteration) {
     if (iteration > 0) {
       status = bindInputs(**executor, opts.inputs);
       if (!status.isOk()) {
@@ -508,6 +770,14 @@ int runMain(int argc, char **argv, Communicator &comm) {
   status = Status::ok();
   if (comm.rank() == 0 && !opts.output.empty())
     status = writeOutputs(**executor, opts.output);
+  if (comm.rank() == 0 && training) {
+    if (status.isOk() && !opts.save.empty())
+      status = saveGlobals(**executor, true, opts.save);
+    if (status.isOk() && !opts.saveOptimizer.empty())
+      status = saveGlobals(**executor, false, opts.saveOptimizer);
+    if (status.isOk() && !opts.logJson.empty())
+      status = writeText(opts.logJson, trainingLog->json().dump(2) + "\n");
+  }
   if (opts.report || !opts.reportJson.empty()) {
     std::vector<std::string> ranks;
     {

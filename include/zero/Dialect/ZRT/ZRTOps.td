@@ -73,11 +73,15 @@ def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
     `tensor` names the tensor in the weights file and `type` is its full type.
     With `shard_world`, the tensor is flattened and zero-padded to
     `padded_numel` and rank r reads elements [r*s, (r+1)*s), s = padded/world.
+    `role` (training programs): `parameter` (trained, from the weights file),
+    `frozen` (from the weights file, never written), `optimizer_state` or
+    `counter` (zero at start-up, not in the weights file).
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$tensor, TypeAttr:$type,
                    FlatSymbolRefAttr:$buffer,
                    OptionalAttr<I64Attr>:$shard_world,
-                   OptionalAttr<I64Attr>:$padded_numel);
+                   OptionalAttr<I64Attr>:$padded_numel,
+                   OptionalAttr<StrAttr>:$role);
   let assemblyFormat = "$name `tensor` $tensor `:` $type `into` $buffer attr-dict";
 }
 

@@ -665,6 +665,7 @@ void registerNormalizationKernels(KernelTable &table);
 void registerShapeKernels(KernelTable &table);
 void registerIndexingKernels(KernelTable &table);
 void registerLossKernels(KernelTable &table);
+void registerOptimizerKernels(KernelTable &table);
 
 } // namespace cpu
 } // namespace zrt

@@ -19,6 +19,7 @@ void registerCpuKernels(KernelTable &table) {
   cpu::registerShapeKernels(table);
   cpu::registerIndexingKernels(table);
   cpu::registerLossKernels(table);
+  cpu::registerOptimizerKernels(table);
 }
 
 } // namespace zrt

@@ -1,0 +1,427 @@
+//===- Autodiff.cpp - zero-add-loss and zero-autodiff ----------------------===//
+//
+// zero-add-loss attaches PyTorch's cross-entropy to a logits output.
+// zero-autodiff turns a loss function into @train_step: for each micro-batch,
+// the forward ops (cloned) and then, in reverse order, the reverse rule of
+// every active op (GradientRules.cpp). An op is active when it lies on a path
+// from a trainable parameter to the loss and produces floating-point values;
+// other ops (masks, positions, integer index arithmetic) need no rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GradientRules.h"
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROADDLOSSPASS
+#define GEN_PASS_DEF_ZEROAUTODIFFPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+namespace onnx = ::zero::onnx;
+
+namespace zero {
+namespace lowering {
+std::string locName(Location loc);
+} // namespace lowering
+} // namespace zero
+
+namespace {
+
+/// The function a training pass works on: the one named, else the only one,
+/// else @forward.
+func::FuncOp pickFunction(ModuleOp module, StringRef name, StringRef pass) {
+  func::FuncOp func;
+  if (!name.empty()) {
+    func = module.lookupSymbol<func::FuncOp>(name);
+  } else {
+    auto funcs = module.getOps<func::FuncOp>();
+    if (!funcs.empty() && std::next(funcs.begin()) == funcs.end())
+      func = *funcs.begin();
+    else
+      func = module.lookupSymbol<func::FuncOp>("forward");
+  }
+  if (!func)
+    module.emitError() << pass << ": no function @"
+                       << (name.empty() ? StringRef("forward") : name)
+                       << " (name one with function=...)";
+  else if (!func.getBody().hasOneBlock())
+    func.emitOpError() << "must have a single block (" << pass << ")";
+  return func && func.getBody().hasOneBlock() ? func : func::FuncOp();
+}
+
+std::string nodeDescription(Operation *op) {
+  std::string node = ::zero::lowering::locName(op->getLoc());
+  return node.empty() ? std::string() : " (ONNX node '" + node + "')";
+}
+
+//===----------------------------------------------------------------------===//
+// zero-add-loss
+//===----------------------------------------------------------------------===//
+
+struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = pickFunction(module, "", "zero-add-loss");
+    if (!func)
+      return signalPassFailure();
+    if (kind != "cross-entropy" && kind != "causal-lm") {
+      module.emitError() << "zero-add-loss: unknown loss '" << kind
+                         << "'; the losses are cross-entropy and causal-lm";
+      return signalPassFailure();
+    }
+    // The logits output.
+    int64_t which = -1;
+    SmallVector<std::string> names;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto n = func.getResultAttrOfType<StringAttr>(i, "onnx.name");
+      names.push_back(n ? n.str() : "output" + std::to_string(i));
+      if (!output.empty() && names.back() == output)
+        which = i;
+    }
+    if (output.empty() && func.getNumResults() == 1)
+      which = 0;
+    if (which < 0) {
+      std::string list = llvm::join(names, ", ");
+      if (output.empty())
+        module.emitError() << "zero-add-loss: the model has " << func.getNumResults()
+                           << " outputs (" << list
+                           << "); name the logits with --loss KIND:LABELS@OUTPUT";
+      else
+        module.emitError() << "zero-add-loss: the model has no output '" << output
+                           << "' (outputs: " << list << ")";
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    Value logits = ret.getOperand(which);
+    auto lt = cast<RankedTensorType>(logits.getType());
+    if (!isa<FloatType>(lt.getElementType()) || lt.getRank() < 1 ||
+        (kind == "causal-lm" && lt.getRank() != 3)) {
+      module.emitError() << "zero-add-loss: output '" << names[which] << "' has type "
+                         << lt << "; " << kind << " needs floating-point logits "
+                         << (kind == "causal-lm" ? "[batch, seq, classes]"
+                                                 : "[..., classes]");
+      return signalPassFailure();
+    }
+    ArrayRef<int64_t> ls = lt.getShape();
+    int64_t classes = ls.back();
+    SmallVector<int64_t> labelShape(ls.drop_back());
+    // The labels input: the one named, or a new one.
+    Value labelsValue;
+    Block &body = func.getBody().front();
+    for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, "onnx.name"); n && n == labels)
+        labelsValue = arg;
+    if (labelsValue) {
+      auto t = cast<RankedTensorType>(labelsValue.getType());
+      if (!t.getElementType().isInteger(64) || t.getShape() != ArrayRef<int64_t>(labelShape)) {
+        module.emitError() << "zero-add-loss: input '" << labels << "' has type " << t
+                           << "; labels for logits " << lt << " must be "
+                           << RankedTensorType::get(labelShape,
+                                                    IntegerType::get(&getContext(), 64));
+        return signalPassFailure();
+      }
+    } else {
+      auto t = RankedTensorType::get(labelShape, IntegerType::get(&getContext(), 64));
+      unsigned idx = func.getNumArguments();
+      if (failed(func.insertArgument(idx, t,
+                                     DictionaryAttr::get(&getContext(),
+                                                         {NamedAttribute(
+                                                             StringAttr::get(&getContext(), "onnx.name"),
+                                                             StringAttr::get(&getContext(), labels))}),
+                                     func.getLoc())))
+        return signalPassFailure();
+      labelsValue = body.getArgument(idx);
+    }
+    ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(&getContext(), "loss")), ret);
+    Value scores = logits, target = labelsValue;
+    if (kind == "causal-lm") {
+      // Hugging Face's shift: position t predicts token t + 1.
+      int64_t n = ls[0], s = ls[1];
+      scores = onnx::SliceOp::create(b, logits, ArrayRef<int64_t>{0, 0, 0},
+                                     ArrayRef<int64_t>{n, s - 1, classes},
+                                     ArrayRef<int64_t>{1, 1, 1});
+      target = onnx::SliceOp::create(b, labelsValue, ArrayRef<int64_t>{0, 1},
+                                     ArrayRef<int64_t>{n, s}, ArrayRef<int64_t>{1, 1});
+    }
+    auto st = cast<RankedTensorType>(scores.getType());
+    int64_t rows = st.getNumElements() / classes;
+    scores = onnx::ReshapeOp::create(b, scores, ArrayRef<int64_t>{rows, classes});
+    target = onnx::ReshapeOp::create(b, target, ArrayRef<int64_t>{rows});
+    Value loss = onnx::SoftmaxCrossEntropyLossOp::create(
+        b, RankedTensorType::get({}, lt.getElementType()), scores, target, Value(),
+        b.getStringAttr("mean"), b.getI64IntegerAttr(ignoreIndex));
+    ret->setOperand(which, loss);
+    // Only the loss is returned.
+    SmallVector<Value> keep{loss};
+    func::ReturnOp::create(b, keep);
+    ret.erase();
+    SmallVector<DictionaryAttr> attrs{DictionaryAttr::get(
+        &getContext(), {NamedAttribute(StringAttr::get(&getContext(), "onnx.name"),
+                                       StringAttr::get(&getContext(), "loss"))})};
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), {loss.getType()}));
+    func.setAllResultAttrs(attrs);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// zero-autodiff
+//===----------------------------------------------------------------------===//
+
+struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    func::FuncOp func = pickFunction(module, function, "zero-autodiff");
+    if (!func)
+      return signalPassFailure();
+    if (accumulation < 1) {
+      module.emitError() << "zero-autodiff: accumulation must be >= 1, got " << accumulation;
+      return signalPassFailure();
+    }
+    // The loss: one floating-point scalar.
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    if (ret.getNumOperands() != 1 ||
+        !isa<FloatType>(cast<RankedTensorType>(ret.getOperand(0).getType()).getElementType()) ||
+        cast<RankedTensorType>(ret.getOperand(0).getType()).getNumElements() != 1) {
+      std::string types;
+      llvm::raw_string_ostream os(types);
+      llvm::interleaveComma(ret.getOperandTypes(), os);
+      func.emitOpError() << "must return one floating-point scalar loss to be trained; "
+                            "it returns ("
+                         << types
+                         << "). Export the model with its loss, or attach one with "
+                            "--loss cross-entropy:LABELS (zero-add-loss)";
+      return signalPassFailure();
+    }
+    llvm::Regex frozen(freeze.getValue());
+    std::string regexError;
+    if (!freeze.empty() && !frozen.isValid(regexError)) {
+      module.emitError() << "zero-autodiff: --freeze '" << freeze
+                         << "' is not a valid regular expression: " << regexError;
+      return signalPassFailure();
+    }
+    // Trainable parameters.
+    llvm::SetVector<Operation *> trainable;
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      auto t = cast<RankedTensorType>(g.getType());
+      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
+      StringRef name = tensor ? tensor.getValue() : g.getSymName();
+      if (!isa<FloatType>(t.getElementType()) || g->hasAttr("zero.buffer") ||
+          g->hasAttr("zero.role") || (!freeze.empty() && frozen.match(name)))
+        continue;
+      trainable.insert(g);
+    }
+
+    // @train_step: the inputs hold `accumulation` micro-batches along dim 0.
+    Block &src = func.getBody().front();
+    SmallVector<Type> argTypes;
+    for (BlockArgument arg : src.getArguments()) {
+      auto t = cast<RankedTensorType>(arg.getType());
+      if (accumulation > 1 && t.getRank() == 0) {
+        func.emitOpError() << "input " << arg.getArgNumber()
+                           << " is a scalar; gradient accumulation splits every "
+                              "input along dim 0 into micro-batches";
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> shape(t.getShape());
+      if (accumulation > 1)
+        shape[0] *= accumulation;
+      argTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+    }
+    OpBuilder mb(ctx);
+    mb.setInsertionPointAfter(func);
+    auto step = func::FuncOp::create(mb, func.getLoc(), "train_step",
+                                     FunctionType::get(ctx, argTypes, {}));
+    if (ArrayAttr argAttrs = func.getAllArgAttrs())
+      step.setAllArgAttrs(argAttrs);
+    Block *entry = step.addEntryBlock();
+    ImplicitLocOpBuilder b(func.getLoc(), ctx);
+    b.setInsertionPointToEnd(entry);
+
+    Type lossType = ret.getOperand(0).getType();
+    Type lossElem = cast<RankedTensorType>(lossType).getElementType();
+    llvm::MapVector<Operation *, Value> grads; // global -> gradient, summed
+    Value lossSum;
+    for (int64_t k = 0; k < accumulation; ++k) {
+      IRMapping map;
+      for (auto [i, arg] : llvm::enumerate(src.getArguments())) {
+        Value in = entry->getArgument(i);
+        if (accumulation > 1) {
+          auto t = cast<RankedTensorType>(arg.getType());
+          int64_t rows = t.getDimSize(0);
+          SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
+              steps(t.getRank(), 1);
+          starts[0] = k * rows;
+          ends[0] = (k + 1) * rows;
+          in = onnx::SliceOp::create(b, in, starts, ends, steps);
+        }
+        map.map(arg, in);
+      }
+      SmallVector<Operation *> ops;
+      for (Operation &op : src.without_terminator())
+        ops.push_back(b.clone(op, map));
+      Value loss = map.lookup(ret.getOperand(0));
+      auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
+                                             FloatAttr::get(lossElem, 1.0 / accumulation));
+      Value seed = onnx::ConstantOp::create(b, lossType, seedAttr);
+      llvm::MapVector<Operation *, Value> micro;
+      if (failed(reverse(b, ops, loss, seed, trainable, micro)))
+        return signalPassFailure();
+      for (auto &[g, v] : micro) {
+        auto it = grads.find(g);
+        if (it == grads.end())
+          grads.insert({g, v});
+        else
+          it->second = onnx::AddOp::create(b, it->second, v);
+      }
+      lossSum = lossSum ? onnx::AddOp::create(b, lossSum, loss).getResult() : loss;
+    }
+    Value loss = lossSum;
+    if (accumulation > 1) {
+      auto t = cast<RankedTensorType>(lossType);
+      Value k = onnx::ConstantOp::create(
+          b, t, DenseElementsAttr::get(t, FloatAttr::get(lossElem, double(accumulation))));
+      loss = onnx::DivOp::create(b, lossSum, k);
+    }
+
+    // Results: the loss, then one gradient per trained parameter in module
+    // order. A parameter the loss does not depend on gets no gradient and is
+    // not trained (PyTorch leaves its .grad None and its optimizers skip it).
+    SmallVector<Value> results{loss};
+    SmallVector<Attribute> resAttrs{b.getDictionaryAttr(
+        {b.getNamedAttr("onnx.name", b.getStringAttr("loss"))})};
+    for (Operation *gop : trainable) {
+      auto g = cast<ml_program::GlobalOp>(gop);
+      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
+      StringRef name = tensor ? tensor.getValue() : g.getSymName();
+      auto it = grads.find(gop);
+      if (it == grads.end()) {
+        g.emitWarning() << "parameter '" << name
+                        << "' does not affect the loss; it gets no gradient and is "
+                           "not trained";
+        continue;
+      }
+      g.setIsMutable(true);
+      g->setAttr("zero.trainable", b.getUnitAttr());
+      results.push_back(it->second);
+      resAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
+           b.getNamedAttr("zero.grad_of", FlatSymbolRefAttr::get(g.getSymNameAttr()))}));
+    }
+    func::ReturnOp::create(b, results);
+    step.setType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
+    step.setAllResultAttrs(resAttrs);
+    module->setAttr("zero.accumulation_steps", b.getI64IntegerAttr(accumulation));
+    func.erase();
+  }
+
+  /// The backward sweep of one micro-batch: `grads` gets, for every trainable
+  /// global the loss depends on, the sum of the gradients of its loads.
+  LogicalResult reverse(ImplicitLocOpBuilder &b, ArrayRef<Operation *> ops, Value loss,
+                        Value seed, const llvm::SetVector<Operation *> &trainable,
+                        llvm::MapVector<Operation *, Value> &grads) {
+    auto isFloat = [](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && isa<FloatType>(t.getElementType());
+    };
+    // Varied: depends on a trainable parameter. Useful: the loss depends on it.
+    llvm::DenseSet<Value> varied, useful;
+    for (Operation *op : ops) {
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+        Operation *g = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
+        if (g && trainable.contains(g))
+          varied.insert(load.getResult());
+        continue;
+      }
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return varied.contains(v); }))
+        for (Value r : op->getResults())
+          if (isFloat(r))
+            varied.insert(r);
+    }
+    useful.insert(loss);
+    for (Operation *op : llvm::reverse(ops))
+      if (llvm::any_of(op->getResults(), [&](Value v) { return useful.contains(v); }))
+        for (Value v : op->getOperands())
+          useful.insert(v);
+    auto active = [&](Value v) {
+      return varied.contains(v) && useful.contains(v) && isFloat(v);
+    };
+    if (!active(loss))
+      return success(); // no parameter reaches the loss
+
+    llvm::DenseMap<Value, Value> adjoint;
+    adjoint[loss] = seed;
+    auto accumulate = [&](Value v, Value g) {
+      auto [it, inserted] = adjoint.try_emplace(v, g);
+      if (!inserted)
+        it->second = onnx::AddOp::create(b, it->second, g);
+    };
+    for (Operation *op : llvm::reverse(ops)) {
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+        Value g = adjoint.lookup(load.getResult());
+        if (!g)
+          continue;
+        Operation *global = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
+        auto [it, inserted] = grads.insert({global, g});
+        if (!inserted)
+          it->second = onnx::AddOp::create(b, it->second, g);
+        continue;
+      }
+      SmallVector<Value> dOuts;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        Value g = active(r) ? adjoint.lookup(r) : Value();
+        dOuts.push_back(g);
+        any |= bool(g);
+      }
+      if (!any)
+        continue;
+      SmallVector<bool> needs;
+      bool needAny = false;
+      for (Value v : op->getOperands()) {
+        needs.push_back(active(v));
+        needAny |= needs.back();
+      }
+      if (!needAny)
+        continue;
+      ::zero::autodiff::RuleFn rule = ::zero::autodiff::lookupRule(op->getName().getStringRef());
+      if (!rule)
+        return op->emitOpError() << "has no reverse rule" << nodeDescription(op)
+                                 << ", but it lies between a trained parameter and "
+                                    "the loss; freeze the parameters that reach it "
+                                    "(--freeze REGEX) or ask for a rule";
+      SmallVector<Value> dIns(op->getNumOperands());
+      b.setLoc(op->getLoc());
+      ::zero::autodiff::RuleArgs args{b, op, dOuts, needs, dIns};
+      if (failed(rule(args)))
+        return failure();
+      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+        if (!needs[i] || !dIns[i])
+          continue;
+        if (dIns[i].getType() != v.getType())
+          return op->emitOpError() << "reverse rule produced " << dIns[i].getType()
+                                   << " for operand " << i << " of type " << v.getType()
+                                   << nodeDescription(op);
+        accumulate(v, dIns[i]);
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,278 @@
+//===- Optimizer.cpp - zero-optimizer --------------------------------------===//
+//
+// Appends the optimizer step to @train_step (built by zero-autodiff): the
+// global gradient norm and clipping coefficient (torch.nn.utils.
+// clip_grad_norm_), the step counter, the learning rate of the step, and one
+// elementwise update per parameter whose results are stored back into the
+// parameter and its optimizer-state globals. The state globals start at zero
+// (the runtime fills them; they are not in the weights file) and carry
+// `zero.role` so the lowering and --save-optimizer can tell them apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/Format.h"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROOPTIMIZERPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+namespace onnx = ::zero::onnx;
+
+namespace {
+
+struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimizerPass> {
+  using Base::Base;
+
+  Value scalar(ImplicitLocOpBuilder &b, double v, Type elem) {
+    auto t = RankedTensorType::get({}, elem);
+    Attribute a = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, v))
+                                       : Attribute(IntegerAttr::get(elem, int64_t(v)));
+    return onnx::ConstantOp::create(b, t, DenseElementsAttr::get(t, a));
+  }
+
+  /// A zero-initialised mutable global beside `anchor`.
+  ml_program::GlobalOp stateGlobal(OpBuilder &mb, Operation *anchor, StringRef sym,
+                                   StringRef tensor, RankedTensorType type,
+                                   StringRef role, SymbolTable &symbols) {
+    OpBuilder::InsertionGuard guard(mb);
+    mb.setInsertionPointAfter(anchor);
+    Attribute zero = isa<FloatType>(type.getElementType())
+                         ? Attribute(FloatAttr::get(type.getElementType(), 0.0))
+                         : Attribute(IntegerAttr::get(type.getElementType(), 0));
+    auto g = ml_program::GlobalOp::create(mb, anchor->getLoc(), sym, type,
+                                          /*is_mutable=*/true,
+                                          DenseElementsAttr::get(type, zero),
+                                          mb.getStringAttr("private"));
+    g->setAttr("zero.tensor", mb.getStringAttr(tensor));
+    g->setAttr("zero.role", mb.getStringAttr(role));
+    symbols.insert(g); // uniquifies the symbol
+    return g;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    auto func = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!func) {
+      module.emitError() << "zero-optimizer: no @train_step; run zero-autodiff first";
+      return signalPassFailure();
+    }
+    std::string kind = StringRef(type).lower();
+    if (kind != "adamw" && kind != "adam" && kind != "sgd") {
+      module.emitError() << "zero-optimizer: unknown optimizer '" << type
+                         << "'; the optimizers are adamw, adam and sgd";
+      return signalPassFailure();
+    }
+    if (lr < 0 || clip < 0 || weightDecay < 0 || momentum < 0 || eps < 0) {
+      module.emitError() << "zero-optimizer: lr, clip, weight-decay, momentum and eps "
+                            "must be >= 0";
+      return signalPassFailure();
+    }
+    if (kind != "sgd" && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)) {
+      module.emitError() << "zero-optimizer: betas must be in [0, 1), got " << beta1 << ", "
+                         << beta2;
+      return signalPassFailure();
+    }
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+      module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum and "
+                            "zero dampening (as torch.optim.SGD)";
+      return signalPassFailure();
+    }
+    StringRef sched = schedule;
+    if (sched != "constant" && sched != "WarmupLR" && sched != "WarmupDecayLR" &&
+        sched != "WarmupCosineLR") {
+      module.emitError() << "zero-optimizer: unknown schedule '" << sched
+                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)";
+      return signalPassFailure();
+    }
+    if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") &&
+        totalNumSteps < warmupNumSteps) {
+      module.emitError() << "zero-optimizer: " << sched << " needs total_num_steps ("
+                         << totalNumSteps << ") >= warmup_num_steps (" << warmupNumSteps
+                         << ")";
+      return signalPassFailure();
+    }
+    if (sched != "constant" && warmupType != "log" && warmupType != "linear") {
+      module.emitError() << "zero-optimizer: warmup_type must be log or linear, got '"
+                         << warmupType << "'";
+      return signalPassFailure();
+    }
+
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(ctx, "optimizer")), ret);
+    SymbolTable symbols(module);
+    OpBuilder mb(ctx);
+    Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
+    auto f32s = RankedTensorType::get({}, f32), i64s = RankedTensorType::get({}, i64);
+
+    // Gradients and their parameters.
+    SmallVector<std::pair<ml_program::GlobalOp, Value>> params;
+    for (unsigned i = 1; i < func.getNumResults(); ++i) {
+      auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "zero.grad_of");
+      auto g = of ? symbols.lookup<ml_program::GlobalOp>(of.getValue()) : nullptr;
+      if (!g) {
+        func.emitOpError() << "result " << i << " is not a parameter gradient "
+                              "(zero.grad_of); zero-optimizer expects zero-autodiff's "
+                              "@train_step";
+        return signalPassFailure();
+      }
+      params.push_back({g, ret.getOperand(i)});
+    }
+    if (params.empty()) {
+      module.emitError() << "zero-optimizer: nothing to train (no parameter reaches "
+                            "the loss, or all are frozen)";
+      return signalPassFailure();
+    }
+    Operation *anchor = params.back().first;
+
+    // Step counter: t = step + 1, stored back.
+    auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
+                               "counter", symbols);
+    Value t = onnx::AddOp::create(
+        b, ml_program::GlobalLoadOp::create(b, i64s, FlatSymbolRefAttr::get(counter.getSymNameAttr())),
+        scalar(b, 1, i64));
+    ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(counter.getSymNameAttr()), t);
+
+    // Learning rate of this step.
+    auto lrOp = ::zero::dist::LrScheduleOp::create(b, f32s, t, b.getStringAttr(sched));
+    if (sched == "constant") {
+      lrOp->setAttr("lr", b.getF64FloatAttr(lr));
+    } else {
+      lrOp->setAttr("warmup_min_lr", b.getF64FloatAttr(warmupMinLr));
+      lrOp->setAttr("warmup_max_lr", b.getF64FloatAttr(warmupMaxLr));
+      lrOp->setAttr("warmup_num_steps", b.getI64IntegerAttr(warmupNumSteps));
+      lrOp->setAttr("warmup_type", b.getStringAttr(warmupType));
+      if (sched != "WarmupLR")
+        lrOp->setAttr("total_num_steps", b.getI64IntegerAttr(totalNumSteps));
+      if (sched == "WarmupCosineLR") {
+        lrOp->setAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio));
+        lrOp->setAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio));
+        lrOp->setAttr("lr", b.getF64FloatAttr(lr));
+      }
+    }
+    Value rate = lrOp.getResult();
+
+    // Global gradient norm (before clipping) and the clipping coefficient.
+    Value sumSq;
+    for (auto &[g, grad] : params) {
+      auto gt = cast<RankedTensorType>(grad.getType());
+      SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, gt.getRank()));
+      Value s = grad;
+      s = gt.getRank() == 0 ? onnx::MulOp::create(b, grad, grad).getResult()
+                            : onnx::ReduceSumSquareOp::create(b, grad, axes, 0).getResult();
+      sumSq = sumSq ? onnx::AddOp::create(b, sumSq, s).getResult() : s;
+    }
+    Value norm = onnx::SqrtOp::create(b, sumSq);
+    Value scale = scalar(b, 1.0, f32);
+    if (clip > 0) {
+      // clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1.
+      Value coef = onnx::DivOp::create(
+          b, scalar(b, clip, f32), onnx::AddOp::create(b, norm, scalar(b, 1e-6, f32)));
+      scale = onnx::MinOp::create(b, coef, scalar(b, 1.0, f32));
+    }
+
+    // One update per parameter, stored back.
+    auto load = [&](ml_program::GlobalOp g) -> Value {
+      return ml_program::GlobalLoadOp::create(b, g.getType(),
+                                              FlatSymbolRefAttr::get(g.getSymNameAttr()));
+    };
+    auto store = [&](ml_program::GlobalOp g, Value v) {
+      ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
+    };
+    for (auto &[g, grad] : params) {
+      auto pt = cast<RankedTensorType>(g.getType());
+      if (pt.getElementType() != f32) {
+        g.emitOpError() << "is " << pt << "; the optimizers update f32 parameters";
+        return signalPassFailure();
+      }
+      b.setLoc(g.getLoc());
+      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
+      std::string name = tensor ? tensor.str() : g.getSymName().str();
+      Value p = load(g);
+      if (kind == "sgd") {
+        ml_program::GlobalOp buf;
+        Value bufIn;
+        if (momentum > 0) {
+          buf = stateGlobal(mb, anchor, (g.getSymName() + ".momentum_buffer").str(),
+                            name + ".momentum_buffer", pt, "optimizer_state", symbols);
+          anchor = buf;
+          bufIn = load(buf);
+        }
+        SmallVector<Type> types{pt};
+        if (buf)
+          types.push_back(pt);
+        SmallVector<Value> operands{p, grad, t, rate, scale};
+        if (bufIn)
+          operands.push_back(bufIn);
+        auto op = ::zero::dist::SGDOp::create(
+            b, types, operands,
+            {b.getNamedAttr("momentum", b.getF64FloatAttr(momentum)),
+             b.getNamedAttr("dampening", b.getF64FloatAttr(dampening)),
+             b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
+             b.getNamedAttr("nesterov", b.getI64IntegerAttr(nesterov ? 1 : 0))});
+        store(g, op.getResult(0));
+        if (buf)
+          store(buf, op.getResult(1));
+        continue;
+      }
+      auto m = stateGlobal(mb, anchor, (g.getSymName() + ".exp_avg").str(),
+                           name + ".exp_avg", pt, "optimizer_state", symbols);
+      auto v = stateGlobal(mb, m, (g.getSymName() + ".exp_avg_sq").str(),
+                           name + ".exp_avg_sq", pt, "optimizer_state", symbols);
+      anchor = v;
+      auto op = ::zero::dist::AdamWOp::create(
+          b, TypeRange{pt, pt, pt}, p, grad, t, rate, scale, load(m), load(v),
+          b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+          b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(kind == "adamw" ? 1 : 0));
+      store(g, op.getParamOut());
+      store(m, op.getExpAvgOut());
+      store(v, op.getExpAvgSqOut());
+    }
+
+    // The step returns loss, grad_norm and lr.
+    b.setLoc(NameLoc::get(StringAttr::get(ctx, "optimizer")));
+    SmallVector<Value> results{ret.getOperand(0), norm, rate};
+    func::ReturnOp::create(b, results);
+    ret.erase();
+    auto named = [&](StringRef n) {
+      return b.getDictionaryAttr({b.getNamedAttr("onnx.name", b.getStringAttr(n))});
+    };
+    func.setType(FunctionType::get(ctx, func.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    SmallVector<DictionaryAttr> resAttrs{named("loss"), named("grad_norm"), named("lr")};
+    func.setAllResultAttrs(resAttrs);
+
+    // What the runtime needs to know about the step.
+    std::string desc;
+    llvm::raw_string_ostream os(desc);
+    os << kind << " lr=" << lr;
+    if (kind == "sgd")
+      os << " momentum=" << momentum << " dampening=" << dampening
+         << " nesterov=" << (nesterov ? 1 : 0);
+    else
+      os << " betas=" << beta1 << "," << beta2 << " eps=" << eps;
+    os << " weight-decay=" << weightDecay;
+    if (clip > 0)
+      os << " clip=" << clip;
+    os << " schedule=" << sched;
+    int64_t accumulation = 1;
+    if (auto a = module->getAttrOfType<IntegerAttr>("zero.accumulation_steps"))
+      accumulation = a.getInt();
+    module->setAttr("zero.training",
+                    b.getDictionaryAttr({b.getNamedAttr("loss", b.getStringAttr("loss")),
+                                         b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
+                                         b.getNamedAttr("lr", b.getStringAttr("lr")),
+                                         b.getNamedAttr("accumulation_steps",
+                                                        b.getI64IntegerAttr(accumulation)),
+                                         b.getNamedAttr("optimizer", b.getStringAttr(desc))}));
+  }
+};
+
+} // namespace

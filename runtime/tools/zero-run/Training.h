@@ -1,0 +1,75 @@
+//===- Training.h - zero-run's training loop helpers ------------*- C++ -*-===//
+//
+// What zero-run adds for a training program (one with a `training` table):
+// the per-step log (stdout lines, a progress bar on a terminal, --log-json)
+// and the checkpoints (--save: Parameter globals as f32; --save-optimizer:
+// OptimizerState and Counter globals). The loop itself is in ZeroRun.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TOOLS_ZERORUN_TRAINING_H
+#define ZRT_TOOLS_ZERORUN_TRAINING_H
+
+#include "zrt/Executor.h"
+#include "zrt/Program.h"
+#include "zrt/Status.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace zrt {
+
+/// What one optimizer step measured (rank 0's view).
+struct StepRecord {
+  int64_t step = 0;     ///< 1-based
+  double loss = 0;      ///< mean over ranks
+  std::optional<double> gradNorm, lr;
+  double seconds = 0;   ///< the slowest rank's run() time
+  double samplesPerSecond = 0;
+};
+
+/// The per-step log of rank 0: a line on stdout every `logEvery` steps and
+/// at the last one, a progress bar on stderr when it is a terminal, and every
+/// step's record for --log-json.
+class TrainingLog {
+public:
+  TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar);
+  void record(const StepRecord &record);
+  /// Removes the progress bar.
+  void finish();
+  /// The --log-json document: an array of per-step objects.
+  const nlohmann::json &json() const { return json_; }
+
+private:
+  void drawBar(const StepRecord &record);
+  void clearBar();
+  int64_t totalSteps_, logEvery_;
+  bool progressBar_, barShown_ = false;
+  nlohmann::json json_ = nlohmann::json::array();
+};
+
+/// "step 10/200  loss 5.543210  grad_norm 1.2345  lr 3.000e-04  time 12.3 ms
+/// samples/s 650.2" (grad_norm and lr only when known, samples/s only when
+/// the step has samples).
+std::string formatStepLine(const StepRecord &record, int64_t totalSteps);
+
+/// The value of the program's f32 scalar output `name`.
+Expected<float> readScalarOutput(const Executor &executor,
+                                 const std::string &name);
+
+/// Checks, before anything runs, that --save (`parameters`) or
+/// --save-optimizer can write the globals they write: none of them sharded.
+Status checkSaveable(const Program &program, bool parameters,
+                     const std::string &flag, const std::string &path);
+
+/// Writes every Parameter global as f32 (`parameters`), or every
+/// OptimizerState and Counter global in its own dtype, under its tensor name
+/// and full shape, to a safetensors file at `path` (atomically).
+Status saveGlobals(const Executor &executor, bool parameters,
+                   const std::string &path);
+
+} // namespace zrt
+
+#endif // ZRT_TOOLS_ZERORUN_TRAINING_H

@@ -1,0 +1,912 @@
+#!/usr/bin/env python3
+"""Per-operator checks of zero-opt's reverse-mode rules (`--train --optimizer none`).
+
+For every case a tiny ONNX model (opset 20) is built with onnx.helper: the float
+tensors to differentiate are INITIALIZERS (random, small shapes), and the output is the
+scalar
+
+    loss = ReduceSum(Mul(op_output, r))        (r: a float graph input, no gradient)
+
+or, for the loss operators (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss), the
+op's own output (their labels are an int64 graph input). Each case also has the same
+function written independently in PyTorch.
+
+Per case:
+  1. onnx.checker (with shape inference) accepts the model;
+  2. onnxruntime runs it, and its op outputs and loss match the PyTorch function
+     (float64) to rtol 1e-4 / atol 1e-5: this validates the case itself;
+  3. zero-opt model.onnx --train --optimizer none --emit=zrt -o m.zrt --weights-out w.safetensors
+     zero-run m.zrt --weights w.safetensors --input in.safetensors --output out.safetensors
+  4. every grad.<float initializer> equals torch.autograd's gradient in float64:
+     |got - want| <= rtol*|want| + atol*max(1, max|want|)   (rtol 1e-4, atol 1e-5);
+     integer / bool initializers (indices, masks) must have no grad.* output; a float
+     initializer that does not reach the loss must have a zero gradient or none (which
+     one the compiler does is reported; PyTorch gives None).
+
+Options: --only OP[,OP...] (op types or case names), --bin-dir DIR, --forward-only
+(steps 1-2 plus a plain compile/run of the forward program, comparing its loss with
+onnxruntime: checks the cases and the importer without --train), --list, --work DIR.
+Exit status: 0 all passed, 1 a failure, 77 all skipped (printed why).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SKIP = 77
+OPSET = 20
+RTOL, ATOL = 1e-4, 1e-5
+
+ENV = dict(os.environ)
+ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Graph builder
+# ---------------------------------------------------------------------------
+
+class G:
+    """A tiny graph: initializers (float ones are differentiated), graph inputs
+    (besides the r weights), nodes; `ys` are the op outputs that feed the loss."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.nodes, self.inits, self.inputs = [], {}, {}
+        self.unused = set()      # float initializers that do not reach the loss
+        self.ys = []
+        self.direct = False      # the (single) op output is the loss itself
+        self.optional = ""       # non-empty: a compile failure is a SKIP with this reason
+        self._n = 0
+
+    def _name(self, p):
+        self._n += 1
+        return f"{p}{self._n}"
+
+    def param(self, shape, name=None, low=None, high=None, scale=1.0):
+        """A random float32 initializer (differentiated)."""
+        name = name or self._name("w")
+        if low is not None:
+            a = self.rng.uniform(low, high, size=shape)
+        else:
+            a = self.rng.standard_normal(shape) * scale
+        self.inits[name] = np.asarray(a, dtype=np.float32)
+        return name
+
+    def ints(self, values, name=None, dtype=np.int64):
+        name = name or self._name("i")
+        self.inits[name] = np.asarray(values, dtype=dtype)
+        return name
+
+    def const(self, value, dtype=np.float32):
+        """A Constant node (not an initializer: never differentiated)."""
+        from onnx import helper, numpy_helper
+        name = self._name("c")
+        self.nodes.append(helper.make_node("Constant", [], [name],
+                                           value=numpy_helper.from_array(np.asarray(value, dtype=dtype), name)))
+        return name
+
+    def input(self, name, value):
+        self.inputs[name] = np.asarray(value)
+        return name
+
+    def op(self, op_type, ins, n_out=1, **attrs):
+        from onnx import helper
+        outs = [self._name("y") for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, ins, outs, name=self._name("n"), **attrs))
+        return outs[0] if n_out == 1 else outs
+
+
+# ---------------------------------------------------------------------------
+# Cases: (case name, op type, build(g) -> torch function)
+# The torch function gets {name: tensor} (float initializers as float64 leaves with
+# requires_grad, integer ones as int64/bool, graph inputs as tensors) and returns the
+# list of op outputs (or the loss for direct cases).
+# ---------------------------------------------------------------------------
+
+CASES = []
+
+
+def case(name, op):
+    def deco(fn):
+        CASES.append((name, op, fn))
+        return fn
+    return deco
+
+
+def _t():
+    import torch
+    return torch
+
+
+def _F():
+    import torch.nn.functional as F
+    return F
+
+
+# MatMul ---------------------------------------------------------------------
+
+@case("MatMul_2d", "MatMul")
+def _(g):
+    a, b = g.param([3, 4]), g.param([4, 5])
+    g.ys = [g.op("MatMul", [a, b])]
+    return lambda T: [T[a] @ T[b]]
+
+
+@case("MatMul_3dx2d", "MatMul")
+def _(g):
+    a, b = g.param([2, 3, 4]), g.param([4, 5])
+    g.ys = [g.op("MatMul", [a, b])]
+    return lambda T: [_t().einsum("bij,jk->bik", T[a], T[b])]
+
+
+@case("MatMul_4d_broadcast", "MatMul")
+def _(g):
+    a, b = g.param([2, 1, 3, 4]), g.param([1, 3, 4, 5])
+    g.ys = [g.op("MatMul", [a, b])]
+    # [2,1,3,4] x [1,3,4,5] -> [2,3,3,5]
+    return lambda T: [_t().einsum("xij,yjk->xyik", T[a][:, 0], T[b][0])]
+
+
+# Gemm -------------------------------------------------------------------------
+
+def _gemm(name, ta, tb, alpha, beta, cshape):
+    @case(name, "Gemm")
+    def _(g):
+        a = g.param([4, 3] if ta else [3, 4])
+        b = g.param([5, 4] if tb else [4, 5])
+        ins = [a, b]
+        c = None
+        if cshape is not None:
+            c = g.param(cshape)
+            ins.append(c)
+        attrs = dict(transA=ta, transB=tb, alpha=alpha, beta=beta)
+        g.ys = [g.op("Gemm", ins, **attrs)]
+
+        def f(T):
+            A = T[a].t() if ta else T[a]
+            B = T[b].t() if tb else T[b]
+            y = alpha * (A @ B)
+            if c is not None:
+                y = y + beta * T[c]
+            return [y]
+        return f
+
+
+_gemm("Gemm_plain_bias1d", 0, 0, 1.0, 1.0, [5])
+_gemm("Gemm_transB_bias1d", 0, 1, 1.0, 1.0, [5])
+_gemm("Gemm_transA_alpha_beta_bias2d", 1, 0, 0.7, 1.3, [3, 5])
+_gemm("Gemm_transA_transB_bias_row", 1, 1, -1.5, 0.5, [1, 5])
+_gemm("Gemm_bias_col", 0, 0, 1.0, 2.0, [3, 1])
+_gemm("Gemm_no_bias", 0, 1, 2.0, 1.0, None)
+
+
+# Binary arithmetic with broadcasting --------------------------------------------
+
+BINARY = {"Add": lambda x, y: x + y, "Sub": lambda x, y: x - y,
+          "Mul": lambda x, y: x * y, "Div": lambda x, y: x / y}
+BROADCASTS = [("same", [3, 4], [3, 4]), ("rowvec", [2, 3, 4], [4]), ("rowvec_rev", [4], [2, 3, 4]),
+              ("1xN_Mx1", [1, 4], [3, 1]), ("Mx1_1xN", [3, 1], [1, 4]),
+              ("scalar_rhs", [3, 4], []), ("scalar_lhs", [], [3, 4]),
+              ("mid", [2, 3, 4], [3, 1])]
+for _op in BINARY:
+    for _tag, _sa, _sb in BROADCASTS:
+        def _mk(op=_op, sa=_sa, sb=_sb, tag=_tag):
+            @case(f"{op}_{tag}", op)
+            def _(g):
+                a = g.param(sa)
+                b = g.param(sb, low=0.5, high=2.0) if op == "Div" else g.param(sb)
+                if op == "Div":  # denominators away from 0, both signs
+                    g.inits[b] *= np.where(g.rng.random(sb) < 0.5, -1, 1).astype(np.float32)
+                g.ys = [g.op(op, [a, b])]
+                return lambda T: [BINARY[op](T[a], T[b])]
+        _mk()
+
+
+# Pow with a constant exponent ------------------------------------------------------
+
+for _e in (2.0, 3.0):
+    def _mk(e=_e):
+        @case(f"Pow_const{int(e)}", "Pow")
+        def _(g):
+            x = g.param([3, 4])
+            g.ys = [g.op("Pow", [x, g.const(e)])]
+            return lambda T: [T[x] ** int(e)]
+    _mk()
+
+
+# Unary ------------------------------------------------------------------------------
+
+UNARY = {
+    "Neg": (dict(), lambda x: -x),
+    "Sqrt": (dict(low=0.2, high=2.0), lambda x: _t().sqrt(x)),
+    "Reciprocal": (dict(low=0.5, high=2.0, signs=True), lambda x: 1.0 / x),
+    "Exp": (dict(), lambda x: _t().exp(x)),
+    "Log": (dict(low=0.2, high=3.0), lambda x: _t().log(x)),
+    "Tanh": (dict(), lambda x: _t().tanh(x)),
+    "Erf": (dict(), lambda x: _t().erf(x)),
+    "Sigmoid": (dict(), lambda x: _t().sigmoid(x)),
+    "Relu": (dict(away_from_zero=True), lambda x: _t().relu(x)),
+    "Identity": (dict(), lambda x: x),
+}
+for _op, (_kw, _fn) in UNARY.items():
+    def _mk(op=_op, kw=_kw, fn=_fn):
+        @case(op, op)
+        def _(g):
+            if "low" in kw:
+                x = g.param([3, 5], low=kw["low"], high=kw["high"])
+            else:
+                x = g.param([3, 5])
+            if kw.get("signs"):
+                g.inits[x] *= np.where(g.rng.random([3, 5]) < 0.5, -1, 1).astype(np.float32)
+            if kw.get("away_from_zero"):  # no element at Relu's kink
+                v = g.inits[x]
+                g.inits[x] = np.where(np.abs(v) < 0.1, v + np.sign(v + 1e-9) * 0.2, v).astype(np.float32)
+            g.ys = [g.op(op, [x])]
+            return lambda T: [fn(T[x])]
+    _mk()
+
+
+@case("Dropout_inference", "Dropout")
+def _(g):
+    x = g.param([3, 5])
+    g.ys = [g.op("Dropout", [x])]
+    return lambda T: [T[x]]
+
+
+for _approx in ("none", "tanh"):
+    def _mk(ap=_approx):
+        @case(f"Gelu_{ap}", "Gelu")
+        def _(g):
+            x = g.param([3, 5], scale=1.5)
+            g.ys = [g.op("Gelu", [x], approximate=ap)]
+            return lambda T: [_F().gelu(T[x], approximate=ap)]
+    _mk()
+
+
+# Softmax / LogSoftmax -----------------------------------------------------------------
+
+for _op in ("Softmax", "LogSoftmax"):
+    for _axis in (-1, 1):
+        def _mk(op=_op, axis=_axis):
+            @case(f"{op}_axis{axis}", op)
+            def _(g):
+                x = g.param([2, 3, 4], scale=2.0)
+                g.ys = [g.op(op, [x], axis=axis)]
+                fn = _F().softmax if op == "Softmax" else _F().log_softmax
+                return lambda T: [fn(T[x], dim=axis)]
+        _mk()
+
+
+# LayerNormalization ---------------------------------------------------------------------
+
+def _ln(name, shape, axis, bias, eps=1e-5):
+    @case(name, "LayerNormalization")
+    def _(g):
+        x = g.param(shape, scale=2.0)
+        norm_shape = shape[axis:]
+        w = g.param(norm_shape, low=0.5, high=1.5)
+        ins = [x, w]
+        b = None
+        if bias:
+            b = g.param(norm_shape, scale=0.3)
+            ins.append(b)
+        g.ys = [g.op("LayerNormalization", ins, axis=axis, epsilon=eps)]
+
+        def f(T):
+            dims = tuple(range(axis % len(shape), len(shape)))
+            X = T[x]
+            mu = X.mean(dim=dims, keepdim=True)
+            var = ((X - mu) ** 2).mean(dim=dims, keepdim=True)
+            y = (X - mu) / _t().sqrt(var + eps) * T[w]
+            if b is not None:
+                y = y + T[b]
+            return [y]
+        return f
+
+
+_ln("LayerNorm_last_bias", [3, 6], -1, True)
+_ln("LayerNorm_last_nobias", [2, 3, 6], -1, False)
+_ln("LayerNorm_axis1_2dims_bias", [2, 3, 4], 1, True)
+_ln("LayerNorm_axis1_2dims_nobias", [2, 3, 4], 1, False)
+
+
+# Reductions -----------------------------------------------------------------------------
+
+for _op in ("ReduceMean", "ReduceSum"):
+    for _axes in ([1], [0, 2], [-1], None):
+        for _keep in (0, 1):
+            def _mk(op=_op, axes=_axes, keep=_keep):
+                tag = "all" if axes is None else "_".join(str(x).replace("-", "m") for x in axes)
+                @case(f"{op}_axes{tag}_keep{keep}", op)
+                def _(g):
+                    x = g.param([2, 3, 4])
+                    ins = [x] + ([g.ints(axes)] if axes is not None else [])
+                    g.ys = [g.op(op, ins, keepdims=keep)]
+
+                    def f(T):
+                        X = T[x]
+                        dims = tuple(range(3)) if axes is None else tuple(a % 3 for a in axes)
+                        y = X.mean(dim=dims, keepdim=bool(keep)) if op == "ReduceMean" \
+                            else X.sum(dim=dims, keepdim=bool(keep))
+                        return [y]
+                    return f
+            _mk()
+
+
+# Shape ops --------------------------------------------------------------------------------
+
+@case("Reshape", "Reshape")
+def _(g):
+    x = g.param([2, 3, 4])
+    g.ys = [g.op("Reshape", [x, g.ints([4, -1, 2])])]
+    return lambda T: [T[x].reshape(4, 3, 2)]
+
+
+@case("Reshape_zero_copies_dim", "Reshape")
+def _(g):
+    x = g.param([2, 3, 4])
+    g.ys = [g.op("Reshape", [x, g.ints([0, 12])])]
+    return lambda T: [T[x].reshape(2, 12)]
+
+
+@case("Transpose_perm", "Transpose")
+def _(g):
+    x = g.param([2, 3, 4])
+    g.ys = [g.op("Transpose", [x], perm=[2, 0, 1])]
+    return lambda T: [T[x].permute(2, 0, 1)]
+
+
+@case("Transpose_default", "Transpose")
+def _(g):
+    x = g.param([2, 3, 4])
+    g.ys = [g.op("Transpose", [x])]
+    return lambda T: [T[x].permute(2, 1, 0)]
+
+
+def _slice(name, shape, starts, ends, axes, steps, index_lists):
+    """index_lists: {axis: explicit python list of kept indices} (written by hand)."""
+    @case(name, "Slice")
+    def _(g):
+        x = g.param(shape)
+        ins = [x, g.ints(starts), g.ints(ends)]
+        if axes is not None:
+            ins.append(g.ints(axes))
+        if steps is not None:
+            ins.append(g.ints(steps))
+        g.ys = [g.op("Slice", ins)]
+
+        def f(T):
+            y = T[x]
+            for ax, idx in index_lists.items():
+                y = _t().index_select(y, ax, _t().tensor(idx, dtype=_t().int64))
+            return [y]
+        return f
+
+
+_slice("Slice_basic", [6, 5], [1], [4], [0], None, {0: [1, 2, 3]})
+_slice("Slice_steps", [6, 5, 4], [1, 0], [6, 4], [0, 2], [2, 3], {0: [1, 3, 5], 2: [0, 3]})
+_slice("Slice_negative_step", [6, 5], [-1], [-7], [1], [-2], {1: [4, 2, 0]})
+_slice("Slice_negative_step_clamped", [6, 5], [4, 10], [0, -100], [0, 1], [-1, -3],
+       {0: [4, 3, 2, 1], 1: [4, 1]})
+_slice("Slice_negative_bounds", [6, 5], [-4], [-1], None, None, {0: [2, 3, 4]})
+
+
+@case("Concat_axis1_three", "Concat")
+def _(g):
+    a, b, c = g.param([2, 3, 4]), g.param([2, 1, 4]), g.param([2, 2, 4])
+    g.ys = [g.op("Concat", [a, b, c], axis=1)]
+    return lambda T: [_t().cat([T[a], T[b], T[c]], dim=1)]
+
+
+@case("Concat_axis_neg_same_input_twice", "Concat")
+def _(g):
+    a, b = g.param([3, 2]), g.param([3, 4])
+    g.ys = [g.op("Concat", [a, b, a], axis=-1)]
+    return lambda T: [_t().cat([T[a], T[b], T[a]], dim=1)]
+
+
+@case("Split_sizes", "Split")
+def _(g):
+    x = g.param([2, 5, 3])
+    g.ys = list(g.op("Split", [x, g.ints([2, 3])], n_out=2, axis=1))
+    return lambda T: [T[x][:, 0:2], T[x][:, 2:5]]
+
+
+@case("Split_num_outputs", "Split")
+def _(g):
+    x = g.param([6, 4])
+    g.ys = list(g.op("Split", [x], n_out=3, axis=0, num_outputs=3))
+    return lambda T: [T[x][0:2], T[x][2:4], T[x][4:6]]
+
+
+@case("Split_one_output_unused", "Split")
+def _(g):
+    x = g.param([6, 4])
+    outs = list(g.op("Split", [x, g.ints([1, 3])], n_out=2, axis=1))
+    g.ys = [outs[1]]   # the first part does not reach the loss: its gradient is zero
+    return lambda T: [T[x][:, 1:4]]
+
+
+@case("Squeeze", "Squeeze")
+def _(g):
+    x = g.param([2, 1, 3, 1])
+    g.ys = [g.op("Squeeze", [x, g.ints([1, -1])])]
+    return lambda T: [T[x].reshape(2, 3)]
+
+
+@case("Unsqueeze", "Unsqueeze")
+def _(g):
+    x = g.param([2, 3])
+    g.ys = [g.op("Unsqueeze", [x, g.ints([0, 3])])]
+    return lambda T: [T[x].reshape(1, 2, 3, 1)]
+
+
+@case("Expand_broadcast", "Expand")
+def _(g):
+    x = g.param([3, 1])
+    g.ys = [g.op("Expand", [x, g.ints([2, 3, 4])])]
+    return lambda T: [T[x].expand(2, 3, 4)]
+
+
+@case("Expand_rank_kept", "Expand")
+def _(g):
+    x = g.param([1, 4])
+    g.ys = [g.op("Expand", [x, g.ints([3, 1])])]
+    return lambda T: [T[x].expand(3, 4)]
+
+
+@case("Where_broadcast", "Where")
+def _(g):
+    cond = g.ints(g.rng.random([3, 4]) < 0.5, dtype=bool)
+    a, b = g.param([3, 4]), g.param([4])
+    g.ys = [g.op("Where", [cond, a, b])]
+    return lambda T: [_t().where(T[cond], T[a], T[b].expand(3, 4))]
+
+
+@case("Where_scalar_branch", "Where")
+def _(g):
+    cond = g.ints(g.rng.random([2, 3]) < 0.5, dtype=bool)
+    a, b = g.param([]), g.param([2, 3])
+    g.ys = [g.op("Where", [cond, a, b])]
+    return lambda T: [_t().where(T[cond], T[a].expand(2, 3), T[b])]
+
+
+@case("Cast_f32_f32", "Cast")
+def _(g):
+    x = g.param([3, 4])
+    g.ys = [g.op("Cast", [x], to=1)]
+    return lambda T: [T[x]]
+
+
+@case("Cast_through_f64", "Cast")
+def _(g):
+    g.optional = "a float64 intermediate in a training program"
+    x = g.param([3, 4])
+    d = g.op("Cast", [x], to=11)
+    g.ys = [g.op("Cast", [g.op("Mul", [d, d])], to=1)]
+    return lambda T: [T[x] * T[x]]
+
+
+@case("Gather_axis0_repeated", "Gather")
+def _(g):
+    data = g.param([10, 4])
+    idx = g.ints([[1, 3, 1], [7, 1, 0]])
+    g.ys = [g.op("Gather", [data, idx], axis=0)]
+    return lambda T: [T[data][T[idx].reshape(-1)].reshape(2, 3, 4)]
+
+
+@case("Gather_axis1_negative", "Gather")
+def _(g):
+    data = g.param([3, 6, 2])
+    idx = g.ints([4, 0, -1, 4])
+    g.ys = [g.op("Gather", [data, idx], axis=1)]
+    return lambda T: [_t().index_select(T[data], 1, T[idx] % 6)]
+
+
+@case("Gather_scalar_index", "Gather")
+def _(g):
+    data = g.param([5, 3])
+    idx = g.ints(2)
+    g.ys = [g.op("Gather", [data, idx], axis=0)]
+    return lambda T: [T[data][2]]
+
+
+# Loss ops: their output is the loss; labels are an int64 graph input -----------------------
+
+def _sce(name, shape, labels, reduction, ignore):
+    @case(name, "SoftmaxCrossEntropyLoss")
+    def _(g):
+        scores = g.param(shape, scale=2.0)
+        lab = g.input("labels", np.asarray(labels, dtype=np.int64))
+        attrs = dict(reduction=reduction)
+        if ignore is not None:
+            attrs["ignore_index"] = ignore
+        g.ys = [g.op("SoftmaxCrossEntropyLoss", [scores, lab], **attrs)]
+        g.direct = True
+
+        def f(T):
+            X, L = T[scores], T[lab]
+            # independent of F.cross_entropy: -log_softmax at the label, masked
+            C = X.shape[1]
+            logp = X - _t().logsumexp(X, dim=1, keepdim=True)
+            keep = (L != ignore) if ignore is not None else _t().ones_like(L, dtype=bool)
+            safe = _t().where(keep, L, _t().zeros_like(L))
+            onehot = _t().nn.functional.one_hot(safe, C).movedim(-1, 1).to(X.dtype)
+            nll = -(logp * onehot).sum(dim=1) * keep.to(X.dtype)
+            s = nll.sum()
+            return [s / keep.sum() if reduction == "mean" else s]
+        return f
+
+
+_sce("SCE_mean", [5, 4], [0, 3, 1, 1, 2], "mean", None)
+_sce("SCE_sum", [5, 4], [0, 3, 1, 1, 2], "sum", None)
+_sce("SCE_mean_ignore", [6, 4], [0, -100, 3, 1, -100, 2], "mean", -100)
+_sce("SCE_sum_ignore", [6, 4], [0, -100, 3, 1, -100, 2], "sum", -100)
+_sce("SCE_mean_ignore_3d", [2, 5, 3], [[0, 4, -100], [2, -100, 1]], "mean", -100)
+
+
+def _nll(name, labels, reduction, ignore):
+    @case(name, "NegativeLogLikelihoodLoss")
+    def _(g):
+        x = g.param([5, 4])
+        lab = g.input("labels", np.asarray(labels, dtype=np.int64))
+        attrs = dict(reduction=reduction)
+        if ignore is not None:
+            attrs["ignore_index"] = ignore
+        g.ys = [g.op("NegativeLogLikelihoodLoss", [x, lab], **attrs)]
+        g.direct = True
+
+        def f(T):
+            X, L = T[x], T[lab]
+            keep = (L != ignore) if ignore is not None else _t().ones_like(L, dtype=bool)
+            safe = _t().where(keep, L, _t().zeros_like(L))
+            picked = X.gather(1, safe[:, None])[:, 0] * keep.to(X.dtype)
+            s = -picked.sum()
+            return [s / keep.sum() if reduction == "mean" else s]
+        return f
+
+
+_nll("NLL_mean", [1, 0, 3, 3, 2], "mean", None)
+_nll("NLL_mean_ignore", [1, -100, 3, 3, -100], "mean", -100)
+_nll("NLL_sum_ignore", [1, -100, 3, 0, 2], "sum", -100)
+
+
+# Parameters that get no gradient -------------------------------------------------------------
+
+@case("Unused_initializers", "Unused")
+def _(g):
+    x = g.param([3, 4])
+    free = g.param([5], name="unused_free")          # used by no node
+    dead = g.param([3, 4], name="unused_dead")       # feeds a node whose result is dropped
+    g.op("Mul", [dead, dead])
+    g.unused |= {free, dead}
+    g.ys = [g.op("Tanh", [x])]
+    return lambda T: [_t().tanh(T[x])]
+
+
+# A small composite: several rules chained (residual, shared parameter) ------------------------
+
+@case("Chain_mlp_layernorm_residual", "Chain")
+def _(g):
+    x = g.param([4, 6])
+    w1, b1 = g.param([6, 8], scale=0.5), g.param([8])
+    w2 = g.param([8, 6], scale=0.5)
+    s, b = g.param([6], low=0.5, high=1.5), g.param([6])
+    h = g.op("Gelu", [g.op("Add", [g.op("MatMul", [x, w1]), b1])])
+    r = g.op("Add", [g.op("MatMul", [h, w2]), x])
+    y = g.op("LayerNormalization", [r, s, b], axis=-1, epsilon=1e-5)
+    g.ys = [g.op("Mul", [y, y])]
+
+    def f(T):
+        H = _F().gelu(T[x] @ T[w1] + T[b1])
+        R = H @ T[w2] + T[x]
+        Y = _F().layer_norm(R, (6,), T[s], T[b], 1e-5)
+        return [Y * Y]
+    return f
+
+
+# ---------------------------------------------------------------------------
+# Building, validating and running one case
+# ---------------------------------------------------------------------------
+
+ONNX_TYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(bool): 9}
+
+
+def build_case(name, fn, seed):
+    import torch
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    g = G(rng)
+    tfn = fn(g)
+    # torch forward in float64 (also gives the op output shapes)
+    T, leaves = {}, {}
+    for k, v in g.inits.items():
+        if v.dtype == np.float32:
+            t = torch.tensor(v.astype(np.float64), requires_grad=True)
+            leaves[k] = t
+        else:
+            t = torch.tensor(v)
+        T[k] = t
+    for k, v in g.inputs.items():
+        T[k] = torch.tensor(v)
+    ys = tfn(T)
+    if len(ys) != len(g.ys):
+        raise RuntimeError(f"{name}: torch gives {len(ys)} outputs, the graph {len(g.ys)}")
+    inputs = dict(g.inputs)
+    nodes = list(g.nodes)
+    if g.direct:
+        loss_t = ys[0]
+        nodes.append(helper.make_node("Identity", [g.ys[0]], ["loss"], name="loss_out"))
+    else:
+        terms, loss_t = [], 0
+        for i, (yname, y) in enumerate(zip(g.ys, ys)):
+            r = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+            rn = f"r{i}" if len(ys) > 1 else "r"
+            inputs[rn] = r
+            prod = f"{rn}_prod"
+            nodes.append(helper.make_node("Mul", [yname, rn], [prod], name=f"{rn}_mul"))
+            out = "loss" if len(ys) == 1 else f"{rn}_sum"
+            nodes.append(helper.make_node("ReduceSum", [prod], [out], name=f"{rn}_sum", keepdims=0))
+            terms.append(out)
+            loss_t = loss_t + (y * torch.tensor(r.astype(np.float64))).sum()
+        while len(terms) > 1:
+            out = "loss" if len(terms) == 2 else f"acc{len(terms)}"
+            nodes.append(helper.make_node("Add", terms[:2], [out], name=f"add_{out}"))
+            terms = [out] + terms[2:]
+    loss_t.backward()
+    grads = {k: (t.grad.numpy() if t.grad is not None else None) for k, t in leaves.items()}
+
+    def vi(n, arr):
+        return helper.make_tensor_value_info(n, ONNX_TYPES[np.asarray(arr).dtype], list(np.shape(arr)))
+
+    def model(extra_outputs):
+        outs = [helper.make_tensor_value_info("loss", 1, [])]
+        for yname, y in extra_outputs:
+            outs.append(helper.make_tensor_value_info(yname, 1, list(y.shape)))
+        graph = helper.make_graph(
+            nodes, f"grad_{name}", [vi(k, v) for k, v in inputs.items()], outs,
+            initializer=[numpy_helper.from_array(v, k) for k, v in g.inits.items()])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="grad_ops.py")
+        m.ir_version = 10
+        return m
+
+    train_m = model([])
+    check_m = model([(yn, y) for yn, y in zip(g.ys, ys)] if not g.direct else [])
+    return dict(g=g, train=train_m, check=check_m, inputs=inputs, loss=float(loss_t.detach()),
+                ys={} if g.direct else {yn: y.detach().numpy() for yn, y in zip(g.ys, ys)},
+                grads=grads)
+
+
+def validate_with_ort(name, c, path):
+    """The model is valid ONNX and onnxruntime agrees with the torch function."""
+    import onnx
+    import onnxruntime as ort
+    onnx.checker.check_model(c["check"], full_check=True)
+    onnx.save(c["check"], str(path))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    outs = dict(zip(names, sess.run(names, c["inputs"])))
+    problems = []
+    want = {"loss": np.float64(c["loss"]), **c["ys"]}
+    worst = 0.0
+    for k, w in want.items():
+        got = outs[k]
+        if got.shape != np.shape(w):
+            problems.append(f"{k}: onnxruntime shape {got.shape}, torch {np.shape(w)}")
+            continue
+        err = np.abs(got.astype(np.float64) - w)
+        tol = RTOL * np.abs(w) + ATOL * max(1.0, float(np.max(np.abs(w))) if np.size(w) else 1.0)
+        worst = max(worst, float(np.max(err / tol)) if np.size(w) else 0.0)
+        if np.any(err > tol):
+            problems.append(f"{k}: onnxruntime vs torch max abs error {float(err.max()):.3g}")
+    return problems, outs, worst
+
+
+def run(cmd):
+    env = dict(ENV)
+    sess = tempfile.mkdtemp(prefix="ompi-")
+    env["OMPI_MCA_orte_tmpdir_base"] = sess
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env)
+    finally:
+        shutil.rmtree(sess, ignore_errors=True)
+
+
+def check_case(a, name, fn, work, seed, stats):
+    """Returns ('PASS'|'FAIL'|'SKIP', message)."""
+    import onnx
+    from safetensors.numpy import load_file, save_file
+    c = build_case(name, fn, seed)
+    d = work / name
+    d.mkdir(parents=True, exist_ok=True)
+    problems, ort_outs, ort_worst = validate_with_ort(name, c, d / "check.onnx")
+    if problems:
+        return "FAIL", "invalid case (onnxruntime and the torch function disagree): " + "; ".join(problems)
+    onnx.checker.check_model(c["train"], full_check=True)
+    model_path = d / "model.onnx"
+    onnx.save(c["train"], str(model_path))
+    zrt, w, inp, out = d / "m.zrt", d / "w.safetensors", d / "in.safetensors", d / "out.safetensors"
+    if c["inputs"]:
+        save_file({k: np.array(v, order="C") for k, v in c["inputs"].items()}, str(inp))
+    train_args = [] if a.forward_only else ["--train", "--optimizer", "none"]
+    cmd = [a.zero_opt, str(model_path)] + train_args + ["--emit=zrt", "-o", str(zrt), "--weights-out", str(w)]
+    r = run(cmd)
+    if r.returncode != 0:
+        msg = (r.stdout + r.stderr).strip()
+        if "Unknown command line argument '--train'" in msg:
+            return "SKIP", "zero-opt does not support --train yet"
+        if c["g"].optional:
+            return "SKIP", f"optional ({c['g'].optional}): zero-opt: {msg.splitlines()[0] if msg else ''}"
+        return "FAIL", f"zero-opt failed: {' '.join(cmd)}\n{msg[-2000:]}"
+    rcmd = [a.zero_run, str(zrt), "--weights", str(w), "--output", str(out)]
+    if c["inputs"]:
+        rcmd += ["--input", str(inp)]
+    r = run(rcmd)
+    if r.returncode != 0:
+        return "FAIL", f"zero-run failed: {' '.join(rcmd)}\n{(r.stdout + r.stderr).strip()[-2000:]}"
+    got = load_file(str(out))
+    msgs, bad = [], False
+    if "loss" not in got:
+        return "FAIL", "no 'loss' output"
+    lerr = abs(float(got["loss"]) - float(ort_outs["loss"]))
+    if not lerr <= RTOL * abs(float(ort_outs["loss"])) + ATOL:
+        bad = True
+        msgs.append(f"loss {float(got['loss']):.7g} vs onnxruntime {float(ort_outs['loss']):.7g}")
+    if a.forward_only:
+        return ("FAIL" if bad else "PASS"), "; ".join(msgs) or f"forward loss matches onnxruntime (abs {lerr:.2g})"
+    g = c["g"]
+    worst = (0.0, "")
+    for k, v in g.inits.items():
+        key = f"grad.{k}"
+        if v.dtype != np.float32:
+            if key in got:
+                bad = True
+                msgs.append(f"{key}: a gradient for a {v.dtype} initializer")
+            continue
+        if k in g.unused:
+            if key not in got:
+                stats.setdefault("unused", set()).add("no output")
+            elif got[key].shape == v.shape and not np.any(got[key]):
+                stats.setdefault("unused", set()).add("zero output")
+            else:
+                bad = True
+                msgs.append(f"{key}: not on the path to the loss, but the output is not zeros")
+            continue
+        want = c["grads"][k]
+        if want is None:
+            want = np.zeros(v.shape)
+        if key not in got:
+            bad = True
+            msgs.append(f"{key}: missing")
+            continue
+        gk = got[key]
+        if gk.shape != want.shape:
+            bad = True
+            msgs.append(f"{key}: shape {list(gk.shape)}, expected {list(want.shape)}")
+            continue
+        err = np.abs(gk.astype(np.float64) - want)
+        tol = RTOL * np.abs(want) + ATOL * max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+        ratio = float(np.max(err / tol)) if want.size else 0.0
+        if not np.all(np.isfinite(gk)) or ratio > 1:
+            bad = True
+            i = np.unravel_index(np.argmax(err / tol), want.shape) if want.size else ()
+            msgs.append(f"{key}: max abs error {float(err.max()):.3g} (worst at {[int(j) for j in i]}: got "
+                        f"{float(gk[i]):.7g}, torch {float(want[i]):.7g})")
+        if ratio > worst[0]:
+            worst = (ratio, key)
+        if ratio > stats.get("worst", (0.0, ""))[0]:
+            stats["worst"] = (ratio, f"{name} {key}: max abs error {float(err.max()):.3g}")
+    extra = sorted(k for k in got if k.startswith("grad.") and k[5:] not in g.inits)
+    if extra:
+        bad = True
+        msgs.append(f"gradients of unknown tensors: {extra}")
+    if bad:
+        return "FAIL", "; ".join(msgs)
+    return "PASS", f"{sum(1 for k, v in g.inits.items() if v.dtype == np.float32 and k not in g.unused)} " \
+                   f"gradients, worst error/tolerance {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=str(ROOT / "build" / "bin"))
+    ap.add_argument("--zero-opt", default=None)
+    ap.add_argument("--zero-run", default=None)
+    ap.add_argument("--only", default="", help="comma-separated op types or case names")
+    ap.add_argument("--skip", default="", help="comma-separated op types or case names to leave out "
+                    "(reported as SKIP)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: temporary, removed on success)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--forward-only", action="store_true",
+                    help="no --train: compile the forward program and compare its loss with onnxruntime")
+    ap.add_argument("--validate-only", action="store_true",
+                    help="only build the cases and compare torch with onnxruntime (no zero-opt)")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    a.zero_opt = a.zero_opt or str(Path(a.bin_dir) / "zero-opt")
+    a.zero_run = a.zero_run or str(Path(a.bin_dir) / "zero-run")
+    only = {s for s in a.only.split(",") if s}
+    cases = [(n, op, fn) for n, op, fn in CASES if not only or n in only or op in only]
+    if a.list:
+        for n, op, _ in cases:
+            print(f"{op:28s} {n}")
+        return 0
+    if only and not cases:
+        ap.error(f"--only {a.only}: no such op or case")
+    try:
+        import torch
+        torch.set_num_threads(1)
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        log(f"SKIP: grad_ops needs torch and onnxruntime in this Python ({e}); "
+            "scripts/setup-pyenv.sh full installs them")
+        return SKIP
+    if not a.validate_only:
+        for t in (a.zero_opt, a.zero_run):
+            if not os.path.exists(t):
+                log(f"SKIP: {t} not found (build it, or pass --bin-dir)")
+                return SKIP
+    tmp = None
+    if a.work:
+        work = Path(a.work)
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+    else:
+        tmp = work = Path(tempfile.mkdtemp(prefix="grad-ops-"))
+    results, stats = {}, {}
+    skip = {s for s in a.skip.split(",") if s}
+    for i, (name, op, fn) in enumerate(cases):
+        seed = a.seed * 1000 + i
+        if name in skip or op in skip:
+            results[name] = "SKIP"
+            log(f"SKIP {op:26s} {name}: left out by --skip")
+            continue
+        try:
+            if a.validate_only:
+                c = build_case(name, fn, seed)
+                (work / name).mkdir(parents=True, exist_ok=True)
+                problems, _, w = validate_with_ort(name, c, work / name / "check.onnx")
+                st, msg = ("FAIL", "; ".join(problems)) if problems else \
+                    ("PASS", f"onnxruntime matches torch (worst error/tolerance {w:.2g})")
+            else:
+                st, msg = check_case(a, name, fn, work, seed, stats)
+        except Exception as e:  # a broken case is a failure of this script, reported as such
+            st, msg = "FAIL", f"{type(e).__name__}: {e}"
+        results[name] = st
+        log(f"{st} {op:26s} {name}: {msg}")
+    n = {s: sum(1 for v in results.values() if v == s) for s in ("PASS", "FAIL", "SKIP")}
+    if "worst" in stats:
+        log(f"worst gradient over all cases: error/tolerance {stats['worst'][0]:.3g} at {stats['worst'][1]}")
+    if "unused" in stats:
+        log(f"float initializers off the path to the loss: the compiler gives "
+            f"{' and '.join(sorted(stats['unused']))} (PyTorch: None; both accepted)")
+    mode = "validate-only" if a.validate_only else "forward-only" if a.forward_only else "gradients"
+    log(f"grad_ops ({mode}): {n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped")
+    if n["FAIL"]:
+        log(f"(scratch files kept in {work})")
+        return 1
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if n["PASS"] == 0 and n["SKIP"]:
+        return SKIP
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
