@@ -1,0 +1,34 @@
+// RUN: not zero-opt %s --split-input-file --zero-autodiff 2>&1 | FileCheck %s
+// RUN: not zero-opt %s --split-input-file --zero-add-loss="output=probs" 2>&1 | FileCheck %s --check-prefix=OUTPUT
+// RUN: not zero-opt %s --split-input-file --zero-autodiff="freeze=(" 2>&1 | FileCheck %s --check-prefix=REGEX
+
+// Tests the errors of the training passes: an op on the path from a
+// parameter to the loss without a reverse rule names the op and its ONNX
+// node; a function that does not return a scalar loss says how to attach one;
+// zero-add-loss names the outputs when the one asked for is missing; a bad
+// --freeze regex is reported.
+
+// CHECK: error: loc("pool"): 'onnx.ReduceMax' op has no reverse rule (ONNX node 'pool'), but it lies between a trained parameter and the loss
+// OUTPUT: error: zero-add-loss: the model has no output 'probs' (outputs: loss)
+// REGEX: error: zero-autodiff: --freeze '(' is not a valid regular expression
+module {
+  ml_program.global private @w(#ml_program.extern : tensor<3x4xf32>) : tensor<3x4xf32> {zero.tensor = "w"}
+  func.func @forward(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+    %w = ml_program.global_load @w : tensor<3x4xf32>
+    %h = onnx.MatMul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %m = onnx.ReduceMax %h {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32> loc("pool")
+    return %m : tensor<f32>
+  }
+}
+
+// -----
+
+// CHECK: error: 'func.func' op must return one floating-point scalar loss to be trained; it returns (tensor<2x4xf32>). Export the model with its loss, or attach one with --loss cross-entropy:LABELS (zero-add-loss)
+module {
+  ml_program.global private @w(#ml_program.extern : tensor<3x4xf32>) : tensor<3x4xf32> {zero.tensor = "w"}
+  func.func @forward(%x: tensor<2x3xf32>) -> (tensor<2x4xf32> {onnx.name = "logits"}) {
+    %w = ml_program.global_load @w : tensor<3x4xf32>
+    %h = onnx.MatMul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    return %h : tensor<2x4xf32>
+  }
+}
