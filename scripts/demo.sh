@@ -76,4 +76,39 @@ ok = np.array_equal(dp2, dp1) and np.allclose(dp2, ort, rtol=1e-4, atol=1e-5) an
      all(r["param_bytes_resident"] == shard for r in rep["ranks"])
 sys.exit(0 if ok else 1)
 PYEOF
+echo
+echo "== training: the GPT-2 loss fixture, AdamW with warmup and clipping, 12 steps"
+cat > "$OUT/ds_config.json" <<'JSON'
+{
+  "train_micro_batch_size_per_gpu": 4,
+  "gradient_accumulation_steps": 2,
+  "gradient_clipping": 1.0,
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 3e-3,
+                                               "warmup_num_steps": 4, "warmup_type": "linear"}}
+}
+JSON
+# Two fixed batches of random tokens, alternating: the loss must fall.
+"$PY" - "$OUT/batches.safetensors" <<'PYEOF'
+import sys, numpy as np
+from safetensors.numpy import save_file
+rng = np.random.default_rng(0)
+pairs = rng.integers(0, 256, size=(2, 8, 16), dtype=np.int64)
+ids = np.stack([pairs[s % 2] for s in range(12)])
+save_file({"input_ids": ids, "labels": ids.copy()}, sys.argv[1])
+PYEOF
+show "$BUILD/bin/zero-opt" "$ROOT/test/models/gpt2_loss.onnx" --input-shape input_ids=4x16 \
+    --input-shape labels=4x16 --train --config "$OUT/ds_config.json" --emit=zrt \
+    -o "$OUT/train.zrt" --weights-out "$OUT/init.safetensors"
+show "$BUILD/bin/zero-run" "$OUT/train.zrt" --weights "$OUT/init.safetensors" \
+    --data "$OUT/batches.safetensors" --steps 12 --log-every 1 \
+    --log-json "$OUT/train-log.json" --save "$OUT/final.safetensors"
+"$PY" - "$OUT/train-log.json" <<'PYEOF'
+import json, sys
+log = json.load(open(sys.argv[1]))
+first, last = log[0]["loss"], log[-1]["loss"]
+print(f"loss {first:.4f} -> {last:.4f} over {len(log)} steps "
+      f"({'falling' if last < first else 'NOT falling'})")
+sys.exit(0 if last < first else 1)
+PYEOF
 echo "demo: outputs in $OUT"
