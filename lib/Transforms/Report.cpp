@@ -42,7 +42,20 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
 
     int64_t numParams = 0, totalBytes = 0, shardedFullBytes = 0, shardBytes = 0,
             persistentBytes = 0, tensors = 0;
+    // Training: trained parameters (their gradients are as large), frozen
+    // ones, optimizer state and the step counter.
+    int64_t trainedBytes = 0, stateBytes = 0;
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      if (g->hasAttr("zero.role")) {
+        stateBytes += ::zero::tensorBytes(g.getType());
+        continue;
+      }
+      if (g->hasAttr("zero.trainable")) {
+        Type full = g.getType();
+        if (auto f = g->getAttrOfType<TypeAttr>("zero.full_type"))
+          full = f.getValue();
+        trainedBytes += ::zero::tensorBytes(full);
+      }
       Type full = g.getType();
       if (auto f = g->getAttrOfType<TypeAttr>("zero.full_type"))
         full = f.getValue();
@@ -121,6 +134,28 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     }
     row("all_gather total", gatherSent, "Psi_s(N-1)/N",
         shardedFullBytes * (world - 1) / world);
+    if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
+      auto optimizer = training.getAs<StringAttr>("optimizer");
+      StringRef kind = optimizer ? optimizer.getValue().split(' ').first : "";
+      bool adam = kind.starts_with("adam"), momentum = false;
+      if (optimizer && kind == "sgd")
+        momentum = !optimizer.getValue().contains("momentum=0.000000e+00");
+      int64_t psi = trainedBytes; // fp32: 4 bytes per trained element
+      *os << "training step (" << (optimizer ? optimizer.getValue() : "") << ", "
+          << "accumulation " << training.getAs<IntegerAttr>("accumulation_steps").getInt()
+          << "), per rank; Psi_t = trained parameter bytes\n";
+      row("trained parameters (bytes)", trainedBytes, "Psi_t", psi);
+      row("frozen parameters (bytes)", totalBytes - trainedBytes, "", 0);
+      row("gradients (bytes)", trainedBytes, "Psi_t", psi);
+      row("optimizer state + counter (bytes)", stateBytes,
+          adam ? "2 Psi_t + 8" : (momentum ? "Psi_t + 8" : "8"),
+          (adam ? 2 * psi : momentum ? psi : 0) + 8);
+      int64_t model = totalBytes + trainedBytes + stateBytes;
+      row("parameters + gradients + state", model,
+          adam ? "4 Psi_t (16 B/param) + frozen" : "", adam ? 4 * psi + 8 + totalBytes - trainedBytes : 0);
+      *os << "  (activations kept for backward and the gradients' buffers are placed by "
+             "the memory plan: zero-run --report shows the activations arena)\n";
+    }
     if (file)
       file->keep();
   }
