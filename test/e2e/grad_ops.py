@@ -2,7 +2,9 @@
 """Per-operator checks of zero-opt's reverse-mode rules (`--train --optimizer none`).
 
 For every case a tiny ONNX model (opset 20) is built with onnx.helper: the float
-tensors to differentiate are INITIALIZERS (random, small shapes), and the output is the
+tensors to differentiate are INITIALIZERS (random, small shapes; a 0-d float
+initializer is not one of them: the importer makes 0-d initializers constants, as
+exporters store scalars like 0.5 or sqrt(d) that way), and the output is the
 scalar
 
     loss = ReduceSum(Mul(op_output, r))        (r: a float graph input, no gradient)
@@ -19,23 +21,45 @@ Per case:
      zero-run m.zrt --weights w.safetensors --input in.safetensors --output out.safetensors
   4. every grad.<float initializer> equals torch.autograd's gradient in float64:
      |got - want| <= rtol*|want| + atol*max(1, max|want|)   (rtol 1e-4, atol 1e-5);
-     integer / bool initializers (indices, masks) must have no grad.* output; a float
-     initializer that does not reach the loss must have a zero gradient or none (which
-     one the compiler does is reported; PyTorch gives None).
+     integer / bool initializers (indices, masks) and 0-d float initializers (scalar
+     constants, e.g. the scalar operand of Add_scalar_rhs) must have no grad.* output;
+     a float initializer that does not reach the loss must have a zero gradient or none
+     (which one the compiler does is reported; PyTorch gives None).
+
+The PyTorch side (float64 op outputs, loss and gradients) is STORED: by default the
+script needs numpy, onnx, onnxruntime and safetensors only (scripts/setup-pyenv.sh
+test) and reads test/e2e/grad_ops.ref.safetensors, which holds for every case its
+initializers, graph inputs (including the r weights), the torch float64 loss, op
+outputs and gradients (keys CASE/init/NAME, CASE/input/NAME, CASE/loss, CASE/y/NAME,
+CASE/grad/NAME). The graphs are built by this script either way; the stored values
+replace the generated ones (so numpy's generator streams do not matter), and step 2
+then checks the graph against the stored torch outputs: a case edited without
+regenerating fails there. --live recomputes the references with torch (float64)
+instead. Regenerate the file after adding or changing a case:
+    scripts/setup-pyenv.sh full
+    build/pyenv/bin/python test/e2e/grad_ops.py --write-ref
+
+Cases of operators the importer does not support yet are kept (and stored) but
+reported as SKIP with the reason (NegativeLogLikelihoodLoss); --include-unsupported
+runs them anyway.
 
 Options: --only OP[,OP...] (op types or case names), --bin-dir DIR, --forward-only
 (steps 1-2 plus a plain compile/run of the forward program, comparing its loss with
-onnxruntime: checks the cases and the importer without --train), --list, --work DIR.
-Exit status: 0 all passed, 1 a failure, 77 all skipped (printed why).
+onnxruntime: checks the cases and the importer without --train), --validate-only
+(steps 1-2 only), --live, --write-ref, --list, --work DIR.
+Exit status: 0 all passed (skips allowed), 1 a failure, 77 all skipped (printed why).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +69,10 @@ ROOT = HERE.parent.parent
 SKIP = 77
 OPSET = 20
 RTOL, ATOL = 1e-4, 1e-5
+REF_FILE = HERE / "grad_ops.ref.safetensors"
+REGEN = "build/pyenv/bin/python test/e2e/grad_ops.py --write-ref"
+# Op types whose cases are kept but skipped (reason printed): no importer support yet.
+UNSUPPORTED = {"NegativeLogLikelihoodLoss": "importer has no NegativeLogLikelihoodLoss yet"}
 
 ENV = dict(os.environ)
 ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -76,7 +104,8 @@ class G:
         return f"{p}{self._n}"
 
     def param(self, shape, name=None, low=None, high=None, scale=1.0):
-        """A random float32 initializer (differentiated)."""
+        """A random float32 initializer: differentiated, unless it is 0-d (shape []): the
+        importer makes 0-d initializers constants, so those must get no gradient."""
         name = name or self._name("w")
         if low is not None:
             a = self.rng.uniform(low, high, size=shape)
@@ -197,9 +226,12 @@ _gemm("Gemm_no_bias", 0, 1, 2.0, 1.0, None)
 
 BINARY = {"Add": lambda x, y: x + y, "Sub": lambda x, y: x - y,
           "Mul": lambda x, y: x * y, "Div": lambda x, y: x / y}
+# scalar_*: the 0-d operand is a constant (importer rule), only the tensor is trained;
+# one_*: a trained single-element [1] operand (its gradient is the full reduction).
 BROADCASTS = [("same", [3, 4], [3, 4]), ("rowvec", [2, 3, 4], [4]), ("rowvec_rev", [4], [2, 3, 4]),
               ("1xN_Mx1", [1, 4], [3, 1]), ("Mx1_1xN", [3, 1], [1, 4]),
               ("scalar_rhs", [3, 4], []), ("scalar_lhs", [], [3, 4]),
+              ("one_rhs", [3, 4], [1]), ("one_lhs", [1], [3, 4]),
               ("mid", [2, 3, 4], [3, 1])]
 for _op in BINARY:
     for _tag, _sa, _sb in BROADCASTS:
@@ -285,8 +317,7 @@ for _op in ("Softmax", "LogSoftmax"):
             def _(g):
                 x = g.param([2, 3, 4], scale=2.0)
                 g.ys = [g.op(op, [x], axis=axis)]
-                fn = _F().softmax if op == "Softmax" else _F().log_softmax
-                return lambda T: [fn(T[x], dim=axis)]
+                return lambda T: [(_F().softmax if op == "Softmax" else _F().log_softmax)(T[x], dim=axis)]
         _mk()
 
 
@@ -479,7 +510,15 @@ def _(g):
 @case("Where_scalar_branch", "Where")
 def _(g):
     cond = g.ints(g.rng.random([2, 3]) < 0.5, dtype=bool)
-    a, b = g.param([]), g.param([2, 3])
+    a, b = g.param([]), g.param([2, 3])     # a: 0-d, a constant (no gradient)
+    g.ys = [g.op("Where", [cond, a, b])]
+    return lambda T: [_t().where(T[cond], T[a].expand(2, 3), T[b])]
+
+
+@case("Where_one_elem_branch", "Where")
+def _(g):
+    cond = g.ints(g.rng.random([2, 3]) < 0.5, dtype=bool)
+    a, b = g.param([1]), g.param([2, 3])    # a: [1], trained
     g.ys = [g.op("Where", [cond, a, b])]
     return lambda T: [_t().where(T[cond], T[a].expand(2, 3), T[b])]
 
@@ -625,18 +664,30 @@ def _(g):
 ONNX_TYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(bool): 9}
 
 
-def build_case(name, fn, seed):
+class Stale(Exception):
+    """The stored reference does not fit the case as this script builds it."""
+
+
+def scalar_consts(g):
+    """0-d float initializers: constants for the importer, so no gradient."""
+    return {k for k, v in g.inits.items() if v.dtype == np.float32 and v.ndim == 0}
+
+
+def r_names(g):
+    return [f"r{i}" if len(g.ys) > 1 else "r" for i in range(len(g.ys))]
+
+
+def torch_reference(g, tfn, rng):
+    """The case's float64 PyTorch reference: dict(inputs (graph inputs and r weights),
+    loss, ys, grads); trained initializers are float64 leaves."""
     import torch
-    from onnx import helper, numpy_helper
-    rng = np.random.default_rng(seed)
-    g = G(rng)
-    tfn = fn(g)
-    # torch forward in float64 (also gives the op output shapes)
+    consts = scalar_consts(g)
     T, leaves = {}, {}
     for k, v in g.inits.items():
         if v.dtype == np.float32:
-            t = torch.tensor(v.astype(np.float64), requires_grad=True)
-            leaves[k] = t
+            t = torch.tensor(v.astype(np.float64), requires_grad=k not in consts)
+            if k not in consts:
+                leaves[k] = t
         else:
             t = torch.tensor(v)
         T[k] = t
@@ -644,30 +695,82 @@ def build_case(name, fn, seed):
         T[k] = torch.tensor(v)
     ys = tfn(T)
     if len(ys) != len(g.ys):
-        raise RuntimeError(f"{name}: torch gives {len(ys)} outputs, the graph {len(g.ys)}")
+        raise RuntimeError(f"torch gives {len(ys)} outputs, the graph {len(g.ys)}")
     inputs = dict(g.inputs)
-    nodes = list(g.nodes)
     if g.direct:
         loss_t = ys[0]
+    else:
+        loss_t = 0
+        for rn, y in zip(r_names(g), ys):
+            r = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+            inputs[rn] = r
+            loss_t = loss_t + (y * torch.tensor(r.astype(np.float64))).sum()
+    loss_t.backward()
+    return dict(inputs=inputs, loss=float(loss_t.detach()),
+                ys={} if g.direct else {yn: y.detach().numpy() for yn, y in zip(g.ys, ys)},
+                grads={k: (t.grad.numpy() if t.grad is not None else None) for k, t in leaves.items()})
+
+
+def stored_reference(name, g, stored):
+    """The case's reference from the stored file; its initializer and input values
+    replace the generated ones (names, dtypes and shapes must agree)."""
+    pre = f"{name}/"
+    mine = {k[len(pre):]: v for k, v in stored.items() if k.startswith(pre)}
+    if not mine:
+        raise Stale("no stored reference for this case (a new case?)")
+
+    def part(p):
+        return {k[len(p):]: v for k, v in mine.items() if k.startswith(p)}
+    inits, inputs = part("init/"), part("input/")
+    want_inputs = set(g.inputs) | (set() if g.direct else set(r_names(g)))
+    if set(inits) != set(g.inits) or set(inputs) != want_inputs:
+        raise Stale(f"stored initializers {sorted(inits)} / inputs {sorted(inputs)}, the case has "
+                    f"{sorted(g.inits)} / {sorted(want_inputs)}")
+    for k, v in inits.items():
+        if v.dtype != g.inits[k].dtype or v.shape != g.inits[k].shape:
+            raise Stale(f"initializer {k}: stored {v.dtype}{list(v.shape)}, the case builds "
+                        f"{g.inits[k].dtype}{list(g.inits[k].shape)}")
+        g.inits[k] = v
+    for k in g.inputs:
+        if inputs[k].dtype != g.inputs[k].dtype or inputs[k].shape != g.inputs[k].shape:
+            raise Stale(f"input {k}: stored {inputs[k].dtype}{list(inputs[k].shape)}, the case builds "
+                        f"{g.inputs[k].dtype}{list(g.inputs[k].shape)}")
+    ys = part("y/")
+    if not g.direct and set(ys) != set(g.ys):
+        raise Stale(f"stored op outputs {sorted(ys)}, the case has {sorted(g.ys)}")
+    grads = part("grad/")
+    consts = scalar_consts(g)
+    trained = {k for k, v in g.inits.items() if v.dtype == np.float32 and k not in consts}
+    if set(grads) - trained:
+        raise Stale(f"stored gradients of {sorted(set(grads) - trained)}, not trained in the case")
+    return dict(inputs=inputs, loss=float(mine["loss"]), ys=ys,
+                grads={k: grads.get(k) for k in trained})
+
+
+def build_case(name, fn, seed, stored=None):
+    """Builds the case's graph; its reference from torch (stored None) or from the
+    stored tensors."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    g = G(rng)
+    tfn = fn(g)
+    ref = torch_reference(g, tfn, rng) if stored is None else stored_reference(name, g, stored)
+    inputs = ref["inputs"]
+    nodes = list(g.nodes)
+    if g.direct:
         nodes.append(helper.make_node("Identity", [g.ys[0]], ["loss"], name="loss_out"))
     else:
-        terms, loss_t = [], 0
-        for i, (yname, y) in enumerate(zip(g.ys, ys)):
-            r = rng.standard_normal(tuple(y.shape)).astype(np.float32)
-            rn = f"r{i}" if len(ys) > 1 else "r"
-            inputs[rn] = r
+        terms = []
+        for yname, rn in zip(g.ys, r_names(g)):
             prod = f"{rn}_prod"
             nodes.append(helper.make_node("Mul", [yname, rn], [prod], name=f"{rn}_mul"))
-            out = "loss" if len(ys) == 1 else f"{rn}_sum"
+            out = "loss" if len(g.ys) == 1 else f"{rn}_sum"
             nodes.append(helper.make_node("ReduceSum", [prod], [out], name=f"{rn}_sum", keepdims=0))
             terms.append(out)
-            loss_t = loss_t + (y * torch.tensor(r.astype(np.float64))).sum()
         while len(terms) > 1:
             out = "loss" if len(terms) == 2 else f"acc{len(terms)}"
             nodes.append(helper.make_node("Add", terms[:2], [out], name=f"add_{out}"))
             terms = [out] + terms[2:]
-    loss_t.backward()
-    grads = {k: (t.grad.numpy() if t.grad is not None else None) for k, t in leaves.items()}
 
     def vi(n, arr):
         return helper.make_tensor_value_info(n, ONNX_TYPES[np.asarray(arr).dtype], list(np.shape(arr)))
@@ -685,10 +788,9 @@ def build_case(name, fn, seed):
         return m
 
     train_m = model([])
-    check_m = model([(yn, y) for yn, y in zip(g.ys, ys)] if not g.direct else [])
-    return dict(g=g, train=train_m, check=check_m, inputs=inputs, loss=float(loss_t.detach()),
-                ys={} if g.direct else {yn: y.detach().numpy() for yn, y in zip(g.ys, ys)},
-                grads=grads)
+    check_m = model([(yn, ref["ys"][yn]) for yn in g.ys] if not g.direct else [])
+    return dict(g=g, train=train_m, check=check_m, inputs=inputs, loss=ref["loss"], ys=ref["ys"],
+                grads=ref["grads"], consts=scalar_consts(g))
 
 
 def validate_with_ort(name, c, path):
@@ -728,16 +830,24 @@ def run(cmd):
         shutil.rmtree(sess, ignore_errors=True)
 
 
-def check_case(a, name, fn, work, seed, stats):
+def invalid_case(a, problems):
+    why = "; ".join(problems)
+    if a.live or a.write_ref:
+        return "invalid case (onnxruntime and the torch function disagree): " + why
+    return (f"invalid case: onnxruntime on the graph disagrees with the torch outputs stored in "
+            f"{REF_FILE.name} ({why}); if the case was changed on purpose, regenerate: {REGEN}")
+
+
+def check_case(a, name, fn, work, seed, stats, stored=None):
     """Returns ('PASS'|'FAIL'|'SKIP', message)."""
     import onnx
     from safetensors.numpy import load_file, save_file
-    c = build_case(name, fn, seed)
+    c = build_case(name, fn, seed, stored)
     d = work / name
     d.mkdir(parents=True, exist_ok=True)
     problems, ort_outs, ort_worst = validate_with_ort(name, c, d / "check.onnx")
     if problems:
-        return "FAIL", "invalid case (onnxruntime and the torch function disagree): " + "; ".join(problems)
+        return "FAIL", invalid_case(a, problems)
     onnx.checker.check_model(c["train"], full_check=True)
     model_path = d / "model.onnx"
     onnx.save(c["train"], str(model_path))
@@ -779,6 +889,12 @@ def check_case(a, name, fn, work, seed, stats):
                 bad = True
                 msgs.append(f"{key}: a gradient for a {v.dtype} initializer")
             continue
+        if k in c["consts"]:
+            if key in got:
+                bad = True
+                msgs.append(f"{key}: a gradient for a 0-d initializer (the importer makes those "
+                            f"constants, so none is expected)")
+            continue
         if k in g.unused:
             if key not in got:
                 stats.setdefault("unused", set()).add("no output")
@@ -818,8 +934,78 @@ def check_case(a, name, fn, work, seed, stats):
         msgs.append(f"gradients of unknown tensors: {extra}")
     if bad:
         return "FAIL", "; ".join(msgs)
-    return "PASS", f"{sum(1 for k, v in g.inits.items() if v.dtype == np.float32 and k not in g.unused)} " \
-                   f"gradients, worst error/tolerance {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else "")
+    n_const = len(c["consts"])
+    return "PASS", f"{sum(1 for k, v in g.inits.items() if v.dtype == np.float32 and k not in g.unused and k not in c['consts'])} " \
+                   f"gradients, worst error/tolerance {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else "") + \
+                   (f"; no gradient for the 0-d constant{'s' if n_const > 1 else ''} "
+                    f"{', '.join(sorted(c['consts']))}" if n_const else "")
+
+
+def case_seed(base, name):
+    """The case's generator seed: from its name, so adding a case changes no other."""
+    return zlib.crc32(f"{base}:{name}".encode()) & 0x7FFFFFFF
+
+
+def save_sorted(path, tensors, metadata):
+    """safetensors.numpy.save_file, then the JSON header rewritten with sorted keys (the
+    Rust writer emits the metadata in hash-map order): re-runs are byte-identical."""
+    from safetensors.numpy import save_file
+    save_file(tensors, str(path), metadata=metadata)
+    raw = bytearray(Path(path).read_bytes())
+    n = int.from_bytes(raw[:8], "little")
+    new = json.dumps(json.loads(raw[8:8 + n]), separators=(",", ":"), sort_keys=True).encode()
+    if len(new) <= n:
+        raw[8:8 + n] = new + b" " * (n - len(new))
+        Path(path).write_bytes(bytes(raw))
+    os.chmod(path, 0o644)
+
+
+def write_ref(a, work, seed):
+    """Builds every case with its torch reference, checks it with onnxruntime and writes
+    REF_FILE. Returns the exit status."""
+    import onnx
+    import onnxruntime
+    import torch
+    tensors, bad = {}, []
+    for name, op, fn in CASES:
+        c = build_case(name, fn, case_seed(seed, name))
+        (work / name).mkdir(parents=True, exist_ok=True)
+        problems, _, w = validate_with_ort(name, c, work / name / "check.onnx")
+        if problems:
+            bad.append(name)
+            log(f"FAIL {op:26s} {name}: " + invalid_case(a, problems))
+            continue
+        for k, v in c["g"].inits.items():
+            tensors[f"{name}/init/{k}"] = v
+        for k, v in c["inputs"].items():
+            tensors[f"{name}/input/{k}"] = np.asarray(v)
+        tensors[f"{name}/loss"] = np.asarray(c["loss"], dtype=np.float64)
+        for k, v in c["ys"].items():
+            tensors[f"{name}/y/{k}"] = np.asarray(v, dtype=np.float64)
+        for k, v in c["grads"].items():
+            if v is not None:
+                tensors[f"{name}/grad/{k}"] = np.asarray(v, dtype=np.float64)
+        log(f"ok   {op:26s} {name}: onnxruntime matches torch (worst error/tolerance {w:.2g})")
+    if bad:
+        log(f"not written: {len(bad)} invalid case(s): {', '.join(bad)}")
+        return 1
+    meta = {"format": "zero grad_ops reference 1 (test/e2e/grad_ops.py)",
+            "cases": json.dumps([n for n, _, _ in CASES]),
+            "seed": str(seed), "opset": str(OPSET),
+            "torch_version": torch.__version__, "onnx_version": onnx.__version__,
+            "onnxruntime_version": onnxruntime.__version__, "numpy_version": np.__version__,
+            "python_version": platform.python_version(),
+            "regenerate": "scripts/setup-pyenv.sh full && " + REGEN}
+    save_sorted(a.ref, {k: np.array(v, order="C") for k, v in tensors.items()}, meta)
+    log(f"wrote {a.ref} ({Path(a.ref).stat().st_size} bytes, {len(CASES)} cases, {len(tensors)} tensors)")
+    return 0
+
+
+def read_stored(path):
+    """(tensors, metadata) of the stored reference file."""
+    from safetensors import safe_open
+    with safe_open(str(path), "np") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata() or {})
 
 
 def main():
@@ -830,12 +1016,23 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated op types or case names")
     ap.add_argument("--skip", default="", help="comma-separated op types or case names to leave out "
                     "(reported as SKIP)")
+    ap.add_argument("--include-unsupported", action="store_true",
+                    help="also run the cases of operators listed as unsupported (" +
+                         ", ".join(sorted(UNSUPPORTED)) + ")")
     ap.add_argument("--work", default=None, help="scratch directory (default: temporary, removed on success)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ref", default=str(REF_FILE), help=f"the stored reference (default {REF_FILE.name} "
+                    "next to this script)")
+    ap.add_argument("--live", action="store_true",
+                    help="compute the references with torch (float64) instead of reading --ref")
+    ap.add_argument("--write-ref", action="store_true",
+                    help="build every case with torch, check it with onnxruntime and write --ref "
+                         f"(needs torch; `{REGEN}`)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="base of the cases' generator seeds (--live / --write-ref; default 0)")
     ap.add_argument("--forward-only", action="store_true",
                     help="no --train: compile the forward program and compare its loss with onnxruntime")
     ap.add_argument("--validate-only", action="store_true",
-                    help="only build the cases and compare torch with onnxruntime (no zero-opt)")
+                    help="only build the cases and compare the torch reference with onnxruntime (no zero-opt)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     a.zero_opt = a.zero_opt or str(Path(a.bin_dir) / "zero-opt")
@@ -844,19 +1041,43 @@ def main():
     cases = [(n, op, fn) for n, op, fn in CASES if not only or n in only or op in only]
     if a.list:
         for n, op, _ in cases:
-            print(f"{op:28s} {n}")
+            print(f"{op:28s} {n}" + (f"   (skipped: {UNSUPPORTED[op]})" if op in UNSUPPORTED else ""))
         return 0
     if only and not cases:
         ap.error(f"--only {a.only}: no such op or case")
+    if a.write_ref and (only or a.skip):
+        ap.error("--write-ref writes every case: no --only / --skip")
     try:
-        import torch
-        torch.set_num_threads(1)
+        import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
+        import safetensors  # noqa: F401
     except ImportError as e:
-        log(f"SKIP: grad_ops needs torch and onnxruntime in this Python ({e}); "
-            "scripts/setup-pyenv.sh full installs them")
+        log(f"SKIP: grad_ops needs onnx, onnxruntime and safetensors in this Python ({e}); "
+            "scripts/setup-pyenv.sh test installs them")
         return SKIP
-    if not a.validate_only:
+    if a.live or a.write_ref:
+        try:
+            import torch
+            torch.set_num_threads(1)
+        except ImportError as e:
+            if a.write_ref:
+                log(f"FAIL: --write-ref needs torch ({e}); scripts/setup-pyenv.sh full installs it")
+                return 1
+            log(f"SKIP: --live needs torch in this Python ({e}); scripts/setup-pyenv.sh full installs "
+                f"it (without --live the stored {REF_FILE.name} is the reference)")
+            return SKIP
+    stored = None
+    seed = 0 if a.seed is None else a.seed
+    if not (a.live or a.write_ref):
+        if not Path(a.ref).exists():
+            log(f"FAIL: {a.ref} not found: write it with `{REGEN}` (needs torch), or pass --live")
+            return 1
+        stored, meta = read_stored(a.ref)
+        seed = int(meta.get("seed", 0))
+        if a.seed is not None and a.seed != seed:
+            ap.error(f"--seed {a.seed}: {Path(a.ref).name} was written with seed {seed}; use --live")
+        log(f"references: {a.ref} (torch {meta.get('torch_version', '?')}, float64)")
+    if not (a.validate_only or a.write_ref):
         for t in (a.zero_opt, a.zero_run):
             if not os.path.exists(t):
                 log(f"SKIP: {t} not found (build it, or pass --bin-dir)")
@@ -869,27 +1090,42 @@ def main():
         work.mkdir(parents=True)
     else:
         tmp = work = Path(tempfile.mkdtemp(prefix="grad-ops-"))
+    if a.write_ref:
+        rc = write_ref(a, work, seed)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return rc
     results, stats = {}, {}
     skip = {s for s in a.skip.split(",") if s}
-    for i, (name, op, fn) in enumerate(cases):
-        seed = a.seed * 1000 + i
+    for name, op, fn in cases:
+        seed_i = case_seed(seed, name)
         if name in skip or op in skip:
             results[name] = "SKIP"
             log(f"SKIP {op:26s} {name}: left out by --skip")
             continue
+        if op in UNSUPPORTED and not (a.include_unsupported or a.validate_only):
+            results[name] = "SKIP"
+            log(f"SKIP {op:26s} {name}: {UNSUPPORTED[op]}")
+            continue
         try:
             if a.validate_only:
-                c = build_case(name, fn, seed)
+                c = build_case(name, fn, seed_i, stored)
                 (work / name).mkdir(parents=True, exist_ok=True)
                 problems, _, w = validate_with_ort(name, c, work / name / "check.onnx")
-                st, msg = ("FAIL", "; ".join(problems)) if problems else \
+                st, msg = ("FAIL", invalid_case(a, problems)) if problems else \
                     ("PASS", f"onnxruntime matches torch (worst error/tolerance {w:.2g})")
             else:
-                st, msg = check_case(a, name, fn, work, seed, stats)
+                st, msg = check_case(a, name, fn, work, seed_i, stats, stored)
+        except Stale as e:
+            st, msg = "FAIL", f"{Path(a.ref).name} does not fit this case ({e}): regenerate with `{REGEN}`"
         except Exception as e:  # a broken case is a failure of this script, reported as such
             st, msg = "FAIL", f"{type(e).__name__}: {e}"
         results[name] = st
         log(f"{st} {op:26s} {name}: {msg}")
+    if stored is not None:
+        extra = sorted({k.split("/")[0] for k in stored} - {n for n, _, _ in CASES})
+        if extra:
+            log(f"note: {Path(a.ref).name} also holds cases this script no longer has: {extra}")
     n = {s: sum(1 for v in results.values() if v == s) for s in ("PASS", "FAIL", "SKIP")}
     if "worst" in stats:
         log(f"worst gradient over all cases: error/tolerance {stats['worst'][0]:.3g} at {stats['worst'][1]}")
@@ -897,7 +1133,8 @@ def main():
         log(f"float initializers off the path to the loss: the compiler gives "
             f"{' and '.join(sorted(stats['unused']))} (PyTorch: None; both accepted)")
     mode = "validate-only" if a.validate_only else "forward-only" if a.forward_only else "gradients"
-    log(f"grad_ops ({mode}): {n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped")
+    src = "torch, live" if a.live else "stored"
+    log(f"grad_ops ({mode}, {src} references): {n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped")
     if n["FAIL"]:
         log(f"(scratch files kept in {work})")
         return 1

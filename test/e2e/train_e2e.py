@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end checks of training: zero-opt --train -> .zrt -> zero-run, against the
 fixtures' stored gradients / AdamW step and against an independent PyTorch reference
-(train_reference.py).
+(train_reference.py), stored in test/models/NAME_loss.train.ref.safetensors or
+recomputed (--live).
 
 Modes (any combination; they run in this order):
 
@@ -16,12 +17,29 @@ Modes (any combination; they run in this order):
   --train NAME        ds_config with AdamW, gradient_clipping, gradient accumulation 2
                       and a linear WarmupLR; 20 steps on generated data; the log's loss,
                       grad_norm and lr at every step and the final parameters are
-                      compared with the PyTorch reference (needs torch + transformers).
+                      compared with the PyTorch reference. By default the reference is
+                      the stored NAME_loss.train.ref.safetensors (numpy + safetensors
+                      only: the data batches, ds_config and step count come from it, so
+                      --steps/--accum/--clip/--eps/--seed may only repeat its values);
+                      with --live it is recomputed by train_reference.py on freshly
+                      generated data (needs torch + transformers; any settings, --freeze).
     --threads-sweep [T1,T2,...]   also run zero-run at each --threads count (default
                       1,3): losses, grad norms and saved weights must be bit-identical.
 
+Stored training references (test/models/NAME_loss.train.ref.safetensors), written by
+the PyTorch reference with this script's default settings (20 steps, accumulation 2,
+clipping 1.0, AdamW eps 1e-6, WarmupLR, data seed 1234):
+  data.<input>      the generated batches, [steps, accumulation x micro-batch, ...]
+  step.loss, step.grad_norm, step.lr   float64 [steps]; step.micro_loss [steps, K]
+  final.<init>      the final trainable parameters (ONNX initializer names, F32)
+  metadata          ds_config (JSON), steps, seed, versions, sha256 of NAME_loss.onnx
+                    (a different fixture file is a failure: regenerate), regenerate
+Regenerate them (after test/models/export.py, or when the reference changes) with
+  scripts/setup-pyenv.sh full
+  build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref [NAME ...]
+
 Exit status: 0 all passed, 1 a mismatch or a failed command, 77 skipped (printed
-why: zero-opt does not know --train yet, or torch is missing for --train).
+why: zero-opt does not know --train yet, or torch is missing for --train --live).
 
 Command lines (B x S the fixture's reference shape, mlp: x=Bx16, labels=B):
   zero-opt M_loss.onnx --input-shape input_ids=BxS --input-shape labels=BxS --train
@@ -45,6 +63,7 @@ matters are counted and printed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -61,6 +80,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SKIP = 77
 FIXTURES = ["mlp", "gpt2", "bert", "llama"]
+
+# --train settings; the stored references (train_reference.py --write-train-ref) use these.
+TRAIN_DEFAULTS = dict(steps=20, accum=2, clip=1.0, eps=1e-6, seed=1234)
+TRAIN_REF = "{}_loss.train.ref.safetensors"
+REGEN_TRAIN_REF = "build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref {}"
 
 ENV = dict(os.environ)
 ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -320,25 +344,92 @@ def read_log(path, steps):
     return rows
 
 
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_train_ref(models, name):
+    """The stored training reference of NAME: dict(data, config, steps, seed, losses,
+    grad_norms, lrs, params, meta). Fail if it is missing or was written for another
+    NAME_loss.onnx."""
+    path = Path(models) / TRAIN_REF.format(name)
+    regen = REGEN_TRAIN_REF.format(name)
+    if not path.exists():
+        raise Fail(f"{path} not found: write it with `{regen}` (needs torch), or pass --live")
+    from safetensors import safe_open
+    with safe_open(str(path), "np") as f:
+        t = {k: f.get_tensor(k) for k in f.keys()}
+        meta = dict(f.metadata() or {})
+    onnx_path = Path(models) / f"{name}_loss.onnx"
+    want_sha = meta.get("onnx_sha256", "")
+    if want_sha != sha256_file(onnx_path):
+        raise Fail(f"{path.name} was written for a different {onnx_path.name} (sha256 {want_sha[:12]}..., "
+                   f"the file now {sha256_file(onnx_path)[:12]}...): the fixture was regenerated; "
+                   f"regenerate the training reference with `{regen}`")
+    return dict(path=path, meta=meta, data=prefixed(t, "data."), params=prefixed(t, "final."),
+                config=json.loads(meta["ds_config"]), steps=int(meta["steps"]), seed=int(meta["seed"]),
+                losses=[float(x) for x in t["step.loss"]],
+                grad_norms=[float(x) for x in t["step.grad_norm"]],
+                lrs=[float(x) for x in t["step.lr"]])
+
+
+def train_settings(a, stored=None):
+    """(steps, accum, clip, eps, seed): the command line's, defaults filled in; with a
+    stored reference its values, and a command-line value that differs is a Fail."""
+    given = dict(steps=a.steps, accum=a.accum, clip=a.clip, eps=a.eps, seed=a.seed)
+    if stored is None:
+        return {k: (v if v is not None else TRAIN_DEFAULTS[k]) for k, v in given.items()}
+    cfg = stored["config"]
+    have = dict(steps=stored["steps"], accum=int(cfg["gradient_accumulation_steps"]),
+                clip=float(cfg["gradient_clipping"]), eps=float(cfg["optimizer"]["params"]["eps"]),
+                seed=stored["seed"])
+    differ = [f"--{k} {given[k]} (stored: {have[k]})" for k in given
+              if given[k] is not None and given[k] != have[k]]
+    if differ:
+        raise Fail(f"{stored['path'].name} holds a reference for other settings: {', '.join(differ)}; "
+                   f"use --live for other settings")
+    return have
+
+
 def mode_train(a, tools, name, work):
-    log(f"== train-20steps {name}: {a.steps} steps, gradient accumulation {a.accum}, clipping "
-        f"{a.clip}, AdamW + WarmupLR, vs the PyTorch reference")
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise Skip(f"the PyTorch reference needs torch and transformers ({e}); "
-                   "scripts/setup-pyenv.sh full installs them")
-    sys.path.insert(0, str(HERE))
-    import train_reference as tr
-    B, S = tr.fixture_dims(name, Path(a.models))
-    K, steps = a.accum, a.steps
-    cfg = train_config(B, K, a.clip, a.eps)
+    ref = tr = stored = None
+    if a.live:
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError as e:
+            raise Skip(f"--live: the PyTorch reference needs torch and transformers ({e}); "
+                       "scripts/setup-pyenv.sh full installs them (without --live the stored "
+                       f"{TRAIN_REF.format(name)} is the reference)")
+        sys.path.insert(0, str(HERE))
+        import train_reference as tr
+        st = train_settings(a)
+        B, S = tr.fixture_dims(name, Path(a.models))
+        K, steps = st["accum"], st["steps"]
+        cfg = train_config(B, K, st["clip"], st["eps"])
+        data = tr.make_data(name, steps, K, B, S, st["seed"], Path(a.models))
+        source = "the PyTorch reference (--live, recomputed)"
+    else:
+        if a.freeze:
+            raise Fail("--freeze needs --live (the stored reference trains every parameter)")
+        stored = read_train_ref(a.models, name)
+        st = train_settings(a, stored)
+        K, steps = st["accum"], st["steps"]
+        cfg, data = stored["config"], stored["data"]
+        B = next(iter(data.values())).shape[1] // K
+        meta = stored["meta"]
+        source = (f"the stored PyTorch reference {stored['path'].name} (torch {meta.get('torch_version', '?')}, "
+                  f"transformers {meta.get('transformers_version', '?')})")
+    log(f"== train-20steps {name}: {steps} steps, gradient accumulation {K}, clipping "
+        f"{cfg.get('gradient_clipping')}, AdamW + WarmupLR, vs {source}")
     cfg_path = work / "ds_config.json"
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
-    data = tr.make_data(name, steps, K, B, S, a.seed, Path(a.models))
     data_path = work / "batches.safetensors"
-    save_file(data, str(data_path))
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
     shapes = {k: (B,) + v.shape[2:] for k, v in data.items()}  # micro-batch shapes
 
     zrt, weights = work / "t.zrt", work / "init.safetensors"
@@ -357,12 +448,21 @@ def mode_train(a, tools, name, work):
 
     rows, final, rt = train_run(f"-t{sweep[0]}" if sweep else "", sweep[0] if sweep else None)
     t0 = time.time()
-    ref = tr.Reference(name, Path(a.models), freeze=a.freeze)
-    if a.freeze:
-        log(f"  frozen (--freeze {a.freeze!r}): {sorted(ref.param_map[n] for n in ref.frozen)}")
-    res = ref.train(data, cfg, steps)
+    if a.live:
+        ref = tr.Reference(name, Path(a.models), freeze=a.freeze)
+        if a.freeze:
+            log(f"  frozen (--freeze {a.freeze!r}): {sorted(ref.param_map[n] for n in ref.frozen)}")
+        res = ref.train(data, cfg, steps)
+        note_stored_data(a, name, st, data)
+    else:
+        res = dict(losses=stored["losses"], grad_norms=stored["grad_norms"], lrs=stored["lrs"],
+                   params=stored["params"])
+        for k in ("losses", "grad_norms", "lrs"):
+            if len(res[k]) != steps:
+                raise Fail(f"{stored['path'].name}: {len(res[k])} {k}, expected {steps}")
     reft = time.time() - t0
-    log(f"  times: zero-opt {ct:.2f}s, zero-run {rt:.2f}s, reference {reft:.2f}s")
+    log(f"  times: zero-opt {ct:.2f}s, zero-run {rt:.2f}s, reference {reft:.2f}s"
+        + ("" if a.live else " (stored)"))
 
     failures = []
     log(f"  {'step':>4} {'loss zrt':>11} {'loss ref':>11} {'rel':>8} | {'grad_norm zrt':>13} "
@@ -388,7 +488,7 @@ def mode_train(a, tools, name, work):
     if missing:
         failures.append("parameter set")
         log(f"  FAIL trainable parameters missing from the saved weights: {missing}")
-    frozen = {ref.param_map[n]: ref.to_onnx_layout(n, ref.named[n]) for n in ref.frozen}
+    frozen = {ref.param_map[n]: ref.to_onnx_layout(n, ref.named[n]) for n in ref.frozen} if ref else {}
     for k in extra:
         if k in frozen:  # a frozen parameter, if saved, is unchanged
             if final[k].shape != frozen[k].shape or not np.array_equal(final[k], frozen[k]):
@@ -415,6 +515,30 @@ def mode_train(a, tools, name, work):
     return failures
 
 
+def note_stored_data(a, name, st, data):
+    """--live with the stored reference's settings: say whether the freshly generated
+    data equals the stored batches (numpy's generator streams are not guaranteed
+    across versions; the stored mode does not depend on them)."""
+    path = Path(a.models) / TRAIN_REF.format(name)
+    if not path.exists() or a.freeze:
+        return
+    try:
+        stored = read_train_ref(a.models, name)
+    except Fail as e:
+        log(f"  note: {str(e).splitlines()[0]}")
+        return
+    try:
+        if train_settings(a, stored) != st:
+            return
+    except Fail:  # other settings than the stored reference's: nothing to compare
+        return
+    same = set(stored["data"]) == set(data) and all(
+        stored["data"][k].shape == data[k].shape and np.array_equal(stored["data"][k], data[k])
+        for k in data)
+    log(f"  note: the generated data {'equals' if same else 'DIFFERS FROM'} the batches stored in "
+        f"{path.name}" + ("" if same else " (numpy's generator changed? the stored mode is unaffected)"))
+
+
 # ---------------------------------------------------------------------------
 
 def main():
@@ -433,14 +557,22 @@ def main():
     ap.add_argument("--train", action="append", default=[], choices=FIXTURES, metavar="NAME")
     ap.add_argument("--threads-sweep", nargs="?", const="1,3", default="",
                     help="with --train: --threads counts whose runs must be bit-identical (default 1,3)")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--accum", type=int, default=2, help="gradient_accumulation_steps")
-    ap.add_argument("--clip", type=float, default=1.0, help="gradient_clipping")
-    ap.add_argument("--eps", type=float, default=1e-6, help="AdamW eps of the --train config")
-    ap.add_argument("--seed", type=int, default=1234, help="data seed")
+    ap.add_argument("--live", action="store_true",
+                    help="with --train: recompute the PyTorch reference on freshly generated data "
+                         "(needs torch + transformers) instead of reading the stored "
+                         "NAME_loss.train.ref.safetensors")
+    d = TRAIN_DEFAULTS
+    ap.add_argument("--steps", type=int, default=None, help=f"--train steps (default {d['steps']})")
+    ap.add_argument("--accum", type=int, default=None,
+                    help=f"gradient_accumulation_steps (default {d['accum']})")
+    ap.add_argument("--clip", type=float, default=None, help=f"gradient_clipping (default {d['clip']})")
+    ap.add_argument("--eps", type=float, default=None,
+                    help=f"AdamW eps of the --train config (default {d['eps']})")
+    ap.add_argument("--seed", type=int, default=None, help=f"data seed (default {d['seed']})")
     ap.add_argument("--freeze", default=None,
-                    help="with --train: zero-opt --freeze REGEX; the reference freezes the parameters "
-                         "whose ONNX initializer name or PyTorch name the regex matches (re.search)")
+                    help="with --train --live: zero-opt --freeze REGEX; the reference freezes the "
+                         "parameters whose ONNX initializer name or PyTorch name the regex matches "
+                         "(re.search)")
     ap.add_argument("--rtol", type=float, default=1e-4, help="gradient rtol")
     ap.add_argument("--atol", type=float, default=1e-6, help="gradient atol")
     ap.add_argument("--step-rtol", type=float, default=1e-5, help="AdamW step rtol")

@@ -33,6 +33,12 @@ params.adam_w_mode is false (then torch.optim.Adam, L2 weight decay); SGD ->
 torch.optim.SGD(momentum, dampening, nesterov, weight_decay). Defaults are DeepSpeed's
 (FusedAdam: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0).
 
+Embedding padding_idx: PyTorch gives the padding row of an nn.Embedding no gradient
+(BERT's word embeddings: padding_idx = pad_token_id = 0). That is not part of the
+function the exported graph computes (a plain Gather, whose gradient reaches every
+gathered row), so the reference drops padding_idx (forward unchanged) and trains the
+function of NAME_loss.onnx: generated batches may contain token id 0 anywhere.
+
 Library use (from train_e2e.py):
     ref = Reference("gpt2")            # model built, weights loaded from the ONNX file
     data = make_data("gpt2", steps, K, B, S, seed)
@@ -46,6 +52,17 @@ CLI:
                        --log-json log.json --save final.safetensors [--seed S]
         generate the data, train, write the log (JSON list of step/loss/grad_norm/lr)
         and the final parameters (ONNX names and layout)
+    train_reference.py --write-train-ref [NAME ...] [--models DIR]
+        write DIR/NAME_loss.train.ref.safetensors (default: every fixture, into
+        test/models): the stored reference of `train_e2e.py --train NAME` (its default
+        settings: 20 steps, accumulation 2, clipping 1.0, AdamW eps 1e-6, WarmupLR,
+        data seed 1234), so that the test needs no torch. Keys: data.<input> (the
+        batches), step.loss / step.grad_norm / step.lr (float64 [steps]),
+        step.micro_loss ([steps, K]), final.<initializer> (F32); metadata: ds_config,
+        steps, seed, versions, sha256 of NAME_loss.onnx, regenerate (this command).
+        Regenerate after test/models/export.py or a change of this reference:
+            scripts/setup-pyenv.sh full
+            build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref
 """
 from __future__ import annotations
 
@@ -54,6 +71,7 @@ import importlib.util
 import json
 import math
 import os
+import platform
 import re
 import sys
 from pathlib import Path
@@ -299,6 +317,13 @@ class Reference:
                 t = torch.from_numpy(np.array(a, dtype=np.float32))
                 self.init_diff = max(self.init_diff, float((p - t).abs().max()))
                 p.copy_(t)
+        # padding_idx is a PyTorch training rule the ONNX graph does not carry (see the
+        # module docstring): the reference trains the graph's function.
+        self.padding_dropped = []
+        for mn, mod in self.model.named_modules():
+            if isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
+                self.padding_dropped.append(f"{mn}.padding_idx={mod.padding_idx}")
+                mod.padding_idx = None
         # float64 is for measuring float32 rounding effects only (the reference is float32).
         self.model.to(self.dtype)
         named = dict(self.model.named_parameters())
@@ -501,6 +526,58 @@ def check_ref(name, models_dir=MODELS, rtol=1e-5, atol=1e-7, verbose=True):
 
 # ---------------------------------------------------------------------------
 
+def write_train_ref(name, models_dir=MODELS):
+    """Writes models_dir/NAME_loss.train.ref.safetensors (see the module docstring);
+    returns its path."""
+    import torch
+    import transformers
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    models_dir = Path(models_dir)
+    d = te.TRAIN_DEFAULTS
+    B, S = fixture_dims(name, models_dir)
+    K, steps = d["accum"], d["steps"]
+    cfg = te.train_config(B, K, d["clip"], d["eps"])
+    data = make_data(name, steps, K, B, S, d["seed"], models_dir)
+    ref = Reference(name, models_dir)
+    res = ref.train(data, cfg, steps)
+    tensors = {f"data.{k}": v for k, v in data.items()}
+    tensors["step.loss"] = np.asarray(res["losses"], dtype=np.float64)
+    tensors["step.grad_norm"] = np.asarray(res["grad_norms"], dtype=np.float64)
+    tensors["step.lr"] = np.asarray(res["lrs"], dtype=np.float64)
+    tensors["step.micro_loss"] = np.asarray(res["micro_losses"], dtype=np.float32)
+    for k, v in res["params"].items():
+        tensors[f"final.{k}"] = np.asarray(v, dtype=np.float32)
+    onnx_path = models_dir / f"{name}_loss.onnx"
+    meta = {
+        "format": "zero training reference 1 (test/e2e/train_e2e.py --train)",
+        "model": name,
+        "onnx": onnx_path.name,
+        "onnx_sha256": te.sha256_file(onnx_path),
+        "ds_config": json.dumps(cfg, sort_keys=True),
+        "steps": str(steps),
+        "micro_batch": str(B),
+        "gradient_accumulation_steps": str(K),
+        "seed": str(d["seed"]),
+        "data": "train_reference.make_data(name, steps, K, B, S, seed): numpy default_rng",
+        "reference": "train_reference.Reference: float32, 1 thread, deterministic algorithms; "
+                     "embedding padding_idx dropped (" + (", ".join(ref.padding_dropped) or "none") + ")",
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "numpy_version": np.__version__,
+        "python_version": platform.python_version(),
+        "regenerate": "scripts/setup-pyenv.sh full && " + te.REGEN_TRAIN_REF.format(name),
+    }
+    path = models_dir / te.TRAIN_REF.format(name)
+    # export.py's writer: the header rewritten with sorted keys (the Rust writer emits the
+    # metadata in hash-map order), so a re-run with the same versions is byte-identical.
+    export_module(models_dir).save_ref(path, {k: np.array(v, order="C") for k, v in tensors.items()}, meta)
+    os.chmod(path, 0o644)
+    print(f"wrote {path} ({path.stat().st_size} bytes: {len(res['params'])} parameters, "
+          f"{steps} steps; final loss {res['losses'][-1]:.7f})")
+    return path
+
+
 def write_log(path, res):
     rows = [dict(step=i, loss=res["losses"][i], grad_norm=res["grad_norms"][i], lr=res["lrs"][i],
                  micro_losses=res["micro_losses"][i]) for i in range(len(res["losses"]))]
@@ -512,6 +589,9 @@ def main():
     ap.add_argument("--models", default=str(MODELS))
     ap.add_argument("--check-ref", nargs="*", metavar="NAME", default=None,
                     help="sanity check against the stored grad.*/adamw.* (default: all fixtures)")
+    ap.add_argument("--write-train-ref", nargs="*", metavar="NAME", default=None, choices=FIXTURES,
+                    help="write DIR/NAME_loss.train.ref.safetensors, the stored reference of "
+                         "train_e2e.py --train (default: all fixtures; DIR is --models)")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-7)
     ap.add_argument("--model", choices=FIXTURES)
@@ -526,6 +606,12 @@ def main():
     ap.add_argument("--log-json")
     ap.add_argument("--save")
     a = ap.parse_args()
+    if a.write_train_ref is not None:
+        total = 0
+        for n in a.write_train_ref or FIXTURES:
+            total += write_train_ref(n, Path(a.models)).stat().st_size
+        print(f"total {total} bytes")
+        return
     if a.check_ref is not None:
         names = a.check_ref or FIXTURES
         bad = {}
