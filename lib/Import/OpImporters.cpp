@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cmath>
 #include <limits>
@@ -173,16 +174,50 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   return success();
 }
 
+/// Dropout with training_mode true: onnx.TrainingDropout, its ratio (input 1,
+/// default 0.5) a constant. The stream tells the nodes apart: a hash of the
+/// node's output name, stable across imports of the same file.
+LogicalResult importTrainingDropout(NodeContext &ctx) {
+  double ratio = 0.5;
+  if (ctx.input(1)) {
+    DenseElementsAttr r = ctx.constInput(1);
+    if (!r || r.getNumElements() != 1 || !isa<FloatType>(r.getElementType())) {
+      ctx.emitError() << "ratio must be a constant scalar in training mode";
+      return failure();
+    }
+    ratio = r.getSplatValue<APFloat>().convertToDouble();
+  }
+  if (!(ratio >= 0 && ratio < 1)) {
+    ctx.emitError() << "ratio must be in [0, 1), got " << ratio;
+    return failure();
+  }
+  if (!isa<FloatType>(ctx.inputType(0).getElementType())) {
+    ctx.emitError() << "training-mode Dropout of a non-float tensor is not supported";
+    return failure();
+  }
+  uint64_t stream = llvm::xxh3_64bits(ctx.node().output(0)) >> 1;
+  SmallVector<NamedAttribute> attrs{ctx.f64("ratio", ratio),
+                                    ctx.i64("seed", ctx.attrInt("seed", 0)),
+                                    ctx.i64("stream", int64_t(stream))};
+  auto results = ctx.create("TrainingDropout", {ctx.input(0)}, attrs, 2);
+  if (failed(results))
+    return failure();
+  ctx.results.push_back((*results)[0]);
+  if (ctx.outputUsed(1))
+    ctx.results.push_back((*results)[1]);
+  return success();
+}
+
 /// Ops whose one output is the input (inference-mode Dropout, Identity).
 LogicalResult importPassThrough(NodeContext &ctx) {
   if (ctx.node().op_type() == "Dropout" && ctx.input(2)) {
     DenseElementsAttr training = ctx.constInput(2);
-    if (!training || training.getNumElements() != 1 ||
-        training.getSplatValue<APInt>().getBoolValue()) {
-      ctx.emitError() << "training_mode must be a constant false: zero-opt compiles "
-                         "inference programs, where Dropout is the identity";
+    if (!training || training.getNumElements() != 1) {
+      ctx.emitError() << "training_mode must be a constant scalar (true or false)";
       return failure();
     }
+    if (training.getSplatValue<APInt>().getBoolValue())
+      return importTrainingDropout(ctx);
   }
   ctx.results.push_back(ctx.input(0));
   if (ctx.node().op_type() == "Dropout" && ctx.outputUsed(1)) {
@@ -343,6 +378,14 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
   if (ctx.attr("ignore_index"))
     attrs.push_back(ctx.i64("ignore_index", ctx.attrInt("ignore_index", 0)));
   return setResult(ctx, ctx.create1("SoftmaxCrossEntropyLoss",
+                                    {ctx.input(0), ctx.input(1), ctx.input(2)}, attrs));
+}
+
+LogicalResult importNegativeLogLikelihood(NodeContext &ctx) {
+  SmallVector<NamedAttribute> attrs{ctx.str("reduction", ctx.attrString("reduction", "mean"))};
+  if (ctx.attr("ignore_index"))
+    attrs.push_back(ctx.i64("ignore_index", ctx.attrInt("ignore_index", 0)));
+  return setResult(ctx, ctx.create1("NegativeLogLikelihoodLoss",
                                     {ctx.input(0), ctx.input(1), ctx.input(2)}, attrs));
 }
 
@@ -1346,6 +1389,7 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
     t["LayerNormalization"] = importLayerNorm;
     t["RMSNormalization"] = importRMSNorm;
     t["SoftmaxCrossEntropyLoss"] = importSoftmaxCrossEntropy;
+    t["NegativeLogLikelihoodLoss"] = importNegativeLogLikelihood;
     for (const char *op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                            "ReduceProd", "ReduceL2", "ReduceSumSquare",
                            "ReduceLogSumExp"})

@@ -253,6 +253,29 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     ImplicitLocOpBuilder b(func.getLoc(), ctx);
     b.setInsertionPointToEnd(entry);
 
+    // Training-mode Dropout draws its mask from (seed, stream, step): the step
+    // is the `rng.step` counter, incremented once per training step, and each
+    // micro-batch copy gets its own stream.
+    Value rngStep;
+    if (!src.getOps<onnx::TrainingDropoutOp>().empty()) {
+      auto i64s = RankedTensorType::get({}, b.getI64Type());
+      OpBuilder gb(ctx);
+      gb.setInsertionPoint(func);
+      auto counter = ml_program::GlobalOp::create(
+          gb, func.getLoc(), "rng_step", i64s, /*is_mutable=*/true,
+          DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 0)),
+          gb.getStringAttr("private"));
+      counter->setAttr("zero.tensor", gb.getStringAttr("rng.step"));
+      counter->setAttr("zero.role", gb.getStringAttr("counter"));
+      SymbolTable(module).insert(counter);
+      auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+      rngStep = onnx::AddOp::create(
+          b, ml_program::GlobalLoadOp::create(b, i64s, sym),
+          onnx::ConstantOp::create(
+              b, i64s, DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 1))));
+      ml_program::GlobalStoreOp::create(b, sym, rngStep);
+    }
+
     Type lossType = ret.getOperand(0).getType();
     Type lossElem = cast<RankedTensorType>(lossType).getElementType();
     llvm::MapVector<Operation *, Value> grads; // global -> gradient, summed
@@ -273,8 +296,15 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         map.map(arg, in);
       }
       SmallVector<Operation *> ops;
-      for (Operation &op : src.without_terminator())
-        ops.push_back(b.clone(op, map));
+      for (Operation &op : src.without_terminator()) {
+        Operation *copy = b.clone(op, map);
+        if (auto d = dyn_cast<onnx::TrainingDropoutOp>(copy)) {
+          d.getStepMutable().assign(rngStep);
+          uint64_t stream = uint64_t(d.getStream()) + uint64_t(k) * 0x9E3779B97F4A7C15ull;
+          d.setStream(int64_t(stream & uint64_t(INT64_MAX)));
+        }
+        ops.push_back(copy);
+      }
       Value loss = map.lookup(ret.getOperand(0));
       auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
                                              FloatAttr::get(lossElem, 1.0 / accumulation));

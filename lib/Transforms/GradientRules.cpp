@@ -213,6 +213,16 @@ LogicalResult reluRule(RuleArgs &a) {
   set(a, 0, onnx::WhereOp::create(a.b, pos, a.dOuts[0], scalar(a.b, 0.0, elem(y))));
   return success();
 }
+LogicalResult trainingDropoutRule(RuleArgs &a) {
+  // dx = dy / (1 - ratio) where the forward kept the element, else 0: the
+  // forward's own mask, so both directions drop the same elements.
+  auto d = cast<onnx::TrainingDropoutOp>(a.op);
+  Value dy = a.dOuts[0];
+  double keep = 1.0 - d.getRatio().convertToDouble();
+  set(a, 0, onnx::WhereOp::create(a.b, d.getMask(), mulc(a.b, dy, 1.0 / keep),
+                                  scalar(a.b, 0.0, elem(dy))));
+  return success();
+}
 LogicalResult leakyReluRule(RuleArgs &a) {
   Value x = operand(a, 0), dy = a.dOuts[0];
   double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
@@ -408,19 +418,21 @@ LogicalResult normRule(RuleArgs &a, bool centred) {
 LogicalResult layerNormRule(RuleArgs &a) { return normRule(a, true); }
 LogicalResult rmsNormRule(RuleArgs &a) { return normRule(a, false); }
 
-LogicalResult softmaxCrossEntropyRule(RuleArgs &a) {
-  // d scores = (softmax(scores) - onehot(labels)) * w, with w the weight of
-  // each position: 0 where the label is ignore_index; for "mean" the loss
-  // gradient over the number of counted positions.
+/// d scores = (softmax(scores) - onehot(labels)) * w for the cross-entropy,
+/// -onehot(labels) * w for the negative log-likelihood, with w the weight of
+/// each position: 0 where the label is ignore_index; for "mean" the loss
+/// gradient over the number of counted positions.
+LogicalResult lossRule(RuleArgs &a, bool softmax, Value scores, Value labels,
+                       Value weights, StringRef reduction,
+                       std::optional<int64_t> ignoreIndex) {
   ImplicitLocOpBuilder &b = a.b;
-  auto sce = cast<onnx::SoftmaxCrossEntropyLossOp>(a.op);
-  if (sce.getWeights())
+  if (weights)
     return a.op->emitOpError("with class weights has no reverse rule yet");
-  Value scores = sce.getScores(), labels = sce.getLabels(), dl = a.dOuts[0];
+  Value dl = a.dOuts[0];
   RankedTensorType st = tt(scores), lt = tt(labels);
   Type f = st.getElementType(), li = lt.getElementType();
   int64_t rank = st.getRank(), classes = st.getDimSize(1);
-  Value p = onnx::SoftmaxOp::create(b, scores, uint64_t(1));
+  Value p = softmax ? Value(onnx::SoftmaxOp::create(b, scores, uint64_t(1))) : Value();
   // One-hot: labels[N, 1, d...] == [0, C) laid out along dim 1.
   SmallVector<int64_t> classShape(rank, 1);
   classShape[1] = classes;
@@ -433,10 +445,9 @@ LogicalResult softmaxCrossEntropyRule(RuleArgs &a) {
                                                classIds),
                       f);
   Value mask;
-  if (auto ignore = sce.getIgnoreIndex())
-    mask = castTo(b, onnx::NotOp::create(b, onnx::EqualOp::create(b, labels, scalar(b, double(sce.getIgnoreIndexAttr().getInt()), li))),
+  if (ignoreIndex)
+    mask = castTo(b, onnx::NotOp::create(b, onnx::EqualOp::create(b, labels, scalar(b, double(*ignoreIndex), li))),
                 f);
-  StringRef reduction = sce.getReduction();
   Value w;
   if (reduction == "mean") {
     Value count = mask ? reduceSum(b, mask, range(0, lt.getRank()), false)
@@ -454,8 +465,26 @@ LogicalResult softmaxCrossEntropyRule(RuleArgs &a) {
   }
   if (tt(w).getRank() > 0)
     w = onnx::UnsqueezeOp::create(b, w, {1});
-  set(a, 0, mul(b, sub(b, p, onehot), w));
+  set(a, 0, mul(b, softmax ? sub(b, p, onehot) : neg(b, onehot), w));
   return success();
+}
+
+LogicalResult softmaxCrossEntropyRule(RuleArgs &a) {
+  auto sce = cast<onnx::SoftmaxCrossEntropyLossOp>(a.op);
+  std::optional<int64_t> ignore;
+  if (auto i = sce.getIgnoreIndexAttr())
+    ignore = i.getInt();
+  return lossRule(a, true, sce.getScores(), sce.getLabels(), sce.getWeights(),
+                  sce.getReduction(), ignore);
+}
+
+LogicalResult nllRule(RuleArgs &a) {
+  auto nll = cast<onnx::NegativeLogLikelihoodLossOp>(a.op);
+  std::optional<int64_t> ignore;
+  if (auto i = nll.getIgnoreIndexAttr())
+    ignore = i.getInt();
+  return lossRule(a, false, nll.getInput(), nll.getTarget(), nll.getWeight(),
+                  nll.getReduction(), ignore);
 }
 
 //===-- reductions ----------------------------------------------------------===//
@@ -699,6 +728,7 @@ const Rule kRules[] = {
     {"onnx.MatMul", matmulRule},
     {"onnx.Mul", mulRule},
     {"onnx.Neg", negRule},
+    {"onnx.NegativeLogLikelihoodLoss", nllRule},
     {"onnx.Pad", padRule},
     {"onnx.Pow", powRule},
     {"onnx.RMSNormalization", rmsNormRule},
@@ -719,6 +749,7 @@ const Rule kRules[] = {
     {"onnx.Squeeze", reshapeRule},
     {"onnx.Sub", subRule},
     {"onnx.Tanh", tanhRule},
+    {"onnx.TrainingDropout", trainingDropoutRule},
     {"onnx.Transpose", transposeRule},
     {"onnx.Trilu", triluRule},
     {"onnx.Unsqueeze", reshapeRule},

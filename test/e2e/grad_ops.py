@@ -39,9 +39,9 @@ instead. Regenerate the file after adding or changing a case:
     scripts/setup-pyenv.sh full
     build/pyenv/bin/python test/e2e/grad_ops.py --write-ref
 
-Cases of operators the importer does not support yet are kept (and stored) but
-reported as SKIP with the reason (NegativeLogLikelihoodLoss); --include-unsupported
-runs them anyway.
+Cases of operators the importer does not support yet (none today: UNSUPPORTED) are
+kept (and stored) but reported as SKIP with the reason; --include-unsupported runs
+them anyway.
 
 Options: --only OP[,OP...] (op types or case names), --bin-dir DIR, --forward-only
 (steps 1-2 plus a plain compile/run of the forward program, comparing its loss with
@@ -72,7 +72,7 @@ RTOL, ATOL = 1e-4, 1e-5
 REF_FILE = HERE / "grad_ops.ref.safetensors"
 REGEN = "build/pyenv/bin/python test/e2e/grad_ops.py --write-ref"
 # Op types whose cases are kept but skipped (reason printed): no importer support yet.
-UNSUPPORTED = {"NegativeLogLikelihoodLoss": "importer has no NegativeLogLikelihoodLoss yet"}
+UNSUPPORTED: dict[str, str] = {}
 
 ENV = dict(os.environ)
 ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -1018,7 +1018,7 @@ def main():
                     "(reported as SKIP)")
     ap.add_argument("--include-unsupported", action="store_true",
                     help="also run the cases of operators listed as unsupported (" +
-                         ", ".join(sorted(UNSUPPORTED)) + ")")
+                         (", ".join(sorted(UNSUPPORTED)) or "none") + ")")
     ap.add_argument("--work", default=None, help="scratch directory (default: temporary, removed on success)")
     ap.add_argument("--ref", default=str(REF_FILE), help=f"the stored reference (default {REF_FILE.name} "
                     "next to this script)")

@@ -192,6 +192,29 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
     return success();                                                          \
   }
 ZERO_UNARY_INFER(NegOp)
+
+LogicalResult TrainingDropoutOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &results) {
+  auto x = cast<ShapedType>(adaptor.getX().getType());
+  results.push_back(x);
+  results.push_back(x.clone(IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult TrainingDropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0 && ratio < 1))
+    return emitOpError() << "ratio must be in [0, 1), got " << ratio;
+  if (!isa<FloatType>(getElementTypeOrSelf(getX().getType())))
+    return emitOpError() << "drops floating-point elements";
+  if (Value step = getStep()) {
+    auto t = cast<ShapedType>(step.getType());
+    if (t.getRank() != 0 || !t.getElementType().isInteger(64))
+      return emitOpError() << "step must be a 0-d i64 tensor";
+  }
+  return success();
+}
 ZERO_UNARY_INFER(AbsOp)
 ZERO_UNARY_INFER(SqrtOp)
 ZERO_UNARY_INFER(ReciprocalOp)
@@ -394,11 +417,11 @@ LogicalResult RMSNormalizationOp::inferReturnTypes(
                             adaptor.getAxis(), results);
 }
 
-LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
-  auto scores = rankedType(adaptor.getScores());
-  auto labels = rankedType(adaptor.getLabels());
+static LogicalResult inferLoss(std::optional<Location> loc, Value scoresValue,
+                               Value labelsValue, StringRef reduction,
+                               SmallVectorImpl<Type> &results) {
+  auto scores = rankedType(scoresValue);
+  auto labels = rankedType(labelsValue);
   if (scores.getRank() < 2)
     return emitOptionalError(loc, "scores must be [N, C, ...]");
   SmallVector<int64_t> expected{scores.getDimSize(0)};
@@ -406,7 +429,6 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
   if (labels.getShape() != ArrayRef<int64_t>(expected) ||
       !labels.getElementType().isInteger())
     return emitOptionalError(loc, "labels must be an integer tensor of shape [N, d...] matching scores");
-  StringRef reduction = adaptor.getReduction();
   if (reduction == "none")
     results.push_back(RankedTensorType::get(expected, scores.getElementType()));
   else if (reduction == "mean" || reduction == "sum")
@@ -414,6 +436,20 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
   else
     return emitOptionalError(loc, "reduction must be none, mean or sum");
   return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  return inferLoss(loc, adaptor.getScores(), adaptor.getLabels(), adaptor.getReduction(),
+                   results);
+}
+
+LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  return inferLoss(loc, adaptor.getInput(), adaptor.getTarget(), adaptor.getReduction(),
+                   results);
 }
 
 //===----------------------------------------------------------------------===//

@@ -108,6 +108,25 @@ def ONNX_DropoutOp : ONNX_UnaryOp<"Dropout"> {
   let summary = "Dropout in inference mode: the identity";
   let hasFolder = 1;
 }
+def ONNX_TrainingDropoutOp : ONNX_Op<"TrainingDropout"> {
+  let summary = "Dropout in training mode (ONNX Dropout with training_mode true)";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the others by
+    1 / (1 - ratio); `mask` is true where the element is kept. The mask is a
+    pure function of (`seed`, `stream`, `step`, element index): a counter-based
+    generator, so it does not depend on the thread count, and the backward
+    reads the same mask. `seed` is the ONNX attribute (0 when absent);
+    `stream` tells the Dropout nodes (and zero-autodiff's micro-batch copies)
+    apart; `step` is the training step (zero-autodiff feeds its `rng.step`
+    counter; without it the step is 0).
+  }];
+  let arguments = (ins ONNX_Tensor:$X, Optional<ONNX_Tensor>:$step,
+                   F64Attr:$ratio, DefaultValuedAttr<I64Attr, "0">:$seed,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs ONNX_Tensor:$Y, ONNX_Tensor:$mask);
+  let assemblyFormat = "$X (`,` $step^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 def ONNX_HardSwishOp : ONNX_UnaryOp<"HardSwish"> { let summary = "X * HardSigmoid(X)"; }
 def ONNX_GeluOp : ONNX_UnaryOp<"Gelu"> {
   let summary = "GELU, exact (erf) or tanh approximation";
@@ -205,6 +224,16 @@ def ONNX_SoftmaxCrossEntropyLossOp : ONNX_Op<"SoftmaxCrossEntropyLoss"> {
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs ONNX_Tensor:$output);
   let assemblyFormat = "$scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_NegativeLogLikelihoodLossOp : ONNX_Op<"NegativeLogLikelihoodLoss"> {
+  let summary = "negative log-likelihood of integer labels under log-probabilities";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$target,
+                   Optional<ONNX_Tensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs ONNX_Tensor:$loss);
+  let assemblyFormat = "$input `,` $target (`,` $weight^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

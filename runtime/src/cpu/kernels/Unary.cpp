@@ -356,6 +356,67 @@ Status dropoutKernel(const KernelContext &, const std::vector<TensorRef> &in,
   return Status::ok();
 }
 
+/// splitmix64's finaliser: a bijective 64-bit mix.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// TrainingDropout(x[, step]) -> y, mask: ONNX Dropout in training mode.
+/// Element i is kept when the top 24 bits of mix64(key + i * golden) are at
+/// least ratio * 2^24, key = mix of (seed, stream, step): a counter-based
+/// draw, the same for any thread count and split; kept elements are scaled
+/// by 1 / (1 - ratio) (PyTorch's inverted dropout).
+Status trainingDropoutKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                             const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "TrainingDropout";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 2, 1, 2));
+  ZRT_RETURN_IF_ERROR(checkSameDType(op, in[0], "input", out[0], "output"));
+  if (in[0].numel() != out[0].numel())
+    return kernelError(op, "output size differs from input", shapeString(out[0].shape),
+                       shapeString(in[0].shape));
+  const double ratio = attrs.getFloat("ratio", 0.5);
+  if (!(ratio >= 0 && ratio < 1))
+    return kernelError(op, "bad attribute ratio", std::to_string(ratio), "in [0, 1)");
+  int64_t step = 0;
+  if (hasOperand(in, 1)) {
+    if (in[1].dtype != DType::I64 || in[1].numel() != 1)
+      return kernelError(op, "wrong step operand",
+                         std::string(dtypeName(in[1].dtype)) + "[" + shapeString(in[1].shape) + "]",
+                         "an i64 scalar");
+    step = in[1].as<int64_t>()[0];
+  }
+  bool *mask = nullptr;
+  if (hasOperand(out, 1)) {
+    if (out[1].dtype != DType::Bool || out[1].numel() != in[0].numel())
+      return kernelError(op, "wrong mask output",
+                         std::string(dtypeName(out[1].dtype)) + "[" + shapeString(out[1].shape) + "]",
+                         "bool, the input's shape");
+    mask = out[1].as<bool>();
+  }
+  const uint64_t key = mix64(mix64(uint64_t(attrs.getInt("seed", 0))) ^
+                             mix64(uint64_t(attrs.getInt("stream", 0)) + 0x632BE59BD9B4E019ull) ^
+                             mix64(uint64_t(step) + 0x8CB92BA72F3D8DD7ull));
+  const uint64_t threshold = uint64_t(std::llround(ratio * double(1 << 24)));
+  if (!dispatchType(FloatTypes{}, in[0].dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T scale = T(1.0 / (1.0 - ratio));
+        const T *src = in[0].as<T>();
+        T *dst = out[0].as<T>();
+        parallelRange(ctx, in[0].numel(), kElementGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            bool keep = (mix64(key + uint64_t(i) * 0x9E3779B97F4A7C15ull) >> 40) >= threshold;
+            dst[i] = keep ? src[i] * scale : T(0);
+            if (mask)
+              mask[i] = keep;
+          }
+        });
+      }))
+    return dtypeError(op, "input", in[0].dtype, FloatTypes{});
+  return Status::ok();
+}
+
 /// Not: reads Bool bytes as uint8_t so that any nonzero byte is true.
 Status notKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                  const std::vector<TensorRef> &out, const AttrMap &) {
@@ -423,6 +484,7 @@ void registerUnaryKernels(KernelTable &table) {
   table.add("Cast", castKernel);
   table.add("Identity", identityKernel);
   table.add("Dropout", dropoutKernel);
+  table.add("TrainingDropout", trainingDropoutKernel);
 }
 
 } // namespace cpu
