@@ -236,6 +236,11 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         addKernel("Slice", kernelParams(op, b_));
         return success();
       })
+      .Case([&](::zero::dist::LocalShardOp shard) -> LogicalResult {
+        addKernel("LocalShard", b.getDictionaryAttr(
+                                    {b.getNamedAttr("world", shard.getWorldAttr())}));
+        return success();
+      })
       .Case([&](::zero::dist::ReleaseOp release) -> LogicalResult {
         // zero.release is when a gathered buffer dies: its memory is free for
         // reuse after the instruction before it.

@@ -36,6 +36,24 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     return onnx::ConstantOp::create(b, t, DenseElementsAttr::get(t, a));
   }
 
+  /// How a parameter of `numel` elements splits over the ranks: flattened,
+  /// zero-padded to a multiple of the world size, rank r owns elements
+  /// [r*shard, (r+1)*shard) (DeepSpeed's flatten-pad-split, per parameter).
+  struct Layout {
+    int64_t numel = 0, padded = 0, shard = 0;
+  };
+
+  /// `v` flattened and zero-padded to `l.padded` elements.
+  Value flatPadded(ImplicitLocOpBuilder &b, Value v, const Layout &l) {
+    Value flat = v;
+    if (cast<RankedTensorType>(v.getType()).getRank() != 1)
+      flat = onnx::ReshapeOp::create(b, v, ArrayRef<int64_t>{l.numel});
+    if (l.padded != l.numel)
+      flat = onnx::PadOp::create(b, flat, ArrayRef<int64_t>{0, l.padded - l.numel},
+                                 "constant", APFloat(0.0));
+    return flat;
+  }
+
   /// A zero-initialised mutable global beside `anchor`.
   ml_program::GlobalOp stateGlobal(OpBuilder &mb, Operation *anchor, StringRef sym,
                                    StringRef tensor, RankedTensorType type,
@@ -132,6 +150,54 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     }
     Operation *anchor = params.back().first;
 
+    // Data parallelism: each gradient averaged over the ranks right after its
+    // last contribution, so the collective overlaps the rest of backward.
+    if (world < 1 || world > ::zero::kMaxWorldSize) {
+      module.emitError() << "zero-optimizer: world must be between 1 and "
+                         << ::zero::kMaxWorldSize << ", got " << int64_t(world);
+      return signalPassFailure();
+    }
+    if (stage < 0 || stage > 3) {
+      module.emitError() << "zero-optimizer: stage must be 0, 1, 2 or 3, got "
+                         << int64_t(stage);
+      return signalPassFailure();
+    }
+    if (world > 1 && stage == 3) {
+      module.emitError() << "zero-optimizer: ZeRO stage 3 for training (parameters "
+                            "partitioned and re-gathered for backward) is not "
+                            "supported yet; use stage 0, 1 or 2 for training over "
+                            "ranks, stage 3 for forward programs";
+      return signalPassFailure();
+    }
+    const bool sharded = world > 1 && stage > 0;
+    if (world > 1) {
+      module->setAttr("zero.world_size", b.getI64IntegerAttr(world));
+      module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+    }
+    SmallVector<Layout> layouts;
+    for (auto &[g, grad] : params) {
+      auto gt = cast<RankedTensorType>(grad.getType());
+      Layout l;
+      l.numel = gt.getNumElements();
+      l.padded = (l.numel + world - 1) / world * world;
+      l.shard = l.padded / world;
+      layouts.push_back(l);
+      if (world == 1)
+        continue;
+      ImplicitLocOpBuilder cb(grad.getLoc(), ctx);
+      cb.setInsertionPointAfterValue(grad);
+      Type fe = gt.getElementType();
+      if (!sharded) {
+        Value sum = ::zero::dist::AllReduceOp::create(cb, gt, grad, int64_t(world));
+        grad = onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe));
+      } else {
+        Value sum = ::zero::dist::ReduceScatterOp::create(
+            cb, RankedTensorType::get({l.shard}, fe), flatPadded(cb, grad, l),
+            int64_t(world));
+        grad = onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe));
+      }
+    }
+
     // Step counter: t = step + 1, stored back.
     auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
                                "counter", symbols);
@@ -169,6 +235,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                             : onnx::ReduceSumSquareOp::create(b, grad, axes, 0).getResult();
       sumSq = sumSq ? onnx::AddOp::create(b, sumSq, s).getResult() : s;
     }
+    // Sharded gradients: the ranks' local squared norms, summed by one all-reduce.
+    if (sharded)
+      sumSq = ::zero::dist::AllReduceOp::create(b, sumSq.getType(), sumSq, int64_t(world));
     Value norm = onnx::SqrtOp::create(b, sumSq);
     Value scale = scalar(b, 1.0, f32);
     if (clip > 0) {
@@ -186,22 +255,52 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     auto store = [&](ml_program::GlobalOp g, Value v) {
       ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
     };
-    for (auto &[g, grad] : params) {
-      auto pt = cast<RankedTensorType>(g.getType());
-      if (pt.getElementType() != f32) {
-        g.emitOpError() << "is " << pt << "; the optimizers update f32 parameters";
+    for (auto [index, entry] : llvm::enumerate(params)) {
+      auto &[g, grad] = entry;
+      const Layout &layout = layouts[index];
+      auto fullType = cast<RankedTensorType>(g.getType());
+      if (fullType.getElementType() != f32) {
+        g.emitOpError() << "is " << fullType << "; the optimizers update f32 parameters";
         return signalPassFailure();
       }
       b.setLoc(g.getLoc());
       auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
       std::string name = tensor ? tensor.str() : g.getSymName().str();
+      // Sharded: the rank steps its shard of the parameter and its state.
+      RankedTensorType pt = sharded ? RankedTensorType::get({layout.shard}, f32) : fullType;
       Value p = load(g);
+      if (sharded)
+        p = ::zero::dist::LocalShardOp::create(b, pt, flatPadded(b, p, layout), int64_t(world));
+      auto stateOf = [&](ml_program::GlobalOp state) {
+        if (!sharded)
+          return;
+        state->setAttr("zero.full_type", TypeAttr::get(fullType));
+        state->setAttr("zero.shard",
+                       b.getDictionaryAttr(
+                           {b.getNamedAttr("world", b.getI64IntegerAttr(world)),
+                            b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
+                            b.getNamedAttr("padded_numel", b.getI64IntegerAttr(layout.padded))}));
+      };
+      // The updated parameter: in place, or (sharded) gathered back whole.
+      auto storeParam = [&](Value updated) {
+        if (!sharded)
+          return store(g, updated);
+        Value full = ::zero::dist::AllGatherOp::create(
+            b, RankedTensorType::get({layout.padded}, f32), updated, int64_t(world));
+        if (layout.padded != layout.numel)
+          full = onnx::SliceOp::create(b, full, ArrayRef<int64_t>{0},
+                                       ArrayRef<int64_t>{layout.numel}, ArrayRef<int64_t>{1});
+        if (fullType.getRank() != 1)
+          full = onnx::ReshapeOp::create(b, full, fullType.getShape());
+        store(g, full);
+      };
       if (kind == "sgd") {
         ml_program::GlobalOp buf;
         Value bufIn;
         if (momentum > 0) {
           buf = stateGlobal(mb, anchor, (g.getSymName() + ".momentum_buffer").str(),
                             name + ".momentum_buffer", pt, "optimizer_state", symbols);
+          stateOf(buf);
           anchor = buf;
           bufIn = load(buf);
         }
@@ -217,7 +316,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
              b.getNamedAttr("dampening", b.getF64FloatAttr(dampening)),
              b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
              b.getNamedAttr("nesterov", b.getI64IntegerAttr(nesterov ? 1 : 0))});
-        store(g, op.getResult(0));
+        storeParam(op.getResult(0));
         if (buf)
           store(buf, op.getResult(1));
         continue;
@@ -226,12 +325,14 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                            name + ".exp_avg", pt, "optimizer_state", symbols);
       auto v = stateGlobal(mb, m, (g.getSymName() + ".exp_avg_sq").str(),
                            name + ".exp_avg_sq", pt, "optimizer_state", symbols);
+      stateOf(m);
+      stateOf(v);
       anchor = v;
       auto op = ::zero::dist::AdamWOp::create(
           b, TypeRange{pt, pt, pt}, p, grad, t, rate, scale, load(m), load(v),
           b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
           b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(kind == "adamw" ? 1 : 0));
-      store(g, op.getParamOut());
+      storeParam(op.getParamOut());
       store(m, op.getExpAvgOut());
       store(v, op.getExpAvgSqOut());
     }

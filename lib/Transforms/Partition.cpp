@@ -36,6 +36,30 @@ struct ZeroPartitionPass
                          << "data-parallel group), got " << int64_t(dp);
       return signalPassFailure();
     }
+    // A training step (zero-optimizer's): its gradient averaging and optimizer
+    // state partitioning for stages 0-2 were compiled by zero-optimizer
+    // {world stage}; here the module records them.
+    if (module->hasAttr("zero.training")) {
+      OpBuilder b(module.getContext());
+      auto compiled = module->getAttrOfType<IntegerAttr>("zero.world_size");
+      int64_t world = compiled ? compiled.getInt() : 1;
+      if (world != dp) {
+        module.emitError() << "zero-partition: the training step was compiled for "
+                           << world << " rank(s) (zero-optimizer world=" << world
+                           << "), not dp=" << int64_t(dp)
+                           << "; give the world size once, to zero-opt --train";
+        return signalPassFailure();
+      }
+      if (stage == 3 && dp > 1) {
+        module.emitError() << "zero-partition: ZeRO stage 3 for training (parameters "
+                              "partitioned and re-gathered for backward) is not "
+                              "supported yet; use stage 0, 1 or 2 to train over ranks";
+        return signalPassFailure();
+      }
+      module->setAttr("zero.world_size", b.getI64IntegerAttr(dp));
+      module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+      return;
+    }
     if (stage == 1 || stage == 2) {
       module.emitError()
           << "zero-partition: stage " << int64_t(stage)

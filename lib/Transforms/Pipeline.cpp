@@ -69,6 +69,9 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   }
   for (const auto &kv : *root) {
     StringRef key = kv.first;
+    // The training keys are read by zero-opt --train (readTrainingConfig).
+    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping")
+      continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
         key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps")))
       continue;
@@ -98,6 +101,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
         if (auto e = needInt(); !e.empty())
           return e;
         opts.stage = *v;
+        opts.stageGiven = true;
       } else if (key == "stage3_prefetch_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
@@ -166,11 +170,9 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   }
 }
 
-/// Builds the pipeline from its option string: config first, then the
-/// options given explicitly, then checks that need both.
-static LogicalResult
-buildFromOptions(OpPassManager &pm, StringRef optionString,
-                 function_ref<LogicalResult(const Twine &)> errorHandler) {
+LogicalResult
+zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
+                               function_ref<LogicalResult(const Twine &)> errorHandler) {
   // Which keys are given, each once (MLIR's parser would keep the last).
   llvm::StringSet<> given;
   SmallVector<StringRef> tokens;
@@ -192,7 +194,7 @@ buildFromOptions(OpPassManager &pm, StringRef optionString,
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
         "max-reuse-distance, and config=FILE");
 
-  zero::ZeroSettings settings;
+  settings = zero::ZeroSettings();
   if (!options.config.empty()) {
     std::vector<std::string> warnings;
     std::string err = zero::readDeepSpeedConfig(options.config, settings, warnings);
@@ -227,6 +229,8 @@ buildFromOptions(OpPassManager &pm, StringRef optionString,
                           Twine(k.lowest) + ", got " + Twine(v));
     k.setting = v;
   }
+  if (given.contains("stage"))
+    settings.stageGiven = true;
   if (settings.dp > zero::kMaxWorldSize)
     return errorHandler("--zero-pipeline: dp must be at most " +
                         Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));
@@ -236,6 +240,16 @@ buildFromOptions(OpPassManager &pm, StringRef optionString,
                         Twine(settings.dp) +
                         "; make train_batch_size = micro batch x accumulation "
                         "x dp, or drop one of them");
+  return success();
+}
+
+/// Builds the pipeline from its option string.
+static LogicalResult
+buildFromOptions(OpPassManager &pm, StringRef optionString,
+                 function_ref<LogicalResult(const Twine &)> errorHandler) {
+  zero::ZeroSettings settings;
+  if (failed(zero::parseZeroPipelineOptions(optionString, settings, errorHandler)))
+    return failure();
   if (settings.dp < 0)
     return errorHandler(
         "the data-parallel size is not set; DeepSpeed takes it from the "

@@ -228,4 +228,6 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   pm.addPass(createZeroAutodiffPass(ad));
   if (settings.optimizer)
     pm.addPass(createZeroOptimizerPass(settings.step));
+  if (settings.zeroGiven)
+    buildZeroPipeline(pm, settings.zero);
 }

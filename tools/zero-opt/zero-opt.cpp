@@ -98,6 +98,10 @@ static cl::opt<std::string> freezeRegex(
 /// --config's file when --train takes it (the training keys and the check
 /// that it describes one rank).
 static std::string trainConfig;
+/// With --train: the --zero-pipeline options (plus config=FILE), read into the
+/// training settings instead of running as a pass pipeline.
+static std::string trainZeroOptions;
+static bool trainZeroGiven = false;
 static cl::opt<bool> splitInputFile("split-input-file",
                                     cl::desc("Process each `// -----` chunk separately"));
 static cl::opt<bool> verifyDiagnostics(
@@ -266,12 +270,27 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
                  << " times; give one with all the options\n";
     std::exit(1);
   }
-  if (!haveConfig)
-    return args;
   if (training) {
-    trainConfig = config; // read by the training settings
+    // --train compiles the ZeRO stage into the optimizer step: the pipeline's
+    // options (and the config's zero_optimization and batch sizes) are read
+    // by the training settings, not run as a pass pipeline after it.
+    for (size_t i = 1; i < args.size(); ++i) {
+      StringRef a = args[i];
+      if (a.starts_with("--zero-pipeline=") || a.starts_with("-zero-pipeline=")) {
+        trainZeroOptions = a.split('=').second.str();
+        trainZeroGiven = true;
+        args.erase(args.begin() + i);
+        break;
+      }
+    }
+    if (haveConfig) {
+      trainConfig = config; // read by the training settings
+      trainZeroOptions += " config=" + config;
+    }
     return args;
   }
+  if (!haveConfig)
+    return args;
   for (std::string &a : args)
     if (StringRef(a).starts_with("--zero-pipeline=") ||
         StringRef(a).starts_with("-zero-pipeline=")) {
@@ -434,21 +453,25 @@ int main(int argc, char **argv) {
       std::vector<std::string> warnings;
       if (!trainConfig.empty()) {
         std::string err = zero::readTrainingConfig(trainConfig, settings, warnings);
-        zero::ZeroSettings zs;
-        std::vector<std::string> zeroWarnings;
-        if (err.empty())
-          err = zero::readDeepSpeedConfig(trainConfig, zs, zeroWarnings);
         if (!err.empty())
           return errorHandler(err);
-        if (zs.dp > 1)
-          return errorHandler(trainConfig + ": the batch sizes give " + Twine(zs.dp) +
-                              " data-parallel ranks; training over several ranks "
-                              "(ZeRO stages for training) is not supported yet, "
-                              "compile for one rank");
         for (const std::string &w : warnings)
           llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
       } else {
         settings.step.weightDecay = 0.01; // torch.optim.AdamW's default
+      }
+      // Data parallelism and the ZeRO stage (DeepSpeed's default: stage 0).
+      if (!StringRef(trainZeroOptions).trim().empty()) {
+        zero::ZeroSettings zs;
+        if (failed(zero::parseZeroPipelineOptions(StringRef(trainZeroOptions).trim(), zs,
+                                                  errorHandler)))
+          return failure();
+        settings.step.world = zs.dp < 0 ? 1 : zs.dp;
+        settings.step.stage = zs.stageGiven ? zs.stage : 0;
+        settings.zero = zs;
+        settings.zero.dp = settings.step.world;
+        settings.zero.stage = settings.step.stage;
+        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1;
       }
       if (!optimizerSpec.empty())
         if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())
@@ -467,6 +490,11 @@ int main(int argc, char **argv) {
         settings.lossOutput = output.str();
       }
       settings.freeze = freezeRegex;
+      if (!settings.optimizer && settings.step.world > 1)
+        return errorHandler("--optimizer none outputs one rank's gradients; the "
+                            "gradient averaging over " + Twine(settings.step.world) +
+                            " ranks is part of the optimizer step: compile for one rank "
+                            "(dp=1) or give an optimizer");
       zero::buildTrainingPipeline(pm, settings);
     } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty()) {
       return errorHandler("--loss, --optimizer and --freeze need --train");

@@ -58,6 +58,7 @@ struct ZeroSettings {
   int64_t bucketBytes = 0;
   int64_t persistenceThreshold = 0; ///< elements
   int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
+  bool stageGiven = false;          ///< stage set by an option or the config
 };
 
 /// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
@@ -118,6 +119,13 @@ void registerZeroPipeline();
 std::string readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &settings,
                                 std::vector<std::string> &warnings);
 
+/// Parses a `zero-pipeline` option string (with its config=FILE) into
+/// `settings`: the config first, then the options given explicitly, then the
+/// checks that need both. The data-parallel size may stay unset (-1).
+mlir::LogicalResult
+parseZeroPipelineOptions(llvm::StringRef optionString, ZeroSettings &settings,
+                         llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> errorHandler);
+
 /// Adds zero-partition, then for stage 3 zero-prefetch, zero-bucket and
 /// zero-release.
 void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroSettings &settings);
@@ -133,6 +141,10 @@ struct TrainSettings {
   int64_t accumulation = 1;
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
   ZeroOptimizerPassOptions step;
+  /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
+  /// whether any was given (then zero-partition records them on the module).
+  ZeroSettings zero;
+  bool zeroGiven = false;
 };
 
 /// Parses --optimizer "KIND key=value ..." (KIND adamw, adam, sgd or none;

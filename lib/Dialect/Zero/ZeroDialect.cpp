@@ -64,6 +64,11 @@ LogicalResult ReduceScatterOp::verify() {
                          getWorld());
 }
 
+LogicalResult LocalShardOp::verify() {
+  return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1,
+                         getWorld());
+}
+
 LogicalResult AllReduceOp::verify() {
   return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1, 1);
 }

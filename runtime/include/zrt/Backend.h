@@ -86,6 +86,16 @@ public:
   virtual Expected<std::unique_ptr<Event>> createEvent() = 0;
   /// Worker threads a kernel may use.
   virtual int numThreads() const = 0;
+  /// This process's place in the world, for the kernels that pick their
+  /// rank's block (LocalShard); set before the first createStream.
+  void setRank(int rank, int worldSize) {
+    rank_ = rank;
+    worldSize_ = worldSize;
+  }
+
+protected:
+  int rank_ = 0;
+  int worldSize_ = 1;
 };
 
 /// The CPU backend: arenas are page-aligned host memory, kernels run on the

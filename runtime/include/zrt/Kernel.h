@@ -64,6 +64,8 @@ using ParallelFor =
 struct KernelContext {
   ParallelFor parallelFor; ///< never null; runs serially when there is one thread
   int numThreads = 1;
+  int rank = 0;      ///< this process's rank in the world (LocalShard)
+  int worldSize = 1; ///< ranks in the world
 };
 
 /// A kernel: reads `inputs`, writes `outputs` (preallocated with their final

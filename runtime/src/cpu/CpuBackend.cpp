@@ -72,8 +72,10 @@ private:
 
 class HostStream final : public Stream {
 public:
-  explicit HostStream(cpu::ThreadPool &pool) {
+  HostStream(cpu::ThreadPool &pool, int rank, int worldSize) {
     context_.numThreads = pool.numThreads();
+    context_.rank = rank;
+    context_.worldSize = worldSize;
     context_.parallelFor =
         [&pool](int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
           pool.parallelFor(n, fn);
@@ -103,7 +105,7 @@ public:
   const KernelTable &kernels() const override { return kernels_; }
   Expected<std::unique_ptr<Stream>> createStream(int,
                                                  const StreamDesc &) override {
-    return std::unique_ptr<Stream>(std::make_unique<HostStream>(pool_));
+    return std::unique_ptr<Stream>(std::make_unique<HostStream>(pool_, rank_, worldSize_));
   }
   Expected<std::unique_ptr<Event>> createEvent() override {
     return std::unique_ptr<Event>(std::make_unique<HostEvent>());

@@ -375,6 +375,7 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
                      Runtime &rt) {
   if (opts.backend == "cpu") {
     rt.backend = createCpuBackend(threads);
+    rt.backend->setRank(world.rank(), world.worldSize());
     return Status::ok();
   }
 #ifdef ZRT_HAVE_CUDA
@@ -383,6 +384,7 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
   if (!cuda)
     return cuda.status();
   rt.backend = std::move(*cuda);
+  rt.backend->setRank(world.rank(), world.worldSize());
   if (world.worldSize() > 1) {
     Expected<std::unique_ptr<Communicator>> nccl =
         createNcclCommunicator(world, device);

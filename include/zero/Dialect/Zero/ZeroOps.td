@@ -83,6 +83,23 @@ def Zero_BroadcastOp : Zero_Op<"broadcast", [CollectiveEffects]> {
   let hasVerifier = 1;
 }
 
+def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
+  let summary = "This rank's block of a replicated flat tensor";
+  let description = [{
+    The input holds world*s elements, the same on every rank; rank r's result
+    is elements [r*s, (r+1)*s). ZeRO-1/2 training takes each rank's shard of
+    a replicated parameter with it, next to its gradient's reduce-scatter.
+
+    ```mlir
+    %shard = zero.local_shard %flat {world = 4} : tensor<64xf32> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Zero_ReleaseOp : Zero_Op<"release", [MemoryEffects<[MemFree]>]> {
   let summary = "The gathered copy is no longer needed; its memory may be reused";
   let arguments = (ins AnyRankedTensor:$value);

@@ -60,6 +60,33 @@ Status copyKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   return Status::ok();
 }
 
+/// LocalShard: this rank's block of a flat tensor of world x s elements
+/// (zero.local_shard: the shard of a replicated parameter that the rank's
+/// optimizer state belongs to). Attribute `world` must be the run's world.
+Status localShardKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "LocalShard";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 1, 1));
+  ZRT_RETURN_IF_ERROR(checkSameDType(op, in[0], "input", out[0], "output"));
+  const int64_t world = attrs.getInt("world", 1);
+  if (world != ctx.worldSize)
+    return kernelError(op, "program compiled for another world size",
+                       std::to_string(ctx.worldSize) + " ranks",
+                       std::to_string(world) + " ranks (mpirun -np " +
+                           std::to_string(world) + ")");
+  if (in[0].numel() != out[0].numel() * world)
+    return kernelError(op, "input is not world x the output",
+                       shapeString(in[0].shape),
+                       std::to_string(world) + " x " + shapeString(out[0].shape));
+  const int64_t bytes = int64_t(out[0].bytes());
+  const char *src = static_cast<const char *>(in[0].data) + bytes * ctx.rank;
+  char *dst = static_cast<char *>(out[0].data);
+  parallelRange(ctx, bytes, kCopyGrain, [&](int64_t b, int64_t e) {
+    std::memcpy(dst + b, src + b, size_t(e - b));
+  });
+  return Status::ok();
+}
+
 /// Expand: input 0 broadcast to the output's shape (input 1, the shape, is
 /// ignored when still present).
 Status expandKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
@@ -659,6 +686,7 @@ Status rangeKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 
 void registerShapeKernels(KernelTable &table) {
   table.add("Copy", copyKernel);
+  table.add("LocalShard", localShardKernel);
   table.add("Expand", expandKernel);
   table.add("Transpose", transposeKernel);
   table.add("Concat", concatKernel);
