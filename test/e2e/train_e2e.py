@@ -25,6 +25,14 @@ Modes (any combination; they run in this order):
                       generated data (needs torch + transformers; any settings, --freeze).
     --threads-sweep [T1,T2,...]   also run zero-run at each --threads count (default
                       1,3): losses, grad norms and saved weights must be bit-identical.
+  --dp NAME           training over ranks: for each STAGE:RANKS[:ACCUMULATION] of
+                      --dp-configs (default 0:2,1:2,2:2,2:2:2,0:4,1:4,2:4) compile with a
+                      ds_config giving that stage and the batch sizes (the stored
+                      reference's global batch and optimizer settings), train --dp-steps
+                      (10) steps under mpirun -np RANKS twice (bit-identical run to run)
+                      and compare with the 1-rank run over the same micro-batches
+                      (accumulation RANKS x ACCUMULATION): losses rtol 1e-5, grad norms
+                      1e-4, weights rtol 1e-4 + atol 1e-6.
 
 Stored training references (test/models/NAME_loss.train.ref.safetensors), written by
 the PyTorch reference with this script's default settings (20 steps, accumulation 2,
@@ -515,6 +523,95 @@ def mode_train(a, tools, name, work):
     return failures
 
 
+def mode_dp(a, tools, name, work):
+    """Training over ranks (ZeRO stages 0-2) equals the 1-rank training of the same
+    global batch. Each configuration S:N[:K] (stage, ranks, accumulation per rank) runs
+    --dp-steps steps of the stored reference's data and optimizer settings under
+    mpirun -np N, twice (bit-identical), and is compared with the 1-rank run that has
+    the same micro-batches: accumulation N x K over micro-batches of the global batch /
+    (N x K) rows (a micro-batch's loss is its own mean, as each rank's is in DDP), whose
+    own equality with PyTorch is what --train checks."""
+    stored = read_train_ref(a.models, name)
+    cfg0, data = stored["config"], stored["data"]
+    steps = min(a.dp_steps, stored["steps"])
+    rows = next(iter(data.values())).shape[1]  # the global batch of a step
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    log(f"== train-dp {name}: {steps} steps of a global batch of {rows} rows, "
+        f"{cfg0['optimizer']['type']} + {cfg0['scheduler']['type']}, clipping "
+        f"{cfg0.get('gradient_clipping')}; configurations {a.dp_configs}")
+
+    def compile_(tag, ranks, micro, accum, stage):
+        cfg = {k: v for k, v in cfg0.items() if k not in ("train_batch_size",
+               "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
+        cfg.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
+                   gradient_accumulation_steps=accum)
+        if stage is not None:
+            cfg["zero_optimization"] = {"stage": stage}
+        cp = work / f"ds_{tag}.json"
+        cp.write_text(json.dumps(cfg, indent=1) + "\n")
+        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
+        return zrt, w
+
+    def train(tag, zrt, weights, ranks, index):
+        lp, sp = work / f"log_{tag}_{index}.json", work / f"final_{tag}_{index}.safetensors"
+        cmd = [tools.zero_run, str(zrt), "--weights", str(weights), "--data", str(data_path),
+               "--steps", str(steps), "--log-json", str(lp), "--save", str(sp)]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+        run(cmd, "zero-run")
+        return read_log(lp, steps), load_file(str(sp))
+
+    failures, refs = [], {}
+    for spec in a.dp_configs.split(","):
+        parts = [int(x) for x in spec.split(":")]
+        stage, ranks, accum = parts[0], parts[1], parts[2] if len(parts) > 2 else 1
+        micros = ranks * accum
+        if rows % micros:
+            log(f"  skip {spec}: {rows} rows do not split into {micros} micro-batches")
+            continue
+        micro = rows // micros
+        if micros not in refs:
+            zrt, w = compile_(f"one_m{micros}", 1, micro, micros, None)
+            refs[micros] = train(f"one_m{micros}", zrt, w, 1, 0)
+        ref_rows, ref_w = refs[micros]
+        tag = f"s{stage}_n{ranks}_k{accum}"
+        zrt, w = compile_(tag, ranks, micro, accum, stage)
+        got = [train(tag, zrt, w, ranks, r) for r in (0, 1)]
+        bad = []
+        (rows_a, w_a), (rows_b, w_b) = got
+        if [r["loss"] for r in rows_a] != [r["loss"] for r in rows_b] or \
+                any(w_a[k].tobytes() != w_b[k].tobytes() for k in w_a):
+            bad.append("not bit-identical run to run")
+        lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
+                   for x, y in zip(rows_a, ref_rows))
+        grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)
+                   for x, y in zip(rows_a, ref_rows))
+        if not lrel <= a.dp_loss_rtol:
+            bad.append(f"loss rel {lrel:.2g} > {a.dp_loss_rtol:g}")
+        if not grel <= a.dp_loss_rtol * 10:
+            bad.append(f"grad norm rel {grel:.2g} > {a.dp_loss_rtol * 10:g}")
+        if set(w_a) != set(ref_w):
+            bad.append("parameter set")
+        werr = 0.0
+        for k in ref_w:
+            if k in w_a:
+                d = np.abs(w_a[k].astype(np.float64) - ref_w[k])
+                tol = a.dp_w_rtol * np.abs(ref_w[k]) + a.dp_w_atol
+                werr = max(werr, float(np.max(d / tol)) if d.size else 0.0)
+        if not werr <= 1:
+            bad.append(f"weights error/tolerance {werr:.3g}")
+        log(f"  {'FAIL' if bad else 'ok  '} stage {stage} np {ranks} accumulation {accum} "
+            f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, "
+            f"grad norm rel {grel:.2g}, weights error/tolerance {werr:.3g} (rtol "
+            f"{a.dp_w_rtol:g}, atol {a.dp_w_atol:g}); run to run bit-identical"
+            + (f"   {'; '.join(bad)}" if bad else ""))
+        failures += [f"{tag}: {b}" for b in bad]
+    return failures
+
+
 def note_stored_data(a, name, st, data):
     """--live with the stored reference's settings: say whether the freshly generated
     data equals the stored batches (numpy's generator streams are not guaranteed
@@ -555,6 +652,14 @@ def main():
     ap.add_argument("--grads", action="append", default=[], choices=FIXTURES, metavar="NAME")
     ap.add_argument("--adamw-step", action="append", default=[], choices=FIXTURES, metavar="NAME")
     ap.add_argument("--train", action="append", default=[], choices=FIXTURES, metavar="NAME")
+    ap.add_argument("--dp", action="append", default=[], choices=FIXTURES, metavar="NAME",
+                    help="training over ranks at ZeRO stages 0-2 vs the 1-rank training")
+    ap.add_argument("--dp-configs", default="0:2,1:2,2:2,2:2:2,0:4,1:4,2:4",
+                    help="with --dp: STAGE:RANKS[:ACCUMULATION] list")
+    ap.add_argument("--dp-steps", type=int, default=10)
+    ap.add_argument("--dp-loss-rtol", type=float, default=1e-5)
+    ap.add_argument("--dp-w-rtol", type=float, default=1e-4)
+    ap.add_argument("--dp-w-atol", type=float, default=1e-6)
     ap.add_argument("--threads-sweep", nargs="?", const="1,3", default="",
                     help="with --train: --threads counts whose runs must be bit-identical (default 1,3)")
     ap.add_argument("--live", action="store_true",
@@ -583,8 +688,8 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
-    if not (a.grads or a.adamw_step or a.train):
-        ap.error("nothing to do: give --grads, --adamw-step and/or --train NAME")
+    if not (a.grads or a.adamw_step or a.train or a.dp):
+        ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
     tmp = None
     if a.work:
@@ -600,7 +705,8 @@ def main():
         return SKIP
     jobs = [("grads", n, mode_grads) for n in a.grads] + \
            [("adamw-step", n, mode_adamw_step) for n in a.adamw_step] + \
-           [("train", n, mode_train) for n in a.train]
+           [("train", n, mode_train) for n in a.train] + \
+           [("dp", n, mode_dp) for n in a.dp]
     for mode, name, fn in jobs:
         work = root / f"{mode}-{name}"
         if work.exists():

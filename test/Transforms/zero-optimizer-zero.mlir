@@ -1,0 +1,89 @@
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" | FileCheck %s --check-prefix=S0
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
+// RUN: not zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3" 2>&1 | FileCheck %s --check-prefix=S3
+
+// Tests a two-layer training step over 2 ranks. Each gradient is averaged
+// right after its last contribution in backward, before the next backward
+// MatMul (b2's, then w2's, then w1's), so the collective overlaps the rest of
+// backward.
+//
+// Stage 0: zero.all_reduce of the full gradient times 1/2; optimizer state and
+// updates are full-size.
+// S0: module attributes {zero.accumulation_steps = 1 : i64, zero.stage = 0 : i64, zero.training = {{.+}}, zero.world_size = 2 : i64}
+// S0: ml_program.global private mutable @w1.exp_avg(dense<0.000000e+00> : tensor<3x5xf32>) : tensor<3x5xf32> {zero.role = "optimizer_state", zero.tensor = "w1.exp_avg"}
+// S0-LABEL: func.func @train_step
+// S0: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
+// S0-NEXT: %[[SB:.+]] = zero.all_reduce %[[DB]] {world = 2 : i64} : tensor<3xf32> -> tensor<3xf32>
+// S0-NEXT: %[[HB:.+]] = onnx.Constant dense<5.000000e-01> : tensor<f32>
+// S0-NEXT: %[[GB:.+]] = onnx.Mul %[[SB]], %[[HB]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// S0-NEXT: onnx.Transpose %w2
+// S0: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+// S0-NEXT: %[[SW2:.+]] = zero.all_reduce %[[DW2]] {world = 2 : i64} : tensor<5x3xf32> -> tensor<5x3xf32>
+// S0: %[[DW1:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+// S0-NEXT: %[[SW1:.+]] = zero.all_reduce %[[DW1]] {world = 2 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
+// S0-NEXT: onnx.Constant dense<5.000000e-01>
+// S0-NEXT: %[[GW1:.+]] = onnx.Mul %[[SW1]]
+// S0: %[[N2:.+]] = onnx.ReduceSumSquare %[[GW1]]
+// S0-NOT: zero.all_reduce
+// S0: onnx.Sqrt
+// S0: zero.adamw %w1_0, %[[GW1]], {{.+}} : tensor<3x5xf32>, tensor<3x5xf32>, tensor<i64>, tensor<f32>, tensor<f32>, tensor<3x5xf32>, tensor<3x5xf32> -> tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
+// S0: zero.adamw %b2_{{[0-9]+}}, %[[GB]],
+
+// Stages 1 and 2: the gradient flattened, zero-padded to a multiple of 2
+// (15 -> 16, 3 -> 4), reduce-scattered and times 1/2; the global norm is the
+// all-reduced sum of the local squared norms; each rank steps its shard of
+// the parameter (zero.local_shard) and all-gathers the update back.
+// S1: module attributes {zero.accumulation_steps = 1 : i64, zero.stage = {{[12]}} : i64, zero.training = {{.+}}, zero.world_size = 2 : i64}
+// S1-LABEL: func.func @train_step
+// S1: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
+// S1-NEXT: %[[PB:.+]] = onnx.Pad %[[DB]] {pads = array<i64: 0, 1>} : (tensor<3xf32>) -> tensor<4xf32>
+// S1-NEXT: %[[RB:.+]] = zero.reduce_scatter %[[PB]] {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+// S1-NEXT: %[[HB:.+]] = onnx.Constant dense<5.000000e-01> : tensor<f32>
+// S1-NEXT: %[[GB:.+]] = onnx.Mul %[[RB]], %[[HB]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+// S1-NEXT: onnx.Transpose %w2
+// S1: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+// S1-NEXT: %[[FW2:.+]] = onnx.Reshape %[[DW2]] {shape = array<i64: 15>} : (tensor<5x3xf32>) -> tensor<15xf32>
+// S1-NEXT: %[[PW2:.+]] = onnx.Pad %[[FW2]] {pads = array<i64: 0, 1>} : (tensor<15xf32>) -> tensor<16xf32>
+// S1-NEXT: %[[RW2:.+]] = zero.reduce_scatter %[[PW2]] {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1: %[[DW1:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+// S1-NEXT: onnx.Reshape %[[DW1]] {shape = array<i64: 15>}
+// S1-NEXT: onnx.Pad
+// S1-NEXT: %[[RW1:.+]] = zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1-NEXT: onnx.Constant dense<5.000000e-01>
+// S1-NEXT: %[[GW1:.+]] = onnx.Mul %[[RW1]]
+// S1: onnx.ReduceSumSquare %[[GW1]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
+// S1: onnx.ReduceSumSquare %[[GB]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2xf32>) -> tensor<f32>
+// S1-NEXT: %[[SQ:[^ ]+]] = onnx.Add %{{[^ ]+}}, %{{[^ ]+}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// S1-NEXT: %[[ALL:.+]] = zero.all_reduce %[[SQ]] {world = 2 : i64} : tensor<f32> -> tensor<f32>
+// S1-NEXT: onnx.Sqrt %[[ALL]]
+// S1: %[[W1:.+]] = ml_program.global_load @w1 : tensor<3x5xf32>
+// S1-NEXT: %[[F1:.+]] = onnx.Reshape %[[W1]] {shape = array<i64: 15>}
+// S1-NEXT: %[[P1:.+]] = onnx.Pad %[[F1]] {pads = array<i64: 0, 1>}
+// S1-NEXT: %[[S1:.+]] = zero.local_shard %[[P1]] {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1-NEXT: %[[U1:.+]] = zero.sgd %[[S1]], %[[GW1]], {{.+}} -> tensor<8xf32>
+// S1-NEXT: %[[A1:.+]] = zero.all_gather %[[U1]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+// S1-NEXT: %[[X1:.+]] = onnx.Slice %[[A1]] {ends = array<i64: 15>, starts = array<i64: 0>, steps = array<i64: 1>}
+// S1-NEXT: %[[R1:.+]] = onnx.Reshape %[[X1]] {shape = array<i64: 3, 5>}
+// S1-NEXT: ml_program.global_store @w1 = %[[R1]] : tensor<3x5xf32>
+// S1: zero.local_shard %{{.+}} {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+// S1-NEXT: zero.sgd %{{.+}}, %[[GB]],
+
+// S3: error: zero-optimizer: ZeRO stage 3 for training (parameters partitioned and re-gathered for backward) is not supported yet
+
+module {
+  ml_program.global private @w1(#ml_program.extern : tensor<3x5xf32>) : tensor<3x5xf32> {zero.tensor = "w1"}
+  ml_program.global private @w2(#ml_program.extern : tensor<5x3xf32>) : tensor<5x3xf32> {zero.tensor = "w2"}
+  ml_program.global private @b2(#ml_program.extern : tensor<3xf32>) : tensor<3xf32> {zero.tensor = "b2"}
+  func.func @forward(%x: tensor<2x3xf32> {onnx.name = "x"}, %y: tensor<2xi64> {onnx.name = "labels"}) -> (tensor<f32> {onnx.name = "loss"}) {
+    %w1 = ml_program.global_load @w1 : tensor<3x5xf32>
+    %h = onnx.MatMul %x, %w1 : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+    %a = onnx.Tanh %h : (tensor<2x5xf32>) -> tensor<2x5xf32>
+    %w2 = ml_program.global_load @w2 : tensor<5x3xf32>
+    %z = onnx.MatMul %a, %w2 : (tensor<2x5xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
+    %b2 = ml_program.global_load @b2 : tensor<3xf32>
+    %o = onnx.Add %z, %b2 : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %l = onnx.SoftmaxCrossEntropyLoss %o, %y : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
