@@ -76,6 +76,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     // use).
     std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
     int64_t peak = 0;
+    int64_t gradShardBytes = 0; // a training step's reduce-scattered gradients
     module.walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
@@ -93,7 +94,16 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
                 ::zero::dist::BroadcastOp>(op)) {
           auto &entry = sent[op.getName().stripDialect().str()];
           entry.first += 1;
-          entry.second += ::zero::tensorBytes(op.getOperand(0).getType());
+          // Ring volumes, as the runtime counts them: a reduce-scatter sends
+          // (N-1)/N of its input, an all-reduce twice that.
+          int64_t bytes = ::zero::tensorBytes(op.getOperand(0).getType());
+          if (isa<::zero::dist::ReduceScatterOp>(op)) {
+            bytes = bytes / world * (world - 1);
+            gradShardBytes += ::zero::tensorBytes(op.getResult(0).getType());
+          } else if (isa<::zero::dist::AllReduceOp>(op)) {
+            bytes = 2 * (world - 1) * bytes / world;
+          }
+          entry.second += bytes;
         }
       }
     });
@@ -144,15 +154,34 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       *os << "training step (" << (optimizer ? optimizer.getValue() : "") << ", "
           << "accumulation " << training.getAs<IntegerAttr>("accumulation_steps").getInt()
           << "), per rank; Psi_t = trained parameter bytes\n";
+      // Stages 1 and 2 over N ranks keep the gradient and state of a 1/N
+      // shard (the ZeRO paper's 4 Psi + 12 Psi / N for fp32 Adam; padding
+      // to a multiple of N is why the plan can exceed it by a few bytes).
+      const bool sharded = world > 1 && stage > 0;
+      const int64_t part = sharded ? world : 1;
+      std::string perN = sharded ? " / N" : "";
       row("trained parameters (bytes)", trainedBytes, "Psi_t", psi);
       row("frozen parameters (bytes)", totalBytes - trainedBytes, "", 0);
-      row("gradients (bytes)", trainedBytes, "Psi_t", psi);
+      row("gradients (bytes)", sharded ? gradShardBytes : trainedBytes, "Psi_t" + perN,
+          psi / part);
       row("optimizer state + counter (bytes)", stateBytes,
-          adam ? "2 Psi_t + 8" : (momentum ? "Psi_t + 8" : "8"),
-          (adam ? 2 * psi : momentum ? psi : 0) + 8);
-      int64_t model = totalBytes + trainedBytes + stateBytes;
+          adam ? "2 Psi_t" + perN + " + 8" : (momentum ? "Psi_t" + perN + " + 8" : "8"),
+          (adam ? 2 * psi / part : momentum ? psi / part : 0) + 8);
+      int64_t model = totalBytes + (sharded ? gradShardBytes : trainedBytes) + stateBytes;
       row("parameters + gradients + state", model,
-          adam ? "4 Psi_t (16 B/param) + frozen" : "", adam ? 4 * psi + 8 + totalBytes - trainedBytes : 0);
+          adam ? (sharded ? "Psi_t + 3 Psi_t / N + 8 + frozen" : "4 Psi_t (16 B/param) + 8 + frozen")
+               : "",
+          adam ? psi + 3 * psi / part + 8 + totalBytes - trainedBytes : 0);
+      if (world > 1) {
+        // Communication of one step (at the accumulation boundary).
+        int64_t stepSent = 0;
+        for (auto &[kind, entry] : sent)
+          stepSent += entry.second;
+        row("communication per step (bytes sent)", stepSent,
+            sharded ? "2 Psi_t (N-1)/N + 8(N-1)/N" : "2 Psi_t (N-1)/N",
+            sharded ? 2 * psi / world * (world - 1) + 8 * (world - 1) / world
+                    : 2 * (world - 1) * psi / world);
+      }
       *os << "  (activations kept for backward and the gradients' buffers are placed by "
              "the memory plan: zero-run --report shows the activations arena)\n";
     }

@@ -558,7 +558,8 @@ def mode_dp(a, tools, name, work):
     def train(tag, zrt, weights, ranks, index):
         lp, sp = work / f"log_{tag}_{index}.json", work / f"final_{tag}_{index}.safetensors"
         cmd = [tools.zero_run, str(zrt), "--weights", str(weights), "--data", str(data_path),
-               "--steps", str(steps), "--log-json", str(lp), "--save", str(sp)]
+               "--steps", str(steps), "--log-json", str(lp), "--save", str(sp),
+               "--report-json", str(work / f"report_{tag}_{index}.json")]
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
         run(cmd, "zero-run")
@@ -603,10 +604,36 @@ def mode_dp(a, tools, name, work):
                 werr = max(werr, float(np.max(d / tol)) if d.size else 0.0)
         if not werr <= 1:
             bad.append(f"weights error/tolerance {werr:.3g}")
+        # Bytes per rank, measured by the runtime, against the formulas from the
+        # trained parameters' sizes (padding to a multiple of N included).
+        report = json.loads((work / f"report_{tag}_0.json").read_text())
+        sizes = [int(np.prod(v.shape)) for v in ref_w.values()]
+        padded = [-(-n // ranks) * ranks for n in sizes]
+        if stage == 0:
+            want_sent = {"AllReduce": sum(2 * (ranks - 1) * 4 * n // ranks for n in sizes)}
+            want_state = 8 * sum(sizes)
+        else:
+            want_sent = {"ReduceScatter": sum(4 * p // ranks * (ranks - 1) for p in padded),
+                         "AllGather": sum(4 * p // ranks * (ranks - 1) for p in padded),
+                         "AllReduce": 2 * (ranks - 1) * 4 // ranks}
+            want_state = 8 * sum(p // ranks for p in padded)
+        # Every weight the program reads (trained, frozen, buffers), the state, the
+        # step counter.
+        want_resident = sum(v.nbytes for v in load_file(str(w)).values()) + want_state + 8
+        for rk in report["ranks"]:
+            got_sent = {k: v for k, v in rk["bytes_sent"].items() if v}
+            per_step = {k: v * steps for k, v in want_sent.items()}
+            if got_sent != per_step:
+                bad.append(f"rank {rk['rank']} sent {got_sent}, formula {per_step} "
+                           f"({steps} steps)")
+            if rk["param_bytes_resident"] != want_resident:
+                bad.append(f"rank {rk['rank']} holds {rk['param_bytes_resident']} bytes of "
+                           f"parameters + optimizer state, formula {want_resident}")
         log(f"  {'FAIL' if bad else 'ok  '} stage {stage} np {ranks} accumulation {accum} "
             f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, "
             f"grad norm rel {grel:.2g}, weights error/tolerance {werr:.3g} (rtol "
-            f"{a.dp_w_rtol:g}, atol {a.dp_w_atol:g}); run to run bit-identical"
+            f"{a.dp_w_rtol:g}, atol {a.dp_w_atol:g}); run to run bit-identical; bytes sent "
+            f"per rank and step {want_sent}, resident parameters + state {want_resident}"
             + (f"   {'; '.join(bad)}" if bad else ""))
         failures += [f"{tag}: {b}" for b in bad]
     return failures
