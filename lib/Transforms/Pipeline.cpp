@@ -128,7 +128,8 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
         if (auto e = needInt(); !e.empty())
           return e;
         warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
-                           "forward program (there are no gradients to reduce)");
+                           "forward program (there are no gradients to reduce), nor yet "
+                           "on a training step (each gradient is reduced on its own)");
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
       }

@@ -30,6 +30,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -38,6 +39,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 
@@ -77,6 +79,12 @@ static cl::opt<std::string> deepspeedConfig(
     cl::value_desc("ds_config.json"));
 static cl::opt<bool> zeroReport(
     "report", cl::desc("Print the per-rank memory/communication plan (zero-report)"));
+static cl::opt<std::string> estimateMemory(
+    "estimate-memory",
+    cl::desc("Print the ZeRO paper's per-rank model-state memory and "
+             "communication for each stage, without a model: "
+             "\"params=7.5e9 dp=64 precision=mixed|fp32\""),
+    cl::value_desc("spec"));
 static cl::opt<bool> train(
     "train", cl::desc("Compile the training step (zero-autodiff, zero-optimizer) "
                       "instead of the forward program"));
@@ -417,6 +425,75 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   return 0;
 }
 
+/// --estimate-memory: the model-state bytes per rank of fp32 Adam training at
+/// ZeRO stages 0-3 (Rajbhandari et al., "ZeRO", Table 1 and section 5): with
+/// mixed precision 2 bytes of fp16 parameters and of gradients and K = 12
+/// bytes of fp32 master weights, momentum and variance per parameter; with
+/// fp32, 4 + 4 and K = 8. Communication per step in parameter elements: 2 Psi
+/// for stages 0-2, 3 Psi for stage 3.
+static int printMemoryEstimate(StringRef spec) {
+  double psi = -1;
+  int64_t dp = -1;
+  std::string precision = "mixed";
+  SmallVector<StringRef> tokens;
+  spec.split(tokens, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef token : tokens) {
+    auto [key, value] = token.split('=');
+    bool ok = true;
+    if (key == "params") {
+      std::string v = value.str();
+      char *end = nullptr;
+      psi = std::strtod(v.c_str(), &end);
+      ok = !v.empty() && end && *end == 0 && psi > 0;
+    } else if (key == "dp") {
+      ok = !value.getAsInteger(10, dp) && dp >= 1;
+    } else if (key == "precision") {
+      precision = value.str();
+      ok = precision == "mixed" || precision == "fp32";
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      llvm::errs() << "zero-opt: error: --estimate-memory: bad '" << token
+                   << "'; expected params=COUNT (e.g. 7.5e9) dp=RANKS "
+                      "precision=mixed|fp32\n";
+      return 1;
+    }
+  }
+  if (psi <= 0 || dp < 1) {
+    llvm::errs() << "zero-opt: error: --estimate-memory needs params=COUNT and "
+                    "dp=RANKS, e.g. \"params=7.5e9 dp=64 precision=mixed\"\n";
+    return 1;
+  }
+  const bool mixed = precision == "mixed";
+  const double p = mixed ? 2 : 4, g = mixed ? 2 : 4, k = mixed ? 12 : 8;
+  const double n = double(dp), gb = 1e9;
+  struct Row {
+    const char *stage, *formula;
+    double bytes, comm;
+  } rows[] = {
+      {"0 (data parallel)", mixed ? "(2 + 2 + K) Psi" : "(4 + 4 + K) Psi", (p + g + k) * psi,
+       2 * psi},
+      {"1 (P_os)", mixed ? "2 Psi + 2 Psi + K Psi / N" : "4 Psi + 4 Psi + K Psi / N",
+       (p + g) * psi + k * psi / n, 2 * psi},
+      {"2 (P_os+g)", mixed ? "2 Psi + (2 + K) Psi / N" : "4 Psi + (4 + K) Psi / N",
+       p * psi + (g + k) * psi / n, 2 * psi},
+      {"3 (P_os+g+p)", mixed ? "(2 + 2 + K) Psi / N" : "(4 + 4 + K) Psi / N",
+       (p + g + k) * psi / n, 3 * psi},
+  };
+  llvm::outs() << llvm::format("model-state memory per rank: Psi = %g parameters, N = %lld "
+                               "ranks, %s precision Adam (K = %g)\n",
+                               psi, (long long)dp, mixed ? "mixed" : "fp32", k);
+  llvm::outs() << llvm::format("%-18s %-28s %10s %20s\n", "stage", "formula", "GB",
+                               "comm (elements/step)");
+  for (const Row &r : rows)
+    llvm::outs() << llvm::format("%-18s %-28s %10.2f %20.4g\n", r.stage, r.formula,
+                                 r.bytes / gb, r.comm);
+  llvm::outs() << "(GB = 1e9 bytes; activations, buffers and fragmentation are not "
+                  "included; communication in parameter elements per rank and step)\n";
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerAsmPrinterCLOptions();
@@ -433,6 +510,8 @@ int main(int argc, char **argv) {
     argPointers.push_back(a.c_str());
   cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
                               "zero compiler driver: ONNX import, ZeRO passes\n");
+  if (estimateMemory.getNumOccurrences())
+    return printMemoryEstimate(estimateMemory);
 
   DialectRegistry registry;
   registry.insert<zero::onnx::ONNXDialect, zero::dist::ZeroDialect,
