@@ -1686,6 +1686,88 @@ TEST(Loss, NegativeLogLikelihood) {
 }
 
 //===----------------------------------------------------------------------===//
+// Training-mode Dropout and the rank's shard
+//===----------------------------------------------------------------------===//
+
+// Tests TrainingDropout against its definition: y = x / (1 - ratio) where the
+// mask keeps the element, 0 elsewhere; about `ratio` of the elements dropped;
+// the same bits at 1 and 4 threads; another step or stream, another mask;
+// ratio 0 keeps everything.
+TEST(TrainingDropout, MaskScaleStepsAndThreads) {
+  const int64_t n = 4096;
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i)
+    xs[size_t(i)] = 1.0f + float(i % 7);
+  auto dropout = [&](double ratio, int64_t step, int64_t stream, const KernelContext &ctx,
+                     std::vector<float> &y, std::vector<bool> &mask) {
+    Tensors t;
+    TensorRef x = t.input<float>({n}, xs);
+    TensorRef s = t.input<int64_t>({}, {step});
+    TensorRef out = t.output<float>({n});
+    TensorRef m = t.output<bool>({n});
+    AttrMap a;
+    a.set("ratio", floats({ratio}));
+    a.set("seed", ints({42}));
+    a.set("stream", ints({stream}));
+    EXPECT_OK(run("TrainingDropout", {x, s}, {out, m}, a, ctx));
+    y = values<float>(out);
+    mask = bools(m);
+  };
+  std::vector<float> y, y4, yStep, yStream, y0;
+  std::vector<bool> m, m4, mStep, mStream, m0;
+  dropout(0.25, 3, 9, serialContext(), y, m);
+  dropout(0.25, 3, 9, threadedContext(), y4, m4);
+  dropout(0.25, 4, 9, serialContext(), yStep, mStep);
+  dropout(0.25, 3, 10, serialContext(), yStream, mStream);
+  dropout(0.0, 3, 9, serialContext(), y0, m0);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float want = m[size_t(i)] ? xs[size_t(i)] * float(1.0 / 0.75) : 0.0f;
+    EXPECT_EQ(y[size_t(i)], want) << "at " << i;
+    dropped += m[size_t(i)] ? 0 : 1;
+    EXPECT_EQ(y0[size_t(i)], xs[size_t(i)]);
+    EXPECT_TRUE(m0[size_t(i)]);
+  }
+  // 5 standard deviations of a binomial(4096, 0.25): 5 * 27.7.
+  EXPECT_NEAR(double(dropped), 0.25 * n, 139.0);
+  EXPECT_EQ(y, y4);
+  EXPECT_EQ(m, m4);
+  EXPECT_NE(m, mStep);
+  EXPECT_NE(m, mStream);
+  AttrMap bad;
+  bad.set("ratio", floats({1.0}));
+  Tensors t;
+  TensorRef x = t.input<float>({2}, {1, 2});
+  TensorRef out = t.output<float>({2});
+  EXPECT_FALSE(run("TrainingDropout", {x}, {out}, bad).isOk());
+}
+
+// Tests LocalShard: rank r of a world of 3 gets elements [2r, 2r + 2) of 6;
+// a program compiled for another world size is an error.
+TEST(LocalShard, PicksTheRanksBlock) {
+  for (int rank = 0; rank < 3; ++rank) {
+    Tensors t;
+    TensorRef in = t.input<float>({6}, {0, 1, 2, 3, 4, 5});
+    TensorRef out = t.output<float>({2});
+    KernelContext ctx = serialContext();
+    ctx.rank = rank;
+    ctx.worldSize = 3;
+    AttrMap a;
+    a.set("world", ints({3}));
+    EXPECT_OK(run("LocalShard", {in}, {out}, a, ctx));
+    expectNear(values<float>(out), {2.0 * rank, 2.0 * rank + 1});
+  }
+  Tensors t;
+  TensorRef in = t.input<float>({6}, {0, 1, 2, 3, 4, 5});
+  TensorRef out = t.output<float>({3});
+  AttrMap a;
+  a.set("world", ints({2}));
+  zrt::Status st = run("LocalShard", {in}, {out}, a);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("another world size"), std::string::npos) << st.message();
+}
+
+//===----------------------------------------------------------------------===//
 // Thread-count independence
 //===----------------------------------------------------------------------===//
 
