@@ -162,13 +162,6 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                          << int64_t(stage);
       return signalPassFailure();
     }
-    if (world > 1 && stage == 3) {
-      module.emitError() << "zero-optimizer: ZeRO stage 3 for training (parameters "
-                            "partitioned and re-gathered for backward) is not "
-                            "supported yet; use stage 0, 1 or 2 for training over "
-                            "ranks, stage 3 for forward programs";
-      return signalPassFailure();
-    }
     const bool sharded = world > 1 && stage > 0;
     if (world > 1) {
       module->setAttr("zero.world_size", b.getI64IntegerAttr(world));

@@ -37,9 +37,10 @@ struct ZeroPartitionPass
       return signalPassFailure();
     }
     // A training step (zero-optimizer's): its gradient averaging and optimizer
-    // state partitioning for stages 0-2 were compiled by zero-optimizer
-    // {world stage}; here the module records them.
-    if (module->hasAttr("zero.training")) {
+    // state partitioning were compiled by zero-optimizer{world stage}; here the
+    // module records them, and stage 3 partitions the parameters too.
+    bool training = module->hasAttr("zero.training");
+    if (training) {
       OpBuilder b(module.getContext());
       auto compiled = module->getAttrOfType<IntegerAttr>("zero.world_size");
       int64_t world = compiled ? compiled.getInt() : 1;
@@ -50,15 +51,18 @@ struct ZeroPartitionPass
                            << "; give the world size once, to zero-opt --train";
         return signalPassFailure();
       }
-      if (stage == 3 && dp > 1) {
-        module.emitError() << "zero-partition: ZeRO stage 3 for training (parameters "
-                              "partitioned and re-gathered for backward) is not "
-                              "supported yet; use stage 0, 1 or 2 to train over ranks";
+      auto compiledStage = module->getAttrOfType<IntegerAttr>("zero.stage");
+      if (dp > 1 && (stage == 3) != (compiledStage && compiledStage.getInt() == 3)) {
+        module.emitError() << "zero-partition: the training step was compiled for stage "
+                           << (compiledStage ? compiledStage.getInt() : 0)
+                           << " (zero-optimizer stage), not stage " << int64_t(stage)
+                           << "; give the stage once, to zero-opt --train";
         return signalPassFailure();
       }
       module->setAttr("zero.world_size", b.getI64IntegerAttr(dp));
       module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
-      return;
+      if (stage != 3 || dp == 1)
+        return;
     }
     if (stage == 1 || stage == 2) {
       module.emitError()
@@ -86,7 +90,8 @@ struct ZeroPartitionPass
 
     for (auto global : module.getOps<ml_program::GlobalOp>()) {
       auto type = dyn_cast<RankedTensorType>(global.getType());
-      if (!type || global->hasAttr("zero.shard"))
+      // Optimizer state is partitioned by zero-optimizer; counters are scalars.
+      if (!type || global->hasAttr("zero.shard") || global->hasAttr("zero.role"))
         continue;
       int64_t numel = type.getNumElements();
       if (numel <= persistenceThreshold)
@@ -129,9 +134,72 @@ struct ZeroPartitionPass
           u->set(full);
       }
     }
+    if (training)
+      foldOptimizerShards(module);
     if (maxReuseDistance >= 0)
       for (auto func : module.getOps<func::FuncOp>())
         splitDistantUses(func);
+  }
+
+  /// Erases `op` and, walking back through its operands, every op left
+  /// without uses among `chain` (a gather chain nothing else reads).
+  static void eraseDeadChain(Operation *op) {
+    SmallVector<Operation *> work{op};
+    while (!work.empty()) {
+      Operation *o = work.pop_back_val();
+      if (!o->use_empty())
+        continue;
+      SmallVector<Operation *> defs;
+      for (Value v : o->getOperands())
+        if (Operation *d = v.getDefiningOp())
+          defs.push_back(d);
+      o->erase();
+      for (Operation *d : defs)
+        if (isa<::zero::dist::AllGatherOp, ::zero::onnx::SliceOp, ::zero::onnx::ReshapeOp,
+                ::zero::onnx::PadOp, ml_program::GlobalLoadOp>(d))
+          work.push_back(d);
+    }
+  }
+
+  /// The sharded global `v` was loaded from and gathered whole through
+  /// (load -> all_gather -> [Slice] -> [Reshape]), or null.
+  static ::zero::dist::AllGatherOp gatherOf(Value v) {
+    Operation *d = v.getDefiningOp();
+    while (d && isa<::zero::onnx::ReshapeOp, ::zero::onnx::SliceOp, ::zero::onnx::PadOp>(d))
+      d = d->getOperand(0).getDefiningOp();
+    return dyn_cast_or_null<::zero::dist::AllGatherOp>(d);
+  }
+
+  /// A stage-3 training step: zero-optimizer stepped the rank's shard of each
+  /// replicated parameter (zero.local_shard of the flat padded parameter) and
+  /// gathered the update back (zero.all_gather -> Slice -> Reshape -> store).
+  /// Now that the parameter global is that shard, the shard is the load and
+  /// the update is stored as is: both gathers disappear.
+  void foldOptimizerShards(ModuleOp module) {
+    SmallVector<::zero::dist::LocalShardOp> shards;
+    module.walk([&](::zero::dist::LocalShardOp s) { shards.push_back(s); });
+    for (auto shard : shards) {
+      auto gather = gatherOf(shard.getInput());
+      auto load = gather ? gather.getShard().getDefiningOp<ml_program::GlobalLoadOp>() : nullptr;
+      if (!load || load.getType() != shard.getType())
+        continue;
+      shard.getResult().replaceAllUsesWith(load.getResult());
+      eraseDeadChain(shard);
+    }
+    SmallVector<ml_program::GlobalStoreOp> stores;
+    module.walk([&](ml_program::GlobalStoreOp s) { stores.push_back(s); });
+    for (auto store : stores) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+          store, store.getGlobalAttr());
+      if (!global || !global->hasAttr("zero.shard") || global->hasAttr("zero.role"))
+        continue;
+      auto gather = gatherOf(store.getValue());
+      if (!gather || gather.getShard().getType() != global.getType())
+        continue;
+      Operation *old = store.getValue().getDefiningOp();
+      store.getValueMutable().assign(gather.getShard());
+      eraseDeadChain(old);
+    }
   }
 
   /// Gives a use its own gather when more than maxReuseDistance parameter

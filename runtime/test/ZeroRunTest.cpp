@@ -1059,20 +1059,4 @@ TEST_F(ZeroRunTraining, RunsOneStepFromInputAndChecksTheOptions) {
 }
 
 // Tests that --save refuses sharded parameters up front.
-TEST_F(ZeroRunTraining, RefusesToSaveShardedParameters) {
-  std::string sub = setUpTraining("sharded", 2, 2, 4, 2);
-  test::TrainingModel m = test::makeTrainingModel(2);
-  m.program.globals[0].shard = ShardSpec{2, 4, 4};
-  m.program.buffers[m.wBuffer].shape = {2};
-  ASSERT_TRUE(test::writeFile(sub + "/sharded.zrt", test::serializeProgram(m.program)).isOk());
-  CommandResult r = zeroRun(2, sub + "/sharded.zrt --weights " + sub +
-                                   "/weights.safetensors --data " + sub +
-                                   "/data.safetensors --save " + sub + "/w");
-  EXPECT_EQ(r.exitCode, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--save " + sub + "/w: not supported yet for "
-                                  "sharded parameters (global \"w\" is sharded "
-                                  "over 2 ranks)"));
-  EXPECT_FALSE(exists(sub + "/w"));
-}
-
 } // namespace

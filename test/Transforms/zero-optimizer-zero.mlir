@@ -1,7 +1,7 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" | FileCheck %s --check-prefix=S0
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
-// RUN: not zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3" 2>&1 | FileCheck %s --check-prefix=S3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
 
 // Tests a two-layer training step over 2 ranks. Each gradient is averaged
 // right after its last contribution in backward, before the next backward
@@ -69,7 +69,31 @@
 // S1: zero.local_shard %{{.+}} {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
 // S1-NEXT: zero.sgd %{{.+}}, %[[GB]],
 
-// S3: error: zero-optimizer: ZeRO stage 3 for training (parameters partitioned and re-gathered for backward) is not supported yet
+// Stage 3: zero-partition makes each parameter global its flat padded shard;
+// forward gathers it, backward gathers w2 again (max-reuse-distance=0: other
+// parameters were gathered in between), every gathered copy is released after
+// its last use, and the optimizer steps the shard global itself: its shard
+// and all-gather of stages 1-2 fold away, the update is stored in place.
+// S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 2 : i64}
+// S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.shard = {numel = 3 : i64, padded_numel = 4 : i64, world = 2 : i64}
+// S3-LABEL: func.func @train_step
+// S3: %[[W1:.+]] = ml_program.global_load @w1 : tensor<8xf32>
+// S3-NEXT: zero.all_gather %[[W1]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+// S3: %[[W2:.+]] = ml_program.global_load @w2 : tensor<8xf32>
+// S3-NEXT: zero.all_gather %[[W2]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+// S3: onnx.MatMul %{{.+}}, %[[FW2:.+]] : (tensor<2x5xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
+// S3-NEXT: zero.release %[[FW2]] : tensor<5x3xf32>
+// S3: zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+// S3: %[[W2B:.+]] = ml_program.global_load @w2 : tensor<8xf32>
+// S3-NEXT: zero.all_gather %[[W2B]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+// S3: zero.release
+// S3: zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S3: zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S3-NOT: zero.local_shard
+// S3-NOT: zero.all_gather
+// S3: %[[SH1:.+]] = ml_program.global_load @w1 : tensor<8xf32>
+// S3-NEXT: %[[U1:.+]] = zero.sgd %[[SH1]], {{.+}} -> tensor<8xf32>
+// S3-NEXT: ml_program.global_store @w1 = %[[U1]] : tensor<8xf32>
 
 module {
   ml_program.global private @w1(#ml_program.extern : tensor<3x5xf32>) : tensor<3x5xf32> {zero.tensor = "w1"}

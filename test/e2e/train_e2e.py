@@ -548,6 +548,11 @@ def mode_dp(a, tools, name, work):
                    gradient_accumulation_steps=accum)
         if stage is not None:
             cfg["zero_optimization"] = {"stage": stage}
+            if stage == 3:
+                # Every parameter partitioned, and re-gathered for each distant use
+                # (backward): DeepSpeed's defaults keep these small fixtures whole.
+                cfg["zero_optimization"].update(stage3_param_persistence_threshold=0,
+                                                stage3_max_reuse_distance=0)
         cp = work / f"ds_{tag}.json"
         cp.write_text(json.dumps(cfg, indent=1) + "\n")
         shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
@@ -559,7 +564,8 @@ def mode_dp(a, tools, name, work):
         lp, sp = work / f"log_{tag}_{index}.json", work / f"final_{tag}_{index}.safetensors"
         cmd = [tools.zero_run, str(zrt), "--weights", str(weights), "--data", str(data_path),
                "--steps", str(steps), "--log-json", str(lp), "--save", str(sp),
-               "--report-json", str(work / f"report_{tag}_{index}.json")]
+               "--report-json", str(work / f"report_{tag}_{index}.json"),
+               "--save-optimizer", str(work / f"opt_{tag}_{index}.safetensors")]
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
         run(cmd, "zero-run")
@@ -604,14 +610,54 @@ def mode_dp(a, tools, name, work):
                 werr = max(werr, float(np.max(d / tol)) if d.size else 0.0)
         if not werr <= 1:
             bad.append(f"weights error/tolerance {werr:.3g}")
+        # The optimizer state, gathered from the ranks' shards by --save-optimizer,
+        # against the 1-rank run's; atol 1e-5 x the largest element of that kind of
+        # state (exp_avg, exp_avg_sq) over all parameters: moments of gradients at
+        # float32 noise level (the attention key bias, whose true gradient is 0)
+        # differ in absolute terms only.
+        opt_got = load_file(str(work / f"opt_{tag}_0.safetensors"))
+        opt_want = load_file(str(work / f"opt_one_m{micros}_0.safetensors"))
+        serr = 0.0
+        scale = {}
+        for k, v in opt_want.items():
+            if v.dtype.kind == "f" and v.size:
+                kind = k.rsplit(".", 1)[-1]
+                scale[kind] = max(scale.get(kind, 0.0), float(np.max(np.abs(v))))
+        if set(opt_got) != set(opt_want):
+            bad.append(f"optimizer state names {sorted(set(opt_got) ^ set(opt_want))}")
+        for k in opt_want:
+            if k in opt_got and opt_want[k].dtype.kind == "f" and opt_want[k].size:
+                want_k = opt_want[k].astype(np.float64)
+                d = np.abs(opt_got[k].astype(np.float64) - want_k)
+                tol = a.dp_w_rtol * np.abs(want_k) + 1e-5 * scale[k.rsplit(".", 1)[-1]] + 1e-30
+                serr = max(serr, float(np.max(d / tol)))
+            elif k in opt_got and not np.array_equal(opt_got[k], opt_want[k]):
+                bad.append(f"optimizer {k} differs")
+        if not serr <= 1:
+            bad.append(f"optimizer state error/tolerance {serr:.3g}")
         # Bytes per rank, measured by the runtime, against the formulas from the
         # trained parameters' sizes (padding to a multiple of N included).
         report = json.loads((work / f"report_{tag}_0.json").read_text())
         sizes = [int(np.prod(v.shape)) for v in ref_w.values()]
         padded = [-(-n // ranks) * ranks for n in sizes]
+        init = load_file(str(w))
+        want_weights = sum(v.nbytes for v in init.values())
+        gather_range = None
         if stage == 0:
             want_sent = {"AllReduce": sum(2 * (ranks - 1) * 4 * n // ranks for n in sizes)}
             want_state = 8 * sum(sizes)
+        elif stage == 3:
+            # Parameters are gathered for forward and again for backward uses, in every
+            # micro-batch: between Psi and 2 Psi (N-1)/N of every weight (padded) per
+            # micro-batch, the paper's 3 Psi with the gradients' reduce-scatter. Each
+            # rank holds its shards only.
+            want_sent = {"ReduceScatter": sum(4 * p // ranks * (ranks - 1) for p in padded),
+                         "AllReduce": 2 * (ranks - 1) * 4 // ranks}
+            shard_bytes = [v.itemsize * (-(-v.size // ranks)) for v in init.values()]
+            one = sum(b * (ranks - 1) for b in shard_bytes)
+            gather_range = (one * accum, 2 * one * accum)
+            want_state = 8 * sum(p // ranks for p in padded)
+            want_weights = sum(shard_bytes)
         else:
             want_sent = {"ReduceScatter": sum(4 * p // ranks * (ranks - 1) for p in padded),
                          "AllGather": sum(4 * p // ranks * (ranks - 1) for p in padded),
@@ -619,10 +665,18 @@ def mode_dp(a, tools, name, work):
             want_state = 8 * sum(p // ranks for p in padded)
         # Every weight the program reads (trained, frozen, buffers), the state, the
         # step counter.
-        want_resident = sum(v.nbytes for v in load_file(str(w)).values()) + want_state + 8
+        want_resident = want_weights + want_state + 8
+        measured_gather = None
         for rk in report["ranks"]:
             got_sent = {k: v for k, v in rk["bytes_sent"].items() if v}
             per_step = {k: v * steps for k, v in want_sent.items()}
+            if gather_range:
+                gathered = got_sent.pop("AllGather", 0)
+                lo, hi = gather_range[0] * steps, gather_range[1] * steps
+                if not lo <= gathered <= hi:
+                    bad.append(f"rank {rk['rank']} all-gathered {gathered} bytes, outside "
+                               f"[{lo}, {hi}] (once or twice every shard, {steps} steps)")
+                measured_gather = gathered // steps
             if got_sent != per_step:
                 bad.append(f"rank {rk['rank']} sent {got_sent}, formula {per_step} "
                            f"({steps} steps)")
@@ -631,9 +685,13 @@ def mode_dp(a, tools, name, work):
                            f"parameters + optimizer state, formula {want_resident}")
         log(f"  {'FAIL' if bad else 'ok  '} stage {stage} np {ranks} accumulation {accum} "
             f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, "
-            f"grad norm rel {grel:.2g}, weights error/tolerance {werr:.3g} (rtol "
+            f"grad norm rel {grel:.2g}, weights error/tolerance {werr:.3g}, optimizer state "
+            f"{serr:.3g} (rtol "
             f"{a.dp_w_rtol:g}, atol {a.dp_w_atol:g}); run to run bit-identical; bytes sent "
-            f"per rank and step {want_sent}, resident parameters + state {want_resident}"
+            f"per rank and step {want_sent}"
+            + (f" + AllGather {measured_gather} (measured; in [{gather_range[0]}, "
+               f"{gather_range[1]}])" if gather_range else "")
+            + f", resident parameters + state {want_resident}"
             + (f"   {'; '.join(bad)}" if bad else ""))
         failures += [f"{tag}: {b}" for b in bad]
     return failures
@@ -681,7 +739,7 @@ def main():
     ap.add_argument("--train", action="append", default=[], choices=FIXTURES, metavar="NAME")
     ap.add_argument("--dp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="training over ranks at ZeRO stages 0-2 vs the 1-rank training")
-    ap.add_argument("--dp-configs", default="0:2,1:2,2:2,2:2:2,0:4,1:4,2:4",
+    ap.add_argument("--dp-configs", default="0:2,1:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4",
                     help="with --dp: STAGE:RANKS[:ACCUMULATION] list")
     ap.add_argument("--dp-steps", type=int, default=10)
     ap.add_argument("--dp-loss-rtol", type=float, default=1e-5)

@@ -197,20 +197,21 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     overlaps the rest of backward:
     - `stage=0`: `zero.all_reduce` of the gradient, times 1/N; every rank
       steps every parameter (DDP).
-    - `stage=1|2`: the gradient flattened and zero-padded to a multiple of N,
+    - `stage=1|2|3`: the gradient flattened and zero-padded to a multiple of N,
       `zero.reduce_scatter`, times 1/N: rank r keeps elements [r*s, (r+1)*s)
       (s = padded / N), as does its optimizer state (globals of s elements
       marked `zero.shard`). The rank steps its shard of the parameter
       (`zero.local_shard`) and `zero.all_gather` rebuilds the parameter on
       every rank. The global norm is the all-reduced sum of the ranks' local
-      squared norms.
+      squared norms. At stage 3, zero-partition then makes each parameter
+      global that shard: the shard is the load, the update is stored as is.
   }];
   let options = [
     Option<"world", "world", "int64_t", "1",
            "Data-parallel ranks the step is compiled for">,
     Option<"stage", "stage", "int64_t", "0",
-           "ZeRO stage for world > 1: 0 (all-reduce), 1 or 2 (reduce-scatter, "
-           "partitioned optimizer state)">,
+           "ZeRO stage for world > 1: 0 (all-reduce), 1, 2 or 3 (reduce-scatter, "
+           "partitioned optimizer state; 3: zero-partition shards the parameters)">,
     Option<"type", "type", "std::string", "\"adamw\"", "adamw, adam or sgd">,
     Option<"lr", "lr", "double", "1e-3", "Learning rate (the schedule's base)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,

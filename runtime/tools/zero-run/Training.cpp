@@ -151,21 +151,10 @@ Expected<float> readScalarOutput(const Executor &executor,
   return value;
 }
 
-Status checkSaveable(const Program &program, bool parameters,
-                     const std::string &flag, const std::string &path) {
-  for (const GlobalDesc &g : program.globals)
-    if (isSaved(g, parameters) && g.shard)
-      return Status::error(
-          flag + " " + path + ": not supported yet for sharded " +
-          (parameters ? "parameters" : "optimizer state") + " (global \"" +
-          g.name + "\" is sharded over " + std::to_string(g.shard->world) +
-          " ranks); run without " + flag);
-  return Status::ok();
-}
-
-Status saveGlobals(const Executor &executor, bool parameters,
+Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters,
                    const std::string &path) {
   const Program &p = executor.program();
+  const bool root = comm.rank() == 0;
   std::vector<std::vector<uint8_t>> storage;
   std::vector<NamedTensor> tensors;
   for (const GlobalDesc &g : p.globals) {
@@ -173,11 +162,27 @@ Status saveGlobals(const Executor &executor, bool parameters,
       continue;
     const BufferDesc &b = p.buffers[g.buffer];
     std::vector<uint8_t> bytes(size_t(b.bytes()));
-    ZRT_RETURN_IF_ERROR(executor.readBuffer(g.buffer, bytes.data(), b.bytes()));
+    if (g.shard || root)
+      ZRT_RETURN_IF_ERROR(executor.readBuffer(g.buffer, bytes.data(), b.bytes()));
+    if (g.shard) {
+      // Every rank's shard, in rank order; the padding past numel dropped.
+      std::vector<std::string> shards = comm.gatherToRoot(
+          std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+      if (!root)
+        continue;
+      std::vector<uint8_t> full;
+      for (const std::string &s : shards)
+        full.insert(full.end(), s.begin(), s.end());
+      full.resize(size_t(g.shard->numel * dtypeSize(g.dtype)));
+      bytes = std::move(full);
+    }
+    if (!root)
+      continue;
+    const uint64_t numel = g.shard ? g.shard->numel : uint64_t(b.numel());
     DType dtype = g.dtype;
     if (parameters && (dtype == DType::F16 || dtype == DType::BF16 ||
                        dtype == DType::F64)) {
-      std::vector<float> f32 = toF32(dtype, bytes.data(), size_t(b.numel()));
+      std::vector<float> f32 = toF32(dtype, bytes.data(), size_t(numel));
       bytes.assign(reinterpret_cast<const uint8_t *>(f32.data()),
                    reinterpret_cast<const uint8_t *>(f32.data() + f32.size()));
       dtype = DType::F32;
@@ -187,7 +192,7 @@ Status saveGlobals(const Executor &executor, bool parameters,
   }
   // `storage` does not reallocate the byte vectors' data when it grows, so
   // the pointers above stay valid.
-  return writeSafetensors(path, tensors);
+  return root ? writeSafetensors(path, tensors) : Status::ok();
 }
 
 } // namespace zrt

@@ -59,15 +59,12 @@ std::string formatStepLine(const StepRecord &record, int64_t totalSteps);
 Expected<float> readScalarOutput(const Executor &executor,
                                  const std::string &name);
 
-/// Checks, before anything runs, that --save (`parameters`) or
-/// --save-optimizer can write the globals they write: none of them sharded.
-Status checkSaveable(const Program &program, bool parameters,
-                     const std::string &flag, const std::string &path);
-
 /// Writes every Parameter global as f32 (`parameters`), or every
 /// OptimizerState and Counter global in its own dtype, under its tensor name
-/// and full shape, to a safetensors file at `path` (atomically).
-Status saveGlobals(const Executor &executor, bool parameters,
+/// and full shape, to a safetensors file at `path` (atomically). Every rank
+/// calls it: a sharded global's shards are gathered to rank 0 (rank-major,
+/// the padding dropped), which writes the file.
+Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters,
                    const std::string &path);
 
 } // namespace zrt

@@ -452,11 +452,6 @@ Status checkProgramOptions(const Options &opts, const Program &program) {
     return Status::error("--steps " + std::to_string(opts.steps) +
                          " with --input: --input gives the inputs of one "
                          "step; pass --data for more steps");
-  if (!opts.save.empty())
-    ZRT_RETURN_IF_ERROR(checkSaveable(program, true, "--save", opts.save));
-  if (!opts.saveOptimizer.empty())
-    ZRT_RETURN_IF_ERROR(checkSaveable(program, false, "--save-optimizer",
-                                      opts.saveOptimizer));
   return Status::ok();
 }
 
@@ -772,11 +767,20 @@ int runMain(int argc, char **argv, Communicator &comm) {
   status = Status::ok();
   if (comm.rank() == 0 && !opts.output.empty())
     status = writeOutputs(**executor, opts.output);
+  // Every rank takes part in saving (sharded globals are gathered to rank 0).
+  if (training) {
+    if (!opts.save.empty()) {
+      Status saved = saveGlobals(**executor, comm, true, opts.save);
+      if (status.isOk())
+        status = saved;
+    }
+    if (!opts.saveOptimizer.empty()) {
+      Status saved = saveGlobals(**executor, comm, false, opts.saveOptimizer);
+      if (status.isOk())
+        status = saved;
+    }
+  }
   if (comm.rank() == 0 && training) {
-    if (status.isOk() && !opts.save.empty())
-      status = saveGlobals(**executor, true, opts.save);
-    if (status.isOk() && !opts.saveOptimizer.empty())
-      status = saveGlobals(**executor, false, opts.saveOptimizer);
     if (status.isOk() && !opts.logJson.empty())
       status = writeText(opts.logJson, trainingLog->json().dump(2) + "\n");
   }
