@@ -167,19 +167,32 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       row("optimizer state + counter (bytes)", stateBytes,
           adam ? "2 Psi_t" + perN + " + 8" : (momentum ? "Psi_t" + perN + " + 8" : "8"),
           (adam ? 2 * psi / part : momentum ? psi / part : 0) + 8);
-      int64_t model = totalBytes + (sharded ? gradShardBytes : trainedBytes) + stateBytes;
-      row("parameters + gradients + state", model,
-          adam ? (sharded ? "Psi_t + 3 Psi_t / N + 8 + frozen" : "4 Psi_t (16 B/param) + 8 + frozen")
-               : "",
-          adam ? psi + 3 * psi / part + 8 + totalBytes - trainedBytes : 0);
+      // Stage 3 holds parameter shards (and the persistent ones whole).
+      const bool stage3 = sharded && stage == 3;
+      int64_t heldParams = stage3 ? shardBytes + persistentBytes : totalBytes;
+      int64_t model = heldParams + (sharded ? gradShardBytes : trainedBytes) + stateBytes;
+      if (stage3)
+        row("parameters + gradients + state", model,
+            adam ? "4 Psi_t / N + 8 + persistent" : "",
+            adam ? 4 * psi / world + 8 + persistentBytes : 0);
+      else
+        row("parameters + gradients + state", model,
+            adam ? (sharded ? "Psi_t + 3 Psi_t / N + 8 + frozen"
+                            : "4 Psi_t (16 B/param) + 8 + frozen")
+                 : "",
+            adam ? psi + 3 * psi / part + 8 + totalBytes - trainedBytes : 0);
       if (world > 1) {
         // Communication of one step (at the accumulation boundary).
         int64_t stepSent = 0;
         for (auto &[kind, entry] : sent)
           stepSent += entry.second;
+        // Stage 3 gathers in forward and again in backward: up to 3 Psi.
+        int64_t passes = stage3 ? 3 : 2;
         row("communication per step (bytes sent)", stepSent,
-            sharded ? "2 Psi_t (N-1)/N + 8(N-1)/N" : "2 Psi_t (N-1)/N",
-            sharded ? 2 * psi / world * (world - 1) + 8 * (world - 1) / world
+            stage3    ? "3 Psi_t (N-1)/N + 8(N-1)/N"
+            : sharded ? "2 Psi_t (N-1)/N + 8(N-1)/N"
+                      : "2 Psi_t (N-1)/N",
+            sharded ? passes * psi / world * (world - 1) + 8 * (world - 1) / world
                     : 2 * (world - 1) * psi / world);
       }
       *os << "  (activations kept for backward and the gradients' buffers are placed by "

@@ -3,6 +3,7 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP0
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP2
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=3 stage=1" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3" --zero-partition="stage=3 dp=2" --zero-release --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=S3
 
 // Tests zero-report on a training step: w (3x4) and b (4) are trained, 64
 // bytes (Psi_t); their gradients are as large; fp32 Adam keeps two moments per
@@ -40,6 +41,14 @@
 // DP3: gradients (bytes) 24 Psi_t / N 21
 // DP3: optimizer state + counter (bytes) 56 2 Psi_t / N + 8 50
 // DP3: communication per step (bytes sent) 101
+// Stage 3 at N = 2 holds the parameter shards too: 32 + 32 + 72 = 136 bytes,
+// 4 Psi_t / N + 8. The step gathers w and b once (backward needs neither: the
+// weight gradient is x^T dz), 32 bytes sent, plus the reduce-scatter's 32 and
+// the norm's 4: 68, under the 3 Psi bound of a step that re-gathers
+// everything (96 + 4).
+// S3: == zero-report: stage 3, dp = 2 ==
+// S3: parameters + gradients + state 136 4 Psi_t / N + 8 + persistent 136
+// S3: communication per step (bytes sent) 68 3 Psi_t (N-1)/N + 8(N-1)/N 100
 module {
   ml_program.global private @w(#ml_program.extern : tensor<3x4xf32>) : tensor<3x4xf32> {zero.tensor = "w"}
   ml_program.global private @b(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.tensor = "b"}
