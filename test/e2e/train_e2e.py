@@ -33,6 +33,12 @@ Modes (any combination; they run in this order):
                       and compare with the 1-rank run over the same micro-batches
                       (accumulation RANKS x ACCUMULATION): losses rtol 1e-5, grad norms
                       1e-4, weights rtol 1e-4 + atol 1e-6.
+  --ckpt NAME         ZeRO-3 checkpoints (zero-run --save-dir/--save-every/--resume):
+                      saved at step 5 and resumed to 10 bit-identical to the
+                      uninterrupted run; rank 0 killed while writing the step-10
+                      checkpoint (ZRT_FAULT_KILL_BEFORE_RENAME=manifest.json) leaves the
+                      step-5 one as DIR/latest; saved at np 4 and resumed at np 2 equal to
+                      the np 4 run; --resume without a checkpoint or past --steps fails.
 
 Stored training references (test/models/NAME_loss.train.ref.safetensors), written by
 the PyTorch reference with this script's default settings (20 steps, accumulation 2,
@@ -697,6 +703,103 @@ def mode_dp(a, tools, name, work):
     return failures
 
 
+def mode_ckpt(a, tools, name, work):
+    """Checkpoints of a ZeRO-3 run: saved at step 5 and resumed to 10, bit-identical to
+    the uninterrupted run; rank 0 killed while writing the step-10 checkpoint leaves the
+    step-5 one loadable; a checkpoint saved at np 4 resumed at np 2 equals the np 2 run
+    run with the same micro-batches (np 2 with accumulation 2: a micro-batch's loss is
+    its own mean; losses rtol 1e-5, weights rtol 1e-4 + atol 1e-6); resuming without a
+    checkpoint or past --steps is a clear error."""
+    stored = read_train_ref(a.models, name)
+    cfg0, data = stored["config"], stored["data"]
+    rows = next(iter(data.values())).shape[1]
+    steps, half = 10, 5
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    log(f"== train-ckpt {name}: ZeRO-3, {steps} steps, checkpoint at step {half}")
+
+    def compile_(ranks, accum=1):
+        cfg = {k: v for k, v in cfg0.items() if k not in ("train_batch_size",
+               "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
+        micro = rows // (ranks * accum)
+        cfg.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
+                   gradient_accumulation_steps=accum,
+                   zero_optimization={"stage": 3, "stage3_param_persistence_threshold": 0,
+                                      "stage3_max_reuse_distance": 0})
+        cp = work / f"ds_n{ranks}_k{accum}.json"
+        cp.write_text(json.dumps(cfg, indent=1) + "\n")
+        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+        zrt, w = work / f"n{ranks}_k{accum}.zrt", work / f"init_n{ranks}_k{accum}.safetensors"
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
+        return zrt, w
+
+    def zrun(ranks, prog, tag, extra, env=None, expect_fail=False):
+        zrt, w = prog
+        lp, sp = work / f"log_{tag}.json", work / f"final_{tag}.safetensors"
+        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", tools.zero_run, str(zrt),
+               "--weights", str(w), "--data", str(data_path), "--log-json", str(lp),
+               "--save", str(sp)] + extra
+        if expect_fail:
+            log("  $ " + " ".join(_q(c) for c in cmd) + "   (expected to fail)")
+            r = subprocess.run(cmd, capture_output=True, text=True, env=dict(ENV, **(env or {})))
+            return r
+        run(cmd, "zero-run")
+        return read_log(lp, len(json.loads(lp.read_text()))), load_file(str(sp))
+
+    failures = []
+    two, four, two_k2 = compile_(2), compile_(4), compile_(2, 2)
+    base_rows, base_w = zrun(2, two, "full", ["--steps", str(steps)])
+    zrun(2, two, "first", ["--steps", str(half), "--save-dir", str(work / "ck2"),
+                           "--save-every", str(half)])
+    latest = (work / "ck2" / "latest").read_text().strip()
+    if latest != f"step-{half:08d}":
+        failures.append(f"latest is {latest!r}")
+    # Rank 0 killed while writing the step-10 checkpoint's manifest.
+    r = zrun(2, two, "killed", ["--steps", str(steps), "--resume", str(work / "ck2"),
+                                "--save-dir", str(work / "ck2"), "--save-every", str(half)],
+             env={"ZRT_FAULT_KILL_BEFORE_RENAME": "manifest.json"}, expect_fail=True)
+    after = (work / "ck2" / "latest").read_text().strip()
+    if r.returncode == 0 or after != f"step-{half:08d}" or (work / "ck2" / f"step-{steps:08d}").exists():
+        failures.append(f"kill during save: exit {r.returncode}, latest {after!r}")
+        log(f"  FAIL kill during save: exit {r.returncode}, latest {after!r}")
+    else:
+        log(f"  ok   rank 0 killed while saving step {steps}: latest still {after}")
+    res_rows, res_w = zrun(2, two, "resumed", ["--steps", str(steps), "--resume", str(work / "ck2")])
+    same = [x["loss"] for x in res_rows] == [x["loss"] for x in base_rows[half:]] and \
+        set(res_w) == set(base_w) and all(res_w[k].tobytes() == base_w[k].tobytes() for k in base_w)
+    log(f"  {'ok  ' if same else 'FAIL'} resumed at step {half + 1} (np 2): losses of steps "
+        f"{half + 1}-{steps} and final weights bit-identical to the uninterrupted run")
+    if not same:
+        failures.append("resume not bit-identical")
+    # Saved at np 4, resumed at np 2 (with the same micro-batches: accumulation 2).
+    four_rows, four_w = zrun(4, four, "full4", ["--steps", str(steps)])
+    zrun(4, four, "first4", ["--steps", str(half), "--save-dir", str(work / "ck4")])
+    rs_rows, rs_w = zrun(2, two_k2, "resharded", ["--steps", str(steps), "--resume", str(work / "ck4")])
+    lrel = max(abs(x["loss"] - y["loss"]) / abs(y["loss"]) for x, y in zip(rs_rows, four_rows[half:]))
+    werr = max(float(np.max(np.abs(rs_w[k].astype(np.float64) - four_w[k]) /
+                            (a.dp_w_rtol * np.abs(four_w[k]) + a.dp_w_atol))) for k in four_w)
+    ok = lrel <= a.dp_loss_rtol and werr <= 1
+    log(f"  {'ok  ' if ok else 'FAIL'} saved at np 4, resumed at np 2 (accumulation 2) vs the "
+        f"np 4 run: loss rel {lrel:.2g}, "
+        f"weights error/tolerance {werr:.3g}")
+    if not ok:
+        failures.append("resharded resume")
+    # Bad input.
+    (work / "empty").mkdir(exist_ok=True)
+    for tag, extra, want in (
+            ("nockpt", ["--steps", str(steps), "--resume", str(work / "empty")], "no checkpoint"),
+            ("past", ["--steps", str(half), "--resume", str(work / "ck2")],
+             f"the checkpoint is at step {half}, --steps {half} asks for no more")):
+        r = zrun(2, two, tag, extra, expect_fail=True)
+        out = r.stdout + r.stderr
+        if r.returncode == 0 or want not in out or (work / f"final_{tag}.safetensors").exists():
+            failures.append(f"bad input {tag}")
+            log(f"  FAIL {tag}: exit {r.returncode}, output {out[-500:]}")
+        else:
+            log(f"  ok   {tag}: exit {r.returncode}, '{want}'")
+    return failures
+
+
 def note_stored_data(a, name, st, data):
     """--live with the stored reference's settings: say whether the freshly generated
     data equals the stored batches (numpy's generator streams are not guaranteed
@@ -739,6 +842,8 @@ def main():
     ap.add_argument("--train", action="append", default=[], choices=FIXTURES, metavar="NAME")
     ap.add_argument("--dp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="training over ranks at ZeRO stages 0-2 vs the 1-rank training")
+    ap.add_argument("--ckpt", action="append", default=[], choices=FIXTURES, metavar="NAME",
+                    help="ZeRO-3 checkpoints: save, kill during save, resume, reshard")
     ap.add_argument("--dp-configs", default="0:2,1:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4",
                     help="with --dp: STAGE:RANKS[:ACCUMULATION] list")
     ap.add_argument("--dp-steps", type=int, default=10)
@@ -773,7 +878,7 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
-    if not (a.grads or a.adamw_step or a.train or a.dp):
+    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt):
         ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
     tmp = None
@@ -791,7 +896,8 @@ def main():
     jobs = [("grads", n, mode_grads) for n in a.grads] + \
            [("adamw-step", n, mode_adamw_step) for n in a.adamw_step] + \
            [("train", n, mode_train) for n in a.train] + \
-           [("dp", n, mode_dp) for n in a.dp]
+           [("dp", n, mode_dp) for n in a.dp] + \
+           [("ckpt", n, mode_ckpt) for n in a.ckpt]
     for mode, name, fn in jobs:
         work = root / f"{mode}-{name}"
         if work.exists():

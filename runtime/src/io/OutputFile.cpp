@@ -117,6 +117,12 @@ Status writeFileAtomically(const std::string &path,
   }());
   bool ok = write(fd);
   int err = errno;
+  // Durable before it replaces the old file (a crash after the rename must
+  // not leave an empty file under the name).
+  if (ok && ::fsync(fd) != 0 && errno != EINVAL) {
+    ok = false;
+    err = errno;
+  }
   if (::close(fd) != 0 && ok) {
     ok = false;
     err = errno;

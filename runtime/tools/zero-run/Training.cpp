@@ -8,11 +8,18 @@
 
 #include "Training.h"
 
+#include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace zrt {
 
@@ -193,6 +200,160 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
   // `storage` does not reallocate the byte vectors' data when it grows, so
   // the pointers above stay valid.
   return root ? writeSafetensors(path, tensors) : Status::ok();
+}
+
+namespace {
+
+std::string stepName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", (long long)step);
+  return name;
+}
+
+/// fsync of a directory, so that renames in it are durable.
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+Status writeTextFile(const std::string &path, const std::string &text) {
+  return writeFileAtomically(path, [&](int fd) {
+    return writeAllToFd(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+  });
+}
+
+/// Reads the tensors of the globals `isSaved(g, parameters)` from `path`.
+Status loadSaved(Executor &executor, const std::string &path, bool parameters, int rank) {
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  if (!file)
+    return file.status();
+  const Program &p = executor.program();
+  for (const GlobalDesc &g : p.globals) {
+    if (!isSaved(g, parameters))
+      continue;
+    const SafetensorsEntry *e = file->find(g.tensor);
+    if (!e)
+      return Status::error(path + ": no tensor \"" + g.tensor + "\" (global " + g.name +
+                           "); the checkpoint was saved from another program");
+    if (e->dtype != g.dtype || e->shape != g.shape)
+      return Status::error(path + ": tensor \"" + g.tensor + "\" is " +
+                           safetensorsDTypeName(e->dtype) + "[" + shapeString(e->shape) +
+                           "], the program expects " + safetensorsDTypeName(g.dtype) + "[" +
+                           shapeString(g.shape) + "]");
+    const BufferDesc &b = p.buffers[g.buffer];
+    const uint64_t elem = dtypeSize(g.dtype);
+    uint64_t first = 0, last = uint64_t(e->numel());
+    if (g.shard)
+      std::tie(first, last) = g.shard->range(rank);
+    std::vector<uint8_t> bytes(size_t(b.bytes()), 0);
+    if (last > first)
+      ZRT_RETURN_IF_ERROR(file->read(*e, first * elem, (last - first) * elem, bytes.data()));
+    ZRT_RETURN_IF_ERROR(executor.writeBuffer(g.buffer, bytes.data(), b.bytes()));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status saveCheckpoint(const Executor &executor, Communicator &comm,
+                      const std::string &dir, int64_t step) {
+  namespace fs = std::filesystem;
+  const bool root = comm.rank() == 0;
+  const std::string name = stepName(step);
+  const std::string tmp = dir + "/." + name + ".tmp", final = dir + "/" + name;
+  Status status = Status::ok();
+  if (root) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!ec)
+      fs::remove_all(tmp, ec);
+    if (!ec)
+      fs::create_directory(tmp, ec);
+    if (ec)
+      status = Status::error("--save-dir " + dir + ": cannot create " + tmp + ": " +
+                             ec.message());
+  }
+  // Every rank takes part in the gathers, whatever rank 0's status.
+  Status model = saveGlobals(executor, comm, true, tmp + "/model.safetensors");
+  Status optimizer = saveGlobals(executor, comm, false, tmp + "/optimizer.safetensors");
+  if (!root)
+    return Status::ok();
+  ZRT_RETURN_IF_ERROR(status);
+  ZRT_RETURN_IF_ERROR(model);
+  ZRT_RETURN_IF_ERROR(optimizer);
+  for (const char *f : {"/model.safetensors", "/optimizer.safetensors"}) {
+    int fd = ::open((tmp + f).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+  }
+  // The manifest last: a directory with one is complete.
+  const Program &p = executor.program();
+  nlohmann::json layout = nlohmann::json::object();
+  for (const GlobalDesc &g : p.globals) {
+    if (!isSaved(g, true) && !isSaved(g, false))
+      continue;
+    nlohmann::json t = {{"file", isSaved(g, true) ? "model.safetensors" : "optimizer.safetensors"},
+                        {"shape", g.shape}};
+    if (g.shard)
+      t["shard"] = {{"world", g.shard->world}, {"padded_numel", g.shard->paddedNumel}};
+    layout[g.tensor] = t;
+  }
+  nlohmann::json manifest = {{"format", "zero-checkpoint-1"},
+                             {"step", step},
+                             {"data_position", step},
+                             {"world_size", p.worldSize},
+                             {"program", p.path},
+                             {"scheduler", "the lr is a function of optimizer.step"},
+                             {"rng", "rng.step in optimizer.safetensors (Dropout masks)"},
+                             {"tensors", layout}};
+  ZRT_RETURN_IF_ERROR(writeTextFile(tmp + "/manifest.json", manifest.dump(1) + "\n"));
+  syncDirectory(tmp);
+  std::error_code ec;
+  if (fs::exists(final, ec))
+    fs::remove_all(final, ec);
+  fs::rename(tmp, final, ec);
+  if (ec)
+    return Status::error("--save-dir " + dir + ": cannot rename " + tmp + " to " + final +
+                         ": " + ec.message());
+  syncDirectory(dir);
+  ZRT_RETURN_IF_ERROR(writeTextFile(dir + "/latest", name + "\n"));
+  syncDirectory(dir);
+  return Status::ok();
+}
+
+Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir) {
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  if (!latest || !(latest >> name))
+    return Status::error("--resume " + dir + ": no checkpoint (" + dir +
+                         "/latest is missing or empty; zero-run --save-dir writes it)");
+  CheckpointInfo info;
+  info.path = dir + "/" + name;
+  std::ifstream in(info.path + "/manifest.json");
+  if (!in)
+    return Status::error("--resume " + dir + ": " + info.path +
+                         "/manifest.json is missing: the checkpoint is incomplete");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object() ||
+      manifest.value("format", "") != "zero-checkpoint-1" || !manifest["step"].is_number_integer() ||
+      manifest["step"].get<int64_t>() < 0)
+    return Status::error("--resume " + dir + ": " + info.path +
+                         "/manifest.json is not a zero-run checkpoint manifest");
+  info.step = manifest["step"].get<int64_t>();
+  info.worldSize = manifest.value("world_size", 1);
+  return info;
+}
+
+Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank) {
+  ZRT_RETURN_IF_ERROR(loadSaved(executor, checkpoint.path + "/model.safetensors", true, rank));
+  return loadSaved(executor, checkpoint.path + "/optimizer.safetensors", false, rank);
 }
 
 } // namespace zrt

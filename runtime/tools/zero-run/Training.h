@@ -67,6 +67,31 @@ Expected<float> readScalarOutput(const Executor &executor,
 Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters,
                    const std::string &path);
 
+/// A checkpoint directory's newest complete checkpoint (DIR/latest names it).
+struct CheckpointInfo {
+  std::string path;   ///< DIR/step-NNNNNNNN
+  int64_t step = 0;   ///< optimizer steps done; the data position
+  int worldSize = 1;  ///< the world it was saved from
+};
+
+/// Writes the checkpoint of `step` under `dir` (every rank calls it: sharded
+/// globals are gathered to rank 0): model.safetensors (the trained
+/// parameters, whole, under their initializer names), optimizer.safetensors
+/// (optimizer state and counters, whole) and manifest.json, first into
+/// DIR/.step-NNNNNNNN.tmp (files fsynced), then renamed into place, then
+/// DIR/latest updated. A crash before the end leaves the previous checkpoint
+/// and DIR/latest as they were.
+Status saveCheckpoint(const Executor &executor, Communicator &comm,
+                      const std::string &dir, int64_t step);
+
+/// Reads DIR/latest and its manifest.
+Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir);
+
+/// Loads a checkpoint's parameters and optimizer state into the executor's
+/// globals; whole tensors, so the world size may differ from the saving one
+/// (each rank reads its shard's elements).
+Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank);
+
 } // namespace zrt
 
 #endif // ZRT_TOOLS_ZERORUN_TRAINING_H

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -83,6 +84,13 @@ const char *kUsage =
     "last step (rank 0)\n"
     "  --save-optimizer FILE        the optimizer state and step counter "
     "(rank 0)\n"
+    "  --save-dir DIR               checkpoints (parameters, optimizer state, "
+    "manifest) in DIR/step-N,\n"
+    "                               DIR/latest naming the newest; atomic\n"
+    "  --save-every K               a checkpoint every K steps (default: after "
+    "the last step)\n"
+    "  --resume DIR                 continue from DIR's newest checkpoint up to "
+    "--steps (any world size)\n"
 #ifdef ZRT_HAVE_CUDA
     "  --backend cpu|cuda           where to run (default cpu)\n"
 #endif
@@ -107,6 +115,9 @@ struct Options {
   std::string logJson;    ///< --log-json
   std::string save;       ///< --save
   std::string saveOptimizer; ///< --save-optimizer
+  std::string saveDir;    ///< --save-dir
+  int64_t saveEvery = 0;  ///< --save-every; 0: after the last step only
+  std::string resume;     ///< --resume
   /// The training options given, for "only for training programs".
   std::vector<std::string> trainingFlags;
   double timeout = 600; ///< seconds a collective may take; 0: no limit
@@ -150,7 +161,8 @@ Status parseArguments(int argc, char **argv, Options &opts) {
                arg == "--timeout" || arg == "--repeat" || arg == "--warmup" ||
                arg == "--data" || arg == "--steps" || arg == "--log-every" ||
                arg == "--log-json" || arg == "--save" ||
-               arg == "--save-optimizer") {
+               arg == "--save-optimizer" || arg == "--save-dir" ||
+               arg == "--save-every" || arg == "--resume") {
       Expected<std::string> v = takeValue();
       if (!v)
         return v.status();
@@ -200,20 +212,23 @@ Status parseArguments(int argc, char **argv, Options &opts) {
                                std::to_string(lowest));
         (arg == "--repeat" ? opts.repeat : opts.warmup) = int(n);
         (arg == "--repeat" ? opts.repeatGiven : opts.warmupGiven) = true;
-      } else if (arg == "--steps" || arg == "--log-every") {
+      } else if (arg == "--steps" || arg == "--log-every" || arg == "--save-every") {
         char *end = nullptr;
         long long n = std::strtoll(v->c_str(), &end, 10);
         if (v->empty() || *end || n < 1 || n > (1ll << 40))
           return Status::error(arg + " " + *v + ": expected a positive count");
-        (arg == "--steps" ? opts.steps : opts.logEvery) = int64_t(n);
+        (arg == "--steps" ? opts.steps : arg == "--log-every" ? opts.logEvery : opts.saveEvery) =
+            int64_t(n);
         opts.trainingFlags.push_back(arg);
       } else if (arg == "--data" || arg == "--log-json" || arg == "--save" ||
-                 arg == "--save-optimizer") {
+                 arg == "--save-optimizer" || arg == "--save-dir" || arg == "--resume") {
         if (v->empty())
           return Status::error(arg + " needs a path");
         (arg == "--data"       ? opts.data
          : arg == "--log-json" ? opts.logJson
          : arg == "--save"     ? opts.save
+         : arg == "--save-dir" ? opts.saveDir
+         : arg == "--resume"   ? opts.resume
                                : opts.saveOptimizer) = *v;
         opts.trainingFlags.push_back(arg);
       } else {
@@ -234,6 +249,8 @@ Status parseArguments(int argc, char **argv, Options &opts) {
   }
   if (!opts.help && opts.model.empty())
     return Status::error("no program given");
+  if (opts.saveEvery > 0 && opts.saveDir.empty())
+    return Status::error("--save-every needs --save-dir DIR");
   // Outputs never overwrite what the run reads, nor each other.
   std::vector<std::pair<std::string, std::string>> reads = {
       {"the program", opts.model},
@@ -477,13 +494,16 @@ int failDuringRun(Communicator &comm, const Status &status) {
 /// step's inputs from `data` when given (else they are bound already: one
 /// step from --input, or a program without inputs), and logs them on rank 0.
 /// Returns 0 when every step succeeded, else the exit code.
-int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t total, Watchdog *watchdog,
-               std::vector<double> &iterationSeconds, TrainingLog &log) {
+/// Steps before `first` were done by the run a checkpoint was saved from;
+/// `checkpoint`, when set, runs on every rank after each step.
+int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t first,
+               int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
+               TrainingLog &log, const std::function<Status(int64_t)> &checkpoint) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
   const double samples = samplesPerStep(program);
-  for (int64_t step = 1; step <= total; ++step) {
+  for (int64_t step = first; step <= total; ++step) {
     if (data) {
       Status status = data->bindStep(executor, step - 1);
       if (!status.isOk())
@@ -542,6 +562,11 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
         std::fflush(stderr);
       }
       return 1;
+    }
+    if (checkpoint) {
+      Status saved = checkpoint(step);
+      if (!saved.isOk())
+        return failDuringRun(comm, saved);
     }
     if (comm.rank() != 0)
       continue;
@@ -712,6 +737,27 @@ int runMain(int argc, char **argv, Communicator &comm) {
                              "--input for a single step)");
     }
   }
+  // --resume: the checkpoint's parameters and optimizer state replace the
+  // weights' (frozen parameters and buffers still come from --weights), and
+  // the run goes on from the step after it.
+  int64_t firstStep = 1;
+  if (status.isOk() && !opts.resume.empty()) {
+    if (!training) {
+      status = Status::error("--resume: " + opts.model + " is not a training program");
+    } else {
+      Expected<CheckpointInfo> ckpt = readLatestCheckpoint(opts.resume);
+      if (!ckpt) {
+        status = ckpt.status();
+      } else if (ckpt->step >= totalSteps) {
+        status = Status::error("--resume " + opts.resume + ": the checkpoint is at step " +
+                               std::to_string(ckpt->step) + ", --steps " +
+                               std::to_string(totalSteps) + " asks for no more");
+      } else {
+        status = loadCheckpoint(**executor, *ckpt, comm.rank());
+        firstStep = ckpt->step + 1;
+      }
+    }
+  }
   if (status.isOk() && !(training && data))
     status = bindInputs(**executor, opts.inputs);
   {
@@ -731,9 +777,16 @@ int runMain(int argc, char **argv, Communicator &comm) {
     trainingLog = std::make_unique<TrainingLog>(
         totalSteps, opts.logEvery,
         comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
-    int code = trainSteps(comm, **executor, data ? &*data : nullptr,
+    std::function<Status(int64_t)> checkpoint;
+    if (!opts.saveDir.empty())
+      checkpoint = [&](int64_t step) {
+        if (step != totalSteps && (opts.saveEvery == 0 || step % opts.saveEvery != 0))
+          return Status::ok();
+        return saveCheckpoint(**executor, comm, opts.saveDir, step);
+      };
+    int code = trainSteps(comm, **executor, data ? &*data : nullptr, firstStep,
                           totalSteps, watchdog.get(), iterationSeconds,
-                          *trainingLog);
+                          *trainingLog, checkpoint);
     if (code != 0)
       return code;
   }
