@@ -415,6 +415,42 @@ TEST_F(ZeroRun, RejectsRanksRunningDifferentPrograms) {
                                   "rank(s) 1 failed"));
 }
 
+// Tests --check-collectives: the same two programs, compared collective by
+// collective before anything runs: the message names the first collective
+// that differs, on which rank, and what each rank would run.
+TEST_F(ZeroRun, CheckCollectivesNamesTheFirstDifference) {
+  std::string sub = generate(2);
+  test::LinearModel m = test::makeLinearModel(2);
+  size_t before = 0;
+  for (const Instruction &in : m.program.instructions)
+    before += isCollective(in.kind) ? 1 : 0;
+  m.program.instructions.push_back(
+      test::makeInstruction("AllReduce", 1, {6}, {7}, "sum.again"));
+  const uint64_t bytes = m.program.buffers[6].bytes();
+  ASSERT_TRUE(test::writeFile(sub + "/other.zrt", test::serializeProgram(m.program)).isOk());
+  std::string script = sub + "/per-rank-program.sh";
+  std::ofstream(script) << kRankVariable
+                        << "program=" << sub << "/model.zrt\n"
+                        << "[ \"$rank\" = 1 ] && program=" << sub << "/other.zrt\n"
+                        << "exec " << ZRT_ZERO_RUN << " \"$program\" \"$@\"\n";
+  double seconds = 0;
+  CommandResult r = runScriptOnRanks(
+      2, script, "--weights " + sub + "/weights.safetensors --input x=" + sub +
+                     "/x.npy --timeout 0 --check-collectives",
+      60, &seconds);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("[rank 0] zero-run: error: --check-collectives: collective #" +
+                        std::to_string(before + 1) + " of " + sub +
+                        "/model.zrt differs between ranks: rank 0 runs none (its "
+                        "program ends), rank 1 runs AllReduce of " +
+                        std::to_string(bytes) + " bytes in group -1 (instruction " +
+                        std::to_string(m.program.instructions.size() - 1) +
+                        ", sum.again)"))
+      << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: stopped because rank(s) 0 failed"));
+}
+
 TEST_F(ZeroRun, RejectsRanksReadingDifferentWeightsLayouts) {
   // The same tensors in another order: every tensor is found and matches,
   // but at other offsets, so the ranks would not read the same file.

@@ -69,6 +69,10 @@ const char *kUsage =
     "  --warmup W                   untimed runs first (default 0)\n"
     "  --timeout SECONDS            end the job when one collective takes "
     "longer (default 600; 0: wait forever)\n"
+    "  --check-collectives          compare every rank's collectives (kind, bytes, "
+    "group) with rank 0's\n"
+    "                               before the run and after every step; stop "
+    "naming the first difference\n"
     "training programs (each run is one optimizer step):\n"
     "  --data PATH                  a safetensors file, or a directory of them "
     "(name order),\n"
@@ -118,6 +122,7 @@ struct Options {
   std::string saveDir;    ///< --save-dir
   int64_t saveEvery = 0;  ///< --save-every; 0: after the last step only
   std::string resume;     ///< --resume
+  bool checkCollectives = false; ///< --check-collectives
   /// The training options given, for "only for training programs".
   std::vector<std::string> trainingFlags;
   double timeout = 600; ///< seconds a collective may take; 0: no limit
@@ -155,6 +160,8 @@ Status parseArguments(int argc, char **argv, Options &opts) {
       ZRT_RETURN_IF_ERROR(flag(opts.help));
     } else if (arg == "--report") {
       ZRT_RETURN_IF_ERROR(flag(opts.report));
+    } else if (arg == "--check-collectives") {
+      ZRT_RETURN_IF_ERROR(flag(opts.checkCollectives));
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
                arg == "--threads" || arg == "--backend" ||
@@ -374,6 +381,108 @@ Status checkSameProgram(Communicator &comm, const Options &opts,
                          "0 (" + opts.weights + ": hash " +
                          hexString(weightsHash) + ", rank 0's: " +
                          hexString(root[1]) + ")" + advice);
+  return Status::ok();
+}
+
+/// --check-collectives, before anything runs: every rank's sequence of
+/// collectives (kind, bytes, group, in program order) must be rank 0's; the
+/// first one that differs is named. Rank 0 returns the error.
+Status checkCollectiveSequence(Communicator &comm, const Program &program,
+                               const std::string &path) {
+  struct Desc {
+    std::string kind;
+    uint64_t bytes = 0;
+    int group = -1;
+    size_t index = 0;
+    std::string loc;
+  };
+  auto describe = [](const Desc &d) {
+    return d.kind + " of " + std::to_string(d.bytes) + " bytes in group " +
+           std::to_string(d.group) + " (instruction " + std::to_string(d.index) +
+           (d.loc.empty() ? "" : ", " + d.loc) + ")";
+  };
+  std::string mine;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &in = program.instructions[i];
+    if (!isCollective(in.kind) || !in.runsOn(comm.rank()))
+      continue;
+    uint64_t bytes = in.inputs.empty() ? 0 : program.buffers[in.inputs[0]].bytes();
+    mine += std::string(opKindName(in.kind)) + '\t' + std::to_string(bytes) + '\t' +
+            std::to_string(in.group) + '\t' + std::to_string(i) + '\t' + in.loc + '\n';
+  }
+  std::vector<std::string> all = comm.gatherToRoot(mine);
+  if (comm.rank() != 0)
+    return Status::ok();
+  auto parse = [](const std::string &text) {
+    std::vector<Desc> out;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream f(line);
+      Desc d;
+      std::string bytes, group, index;
+      std::getline(f, d.kind, '\t');
+      std::getline(f, bytes, '\t');
+      std::getline(f, group, '\t');
+      std::getline(f, index, '\t');
+      std::getline(f, d.loc);
+      d.bytes = std::strtoull(bytes.c_str(), nullptr, 10);
+      d.group = std::atoi(group.c_str());
+      d.index = size_t(std::strtoull(index.c_str(), nullptr, 10));
+      out.push_back(d);
+    }
+    return out;
+  };
+  std::vector<Desc> root = parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    std::vector<Desc> theirs = parse(all[r]);
+    // Groups other than the world are compared among their members only:
+    // here, the world's collectives.
+    auto world = [](const std::vector<Desc> &v) {
+      std::vector<Desc> w;
+      for (const Desc &d : v)
+        if (d.group == -1)
+          w.push_back(d);
+      return w;
+    };
+    std::vector<Desc> a = world(root), b = world(theirs);
+    for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
+      bool same = k < a.size() && k < b.size() && a[k].kind == b[k].kind &&
+                  a[k].bytes == b[k].bytes;
+      if (same)
+        continue;
+      return Status::error(
+          "--check-collectives: collective #" + std::to_string(k + 1) + " of " + path +
+          " differs between ranks: rank 0 runs " +
+          (k < a.size() ? describe(a[k]) : std::string("none (its program ends)")) +
+          ", rank " + std::to_string(r) + " runs " +
+          (k < b.size() ? describe(b[k]) : std::string("none (its program ends)")) +
+          "; the ranks would hang or exchange mismatched buffers. Every rank must run "
+          "the same program");
+    }
+  }
+  return Status::ok();
+}
+
+/// --check-collectives after every step: each rank's collective calls and
+/// bytes by kind so far must be rank 0's. Rank 0 returns the error.
+Status checkCollectiveCounts(Communicator &comm, const Communicator &counted,
+                             int64_t step) {
+  std::string mine;
+  for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce,
+                   OpKind::Broadcast, OpKind::AllToAll, OpKind::Send, OpKind::Recv})
+    mine += std::string(opKindName(k)) + ' ' + std::to_string(counted.callCount(k)) + ' ' +
+            std::to_string(counted.bytesSent(k)) + '\n';
+  std::vector<std::string> all = comm.gatherToRoot(mine);
+  if (comm.rank() != 0)
+    return Status::ok();
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      return Status::error("--check-collectives: after step " + std::to_string(step) +
+                           " rank " + std::to_string(r) +
+                           " has run other collectives than rank 0 (kind, calls, bytes "
+                           "sent):\nrank 0:\n" + all[0] + "rank " + std::to_string(r) +
+                           ":\n" + all[r]);
   return Status::ok();
 }
 
@@ -665,6 +774,11 @@ int runMain(int argc, char **argv, Communicator &comm) {
     if (!agree(comm, status))
       return usageError ? 2 : 1;
   }
+  if (opts.checkCollectives) {
+    auto watched = watch(kCompareHashes);
+    if (!agree(comm, checkCollectiveSequence(comm, *program, opts.model)))
+      return 1;
+  }
   {
     auto watched = watch(kCompareHashes);
     uint64_t weightsHash =
@@ -778,9 +892,16 @@ int runMain(int argc, char **argv, Communicator &comm) {
         totalSteps, opts.logEvery,
         comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
     std::function<Status(int64_t)> checkpoint;
-    if (!opts.saveDir.empty())
+    if (!opts.saveDir.empty() || opts.checkCollectives)
       checkpoint = [&](int64_t step) {
-        if (step != totalSteps && (opts.saveEvery == 0 || step % opts.saveEvery != 0))
+        if (opts.checkCollectives) {
+          auto watched = watch(kExchangeLoss);
+          Status same = checkCollectiveCounts(comm, dataComm, step);
+          if (!agree(comm, same))
+            comm.abortJob(1);
+        }
+        if (opts.saveDir.empty() ||
+            (step != totalSteps && (opts.saveEvery == 0 || step % opts.saveEvery != 0)))
           return Status::ok();
         return saveCheckpoint(**executor, comm, opts.saveDir, step);
       };
