@@ -54,6 +54,103 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     return flat;
   }
 
+  /// Averages every gradient over the ranks (sum, times 1/N): all-reduced
+  /// (stage 0) or reduce-scattered into the rank's shard (stages 1-3). The
+  /// gradients are taken in the order they become final in backward and
+  /// grouped into buckets of at most `bucket` elements (0: each alone); a
+  /// bucket's collective sits right after its last gradient, so it overlaps
+  /// the rest of backward. A bucket of several gradients moves one flat
+  /// buffer: concatenated (stage 0), or each padded gradient as [N, s] rows
+  /// concatenated along the columns, so that rank r's block holds its shard
+  /// of every gradient (stages 1-3).
+  void averageGradients(func::FuncOp func,
+                        SmallVectorImpl<std::pair<ml_program::GlobalOp, Value>> &params,
+                        ArrayRef<Layout> layouts, bool sharded) {
+    MLIRContext *ctx = &getContext();
+    SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, params.size()));
+    auto defOf = [&](size_t i) { return params[i].second.getDefiningOp(); };
+    llvm::stable_sort(order, [&](size_t x, size_t y) {
+      Operation *a = defOf(x), *c = defOf(y);
+      if (!a || !c)
+        return a == nullptr && c != nullptr;
+      return a != c && a->isBeforeInBlock(c);
+    });
+    SmallVector<SmallVector<size_t>> buckets;
+    int64_t filled = 0;
+    for (size_t i : order) {
+      int64_t n = sharded ? layouts[i].padded : layouts[i].numel;
+      if (buckets.empty() || bucket == 0 || filled + n > bucket) {
+        buckets.push_back({});
+        filled = 0;
+      }
+      buckets.back().push_back(i);
+      filled += n;
+    }
+    for (ArrayRef<size_t> members : buckets) {
+      Value last = params[members.back()].second;
+      ImplicitLocOpBuilder cb(last.getLoc(), ctx);
+      cb.setInsertionPointAfterValue(last);
+      auto gt0 = cast<RankedTensorType>(last.getType());
+      Type fe = gt0.getElementType();
+      auto mean = [&](Value sum) {
+        return onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe)).getResult();
+      };
+      if (members.size() == 1) {
+        Value &grad = params[members[0]].second;
+        const Layout &l = layouts[members[0]];
+        auto gt = cast<RankedTensorType>(grad.getType());
+        if (!sharded) {
+          grad = mean(::zero::dist::AllReduceOp::create(cb, gt, grad, int64_t(world)));
+        } else {
+          grad = mean(::zero::dist::ReduceScatterOp::create(
+              cb, RankedTensorType::get({l.shard}, fe), flatPadded(cb, grad, l),
+              int64_t(world)));
+        }
+        continue;
+      }
+      SmallVector<Value> parts;
+      SmallVector<int64_t> offsets;
+      int64_t total = 0;
+      for (size_t i : members) {
+        const Layout &l = layouts[i];
+        Value g = params[i].second;
+        offsets.push_back(total);
+        if (!sharded) {
+          if (cast<RankedTensorType>(g.getType()).getRank() != 1)
+            g = onnx::ReshapeOp::create(cb, g, ArrayRef<int64_t>{l.numel});
+          parts.push_back(g);
+          total += l.numel;
+        } else {
+          parts.push_back(onnx::ReshapeOp::create(cb, flatPadded(cb, g, l),
+                                                  ArrayRef<int64_t>{int64_t(world), l.shard}));
+          total += l.shard;
+        }
+      }
+      Value avg;
+      if (!sharded) {
+        Value flat = onnx::ConcatOp::create(cb, parts, uint64_t(0));
+        avg = mean(::zero::dist::AllReduceOp::create(cb, flat.getType(), flat, int64_t(world)));
+      } else {
+        Value rows = onnx::ConcatOp::create(cb, parts, uint64_t(1));
+        Value flat = onnx::ReshapeOp::create(cb, rows, ArrayRef<int64_t>{int64_t(world) * total});
+        avg = mean(::zero::dist::ReduceScatterOp::create(
+            cb, RankedTensorType::get({total}, fe), flat, int64_t(world)));
+      }
+      for (auto [k, i] : llvm::enumerate(members)) {
+        const Layout &l = layouts[i];
+        Value &grad = params[i].second;
+        int64_t n = sharded ? l.shard : l.numel;
+        Value piece = onnx::SliceOp::create(cb, avg, ArrayRef<int64_t>{offsets[k]},
+                                            ArrayRef<int64_t>{offsets[k] + n},
+                                            ArrayRef<int64_t>{1});
+        auto gt = cast<RankedTensorType>(grad.getType());
+        if (!sharded && gt.getRank() != 1)
+          piece = onnx::ReshapeOp::create(cb, piece, gt.getShape());
+        grad = piece;
+      }
+    }
+  }
+
   /// A zero-initialised mutable global beside `anchor`.
   ml_program::GlobalOp stateGlobal(OpBuilder &mb, Operation *anchor, StringRef sym,
                                    StringRef tensor, RankedTensorType type,
@@ -167,30 +264,21 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       module->setAttr("zero.world_size", b.getI64IntegerAttr(world));
       module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
     }
+    if (bucket < 0) {
+      module.emitError() << "zero-optimizer: bucket must be >= 0 elements, got "
+                         << int64_t(bucket);
+      return signalPassFailure();
+    }
     SmallVector<Layout> layouts;
     for (auto &[g, grad] : params) {
-      auto gt = cast<RankedTensorType>(grad.getType());
       Layout l;
-      l.numel = gt.getNumElements();
+      l.numel = cast<RankedTensorType>(grad.getType()).getNumElements();
       l.padded = (l.numel + world - 1) / world * world;
       l.shard = l.padded / world;
       layouts.push_back(l);
-      if (world == 1)
-        continue;
-      ImplicitLocOpBuilder cb(grad.getLoc(), ctx);
-      cb.setInsertionPointAfterValue(grad);
-      Type fe = gt.getElementType();
-      if (!sharded) {
-        Value sum = ::zero::dist::AllReduceOp::create(cb, gt, grad, int64_t(world));
-        grad = onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe));
-      } else {
-        Value sum = ::zero::dist::ReduceScatterOp::create(
-            cb, RankedTensorType::get({l.shard}, fe), flatPadded(cb, grad, l),
-            int64_t(world));
-        grad = onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe));
-      }
     }
-
+    if (world > 1)
+      averageGradients(func, params, layouts, sharded);
     // Step counter: t = step + 1, stored back.
     auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
                                "counter", symbols);

@@ -127,9 +127,11 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
       } else if (key == "reduce_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
-        warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
-                           "forward program (there are no gradients to reduce), nor yet "
-                           "on a training step (each gradient is reduced on its own)");
+        opts.reduceBucketElems = *v;
+        if (!opts.training)
+          warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
+                             "forward program (there are no gradients to reduce; "
+                             "zero-opt --train uses it)");
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
       }
@@ -195,7 +197,9 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
         "max-reuse-distance, and config=FILE");
 
+  bool training = settings.training;
   settings = zero::ZeroSettings();
+  settings.training = training;
   if (!options.config.empty()) {
     std::vector<std::string> warnings;
     std::string err = zero::readDeepSpeedConfig(options.config, settings, warnings);

@@ -1,6 +1,8 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" | FileCheck %s --check-prefix=S0
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0 bucket=20" | FileCheck %s --check-prefix=B0
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 bucket=1000 type=sgd lr=0.1" | FileCheck %s --check-prefix=B1
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
 
 // Tests a two-layer training step over 2 ranks. Each gradient is averaged
@@ -68,6 +70,42 @@
 // S1-NEXT: ml_program.global_store @w1 = %[[R1]] : tensor<3x5xf32>
 // S1: zero.local_shard %{{.+}} {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
 // S1-NEXT: zero.sgd %{{.+}}, %[[GB]],
+
+// Buckets (DeepSpeed's reduce_bucket_size, in elements), filled in the order
+// the gradients become final: with 20 elements, b2's 3 and w2's 15 share one
+// all-reduce right after w2's gradient (concatenated, then sliced back), w1's
+// 15 get their own.
+// B0-LABEL: func.func @train_step
+// B0: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
+// B0-NOT: zero.all_reduce
+// B0: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+// B0-NEXT: %[[FW2:.+]] = onnx.Reshape %[[DW2]] {shape = array<i64: 15>}
+// B0-NEXT: %[[CAT:.+]] = onnx.Concat %[[DB]], %[[FW2]] {axis = 0 : i64} : (tensor<3xf32>, tensor<15xf32>) -> tensor<18xf32>
+// B0-NEXT: %[[SUM:.+]] = zero.all_reduce %[[CAT]] {world = 2 : i64} : tensor<18xf32> -> tensor<18xf32>
+// B0-NEXT: onnx.Constant dense<5.000000e-01>
+// B0-NEXT: %[[HALF:.+]] = onnx.Mul %[[SUM]], %{{.+}} : (tensor<18xf32>, tensor<f32>) -> tensor<18xf32>
+// B0-NEXT: onnx.Slice %[[HALF]] {ends = array<i64: 3>, starts = array<i64: 0>, steps = array<i64: 1>}
+// B0-NEXT: %[[W2S:.+]] = onnx.Slice %[[HALF]] {ends = array<i64: 18>, starts = array<i64: 3>, steps = array<i64: 1>}
+// B0-NEXT: onnx.Reshape %[[W2S]] {shape = array<i64: 5, 3>}
+// B0: zero.all_reduce %{{.+}} {world = 2 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
+// At stages 1-3 a bucket lays each padded gradient out as [N, s] rows and
+// concatenates the columns, so rank r's block of the reduce-scatter holds its
+// shard of every gradient: b2 (2 per rank), w2 (8), w1 (8).
+// B1-LABEL: func.func @train_step
+// B1: onnx.Reshape %{{.+}} {shape = array<i64: 2, 2>} : (tensor<4xf32>) -> tensor<2x2xf32>
+// B1: onnx.Reshape %{{.+}} {shape = array<i64: 2, 8>} : (tensor<16xf32>) -> tensor<2x8xf32>
+// B1: %[[ROWS:.+]] = onnx.Concat %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x18xf32>
+// B1-NEXT: %[[FLAT:.+]] = onnx.Reshape %[[ROWS]] {shape = array<i64: 36>}
+// B1-NEXT: %[[RS:.+]] = zero.reduce_scatter %[[FLAT]] {world = 2 : i64} : tensor<36xf32> -> tensor<18xf32>
+// B1-NEXT: onnx.Constant dense<5.000000e-01>
+// B1-NEXT: %[[AVG:.+]] = onnx.Mul %[[RS]]
+// B1-NEXT: %[[GB:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 2>, starts = array<i64: 0>, steps = array<i64: 1>}
+// B1-NEXT: %[[GW2:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 10>, starts = array<i64: 2>, steps = array<i64: 1>}
+// B1-NEXT: %[[GW1:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 18>, starts = array<i64: 10>, steps = array<i64: 1>}
+// B1-NOT: zero.reduce_scatter
+// B1: zero.sgd %{{.+}}, %[[GW1]],
+// B1: zero.sgd %{{.+}}, %[[GW2]],
+// B1: zero.sgd %{{.+}}, %[[GB]],
 
 // Stage 3: zero-partition makes each parameter global its flat padded shard;
 // forward gathers it, backward gathers w2 again (max-reuse-distance=0: other

@@ -547,7 +547,7 @@ def mode_dp(a, tools, name, work):
         f"{cfg0['optimizer']['type']} + {cfg0['scheduler']['type']}, clipping "
         f"{cfg0.get('gradient_clipping')}; configurations {a.dp_configs}")
 
-    def compile_(tag, ranks, micro, accum, stage):
+    def compile_(tag, ranks, micro, accum, stage, bucket=0):
         cfg = {k: v for k, v in cfg0.items() if k not in ("train_batch_size",
                "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
         cfg.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
@@ -559,6 +559,8 @@ def mode_dp(a, tools, name, work):
                 # (backward): DeepSpeed's defaults keep these small fixtures whole.
                 cfg["zero_optimization"].update(stage3_param_persistence_threshold=0,
                                                 stage3_max_reuse_distance=0)
+            if bucket:
+                cfg["zero_optimization"]["reduce_bucket_size"] = bucket
         cp = work / f"ds_{tag}.json"
         cp.write_text(json.dumps(cfg, indent=1) + "\n")
         shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
@@ -583,6 +585,7 @@ def mode_dp(a, tools, name, work):
     for spec in a.dp_configs.split(","):
         parts = [int(x) for x in spec.split(":")]
         stage, ranks, accum = parts[0], parts[1], parts[2] if len(parts) > 2 else 1
+        bucket = parts[3] if len(parts) > 3 else 0
         micros = ranks * accum
         if rows % micros:
             log(f"  skip {spec}: {rows} rows do not split into {micros} micro-batches")
@@ -592,8 +595,8 @@ def mode_dp(a, tools, name, work):
             zrt, w = compile_(f"one_m{micros}", 1, micro, micros, None)
             refs[micros] = train(f"one_m{micros}", zrt, w, 1, 0)
         ref_rows, ref_w = refs[micros]
-        tag = f"s{stage}_n{ranks}_k{accum}"
-        zrt, w = compile_(tag, ranks, micro, accum, stage)
+        tag = f"s{stage}_n{ranks}_k{accum}" + (f"_b{bucket}" if bucket else "")
+        zrt, w = compile_(tag, ranks, micro, accum, stage, bucket)
         got = [train(tag, zrt, w, ranks, r) for r in (0, 1)]
         bad = []
         (rows_a, w_a), (rows_b, w_b) = got
@@ -692,6 +695,7 @@ def mode_dp(a, tools, name, work):
                 bad.append(f"rank {rk['rank']} holds {rk['param_bytes_resident']} bytes of "
                            f"parameters + optimizer state, formula {want_resident}")
         log(f"  {'FAIL' if bad else 'ok  '} stage {stage} np {ranks} accumulation {accum} "
+            + (f"reduce_bucket_size {bucket} " if bucket else "") +
             f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, "
             f"grad norm rel {grel:.2g}, weights error/tolerance {werr:.3g}, optimizer state "
             f"{serr:.3g} (rtol "
@@ -846,8 +850,10 @@ def main():
                     help="training over ranks at ZeRO stages 0-2 vs the 1-rank training")
     ap.add_argument("--ckpt", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="ZeRO-3 checkpoints: save, kill during save, resume, reshard")
-    ap.add_argument("--dp-configs", default="0:2,1:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4",
-                    help="with --dp: STAGE:RANKS[:ACCUMULATION] list")
+    ap.add_argument("--dp-configs",
+                    default="0:2,1:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4,0:4:1:20000,2:2:1:20000,"
+                            "3:4:1:20000",
+                    help="with --dp: STAGE:RANKS[:ACCUMULATION[:REDUCE_BUCKET_SIZE]] list")
     ap.add_argument("--dp-steps", type=int, default=10)
     ap.add_argument("--dp-loss-rtol", type=float, default=1e-5)
     ap.add_argument("--dp-w-rtol", type=float, default=1e-4)

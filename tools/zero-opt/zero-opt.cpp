@@ -542,11 +542,13 @@ int main(int argc, char **argv) {
       // Data parallelism and the ZeRO stage (DeepSpeed's default: stage 0).
       if (!StringRef(trainZeroOptions).trim().empty()) {
         zero::ZeroSettings zs;
+        zs.training = true;
         if (failed(zero::parseZeroPipelineOptions(StringRef(trainZeroOptions).trim(), zs,
                                                   errorHandler)))
           return failure();
         settings.step.world = zs.dp < 0 ? 1 : zs.dp;
         settings.step.stage = zs.stageGiven ? zs.stage : 0;
+        settings.step.bucket = zs.reduceBucketElems;
         settings.zero = zs;
         settings.zero.dp = settings.step.world;
         settings.zero.stage = settings.step.stage;

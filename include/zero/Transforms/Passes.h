@@ -59,6 +59,12 @@ struct ZeroSettings {
   int64_t persistenceThreshold = 0; ///< elements
   int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
   bool stageGiven = false;          ///< stage set by an option or the config
+  /// Training: gradients reduced in buckets of this many elements
+  /// (zero_optimization.reduce_bucket_size); 0: each gradient alone.
+  int64_t reduceBucketElems = 0;
+  /// Set before parsing when the settings are for a training step: training
+  /// keys are then not warned about.
+  bool training = false;
 };
 
 /// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass

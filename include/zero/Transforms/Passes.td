@@ -209,6 +209,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
   let options = [
     Option<"world", "world", "int64_t", "1",
            "Data-parallel ranks the step is compiled for">,
+    Option<"bucket", "bucket", "int64_t", "0",
+           "Reduce gradients in buckets of at most this many elements, in the "
+           "order they become final (DeepSpeed's reduce_bucket_size); 0: each "
+           "gradient alone">,
     Option<"stage", "stage", "int64_t", "0",
            "ZeRO stage for world > 1: 0 (all-reduce), 1, 2 or 3 (reduce-scatter, "
            "partitioned optimizer state; 3: zero-partition shards the parameters)">,
