@@ -31,6 +31,35 @@ LogicalResult RuntimeLowering::computeLiveness() {
       storages_[s].lastUse = std::max<int64_t>(storages_[s].lastUse, i);
     }
   }
+  // A collective reads its input on the communication stream while the
+  // compute stream goes on: were its memory reused at once, the next compute
+  // kernel writing there would have to wait for the collective (a
+  // write-after-read hazard), and backward would stop at every gradient's
+  // reduce-scatter. Its input stays allocated until the next collective of
+  // its stream is issued (by then it has most likely finished), so at most
+  // one more collective's input is held.
+  {
+    std::vector<int64_t> next(instrs_.size(), end);
+    llvm::DenseMap<int, int64_t> seen;
+    for (int64_t i = end - 1; i >= 0; --i) {
+      const Instr &in = instrs_[size_t(i)];
+      if (!in.collective)
+        continue;
+      auto it = seen.find(in.stream);
+      next[size_t(i)] = it == seen.end() ? end : it->second;
+      seen[in.stream] = i;
+    }
+    for (auto [i, in] : llvm::enumerate(instrs_)) {
+      if (!in.collective)
+        continue;
+      for (auto [k, inp] : llvm::enumerate(in.ins)) {
+        int s = k < in.inViews.size() ? in.inViews[k].first
+                                      : placement_.lookup(inp.first).storage;
+        if (s >= 0 && storages_[s].lastUse == int64_t(i))
+          storages_[s].lastUse = next[i];
+      }
+    }
+  }
   for (auto &[name, v] : outputs_)
     storages_[placement_.lookup(v).storage].lastUse = end;
   for (auto &[name, v] : inputs_)

@@ -62,10 +62,14 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// the rest of backward. A bucket of several gradients moves one flat
   /// buffer: concatenated (stage 0), or each padded gradient as [N, s] rows
   /// concatenated along the columns, so that rank r's block holds its shard
-  /// of every gradient (stages 1-3).
+  /// of every gradient (stages 1-3). What reads a collective's result (the
+  /// 1/N scaling, a bucket's slices) is placed with `late`, at the optimizer
+  /// step: a stream runs in order, so a reader right behind the collective
+  /// would hold the rest of backward until the collective is done.
   void averageGradients(func::FuncOp func,
                         SmallVectorImpl<std::pair<ml_program::GlobalOp, Value>> &params,
-                        ArrayRef<Layout> layouts, bool sharded) {
+                        ArrayRef<Layout> layouts, bool sharded,
+                        ImplicitLocOpBuilder &late) {
     MLIRContext *ctx = &getContext();
     SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, params.size()));
     auto defOf = [&](size_t i) { return params[i].second.getDefiningOp(); };
@@ -93,7 +97,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       auto gt0 = cast<RankedTensorType>(last.getType());
       Type fe = gt0.getElementType();
       auto mean = [&](Value sum) {
-        return onnx::MulOp::create(cb, sum, scalar(cb, 1.0 / double(world), fe)).getResult();
+        return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
       };
       if (members.size() == 1) {
         Value &grad = params[members[0]].second;
@@ -140,12 +144,12 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         const Layout &l = layouts[i];
         Value &grad = params[i].second;
         int64_t n = sharded ? l.shard : l.numel;
-        Value piece = onnx::SliceOp::create(cb, avg, ArrayRef<int64_t>{offsets[k]},
+        Value piece = onnx::SliceOp::create(late, avg, ArrayRef<int64_t>{offsets[k]},
                                             ArrayRef<int64_t>{offsets[k] + n},
                                             ArrayRef<int64_t>{1});
         auto gt = cast<RankedTensorType>(grad.getType());
         if (!sharded && gt.getRank() != 1)
-          piece = onnx::ReshapeOp::create(cb, piece, gt.getShape());
+          piece = onnx::ReshapeOp::create(late, piece, gt.getShape());
         grad = piece;
       }
     }
@@ -278,7 +282,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       layouts.push_back(l);
     }
     if (world > 1)
-      averageGradients(func, params, layouts, sharded);
+      averageGradients(func, params, layouts, sharded, b);
     // Step counter: t = step + 1, stored back.
     auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
                                "counter", symbols);

@@ -17,16 +17,20 @@
 // S0-LABEL: func.func @train_step
 // S0: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
 // S0-NEXT: %[[SB:.+]] = zero.all_reduce %[[DB]] {world = 2 : i64} : tensor<3xf32> -> tensor<3xf32>
-// S0-NEXT: %[[HB:.+]] = onnx.Constant dense<5.000000e-01> : tensor<f32>
-// S0-NEXT: %[[GB:.+]] = onnx.Mul %[[SB]], %[[HB]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // S0-NEXT: onnx.Transpose %w2
 // S0: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
 // S0-NEXT: %[[SW2:.+]] = zero.all_reduce %[[DW2]] {world = 2 : i64} : tensor<5x3xf32> -> tensor<5x3xf32>
 // S0: %[[DW1:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
 // S0-NEXT: %[[SW1:.+]] = zero.all_reduce %[[DW1]] {world = 2 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
+// The 1/2 scaling reads each collective's result at the optimizer step, not
+// right behind the collective (where it would hold the rest of backward).
+// S0-NEXT: onnx.Constant dense<5.000000e-01>
+// S0-NEXT: %[[GB:.+]] = onnx.Mul %[[SB]]
+// S0-NEXT: onnx.Constant dense<5.000000e-01>
+// S0-NEXT: onnx.Mul %[[SW2]]
 // S0-NEXT: onnx.Constant dense<5.000000e-01>
 // S0-NEXT: %[[GW1:.+]] = onnx.Mul %[[SW1]]
-// S0: %[[N2:.+]] = onnx.ReduceSumSquare %[[GW1]]
+// S0: onnx.ReduceSumSquare %[[GW1]]
 // S0-NOT: zero.all_reduce
 // S0: onnx.Sqrt
 // S0: zero.adamw %w1_0, %[[GW1]], {{.+}} : tensor<3x5xf32>, tensor<3x5xf32>, tensor<i64>, tensor<f32>, tensor<f32>, tensor<3x5xf32>, tensor<3x5xf32> -> tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
@@ -41,8 +45,6 @@
 // S1: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
 // S1-NEXT: %[[PB:.+]] = onnx.Pad %[[DB]] {pads = array<i64: 0, 1>} : (tensor<3xf32>) -> tensor<4xf32>
 // S1-NEXT: %[[RB:.+]] = zero.reduce_scatter %[[PB]] {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
-// S1-NEXT: %[[HB:.+]] = onnx.Constant dense<5.000000e-01> : tensor<f32>
-// S1-NEXT: %[[GB:.+]] = onnx.Mul %[[RB]], %[[HB]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
 // S1-NEXT: onnx.Transpose %w2
 // S1: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
 // S1-NEXT: %[[FW2:.+]] = onnx.Reshape %[[DW2]] {shape = array<i64: 15>} : (tensor<5x3xf32>) -> tensor<15xf32>
@@ -52,6 +54,10 @@
 // S1-NEXT: onnx.Reshape %[[DW1]] {shape = array<i64: 15>}
 // S1-NEXT: onnx.Pad
 // S1-NEXT: %[[RW1:.+]] = zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1-NEXT: onnx.Constant dense<5.000000e-01>
+// S1-NEXT: %[[GB:.+]] = onnx.Mul %[[RB]]
+// S1-NEXT: onnx.Constant dense<5.000000e-01>
+// S1-NEXT: onnx.Mul %[[RW2]]
 // S1-NEXT: onnx.Constant dense<5.000000e-01>
 // S1-NEXT: %[[GW1:.+]] = onnx.Mul %[[RW1]]
 // S1: onnx.ReduceSumSquare %[[GW1]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
@@ -73,8 +79,8 @@
 
 // Buckets (DeepSpeed's reduce_bucket_size, in elements), filled in the order
 // the gradients become final: with 20 elements, b2's 3 and w2's 15 share one
-// all-reduce right after w2's gradient (concatenated, then sliced back), w1's
-// 15 get their own.
+// all-reduce right after w2's gradient (concatenated; sliced back at the
+// optimizer step), w1's 15 get their own.
 // B0-LABEL: func.func @train_step
 // B0: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
 // B0-NOT: zero.all_reduce
@@ -82,12 +88,12 @@
 // B0-NEXT: %[[FW2:.+]] = onnx.Reshape %[[DW2]] {shape = array<i64: 15>}
 // B0-NEXT: %[[CAT:.+]] = onnx.Concat %[[DB]], %[[FW2]] {axis = 0 : i64} : (tensor<3xf32>, tensor<15xf32>) -> tensor<18xf32>
 // B0-NEXT: %[[SUM:.+]] = zero.all_reduce %[[CAT]] {world = 2 : i64} : tensor<18xf32> -> tensor<18xf32>
+// B0: zero.all_reduce %{{.+}} {world = 2 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
 // B0-NEXT: onnx.Constant dense<5.000000e-01>
 // B0-NEXT: %[[HALF:.+]] = onnx.Mul %[[SUM]], %{{.+}} : (tensor<18xf32>, tensor<f32>) -> tensor<18xf32>
 // B0-NEXT: onnx.Slice %[[HALF]] {ends = array<i64: 3>, starts = array<i64: 0>, steps = array<i64: 1>}
 // B0-NEXT: %[[W2S:.+]] = onnx.Slice %[[HALF]] {ends = array<i64: 18>, starts = array<i64: 3>, steps = array<i64: 1>}
 // B0-NEXT: onnx.Reshape %[[W2S]] {shape = array<i64: 5, 3>}
-// B0: zero.all_reduce %{{.+}} {world = 2 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
 // At stages 1-3 a bucket lays each padded gradient out as [N, s] rows and
 // concatenates the columns, so rank r's block of the reduce-scatter holds its
 // shard of every gradient: b2 (2 per rank), w2 (8), w1 (8).
