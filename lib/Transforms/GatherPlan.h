@@ -12,6 +12,7 @@
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Block.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
@@ -20,9 +21,17 @@
 
 namespace zero {
 
-/// True for ops that gather parameter shards (single or bucketed).
+/// True for ops that gather parameter shards (single or bucketed): every
+/// operand is loaded from a global. The all-gather of a training step's
+/// updated shards (zero-optimizer, stages 1-2) gathers a computed value: it is
+/// not a parameter fetch to prefetch, bucket or release.
 inline bool isGather(mlir::Operation *op) {
-  return llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op);
+  if (!llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op))
+    return false;
+  for (mlir::Value v : op->getOperands())
+    if (!v.getDefiningOp<mlir::ml_program::GlobalLoadOp>())
+      return false;
+  return true;
 }
 
 /// Bytes of a ranked tensor type.

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GatherPlan.h"
 #include "RuntimeLowering.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -261,7 +262,11 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](::zero::dist::AllGatherOp g) {
         collective("AllGather", b.getDictionaryAttr({}));
-        storages_[placement_.lookup(g.getResult()).storage].gathered = true;
+        // A gathered parameter lives until its zero.release; a gathered
+        // computed value (a training step's updated shards) is an ordinary
+        // activation.
+        if (::zero::isGather(g))
+          storages_[placement_.lookup(g.getResult()).storage].gathered = true;
         return success();
       })
       .Case([&](::zero::dist::ReduceScatterOp) {

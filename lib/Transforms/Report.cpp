@@ -90,6 +90,13 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
           entry.second += ::zero::gatheredBytes(&op) / world * (world - 1);
           continue;
         }
+        if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
+          // A computed value's gather (a training step's updated shards).
+          auto &entry = sent["all_gather (updates)"];
+          entry.first += 1;
+          entry.second += ::zero::tensorBytes(g.getType()) / world * (world - 1);
+          continue;
+        }
         if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
                 ::zero::dist::BroadcastOp>(op)) {
           auto &entry = sent[op.getName().stripDialect().str()];

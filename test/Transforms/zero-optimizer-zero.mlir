@@ -3,6 +3,7 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0 bucket=20" | FileCheck %s --check-prefix=B0
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 bucket=1000 type=sgd lr=0.1" | FileCheck %s --check-prefix=B1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 persistence-threshold=10 max-reuse-distance=0" --zero-prefetch="depth=4 bytes=100000" --zero-bucket="bytes=100000" --zero-release | FileCheck %s --check-prefix=S3P
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
 
 // Tests a two-layer training step over 2 ranks. Each gradient is averaged
@@ -118,6 +119,18 @@
 // parameters were gathered in between), every gathered copy is released after
 // its last use, and the optimizer steps the shard global itself: its shard
 // and all-gather of stages 1-2 fold away, the update is stored in place.
+// With a persistence threshold of 10 elements, b2 (3) stays whole: its update
+// is stepped on the rank's shard and gathered back, and that gather of a
+// computed value is not a parameter fetch: prefetch and buckets leave it where
+// it is (after its zero.sgd), only the parameter gathers are coalesced.
+// S3P: ml_program.global private mutable @b2(#extern{{[0-9]*}}) : tensor<3xf32> {zero.tensor = "b2", zero.trainable}
+// S3P-LABEL: func.func @train_step
+// S3P: zero.bucket_all_gather %w1, %w2 {world = 2 : i64} : tensor<8xf32>, tensor<8xf32> -> tensor<16xf32>, tensor<16xf32>
+// S3P: %[[U:.+]] = zero.sgd %{{.+}} -> tensor<2xf32>
+// S3P-NEXT: %[[G:.+]] = zero.all_gather %[[U]] {world = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+// S3P-NEXT: %[[B:.+]] = onnx.Slice %[[G]]
+// S3P-NEXT: ml_program.global_store @b2 = %[[B]] : tensor<3xf32>
+
 // S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 2 : i64}
 // S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.shard = {numel = 3 : i64, padded_numel = 4 : i64, world = 2 : i64}
 // S3-LABEL: func.func @train_step
