@@ -38,7 +38,10 @@ Modes (any combination; they run in this order):
                       uninterrupted run; rank 0 killed while writing the step-10
                       checkpoint (ZRT_FAULT_KILL_BEFORE_RENAME=manifest.json) leaves the
                       step-5 one as DIR/latest; saved at np 4 and resumed at np 2 equal to
-                      the np 4 run; --resume without a checkpoint or past --steps fails.
+                      the np 4 run; --resume without a checkpoint or past --steps fails;
+                      zero-ckpt consolidate equals --save/--save-optimizer, and (gpt2) its
+                      peak RSS on a 192 MiB synthetic checkpoint stays within the largest
+                      tensor + 32 MiB.
 
 Stored training references (test/models/NAME_loss.train.ref.safetensors), written by
 the PyTorch reference with this script's default settings (20 steps, accumulation 2,
@@ -80,6 +83,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -783,7 +787,22 @@ def mode_ckpt(a, tools, name, work):
     two, four, two_k2 = compile_(2), compile_(4), compile_(2, 2)
     base_rows, base_w = zrun(2, two, "full", ["--steps", str(steps)])
     zrun(2, two, "first", ["--steps", str(half), "--save-dir", str(work / "ck2"),
-                           "--save-every", str(half)])
+                           "--save-every", str(half), "--save-optimizer",
+                           str(work / "opt_first.safetensors")])
+    # zero-ckpt consolidate: the ranks' pieces streamed into one file each, equal to
+    # what --save / --save-optimizer wrote at the same step.
+    zero_ckpt = str(Path(tools.zero_run).with_name("zero-ckpt"))
+    run([zero_ckpt, "consolidate", str(work / "ck2"), "-o", str(work / "cons.safetensors"),
+         "--optimizer", str(work / "cons_opt.safetensors")], "zero-ckpt")
+    for got, want in (("cons.safetensors", "final_first.safetensors"),
+                      ("cons_opt.safetensors", "opt_first.safetensors")):
+        g, w_ = load_file(str(work / got)), load_file(str(work / want))
+        same = set(g) == set(w_) and all(g[k].shape == w_[k].shape and
+                                         g[k].tobytes() == w_[k].tobytes() for k in w_)
+        log(f"  {'ok  ' if same else 'FAIL'} zero-ckpt consolidate -> {got}: {len(g)} tensors, "
+            f"{'bit-identical to' if same else 'differs from'} {want}")
+        if not same:
+            failures.append(f"consolidate {got}")
     latest = (work / "ck2" / "latest").read_text().strip()
     if latest != f"step-{half:08d}":
         failures.append(f"latest is {latest!r}")
@@ -817,6 +836,8 @@ def mode_ckpt(a, tools, name, work):
         f"weights error/tolerance {werr:.3g}")
     if not ok:
         failures.append("resharded resume")
+    if name == "gpt2":  # the fixture-independent memory bound, once
+        failures += consolidate_memory(work, zero_ckpt)
     # Bad input.
     (work / "empty").mkdir(exist_ok=True)
     for tag, extra, want in (
@@ -830,6 +851,59 @@ def mode_ckpt(a, tools, name, work):
             log(f"  FAIL {tag}: exit {r.returncode}, output {out[-500:]}")
         else:
             log(f"  ok   {tag}: exit {r.returncode}, '{want}'")
+    return failures
+
+
+def consolidate_memory(work, zero_ckpt, tensors=48, numel=1 << 20, ranks=2):
+    """zero-ckpt consolidate's peak RSS on a checkpoint whose total (tensors x numel
+    x 4 bytes, 192 MiB by default, in `ranks` pieces each) is far larger than its
+    largest tensor (4 MiB): it must stay within the largest tensor plus 32 MiB (the
+    streaming chunk is 16 MiB); the result must hold every tensor whole. The checkpoint is written here in zero-run's format
+    (docs/training.md): rank files and manifest.json."""
+    ck = work / "synthetic" / "step-00000001"
+    ck.mkdir(parents=True, exist_ok=True)
+    per = numel // ranks
+    entries = []
+    for r in range(ranks):
+        save_file({f"t{i}": (np.arange(per, dtype=np.float32) + r * per + i)
+                   for i in range(tensors)}, str(ck / f"model-rank-{r:05d}.safetensors"))
+        save_file({}, str(ck / f"optimizer-rank-{r:05d}.safetensors"))
+    for i in range(tensors):
+        entries.append({"name": f"t{i}", "dtype": "F32", "shape": [numel], "kind": "model",
+                        "pieces": [{"rank": r, "offset": r * per, "count": per}
+                                   for r in range(ranks)]})
+    (ck / "manifest.json").write_text(json.dumps({"format": "zero-checkpoint-2", "step": 1,
+                                                  "world_size": ranks, "tensors": entries}))
+    (work / "synthetic" / "latest").write_text("step-00000001\n")
+    out = work / "synthetic_model.safetensors"
+    # The peak is the kernel's VmHWM of the zero-ckpt process (its own address
+    # space; a wait4 ru_maxrss would include this Python process's pages, which the
+    # child carries until its exec).
+    r = subprocess.run([zero_ckpt, "consolidate", str(work / "synthetic"), "-o", str(out)],
+                       capture_output=True, text=True)
+    m = re.search(r"peak RSS (\d+) KiB", r.stdout)
+    peak = int(m.group(1)) * 1024 if m else 1 << 62
+    total = tensors * numel * 4
+    failures = []
+    if r.returncode != 0 or not m:
+        failures.append(f"zero-ckpt consolidate exited {r.returncode}: {r.stdout}{r.stderr}")
+    else:
+        from safetensors import safe_open
+        with safe_open(str(out), "np") as f:
+            ok = sorted(f.keys()) == sorted(f"t{i}" for i in range(tensors)) and all(
+                np.array_equal(f.get_tensor(f"t{i}"), np.arange(numel, dtype=np.float32) + i)
+                for i in (0, tensors // 2, tensors - 1))
+        if not ok:
+            failures.append("synthetic consolidation content")
+        bound = numel * 4 + (32 << 20)
+        if peak > bound:
+            failures.append(f"zero-ckpt peak RSS {peak >> 20} MiB > the largest tensor + 32 MiB "
+                            f"({bound >> 20} MiB) for a {total >> 20} MiB checkpoint")
+    log(f"  {'ok  ' if not failures else 'FAIL'} zero-ckpt consolidate of a {total >> 20} MiB "
+        f"checkpoint ({tensors} tensors of {numel * 4 >> 20} MiB in {ranks} pieces): peak RSS "
+        f"{peak >> 20} MiB (bound: the largest tensor + 32 MiB)")
+    out.unlink(missing_ok=True)
+    shutil.rmtree(work / "synthetic", ignore_errors=True)
     return failures
 
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,20 @@ struct NamedTensor {
 /// Writes `tensors` to a safetensors file at `path`, in the given order.
 Status writeSafetensors(const std::string &path,
                         const std::vector<NamedTensor> &tensors);
+
+/// A tensor written by a callback: `write` puts exactly numel * dtypeSize
+/// bytes on the descriptor (so a tensor can be streamed in pieces).
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::function<bool(int fd)> write;
+};
+
+/// Writes a safetensors file whose tensors' bytes come from their callbacks,
+/// in the given order (atomically, as writeSafetensors).
+Status writeSafetensorsStreamed(const std::string &path,
+                                const std::vector<StreamedTensor> &tensors);
 
 /// A whole .npy array in memory.
 struct NpyArray {

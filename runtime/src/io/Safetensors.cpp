@@ -202,6 +202,35 @@ Status SafetensorsFile::read(const SafetensorsEntry &entry, uint64_t byteOffset,
   return Status::ok();
 }
 
+Status writeSafetensorsStreamed(const std::string &path,
+                                const std::vector<StreamedTensor> &tensors) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  for (const StreamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    uint64_t bytes = numel * dtypeSize(t.dtype);
+    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (text.size() % 8)) % 8, ' ');
+  return writeFileAtomically(path, [&](int fd) {
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i)
+      len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+    if (!writeAllToFd(fd, len, 8) || !writeAllToFd(fd, text.data(), text.size()))
+      return false;
+    for (const StreamedTensor &t : tensors)
+      if (!t.write(fd))
+        return false;
+    return true;
+  });
+}
+
 Status writeSafetensors(const std::string &path,
                         const std::vector<NamedTensor> &tensors) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();

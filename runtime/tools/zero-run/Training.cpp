@@ -8,6 +8,7 @@
 
 #include "Training.h"
 
+#include "zrt/Checkpoint.h"
 #include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
 
@@ -225,37 +226,6 @@ Status writeTextFile(const std::string &path, const std::string &text) {
   });
 }
 
-/// Reads the tensors of the globals `isSaved(g, parameters)` from `path`.
-Status loadSaved(Executor &executor, const std::string &path, bool parameters, int rank) {
-  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
-  if (!file)
-    return file.status();
-  const Program &p = executor.program();
-  for (const GlobalDesc &g : p.globals) {
-    if (!isSaved(g, parameters))
-      continue;
-    const SafetensorsEntry *e = file->find(g.tensor);
-    if (!e)
-      return Status::error(path + ": no tensor \"" + g.tensor + "\" (global " + g.name +
-                           "); the checkpoint was saved from another program");
-    if (e->dtype != g.dtype || e->shape != g.shape)
-      return Status::error(path + ": tensor \"" + g.tensor + "\" is " +
-                           safetensorsDTypeName(e->dtype) + "[" + shapeString(e->shape) +
-                           "], the program expects " + safetensorsDTypeName(g.dtype) + "[" +
-                           shapeString(g.shape) + "]");
-    const BufferDesc &b = p.buffers[g.buffer];
-    const uint64_t elem = dtypeSize(g.dtype);
-    uint64_t first = 0, last = uint64_t(e->numel());
-    if (g.shard)
-      std::tie(first, last) = g.shard->range(rank);
-    std::vector<uint8_t> bytes(size_t(b.bytes()), 0);
-    if (last > first)
-      ZRT_RETURN_IF_ERROR(file->read(*e, first * elem, (last - first) * elem, bytes.data()));
-    ZRT_RETURN_IF_ERROR(executor.writeBuffer(g.buffer, bytes.data(), b.bytes()));
-  }
-  return Status::ok();
-}
-
 } // namespace
 
 Status saveCheckpoint(const Executor &executor, Communicator &comm,
@@ -276,41 +246,85 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
       status = Status::error("--save-dir " + dir + ": cannot create " + tmp + ": " +
                              ec.message());
   }
-  // Every rank takes part in the gathers, whatever rank 0's status.
-  Status model = saveGlobals(executor, comm, true, tmp + "/model.safetensors");
-  Status optimizer = saveGlobals(executor, comm, false, tmp + "/optimizer.safetensors");
+  comm.barrier(); // the directory exists before any rank writes into it
+  // Each rank writes its own pieces: its shard of every sharded global (the
+  // elements it owns, padding dropped), and rank 0 the replicated ones whole.
+  const Program &p = executor.program();
+  const int rank = comm.rank();
+  Status mine = Status::ok();
+  for (bool parameters : {true, false}) {
+    std::vector<std::vector<uint8_t>> storage;
+    std::vector<NamedTensor> tensors;
+    for (const GlobalDesc &g : p.globals) {
+      if (!isSaved(g, parameters) || (!g.shard && !root))
+        continue;
+      const BufferDesc &b = p.buffers[g.buffer];
+      uint64_t first = 0, last = uint64_t(b.numel());
+      if (g.shard)
+        std::tie(first, last) = g.shard->range(rank);
+      std::vector<uint8_t> bytes(size_t(b.bytes()));
+      Status read = executor.readBuffer(g.buffer, bytes.data(), b.bytes());
+      if (!read.isOk()) {
+        mine = read;
+        break;
+      }
+      bytes.resize(size_t((last - first) * dtypeSize(g.dtype)));
+      storage.push_back(std::move(bytes));
+      std::vector<int64_t> shape = g.shard ? std::vector<int64_t>{int64_t(last - first)} : g.shape;
+      tensors.push_back({g.tensor, g.dtype, shape, storage.back().data()});
+    }
+    if (mine.isOk()) {
+      std::string path = checkpointRankFile(tmp, parameters ? "model" : "optimizer", rank);
+      mine = writeSafetensors(path, tensors);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+      }
+    }
+  }
+  // Rank 0 learns whether every rank's files are written.
+  std::vector<std::string> statuses = comm.gatherToRoot(mine.isOk() ? "" : mine.message());
   if (!root)
     return Status::ok();
   ZRT_RETURN_IF_ERROR(status);
-  ZRT_RETURN_IF_ERROR(model);
-  ZRT_RETURN_IF_ERROR(optimizer);
-  for (const char *f : {"/model.safetensors", "/optimizer.safetensors"}) {
-    int fd = ::open((tmp + f).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
+  for (size_t r = 0; r < statuses.size(); ++r)
+    if (!statuses[r].empty())
+      return Status::error("--save-dir " + dir + ": rank " + std::to_string(r) +
+                           " could not write its checkpoint files: " + statuses[r]);
   // The manifest last: a directory with one is complete.
-  const Program &p = executor.program();
-  nlohmann::json layout = nlohmann::json::object();
+  nlohmann::json tensors = nlohmann::json::array();
   for (const GlobalDesc &g : p.globals) {
-    if (!isSaved(g, true) && !isSaved(g, false))
+    bool model = isSaved(g, true);
+    if (!model && !isSaved(g, false))
       continue;
-    nlohmann::json t = {{"file", isSaved(g, true) ? "model.safetensors" : "optimizer.safetensors"},
-                        {"shape", g.shape}};
-    if (g.shard)
-      t["shard"] = {{"world", g.shard->world}, {"padded_numel", g.shard->paddedNumel}};
-    layout[g.tensor] = t;
+    uint64_t numel = 1;
+    for (int64_t d : g.shape)
+      numel *= uint64_t(d);
+    nlohmann::json pieces = nlohmann::json::array();
+    if (g.shard) {
+      for (int r = 0; r < g.shard->world; ++r) {
+        auto [first, last] = g.shard->range(r);
+        if (last > first)
+          pieces.push_back({{"rank", r}, {"offset", first}, {"count", last - first}});
+      }
+    } else {
+      pieces.push_back({{"rank", 0}, {"offset", 0}, {"count", numel}});
+    }
+    tensors.push_back({{"name", g.tensor},
+                       {"dtype", safetensorsDTypeName(g.dtype)},
+                       {"shape", g.shape},
+                       {"kind", model ? "model" : "optimizer"},
+                       {"pieces", pieces}});
   }
-  nlohmann::json manifest = {{"format", "zero-checkpoint-1"},
+  nlohmann::json manifest = {{"format", "zero-checkpoint-2"},
                              {"step", step},
                              {"data_position", step},
                              {"world_size", p.worldSize},
                              {"program", p.path},
                              {"scheduler", "the lr is a function of optimizer.step"},
-                             {"rng", "rng.step in optimizer.safetensors (Dropout masks)"},
-                             {"tensors", layout}};
+                             {"rng", "rng.step in the optimizer files (Dropout masks)"},
+                             {"tensors", tensors}};
   ZRT_RETURN_IF_ERROR(writeTextFile(tmp + "/manifest.json", manifest.dump(1) + "\n"));
   syncDirectory(tmp);
   std::error_code ec;
@@ -327,33 +341,47 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
 }
 
 Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir) {
-  std::ifstream latest(dir + "/latest");
-  std::string name;
-  if (!latest || !(latest >> name))
-    return Status::error("--resume " + dir + ": no checkpoint (" + dir +
-                         "/latest is missing or empty; zero-run --save-dir writes it)");
+  Expected<std::string> path = resolveCheckpoint(dir);
+  if (!path)
+    return Status::error("--resume " + path.status().message());
+  Expected<CheckpointManifest> manifest = readCheckpointManifest(*path);
+  if (!manifest)
+    return Status::error("--resume " + dir + ": " + manifest.status().message());
   CheckpointInfo info;
-  info.path = dir + "/" + name;
-  std::ifstream in(info.path + "/manifest.json");
-  if (!in)
-    return Status::error("--resume " + dir + ": " + info.path +
-                         "/manifest.json is missing: the checkpoint is incomplete");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, false);
-  if (manifest.is_discarded() || !manifest.is_object() ||
-      manifest.value("format", "") != "zero-checkpoint-1" || !manifest["step"].is_number_integer() ||
-      manifest["step"].get<int64_t>() < 0)
-    return Status::error("--resume " + dir + ": " + info.path +
-                         "/manifest.json is not a zero-run checkpoint manifest");
-  info.step = manifest["step"].get<int64_t>();
-  info.worldSize = manifest.value("world_size", 1);
+  info.path = *path;
+  info.step = manifest->step;
+  info.worldSize = manifest->worldSize;
   return info;
 }
 
 Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank) {
-  ZRT_RETURN_IF_ERROR(loadSaved(executor, checkpoint.path + "/model.safetensors", true, rank));
-  return loadSaved(executor, checkpoint.path + "/optimizer.safetensors", false, rank);
+  Expected<CheckpointManifest> manifest = readCheckpointManifest(checkpoint.path);
+  if (!manifest)
+    return manifest.status();
+  CheckpointReader reader(*manifest);
+  const Program &p = executor.program();
+  for (const GlobalDesc &g : p.globals) {
+    if (!isSaved(g, true) && !isSaved(g, false))
+      continue;
+    const CheckpointTensor *t = manifest->find(g.tensor);
+    if (!t)
+      return Status::error(checkpoint.path + ": no tensor \"" + g.tensor + "\" (global " +
+                           g.name + "); the checkpoint was saved from another program");
+    if (t->dtype != g.dtype || t->shape != g.shape)
+      return Status::error(checkpoint.path + ": tensor \"" + g.tensor + "\" is " +
+                           safetensorsDTypeName(t->dtype) + "[" + shapeString(t->shape) +
+                           "], the program expects " + safetensorsDTypeName(g.dtype) + "[" +
+                           shapeString(g.shape) + "]");
+    const BufferDesc &b = p.buffers[g.buffer];
+    uint64_t first = 0, last = t->numel();
+    if (g.shard)
+      std::tie(first, last) = g.shard->range(rank);
+    std::vector<uint8_t> bytes(size_t(b.bytes()), 0);
+    if (last > first)
+      ZRT_RETURN_IF_ERROR(reader.read(*t, first, last, bytes.data()));
+    ZRT_RETURN_IF_ERROR(executor.writeBuffer(g.buffer, bytes.data(), b.bytes()));
+  }
+  return Status::ok();
 }
 
 } // namespace zrt
