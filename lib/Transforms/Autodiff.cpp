@@ -279,6 +279,11 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     Type lossType = ret.getOperand(0).getType();
     Type lossElem = cast<RankedTensorType>(lossType).getElementType();
     llvm::MapVector<Operation *, Value> grads; // global -> gradient, summed
+    // ZeRO-2 with accumulation: every micro-batch's gradient reduce-scattered
+    // at once; the shards are summed at the end (readers of a collective's
+    // result placed right behind it would stall backward).
+    const bool microScatter = world > 1 && stage == 2 && accumulation > 1;
+    llvm::MapVector<Operation *, SmallVector<Value>> shards;
     Value lossSum;
     for (int64_t k = 0; k < accumulation; ++k) {
       IRMapping map;
@@ -313,6 +318,23 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       if (failed(reverse(b, ops, loss, seed, trainable, micro)))
         return signalPassFailure();
       for (auto &[g, v] : micro) {
+        if (microScatter) {
+          auto t = cast<RankedTensorType>(v.getType());
+          int64_t numel = t.getNumElements();
+          int64_t padded = (numel + world - 1) / world * world;
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointAfterValue(v);
+          Value flat = v;
+          if (t.getRank() != 1)
+            flat = onnx::ReshapeOp::create(b, flat, ArrayRef<int64_t>{numel});
+          if (padded != numel)
+            flat = onnx::PadOp::create(b, flat, ArrayRef<int64_t>{0, padded - numel},
+                                       "constant", APFloat(0.0));
+          shards[g].push_back(::zero::dist::ReduceScatterOp::create(
+              b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
+              int64_t(world)));
+          continue;
+        }
         auto it = grads.find(g);
         if (it == grads.end())
           grads.insert({g, v});
@@ -320,6 +342,12 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
           it->second = onnx::AddOp::create(b, it->second, v);
       }
       lossSum = lossSum ? onnx::AddOp::create(b, lossSum, loss).getResult() : loss;
+    }
+    for (auto &[g, parts] : shards) {
+      Value sum = parts.front();
+      for (Value p : ArrayRef<Value>(parts).drop_front())
+        sum = onnx::AddOp::create(b, sum, p);
+      grads.insert({g, sum});
     }
     Value loss = lossSum;
     if (accumulation > 1) {
@@ -349,9 +377,12 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       g.setIsMutable(true);
       g->setAttr("zero.trainable", b.getUnitAttr());
       results.push_back(it->second);
-      resAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
-           b.getNamedAttr("zero.grad_of", FlatSymbolRefAttr::get(g.getSymNameAttr()))}));
+      SmallVector<NamedAttribute> attrs{
+          b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
+          b.getNamedAttr("zero.grad_of", FlatSymbolRefAttr::get(g.getSymNameAttr()))};
+      if (microScatter)
+        attrs.push_back(b.getNamedAttr("zero.grad_shard", b.getI64IntegerAttr(world)));
+      resAttrs.push_back(b.getDictionaryAttr(attrs));
     }
     func::ReturnOp::create(b, results);
     step.setType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));

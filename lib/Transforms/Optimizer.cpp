@@ -69,9 +69,19 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   void averageGradients(func::FuncOp func,
                         SmallVectorImpl<std::pair<ml_program::GlobalOp, Value>> &params,
                         ArrayRef<Layout> layouts, bool sharded,
-                        ImplicitLocOpBuilder &late) {
+                        ImplicitLocOpBuilder &late, const llvm::DenseSet<unsigned> &reduced) {
     MLIRContext *ctx = &getContext();
-    SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, params.size()));
+    // Gradients zero-autodiff already reduce-scattered (every micro-step, ZeRO-2)
+    // and summed: only the mean is left.
+    for (unsigned i : reduced) {
+      Value &grad = params[i].second;
+      Type fe = cast<RankedTensorType>(grad.getType()).getElementType();
+      grad = onnx::MulOp::create(late, grad, scalar(late, 1.0 / double(world), fe));
+    }
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!reduced.contains(unsigned(i)))
+        order.push_back(i);
     auto defOf = [&](size_t i) { return params[i].second.getDefiningOp(); };
     llvm::stable_sort(order, [&](size_t x, size_t y) {
       Operation *a = defOf(x), *c = defOf(y);
@@ -233,7 +243,18 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
     // Gradients and their parameters.
     SmallVector<std::pair<ml_program::GlobalOp, Value>> params;
+    llvm::DenseSet<unsigned> reduced; // params whose gradient is already a summed shard
     for (unsigned i = 1; i < func.getNumResults(); ++i) {
+      if (auto shard = func.getResultAttrOfType<IntegerAttr>(i, "zero.grad_shard")) {
+        if (shard.getInt() != world || stage != 2) {
+          func.emitOpError() << "result " << i << " is a gradient shard over "
+                             << shard.getInt() << " ranks (zero-autodiff world/stage), but "
+                             << "zero-optimizer has world=" << int64_t(world)
+                             << " stage=" << int64_t(stage);
+          return signalPassFailure();
+        }
+        reduced.insert(i - 1);
+      }
       auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "zero.grad_of");
       auto g = of ? symbols.lookup<ml_program::GlobalOp>(of.getValue()) : nullptr;
       if (!g) {
@@ -276,13 +297,13 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     SmallVector<Layout> layouts;
     for (auto &[g, grad] : params) {
       Layout l;
-      l.numel = cast<RankedTensorType>(grad.getType()).getNumElements();
+      l.numel = cast<RankedTensorType>(g.getType()).getNumElements();
       l.padded = (l.numel + world - 1) / world * world;
       l.shard = l.padded / world;
       layouts.push_back(l);
     }
     if (world > 1)
-      averageGradients(func, params, layouts, sharded, b);
+      averageGradients(func, params, layouts, sharded, b, reduced);
     // Step counter: t = step + 1, stored back.
     auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
                                "counter", symbols);

@@ -225,6 +225,8 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ZeroAutodiffPassOptions ad;
   ad.freeze = settings.freeze;
   ad.accumulation = settings.accumulation;
+  ad.world = settings.step.world;
+  ad.stage = settings.step.stage;
   pm.addPass(createZeroAutodiffPass(ad));
   if (settings.optimizer)
     pm.addPass(createZeroOptimizerPass(settings.step));

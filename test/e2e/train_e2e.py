@@ -697,7 +697,10 @@ def mode_dp(a, tools, name, work):
             want_state = 8 * sum(p // ranks for p in padded)
             want_weights = sum(shard_bytes)
         else:
-            want_sent = {"ReduceScatter": sum(4 * p // ranks * (ranks - 1) for p in padded),
+            # Stage 2 reduce-scatters every micro-step (DeepSpeed), stage 1 once.
+            scatters = accum if stage == 2 else 1
+            want_sent = {"ReduceScatter": scatters * sum(4 * p // ranks * (ranks - 1)
+                                                         for p in padded),
                          "AllGather": sum(4 * p // ranks * (ranks - 1) for p in padded),
                          "AllReduce": 2 * (ranks - 1) * 4 // ranks}
             want_state = 8 * sum(p // ranks for p in padded)
@@ -709,7 +712,7 @@ def mode_dp(a, tools, name, work):
         # threshold): the formulas above assume every parameter partitioned.
         for rk in ([] if ds_defaults else report["ranks"]):
             got_sent = {k: v for k, v in rk["bytes_sent"].items() if v}
-            per_step = {k: v * steps for k, v in want_sent.items()}
+            per_step = {k: v * steps for k, v in want_sent.items() if v}
             if gather_range:
                 gathered = got_sent.pop("AllGather", 0)
                 lo, hi = gather_range[0] * steps, gather_range[1] * steps
@@ -952,8 +955,8 @@ def main():
     ap.add_argument("--ckpt", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="ZeRO-3 checkpoints: save, kill during save, resume, reshard")
     ap.add_argument("--dp-configs",
-                    default="0:2,1:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4,0:4:1:20000,2:2:1:20000,"
-                            "3:4:1:20000,3:2:1:0:ds",
+                    default="0:2,1:2,1:2:2,2:2,2:2:2,3:2,3:2:2,0:4,1:4,2:4,3:4,3:1,0:4:1:20000,"
+                            "2:2:1:20000,3:4:1:20000,3:2:1:0:ds",
                     help="with --dp: STAGE:RANKS[:ACCUMULATION[:REDUCE_BUCKET_SIZE[:ds]]] list "
                          "(ds: DeepSpeed's stage-3 defaults instead of persistence threshold "
                          "and reuse distance 0; the byte formulas are then not checked)")

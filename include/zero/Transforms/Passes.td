@@ -168,10 +168,20 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
     gradient. With `accumulation=K` the inputs hold K micro-batches along
     dim 0; the step runs forward and backward per micro-batch, its loss is
     the mean of theirs and its gradients the sum of theirs divided by K.
+
+    ZeRO-2 with accumulation (`world=N stage=2`, K > 1): each micro-batch's
+    gradient is flattened, zero-padded to a multiple of N and reduce-scattered
+    right after its last contribution (DeepSpeed reduces every micro-step),
+    and the rank sums the K shards at the end: the result is the rank's
+    shard of the summed gradient (padded/N elements, result attribute
+    `zero.grad_shard = N`), which zero-optimizer averages without another
+    collective. No full-size gradient outlives its micro-batch.
   }];
   let options = [
     Option<"function", "function", "std::string", "\"\"",
            "The loss function (default: the only function, else @forward)">,
+    Option<"world", "world", "int64_t", "1", "Data-parallel ranks (ZeRO-2 accumulation)">,
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage (2: reduce-scatter every micro-step)">,
     Option<"freeze", "freeze", "std::string", "\"\"",
            "Regex on tensor names: matching parameters are not trained">,
     Option<"accumulation", "accumulation", "int64_t", "1",
