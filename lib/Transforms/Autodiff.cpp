@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GradientRules.h"
+#include "ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
 
@@ -320,16 +321,10 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       for (auto &[g, v] : micro) {
         if (microScatter) {
           auto t = cast<RankedTensorType>(v.getType());
-          int64_t numel = t.getNumElements();
-          int64_t padded = (numel + world - 1) / world * world;
+          int64_t padded = ::zero::paddedNumel(t.getNumElements(), world);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointAfterValue(v);
-          Value flat = v;
-          if (t.getRank() != 1)
-            flat = onnx::ReshapeOp::create(b, flat, ArrayRef<int64_t>{numel});
-          if (padded != numel)
-            flat = onnx::PadOp::create(b, flat, ArrayRef<int64_t>{0, padded - numel},
-                                       "constant", APFloat(0.0));
+          Value flat = ::zero::flatPadded(b, v, padded);
           shards[g].push_back(::zero::dist::ReduceScatterOp::create(
               b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
               int64_t(world)));

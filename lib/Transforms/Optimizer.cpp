@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardLayout.h"
+
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -45,13 +47,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
   /// `v` flattened and zero-padded to `l.padded` elements.
   Value flatPadded(ImplicitLocOpBuilder &b, Value v, const Layout &l) {
-    Value flat = v;
-    if (cast<RankedTensorType>(v.getType()).getRank() != 1)
-      flat = onnx::ReshapeOp::create(b, v, ArrayRef<int64_t>{l.numel});
-    if (l.padded != l.numel)
-      flat = onnx::PadOp::create(b, flat, ArrayRef<int64_t>{0, l.padded - l.numel},
-                                 "constant", APFloat(0.0));
-    return flat;
+    return ::zero::flatPadded(b, v, l.padded);
   }
 
   /// Averages every gradient over the ranks (sum, times 1/N): all-reduced
@@ -298,7 +294,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     for (auto &[g, grad] : params) {
       Layout l;
       l.numel = cast<RankedTensorType>(g.getType()).getNumElements();
-      l.padded = (l.numel + world - 1) / world * world;
+      l.padded = ::zero::paddedNumel(l.numel, world);
       l.shard = l.padded / world;
       layouts.push_back(l);
     }

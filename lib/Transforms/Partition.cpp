@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardLayout.h"
+
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -96,7 +98,7 @@ struct ZeroPartitionPass
       int64_t numel = type.getNumElements();
       if (numel <= persistenceThreshold)
         continue;
-      int64_t padded = (numel + dp - 1) / dp * dp;
+      int64_t padded = ::zero::paddedNumel(numel, dp);
       int64_t shardNumel = padded / dp;
       auto shardType = RankedTensorType::get({shardNumel}, type.getElementType());
       global.setType(shardType);

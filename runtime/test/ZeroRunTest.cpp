@@ -386,6 +386,22 @@ TEST_F(ZeroRun, AbortsAllRanksOnAKernelError) {
                                   "\"only.rank1\") on stream 0 \"compute\" of rank 1: "));
 }
 
+/// Writes `other` next to the generated model and runs both ranks, rank 1 on
+/// `other`.zrt, with the generated weights and input plus `extra` options.
+CommandResult runRank1OnOtherProgram(const std::string &sub, const Program &other,
+                                     const std::string &extra, double *seconds) {
+  EXPECT_TRUE(test::writeFile(sub + "/other.zrt", test::serializeProgram(other)).isOk());
+  std::string script = sub + "/per-rank-program.sh";
+  std::ofstream(script) << kRankVariable
+                        << "program=" << sub << "/model.zrt\n"
+                        << "[ \"$rank\" = 1 ] && program=" << sub << "/other.zrt\n"
+                        << "exec " << ZRT_ZERO_RUN << " \"$program\" \"$@\"\n";
+  return runScriptOnRanks(2, script,
+                          "--weights " + sub + "/weights.safetensors --input x=" + sub +
+                              "/x.npy --timeout 0" + extra,
+                          60, seconds);
+}
+
 TEST_F(ZeroRun, RejectsRanksRunningDifferentPrograms) {
   // Rank 1 runs a program with one more collective than rank 0's, for the
   // same world size: without the start-up check, rank 0 would finish while
@@ -394,17 +410,8 @@ TEST_F(ZeroRun, RejectsRanksRunningDifferentPrograms) {
   test::LinearModel m = test::makeLinearModel(2);
   m.program.instructions.push_back(
       test::makeInstruction("AllReduce", 1, {6}, {7}, "sum.again"));
-  ASSERT_TRUE(test::writeFile(sub + "/other.zrt", test::serializeProgram(m.program)).isOk());
-  std::string script = sub + "/per-rank-program.sh";
-  std::ofstream(script) << kRankVariable
-                        << "program=" << sub << "/model.zrt\n"
-                        << "[ \"$rank\" = 1 ] && program=" << sub << "/other.zrt\n"
-                        << "exec " << ZRT_ZERO_RUN << " \"$program\" \"$@\"\n";
   double seconds = 0;
-  CommandResult r = runScriptOnRanks(
-      2, script, "--weights " + sub + "/weights.safetensors --input x=" + sub +
-                     "/x.npy --timeout 0",
-      60, &seconds);
+  CommandResult r = runRank1OnOtherProgram(sub, m.program, "", &seconds);
   EXPECT_NE(r.exitCode, 0) << r.output;
   EXPECT_LT(seconds, 20.0);
   EXPECT_THAT(r.output, HasSubstr("[rank 1] zero-run: error: rank 1 loaded a "
@@ -427,17 +434,8 @@ TEST_F(ZeroRun, CheckCollectivesNamesTheFirstDifference) {
   m.program.instructions.push_back(
       test::makeInstruction("AllReduce", 1, {6}, {7}, "sum.again"));
   const uint64_t bytes = m.program.buffers[6].bytes();
-  ASSERT_TRUE(test::writeFile(sub + "/other.zrt", test::serializeProgram(m.program)).isOk());
-  std::string script = sub + "/per-rank-program.sh";
-  std::ofstream(script) << kRankVariable
-                        << "program=" << sub << "/model.zrt\n"
-                        << "[ \"$rank\" = 1 ] && program=" << sub << "/other.zrt\n"
-                        << "exec " << ZRT_ZERO_RUN << " \"$program\" \"$@\"\n";
   double seconds = 0;
-  CommandResult r = runScriptOnRanks(
-      2, script, "--weights " + sub + "/weights.safetensors --input x=" + sub +
-                     "/x.npy --timeout 0 --check-collectives",
-      60, &seconds);
+  CommandResult r = runRank1OnOtherProgram(sub, m.program, " --check-collectives", &seconds);
   EXPECT_NE(r.exitCode, 0) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("[rank 0] zero-run: error: --check-collectives: collective #" +

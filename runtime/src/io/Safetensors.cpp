@@ -217,6 +217,8 @@ Status writeSafetensorsStreamed(const std::string &path,
     offset += bytes;
   }
   std::string text = header.dump();
+  // Pad with spaces so the data starts 8-byte aligned, as the reference
+  // implementation does.
   text.append((8 - (text.size() % 8)) % 8, ' ');
   return writeFileAtomically(path, [&](int fd) {
     uint8_t len[8];
@@ -233,37 +235,16 @@ Status writeSafetensorsStreamed(const std::string &path,
 
 Status writeSafetensors(const std::string &path,
                         const std::vector<NamedTensor> &tensors) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  uint64_t offset = 0;
-  for (const NamedTensor &t : tensors) {
-    uint64_t numel = 1;
-    for (int64_t d : t.shape)
-      numel *= uint64_t(d);
-    uint64_t bytes = numel * dtypeSize(t.dtype);
-    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  // Pad with spaces so the data starts 8-byte aligned, as the reference
-  // implementation does.
-  text.append((8 - (text.size() % 8)) % 8, ' ');
-  return writeFileAtomically(path, [&](int fd) {
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i)
-      len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-    if (!writeAllToFd(fd, len, 8) || !writeAllToFd(fd, text.data(), text.size()))
-      return false;
-    for (const NamedTensor &t : tensors) {
-      uint64_t numel = 1;
-      for (int64_t d : t.shape)
-        numel *= uint64_t(d);
-      if (!writeAllToFd(fd, t.data, numel * dtypeSize(t.dtype)))
-        return false;
-    }
-    return true;
-  });
+  std::vector<StreamedTensor> streamed;
+  streamed.reserve(tensors.size());
+  for (const NamedTensor &t : tensors)
+    streamed.push_back({t.name, t.dtype, t.shape, [&t](int fd) {
+                          uint64_t numel = 1;
+                          for (int64_t d : t.shape)
+                            numel *= uint64_t(d);
+                          return writeAllToFd(fd, t.data, numel * dtypeSize(t.dtype));
+                        }});
+  return writeSafetensorsStreamed(path, streamed);
 }
 
 } // namespace zrt

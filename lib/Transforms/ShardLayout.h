@@ -1,0 +1,39 @@
+//===- ShardLayout.h - DeepSpeed's flatten-pad-split rule -------*- C++ -*-===//
+//
+// One parameter (or its gradient) over N ranks: flattened, zero-padded to a
+// multiple of N, rank r owning elements [r*s, (r+1)*s), s = padded / N. Used
+// by zero-optimizer (gradient reduce-scatter, optimizer-state shards) and
+// zero-autodiff (ZeRO-2 micro-step reduce-scatter); zero-partition applies the
+// same rule to parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
+#define ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
+
+#include "zero/Dialect/ONNX/ONNXDialect.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace zero {
+
+/// `numel` rounded up to a multiple of `world`.
+inline int64_t paddedNumel(int64_t numel, int64_t world) {
+  return (numel + world - 1) / world * world;
+}
+
+/// `v` flattened and zero-padded to `padded` elements.
+inline mlir::Value flatPadded(mlir::ImplicitLocOpBuilder &b, mlir::Value v, int64_t padded) {
+  auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+  int64_t numel = t.getNumElements();
+  if (t.getRank() != 1)
+    v = onnx::ReshapeOp::create(b, v, llvm::ArrayRef<int64_t>{numel});
+  if (padded != numel)
+    v = onnx::PadOp::create(b, v, llvm::ArrayRef<int64_t>{0, padded - numel}, "constant",
+                            llvm::APFloat(0.0));
+  return v;
+}
+
+} // namespace zero
+
+#endif // ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
