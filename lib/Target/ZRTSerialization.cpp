@@ -149,7 +149,8 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       groups[g.getSymName()] = groupTable.size();
       std::vector<int32_t> ranks(g.getRanks().begin(), g.getRanks().end());
       groupTable.push_back(
-          ::zrt::fb::CreateProcessGroupDirect(fbb, g.getSymName().str().c_str(), &ranks));
+          ::zrt::fb::CreateProcessGroupDirect(fbb, g.getSymName().str().c_str(), &ranks,
+                                              int32_t(g.getGroupSize().value_or(0))));
     } else if (auto a = dyn_cast<::zero::zrt::ArenaOp>(op)) {
       arenas[a.getSymName()] = arenaTable.size();
       arenaTable.push_back(::zrt::fb::CreateArenaDirect(

@@ -59,7 +59,8 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
     bool adjacent = false; // no compute since the current group's last member
     for (Operation &op : func.getBody().front()) {
       auto g = dyn_cast<AllGatherOp>(op);
-      if (g && !::zero::isGather(g))
+      // hpZ's in-group gathers use another communicator: never bucketed.
+      if (g && (!::zero::isGather(g) || g.getGroupAttr()))
         g = nullptr;
       if (!g) {
         adjacent &= isa<ml_program::GlobalLoadOp>(op) || ::zero::isParameterView(&op);

@@ -34,7 +34,11 @@ void RuntimeLowering::emit() {
   SmallVector<int64_t> ranks;
   for (int64_t r = 0; r < worldSize_; ++r)
     ranks.push_back(r);
-  ::zero::zrt::GroupOp::create(b, loc, "world", b.getDenseI64ArrayAttr(ranks));
+  ::zero::zrt::GroupOp::create(b, loc, "world", b.getDenseI64ArrayAttr(ranks), nullptr);
+  // Sub-communicators (hpZ, qgZ's hierarchy): every rank lists all of them.
+  for (auto pg : module_.getOps<::zero::dist::ProcessGroupOp>())
+    ::zero::zrt::GroupOp::create(b, loc, pg.getSymName(), pg.getRanksAttr(),
+                                 pg.getGroupSizeAttr());
   const char *arenaNames[3] = {"params", "constants", "activations"};
   for (int a = 0; a < 3; ++a)
     ::zero::zrt::ArenaOp::create(b, loc, arenaNames[a], arenaSize_[a], noReuse_[a],
@@ -112,7 +116,8 @@ void RuntimeLowering::emit() {
     }
     if (in.collective)
       ::zero::zrt::CollectiveOp::create(b, in.loc, b.getStringAttr(in.name),
-                                        streamRef(in.stream), worldRef,
+                                        streamRef(in.stream),
+                                        in.group ? in.group : worldRef,
                                       b.getArrayAttr(ins), b.getArrayAttr(outs), in.params);
     else
       ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name),

@@ -21,15 +21,42 @@
 
 namespace zero {
 
-/// True for ops that gather parameter shards (single or bucketed): every
-/// operand is loaded from a global. The all-gather of a training step's
-/// updated shards (zero-optimizer, stages 1-2) gathers a computed value: it is
-/// not a parameter fetch to prefetch, bucket or release.
+/// True for a value that holds a rank's part of a parameter: a global's load,
+/// or hpZ's secondary shard (a zero.local_shard over a process group, taken
+/// from a gathered parameter and kept for the backward re-gather).
+inline bool isParameterShard(mlir::Value v) {
+  if (v.getDefiningOp<mlir::ml_program::GlobalLoadOp>())
+    return true;
+  auto secondary = v.getDefiningOp<dist::LocalShardOp>();
+  return secondary && secondary.getGroupAttr();
+}
+
+/// True for ops that bring a whole parameter in, i.e. whose results are the
+/// gathered parameters that prefetch, bucket, release and the memory plan
+/// reason about:
+///  - an all-gather (single or bucketed) whose every operand is a parameter
+///    shard;
+///  - with qwZ, the zero.dequantize of all-gathered quantized shards (the
+///    gathers of int8 bytes and scales before it are ordinary transfers).
+/// The all-gather of a training step's updated shards (zero-optimizer, stages
+/// 1-2) gathers a computed value: it is not a parameter fetch to prefetch,
+/// bucket or release.
 inline bool isGather(mlir::Operation *op) {
+  if (auto dq = llvm::dyn_cast<dist::DequantizeOp>(op)) {
+    mlir::Operation *g = dq.getData().getDefiningOp();
+    if (!g || !llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(g))
+      return false;
+    for (mlir::Value v : g->getOperands()) {
+      auto q = v.getDefiningOp<dist::QuantizeOp>();
+      if (!q || !isParameterShard(q.getInput()))
+        return false;
+    }
+    return true;
+  }
   if (!llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op))
     return false;
   for (mlir::Value v : op->getOperands())
-    if (!v.getDefiningOp<mlir::ml_program::GlobalLoadOp>())
+    if (!isParameterShard(v))
       return false;
   return true;
 }

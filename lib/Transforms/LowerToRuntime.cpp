@@ -53,6 +53,8 @@ DictionaryAttr kernelParams(Operation *op, OpBuilder &b) {
   for (NamedAttribute a : op->getAttrDictionary()) {
     if (isa<TypeAttr>(a.getValue()))
       continue; // Cast's target: the output buffer's dtype says it.
+    if (a.getName() == "zero.stream")
+      continue; // where it runs, not how
     out.push_back(a);
   }
   return b.getDictionaryAttr(out);
@@ -120,8 +122,12 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
 
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
   MLIRContext *ctx = op->getContext();
+  // Ops a pass added to pack a collective (zero.stream = "comm") run on the
+  // communication stream, so compute does not wait for them.
+  auto stream = op->getAttrOfType<StringAttr>("zero.stream");
+  const int kernelStream = stream && stream.getValue() == "comm" ? kComm : kCompute;
   auto addKernel = [&](StringRef name, DictionaryAttr params) {
-    Instr in{false, name.str(), kCompute, {}, {}, {}, {}, params, op->getLoc()};
+    Instr in{false, name.str(), kernelStream, {}, {}, {}, {}, params, op->getLoc()};
     for (Value v : op->getOperands())
       in.ins.push_back({v, v.getType()});
     for (Value v : op->getResults()) {
@@ -134,6 +140,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
     addKernel(name, params);
     instrs_.back().collective = true;
     instrs_.back().stream = kComm;
+    instrs_.back().group = op->getAttrOfType<FlatSymbolRefAttr>("group");
   };
   Builder &b = b_;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -238,8 +245,42 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](::zero::dist::LocalShardOp shard) -> LogicalResult {
-        addKernel("LocalShard", b.getDictionaryAttr(
-                                    {b.getNamedAttr("world", shard.getWorldAttr())}));
+        SmallVector<NamedAttribute> params{b.getNamedAttr("world", shard.getWorldAttr())};
+        if (shard.getGroupAttr()) {
+          // The kernel finds the rank's position in its group as
+          // (rank / stride) % world.
+          auto pg = SymbolTable::lookupNearestSymbolFrom<::zero::dist::ProcessGroupOp>(
+              shard, shard.getGroupAttr());
+          std::optional<int64_t> stride = pg ? pg.positionStride() : std::nullopt;
+          if (!stride)
+            return shard.emitOpError("takes a shard over a process group whose "
+                                     "positions are not (rank / stride) % size; "
+                                     "the runtime cannot compute them");
+          params.push_back(b.getNamedAttr("stride", b.getI64IntegerAttr(*stride)));
+        }
+        addKernel("LocalShard", b.getDictionaryAttr(params));
+        return success();
+      })
+      .Case([&](::zero::dist::QuantizeOp q) -> LogicalResult {
+        addKernel("Quantize", b.getDictionaryAttr(
+                                  {b.getNamedAttr("bits", q.getBitsAttr()),
+                                   b.getNamedAttr("block", q.getBlockAttr()),
+                                   b.getNamedAttr("chunks", q.getChunksAttr())}));
+        return success();
+      })
+      .Case([&](::zero::dist::DequantizeOp dq) -> LogicalResult {
+        addKernel("Dequantize", b.getDictionaryAttr(
+                                    {b.getNamedAttr("bits", dq.getBitsAttr()),
+                                     b.getNamedAttr("block", dq.getBlockAttr()),
+                                     b.getNamedAttr("chunks", dq.getChunksAttr())}));
+        // qwZ: the dequantized parameter is the gathered one (released by
+        // its zero.release).
+        if (::zero::isGather(dq))
+          storages_[placement_.lookup(dq.getResult()).storage].gathered = true;
+        return success();
+      })
+      .Case([&](::zero::dist::AllToAllOp) {
+        collective("AllToAll", b.getDictionaryAttr({}));
         return success();
       })
       .Case([&](::zero::dist::ReleaseOp release) -> LogicalResult {
@@ -409,10 +450,11 @@ LogicalResult RuntimeLowering::run() {
   planMemory();
   computeEvents();
   emit();
-  for (auto &[g, s] : globals_)
-    (void)s;
   func_.erase();
   for (auto g : llvm::make_early_inc_range(module_.getOps<ml_program::GlobalOp>()))
+    g.erase();
+  // Now zrt.group ops.
+  for (auto g : llvm::make_early_inc_range(module_.getOps<::zero::dist::ProcessGroupOp>()))
     g.erase();
   return success();
 }

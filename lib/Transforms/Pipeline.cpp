@@ -118,6 +118,20 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
         if (auto e = needInt(); !e.empty())
           return e;
         opts.maxReuseDistance = *v;
+      } else if (key == "zero_quantized_weights" ||
+                 key == "zero_quantized_gradients") {
+        std::optional<bool> on = kv.second.getAsBoolean();
+        if (!on)
+          return (path + ": zero_optimization." + key + " must be true or false").str();
+        // ZeRO++'s formats: int8 weights, int4 gradients.
+        if (key == "zero_quantized_weights")
+          opts.quantizeWeights = *on ? 8 : 0;
+        else
+          opts.quantizeGradients = *on ? 4 : 0;
+      } else if (key == "zero_hpz_partition_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.hpz = std::max<int64_t>(*v, 1);
       } else if (key == "allgather_bucket_size") {
         if (auto e = needInt(); !e.empty())
           return e;
@@ -163,6 +177,13 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       prefetch.bytes = opts.prefetchBytes;
       pm.addPass(createZeroPrefetchPass(prefetch));
     }
+    // hpZ after prefetch (re-gathers stay where it put them), before bucket
+    // (in-group gathers are never coalesced with world ones) and release.
+    if (opts.hpz > 1) {
+      ZeroHierarchicalPassOptions hpz;
+      hpz.group = opts.hpz;
+      pm.addPass(createZeroHierarchicalPass(hpz));
+    }
     if (opts.bucketBytes > 0) {
       ZeroBucketPassOptions bucket;
       bucket.bytes = opts.bucketBytes;
@@ -170,6 +191,22 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       pm.addPass(createZeroBucketPass(bucket));
     }
     pm.addPass(createZeroReleasePass());
+    // qwZ last: it wraps each world gather, bucketed or not, where the
+    // passes above left it.
+    if (opts.quantizeWeights > 0) {
+      ZeroQuantizeGatherPassOptions qwz;
+      qwz.bits = opts.quantizeWeights;
+      qwz.block = opts.quantizeBlock;
+      pm.addPass(createZeroQuantizeGatherPass(qwz));
+    }
+  }
+  if (opts.quantizeGradients > 0 && opts.training) {
+    ZeroQuantizeReducePassOptions qgz;
+    qgz.bits = opts.quantizeGradients;
+    qgz.block = opts.quantizeBlock;
+    // The hierarchy's groups are hpZ's (the ranks of a node).
+    qgz.group = opts.hpz;
+    pm.addPass(createZeroQuantizeReducePass(qgz));
   }
 }
 
@@ -195,7 +232,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         (parseError.empty() ? "" : ": " + StringRef(parseError).trim()) +
         "; the options are KEY=INTEGER for stage, dp, prefetch, "
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
-        "max-reuse-distance, and config=FILE");
+        "max-reuse-distance, hpz, qwz, qgz, quant-block, and config=FILE");
 
   bool training = settings.training;
   settings = zero::ZeroSettings();
@@ -224,6 +261,10 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
        settings.persistenceThreshold, 0},
       {"max-reuse-distance", options.maxReuseDistance, settings.maxReuseDistance,
        -1},
+      {"hpz", options.hpz, settings.hpz, 1},
+      {"qwz", options.qwz, settings.quantizeWeights, 0},
+      {"qgz", options.qgz, settings.quantizeGradients, 0},
+      {"quant-block", options.quantBlock, settings.quantizeBlock, 1},
   };
   for (Key &k : keys) {
     if (!given.contains(k.name))
@@ -236,6 +277,26 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   }
   if (given.contains("stage"))
     settings.stageGiven = true;
+  for (auto [key, bits] : {std::pair<const char *, int64_t>{"qwz", settings.quantizeWeights},
+                           {"qgz", settings.quantizeGradients}})
+    if (bits != 0 && bits != 8 && bits != 4)
+      return errorHandler("--zero-pipeline: " + Twine(key) +
+                          " is the bits per value: 8, 4, or 0 (off); got " + Twine(bits));
+  // qwZ and hpZ act on parameter gathers, which only stage 3 has (a training
+  // step defaults to stage 0, as DeepSpeed).
+  const int64_t stage =
+      settings.training && !settings.stageGiven ? 0 : settings.stage;
+  if ((settings.quantizeWeights > 0 || settings.hpz > 1) && stage != 3)
+    return errorHandler("--zero-pipeline: qwZ (qwz / zero_quantized_weights) and hpZ "
+                        "(hpz / zero_hpz_partition_size) partition parameters, which "
+                        "needs ZeRO stage 3; got stage " + Twine(stage));
+  if (settings.quantizeGradients > 0 && settings.training && stage == 0)
+    return errorHandler("--zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
+                        "quantizes the gradient reduce-scatter of ZeRO stages 1-3; "
+                        "stage 0 all-reduces");
+  if (settings.quantizeGradients > 0 && !settings.training)
+    llvm::errs() << "warning: --zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
+                    "quantizes gradients and has no effect on a forward program\n";
   if (settings.dp > zero::kMaxWorldSize)
     return errorHandler("--zero-pipeline: dp must be at most " +
                         Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));

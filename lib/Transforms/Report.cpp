@@ -77,17 +77,49 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
     int64_t peak = 0;
     int64_t gradShardBytes = 0; // a training step's reduce-scattered gradients
+    int64_t quantBits = 0, quantBlock = 0; // qwZ's format, when it ran
+    int64_t secondaryBytes = 0;            // hpZ's secondary shards
+    int64_t qgzFallbacks = 0;
     module.walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
       peak = std::max(peak, ::zero::GatherLiveness(func.getBody().front()).peakBytes());
       for (Operation &op : func.getBody().front()) {
+        // Bytes a collective over groups of g sends per rank: (g-1)/g of
+        // what the group ends up holding (a gather's result, an
+        // all-to-all's input).
+        auto groupSize = [&](Operation *c) {
+          auto w = c->getAttrOfType<IntegerAttr>("world");
+          return w ? w.getInt() : world;
+        };
+        if (auto dq = dyn_cast<::zero::dist::DequantizeOp>(op)) {
+          // qwZ: the bytes moved are the quantized data and scales' gathers.
+          if (::zero::isGather(&op) && quantBits == 0) {
+            quantBits = dq.getBits();
+            quantBlock = dq.getBlock();
+          }
+          continue;
+        }
         if (::zero::isGather(&op)) {
-          // Each rank sends its shard to the N-1 others.
-          auto &entry = sent[isa<::zero::dist::BucketAllGatherOp>(op) ? "all_gather (bucketed)"
-                                                                      : "all_gather"];
+          int64_t g = groupSize(&op);
+          StringRef kind = op.hasAttr("group")
+                               ? "all_gather (hpZ, in group)"
+                               : isa<::zero::dist::BucketAllGatherOp>(op)
+                                     ? "all_gather (bucketed)"
+                                     : "all_gather";
+          auto &entry = sent[kind.str()];
           entry.first += 1;
-          entry.second += ::zero::gatheredBytes(&op) / world * (world - 1);
+          entry.second += ::zero::gatheredBytes(&op) / g * (g - 1);
+          continue;
+        }
+        if (isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op) &&
+            llvm::all_of(op.getOperands(), [](Value v) {
+              return v.getDefiningOp<::zero::dist::QuantizeOp>() != nullptr;
+            })) {
+          auto &entry = sent["all_gather (qwZ data + scales)"];
+          entry.first += 1;
+          int64_t g = groupSize(&op);
+          entry.second += ::zero::gatheredBytes(&op) / g * (g - 1);
           continue;
         }
         if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
@@ -97,6 +129,21 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
           entry.second += ::zero::tensorBytes(g.getType()) / world * (world - 1);
           continue;
         }
+        if (auto a = dyn_cast<::zero::dist::AllToAllOp>(op)) {
+          auto &entry = sent[a.getGroupAttr() ? "all_to_all (qgZ, " +
+                                                    a.getGroupAttr().getValue().str() + ")"
+                                              : std::string("all_to_all (qgZ)")];
+          entry.first += 1;
+          int64_t g = a.getWorld();
+          entry.second += ::zero::tensorBytes(a.getType()) / g * (g - 1);
+          continue;
+        }
+        if (auto sec = dyn_cast<::zero::dist::LocalShardOp>(op); sec && sec.getGroupAttr()) {
+          secondaryBytes += ::zero::tensorBytes(sec.getType());
+          continue;
+        }
+        if (op.hasAttr("zero.qgz_fallback"))
+          ++qgzFallbacks;
         if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
                 ::zero::dist::BroadcastOp>(op)) {
           auto &entry = sent[op.getName().stripDialect().str()];
@@ -149,8 +196,31 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       if (kind.rfind("all_gather", 0) == 0)
         gatherSent += entry.second;
     }
-    row("all_gather total", gatherSent, "Psi_s(N-1)/N",
-        shardedFullBytes * (world - 1) / world);
+    if (quantBits == 0) {
+      row("all_gather total", gatherSent, "Psi_s(N-1)/N",
+          shardedFullBytes * (world - 1) / world);
+    } else {
+      // qwZ: per sharded parameter of s elements per rank, (N-1) x (its
+      // quantized bytes + 4 per block); about bits/32 of the fp32 gather.
+      int64_t closed = 0;
+      for (auto g : module.getOps<ml_program::GlobalOp>())
+        if (g->hasAttr("zero.shard") && !g->hasAttr("zero.role")) {
+          int64_t s = cast<RankedTensorType>(g.getType()).getNumElements();
+          auto [bytes, scales] =
+              ::zero::dist::DequantizeOp::quantizedSizes(s, quantBits, quantBlock, 1);
+          closed += (world - 1) * (bytes + 4 * scales);
+        }
+      row("all_gather total", gatherSent,
+          ("qwZ int" + std::to_string(quantBits) + ", block " +
+           std::to_string(quantBlock)).c_str(),
+          closed);
+      row("  fp32 all_gather would send", shardedFullBytes * (world - 1) / world, "", 0);
+    }
+    if (secondaryBytes > 0)
+      row("hpZ secondary shards (bytes)", secondaryBytes, "", 0);
+    if (qgzFallbacks > 0)
+      *os << "  qgZ: " << qgzFallbacks
+          << " reduce-scatter(s) kept plain (not fp32 over the world)\n";
     if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
       auto optimizer = training.getAs<StringAttr>("optimizer");
       StringRef kind = optimizer ? optimizer.getValue().split(' ').first : "";

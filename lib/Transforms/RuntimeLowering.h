@@ -70,6 +70,8 @@ struct Instr {
   SmallVector<std::pair<int, int64_t>> inViews, outViews; ///< explicit placements
   DictionaryAttr params;
   Location loc;
+  /// Collectives: the zero.process_group they run over (null: the world).
+  FlatSymbolRefAttr group = nullptr;
 };
 
 /// Lowers one function to a zrt.program in four steps, one file each.

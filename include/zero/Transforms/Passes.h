@@ -65,6 +65,13 @@ struct ZeroSettings {
   /// Set before parsing when the settings are for a training step: training
   /// keys are then not warned about.
   bool training = false;
+  /// ZeRO++: hpZ group size (zero_hpz_partition_size; 1: off), qwZ and qgZ
+  /// bits (zero_quantized_weights: 8, zero_quantized_gradients: 4; 0: off)
+  /// and elements per quantization scale.
+  int64_t hpz = 1;
+  int64_t quantizeWeights = 0;
+  int64_t quantizeGradients = 0;
+  int64_t quantizeBlock = 2048;
 };
 
 /// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
@@ -105,6 +112,21 @@ struct ZeroPipelineOptions
       llvm::cl::desc("Re-gather a parameter whose next use is further than "
                      "this many elements of other gathers (-1: never)"),
       llvm::cl::init(-1)};
+  Option<int64_t> hpz{*this, "hpz",
+                      llvm::cl::desc("ZeRO++ hpZ: re-gather inside groups of this "
+                                     "many ranks (zero-hierarchical group; 1: off)"),
+                      llvm::cl::init(1)};
+  Option<int64_t> qwz{*this, "qwz",
+                      llvm::cl::desc("ZeRO++ qwZ: all-gather parameters as 8- or "
+                                     "4-bit blocks (zero-quantize-gather bits; 0: off)"),
+                      llvm::cl::init(0)};
+  Option<int64_t> qgz{*this, "qgz",
+                      llvm::cl::desc("ZeRO++ qgZ: reduce-scatter gradients as 4- or "
+                                     "8-bit blocks (zero-quantize-reduce bits; 0: off)"),
+                      llvm::cl::init(0)};
+  Option<int64_t> quantBlock{*this, "quant-block",
+                             llvm::cl::desc("Elements per quantization scale (qwZ, qgZ)"),
+                             llvm::cl::init(2048)};
   Option<std::string> config{
       *this, "config",
       llvm::cl::desc("DeepSpeed JSON config (zero_optimization.*, batch "

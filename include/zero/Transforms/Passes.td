@@ -94,6 +94,84 @@ def ZeroBucketPass : Pass<"zero-bucket", "mlir::ModuleOp"> {
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
 
+def ZeroHierarchicalPass : Pass<"zero-hierarchical", "mlir::ModuleOp"> {
+  let summary = "hpZ: re-gather parameters from a secondary shard within a group of ranks";
+  let description = [{
+    ZeRO++'s hierarchical partitioning. The first gather of a sharded
+    parameter stays a world all-gather; before the parameter's first use each
+    rank keeps a secondary shard of it, partitioned over its group of `group`
+    consecutive ranks (`zero.local_shard` over the `zero.process_group` @hpz:
+    padded/group elements per rank, the memory hpZ costs). Every later gather
+    of that parameter (the backward re-gathers of a stage-3 training step, a
+    re-gather past max-reuse-distance) becomes an all-gather of the secondary
+    shard inside the group: only the group's sub-communicator carries it.
+    Parameters gathered once are unaffected. `group` must divide the
+    data-parallel size; 1 turns the pass off.
+
+    ```mlir
+    %g = zero.all_gather %s {world = 4} : tensor<16xf32> -> tensor<64xf32>
+    %sec = zero.local_shard %g {group = @hpz, world = 2} : tensor<64xf32> -> tensor<32xf32>
+    ...
+    %g2 = zero.all_gather %sec {group = @hpz, world = 2} : tensor<32xf32> -> tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"group", "group", "int64_t", "1",
+           "Ranks per group (zero_hpz_partition_size; 1: off)">,
+  ];
+  let dependentDialects = ["::zero::dist::ZeroDialect"];
+}
+
+def ZeroQuantizeGatherPass : Pass<"zero-quantize-gather", "mlir::ModuleOp"> {
+  let summary = "qwZ: all-gather parameters as blockwise-quantized bytes";
+  let description = [{
+    ZeRO++'s quantized weight communication. Every world all-gather of fp32
+    parameter shards (forward gathers and backward re-gathers; buckets too)
+    becomes: the owner quantizes its shard blockwise (`zero.quantize`,
+    symmetric, one fp32 scale per `block` elements, int8 or packed int4), the
+    data and the scales are all-gathered, and each rank dequantizes what
+    arrived (`zero.dequantize`, one chunk per source rank). Persistent
+    parameters are not gathered and stay exact; hpZ's in-group gathers are not
+    quantized. The quantize and dequantize run on the communication stream,
+    so prefetch still overlaps the whole transfer with compute.
+
+    ```mlir
+    %q, %sc = zero.quantize %s {bits = 8, block = 2048, chunks = 1}
+    %qg = zero.all_gather %q {world = 4}
+    %sg = zero.all_gather %sc {world = 4}
+    %g = zero.dequantize %qg, %sg {bits = 8, block = 2048, chunks = 4}
+    ```
+  }];
+  let options = [
+    Option<"bits", "bits", "int64_t", "8", "8 or 4">,
+    Option<"block", "block", "int64_t", "2048", "Elements per scale">,
+  ];
+  let dependentDialects = ["::zero::dist::ZeroDialect"];
+}
+
+def ZeroQuantizeReducePass : Pass<"zero-quantize-reduce", "mlir::ModuleOp"> {
+  let summary = "qgZ: gradient reduce-scatter through quantized all-to-alls";
+  let description = [{
+    ZeRO++'s quantized gradient communication. Each fp32 `zero.reduce_scatter`
+    over the world becomes: quantize (`bits`, blocks of `block` inside each
+    destination's slice), all-to-all, dequantize and sum the arrivals in rank
+    order. With `group` = K (1 < K < world, K dividing it) it is ZeRO++'s
+    hierarchical form: the slices are reordered so that one all-to-all inside
+    each group of K consecutive ranks, a dequantize-sum-requantize, and one
+    all-to-all across the groups (the ranks with the same position) leave
+    rank r with the sum of every rank's slice r. The sum is averaged where the
+    plain reduce-scatter's was (zero-optimizer). A reduce-scatter of another
+    element type stays plain (zero-report lists it).
+  }];
+  let options = [
+    Option<"bits", "bits", "int64_t", "4", "4 or 8">,
+    Option<"block", "block", "int64_t", "2048", "Elements per scale">,
+    Option<"group", "group", "int64_t", "1",
+           "Ranks per group of the hierarchical form (1 or the world: one level)">,
+  ];
+  let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
+}
+
 def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {
   let summary = "Print per-rank memory and communication of the sharded program";
   let description = [{

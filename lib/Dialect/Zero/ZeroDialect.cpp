@@ -7,7 +7,9 @@
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace zero::dist;
@@ -44,9 +46,65 @@ static LogicalResult verifyFlatRatio(Operation *op, Type in, Type out,
   return success();
 }
 
+/// With `group`, the named zero.process_group exists and `world` is its
+/// group size.
+static LogicalResult verifyGroup(Operation *op, FlatSymbolRefAttr group,
+                                 int64_t world) {
+  if (!group)
+    return success();
+  auto pg = SymbolTable::lookupNearestSymbolFrom<ProcessGroupOp>(op, group);
+  if (!pg)
+    return op->emitOpError() << "names " << group
+                             << ", which is not a zero.process_group";
+  if (pg.getGroupSize() != world)
+    return op->emitOpError() << "has world " << world << " but " << group
+                             << " has groups of " << pg.getGroupSize();
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
   return verifyFlatRatio(*this, getShard().getType(), getType(), getWorld(),
                          getWorld(), 1);
+}
+
+LogicalResult AllToAllOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
+  if (failed(verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1, 1)))
+    return failure();
+  if (getInput().getType().getNumElements() % getWorld() != 0)
+    return emitOpError() << getInput().getType().getNumElements()
+                         << " elements do not split into " << getWorld() << " blocks";
+  return success();
+}
+
+LogicalResult ProcessGroupOp::verify() {
+  ArrayRef<int64_t> ranks = getRanks();
+  int64_t k = getGroupSize();
+  if (k < 1 || ranks.empty() || int64_t(ranks.size()) % k != 0)
+    return emitOpError() << "group_size " << k << " must be >= 1 and divide the "
+                         << ranks.size() << " ranks listed";
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t r : ranks)
+    if (r < 0 || !seen.insert(r).second)
+      return emitOpError() << "lists rank " << r
+                           << (r < 0 ? ", which is negative" : " twice");
+  return success();
+}
+
+std::optional<int64_t> ProcessGroupOp::positionStride() {
+  ArrayRef<int64_t> ranks = getRanks();
+  int64_t k = getGroupSize();
+  for (int64_t stride = 1; stride <= int64_t(ranks.size()); ++stride) {
+    bool ok = true;
+    for (size_t i = 0; i < ranks.size() && ok; ++i)
+      ok = (ranks[i] / stride) % k == int64_t(i) % k;
+    if (ok)
+      return stride;
+  }
+  return std::nullopt;
 }
 
 LogicalResult BucketAllGatherOp::verify() {
@@ -60,11 +118,15 @@ LogicalResult BucketAllGatherOp::verify() {
 }
 
 LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
   return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1,
                          getWorld());
 }
 
 LogicalResult LocalShardOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
   return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1,
                          getWorld());
 }
@@ -78,6 +140,51 @@ LogicalResult BroadcastOp::verify() {
     return emitOpError() << "root " << getRoot() << " is not a rank of a world of "
                          << getWorld();
   return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1, 1);
+}
+
+std::pair<int64_t, int64_t> DequantizeOp::quantizedSizes(int64_t n, int64_t bits,
+                                                        int64_t block,
+                                                        int64_t chunks) {
+  int64_t m = n / chunks;
+  int64_t bytes = bits == 4 ? (m + 1) / 2 : m;
+  return {chunks * bytes, chunks * ((m + block - 1) / block)};
+}
+
+/// The attributes and the three sizes of a quantize / dequantize pair.
+static LogicalResult verifyQuantized(Operation *op, RankedTensorType full,
+                                     RankedTensorType data, RankedTensorType scales,
+                                     int64_t bits, int64_t block, int64_t chunks) {
+  if (bits != 8 && bits != 4)
+    return op->emitOpError() << "bits must be 8 or 4, got " << bits;
+  if (block < 1 || chunks < 1)
+    return op->emitOpError() << "block and chunks must be >= 1";
+  if (!full.getElementType().isF32() || !scales.getElementType().isF32() ||
+      !data.getElementType().isInteger(8))
+    return op->emitOpError() << "works on f32 values, i8 data and f32 scales";
+  if (full.getRank() != 1 || data.getRank() != 1 || scales.getRank() != 1)
+    return op->emitOpError() << "operates on flat (1-D) tensors";
+  int64_t n = full.getNumElements();
+  if (n % chunks != 0)
+    return op->emitOpError() << n << " elements do not split into " << chunks
+                             << " chunks";
+  auto [bytes, numScales] = DequantizeOp::quantizedSizes(n, bits, block, chunks);
+  if (data.getNumElements() != bytes || scales.getNumElements() != numScales)
+    return op->emitOpError() << "expects " << bytes << " bytes of data and "
+                             << numScales << " scales for " << n << " elements ("
+                             << bits << " bits, block " << block << ", " << chunks
+                             << " chunks), got " << data.getNumElements() << " and "
+                             << scales.getNumElements();
+  return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  return verifyQuantized(*this, getInput().getType(), getData().getType(),
+                         getScales().getType(), getBits(), getBlock(), getChunks());
+}
+
+LogicalResult DequantizeOp::verify() {
+  return verifyQuantized(*this, getType(), getData().getType(), getScales().getType(),
+                         getBits(), getBlock(), getChunks());
 }
 
 /// `v` is a scalar (rank 0) tensor of element type `elem`.

@@ -45,7 +45,12 @@ def ZRT_StreamOp : ZRT_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
 
 def ZRT_GroupOp : ZRT_Op<"group", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "A process group: world ranks in group-rank order";
-  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$ranks);
+  let description = [{
+    With `group_size` k, `ranks` is cut into consecutive groups of k and each
+    rank uses the group that holds it (zero.process_group).
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$ranks,
+                   OptionalAttr<I64Attr>:$group_size);
   let assemblyFormat = "$sym_name $ranks attr-dict";
 }
 

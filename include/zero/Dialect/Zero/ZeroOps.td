@@ -14,6 +14,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def Zero_Dialect : Dialect {
   let name = "zero";
@@ -39,9 +40,16 @@ def Zero_AllGatherOp : Zero_Op<"all_gather", [CollectiveEffects]> {
     %full = zero.all_gather %shard {world = 4} : tensor<16xf32> -> tensor<64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$shard, I64Attr:$world);
+  let arguments = (ins AnyRankedTensor:$shard, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$shard attr-dict `:` type($shard) `->` type($result)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$shard, "int64_t":$world), [{
+      build($_builder, $_state, result, shard, world, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -61,9 +69,16 @@ def Zero_BucketAllGatherOp : Zero_Op<"bucket_all_gather", [CollectiveEffects]> {
 
 def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [CollectiveEffects]> {
   let summary = "Sums world*s flat elements across ranks; rank r keeps slice r";
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world);
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "int64_t":$world), [{
+      build($_builder, $_state, result, input, world, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -93,11 +108,116 @@ def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
     ```mlir
     %shard = zero.local_shard %flat {world = 4} : tensor<64xf32> -> tensor<16xf32>
     ```
+
+    With `group`, r is the rank's position in its group of the named
+    `zero.process_group` (hpZ's secondary shard within a node).
   }];
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world);
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "int64_t":$world), [{
+      build($_builder, $_state, result, input, world, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
+}
+
+def Zero_AllToAllOp : Zero_Op<"all_to_all", [CollectiveEffects]> {
+  let summary = "Block j of the input goes to group rank j";
+  let description = [{
+    The input holds `world` equal blocks; block j is sent to rank j (of the
+    world, or of this rank's group of `group`), and block i of the result is
+    what rank i sent here. Same type in and out.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "int64_t":$world), [{
+      build($_builder, $_state, result, input, world, nullptr);
+    }]>
+  ];
+  let hasVerifier = 1;
+}
+
+def Zero_ProcessGroupOp : Zero_Op<"process_group", [Symbol]> {
+  let summary = "Sub-communicators of the world: the ranks cut into groups";
+  let description = [{
+    `ranks` lists world ranks; with `group_size` k they are cut into
+    consecutive groups of k and every rank uses the group that holds it (the
+    program is the same on every rank). Collectives and `zero.local_shard`
+    name it with `group = @name`; their `world` is k.
+
+    ```mlir
+    // hpZ over 4 ranks, 2 per node: {0,1} and {2,3}
+    zero.process_group @hpz {ranks = array<i64: 0, 1, 2, 3>, group_size = 2}
+    // the ranks with the same local index: {0,2} and {1,3}
+    zero.process_group @across {ranks = array<i64: 0, 2, 1, 3>, group_size = 2}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$ranks,
+                   I64Attr:$group_size);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether rank r's position in its group is (r / stride) % group_size
+    /// for every rank, i.e. the groups are "every stride-th rank": the form
+    /// the runtime's LocalShard kernel computes a position from.
+    std::optional<int64_t> positionStride();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Quantization (ZeRO++ qwZ / qgZ)
+//===----------------------------------------------------------------------===//
+
+def Zero_QuantizeOp : Zero_Op<"quantize"> {
+  let summary = "Blockwise symmetric quantization: int8 or packed int4, fp32 scales";
+  let description = [{
+    The input (n elements) is `chunks` consecutive chunks of m = n/chunks
+    elements, each cut into blocks of `block` elements from its start (the
+    last one may be shorter; B = ceil(m/block) per chunk). Per block,
+    scale = max|x| / qmax (qmax 127 for 8 bits, 7 for 4) and q =
+    round(x/scale). `data` holds chunks x D bytes (D = m for int8, ceil(m/2)
+    for int4, two per byte, low nibble first); `scales` chunks x B floats.
+    Chunks keep blocks from straddling the pieces a collective moves apart.
+    Every dequantized element is within scale/2 (plus the fp32 rounding of
+    q*scale) of the original; NaN or Inf is a runtime error.
+
+    ```mlir
+    %q, %s = zero.quantize %shard {bits = 8, block = 2048, chunks = 1}
+        : tensor<5000xf32> -> tensor<5000xi8>, tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$bits, I64Attr:$block,
+                   I64Attr:$chunks);
+  let results = (outs AnyRankedTensor:$data, AnyRankedTensor:$scales);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($data) `,` type($scales)";
+  let hasVerifier = 1;
+}
+
+def Zero_DequantizeOp : Zero_Op<"dequantize"> {
+  let summary = "The inverse of zero.quantize: q * scale per block";
+  let description = [{
+    `data` and `scales` as zero.quantize laid them out for a result of n
+    elements in `chunks` chunks; after an all-gather of per-rank quantized
+    shards, chunks = world (each rank's shard was quantized on its own).
+  }];
+  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$scales,
+                   I64Attr:$bits, I64Attr:$block, I64Attr:$chunks);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$data `,` $scales attr-dict `:` type($data) `,` type($scales) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of data and number of scales for n elements in `chunks` chunks.
+    static std::pair<int64_t, int64_t> quantizedSizes(int64_t n, int64_t bits,
+                                                      int64_t block, int64_t chunks);
+  }];
 }
 
 def Zero_ReleaseOp : Zero_Op<"release", [MemoryEffects<[MemFree]>]> {
