@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
@@ -44,18 +45,18 @@ protected:
     size = world->worldSize();
     // groups: 0 = even ranks, 1 = odd ranks (the even ones again when there
     // are none), 2 = the world in reverse order.
-    groups = {{}, {}, {}};
+    groups = {{"even", {}}, {"odd", {}}, {"reversed", {}}};
     for (int r = 0; r < size; ++r)
-      groups[r % 2].push_back(r);
+      groups[size_t(r % 2)].ranks.push_back(r);
     for (int r = size - 1; r >= 0; --r)
-      groups[2].push_back(r);
-    if (groups[1].empty())
-      groups[1] = groups[0];
+      groups[2].ranks.push_back(r);
+    if (groups[1].ranks.empty())
+      groups[1].ranks = groups[0].ranks;
     Status s = world->setup(groups, 2);
     ASSERT_TRUE(s.isOk()) << s.message();
   }
   int rank = 0, size = 1;
-  std::vector<std::vector<int>> groups;
+  std::vector<ProcessGroupDesc> groups;
 };
 
 TEST_F(Collectives, AllGatherConcatenatesRankMajor) {
@@ -185,7 +186,7 @@ TEST_F(Collectives, SubGroupsAndGroupRankOrder) {
   ctx.channel = 1;
   ASSERT_TRUE(world->allReduce(ref(in), ref(out), ctx).isOk());
   float sum = 0;
-  for (int r : groups[size_t(mine)])
+  for (int r : groups[size_t(mine)].ranks)
     sum += float(r);
   EXPECT_EQ(out[0], sum);
   EXPECT_EQ(world->groupRank(mine), rank / 2);
@@ -217,6 +218,132 @@ TEST_F(Collectives, CoordinationHelpers) {
   uint64_t value = rank == 0 ? 0xfeedu : 0u;
   ASSERT_TRUE(world->broadcastBytes(&value, sizeof value, 0).isOk());
   EXPECT_EQ(value, 0xfeedu);
+}
+
+/// Partitioned process groups (hpZ), one group read differently by each
+/// rank: "nodes" cuts the world into consecutive pairs (group_size 2: the
+/// ranks of one node of two), "peers" lists the even ranks, then the odd
+/// ones, cut in halves (group_size size/2: the ranks with the same local
+/// index on every node; {0, 2}, {1, 3} on 4 ranks). Expected members come
+/// from these closed forms, not from the communicator.
+class PartitionedGroups : public ::testing::Test {
+protected:
+  void SetUp() override {
+    rank = world->rank();
+    size = world->worldSize();
+    if (size % 2 != 0)
+      GTEST_SKIP() << "needs an even number of ranks";
+    groups = {{"nodes", {}, 2}, {"peers", {}, size / 2}};
+    for (int r = 0; r < size; ++r)
+      groups[0].ranks.push_back(r);
+    for (int parity : {0, 1})
+      for (int r = parity; r < size; r += 2)
+        groups[1].ranks.push_back(r);
+    Status s = world->setup(groups, 1);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  /// The world ranks of this rank's part of group `g`, in group-rank order.
+  std::vector<int> members(int g) const {
+    if (g == 0)
+      return {rank - rank % 2, rank - rank % 2 + 1};
+    std::vector<int> out;
+    for (int r = rank % 2; r < size; r += 2)
+      out.push_back(r);
+    return out;
+  }
+  /// This rank's place in its part of group `g`.
+  int memberIndex(int g) const { return g == 0 ? rank % 2 : rank / 2; }
+  /// Byte counters of the world and both groups.
+  std::array<uint64_t, 3> counters() const {
+    return {world->bytesSentInGroup(-1), world->bytesSentInGroup(0),
+            world->bytesSentInGroup(1)};
+  }
+  /// Checks that only group `g`'s counter grew since `before`, by `bytes`.
+  void expectCounted(const std::array<uint64_t, 3> &before, int g,
+                     uint64_t bytes) const {
+    std::array<uint64_t, 3> after = counters();
+    EXPECT_EQ(after[0], before[0]) << "the world's counter";
+    EXPECT_EQ(after[size_t(g + 1)] - before[size_t(g + 1)], bytes);
+    EXPECT_EQ(after[size_t(2 - g)], before[size_t(2 - g)]) << "the other group";
+  }
+  int rank = 0, size = 1;
+  std::vector<ProcessGroupDesc> groups;
+};
+
+TEST_F(PartitionedGroups, EachRankUsesThePartHoldingIt) {
+  for (int g : {0, 1}) {
+    EXPECT_EQ(world->groupRanks(g), members(g)) << "group " << g;
+    EXPECT_EQ(world->groupRank(g), memberIndex(g)) << "group " << g;
+  }
+}
+
+TEST_F(PartitionedGroups, AllGatherWithinThePart) {
+  const int s = 3;
+  for (int g : {0, 1}) {
+    std::vector<int> part = members(g);
+    const int gs = int(part.size());
+    std::vector<float> in(s), out(size_t(s * gs), -1);
+    for (int i = 0; i < s; ++i)
+      in[size_t(i)] = float(rank * 100 + i);
+    std::array<uint64_t, 3> before = counters();
+    uint64_t kindBefore = world->bytesSent(OpKind::AllGather);
+    Status st = world->allGather(ref(in), ref(out), {g, 0, nullptr, nullptr});
+    EXPECT_TRUE(st.isOk()) << st.message();
+    for (int j = 0; j < gs; ++j)
+      for (int i = 0; i < s; ++i)
+        EXPECT_EQ(out[size_t(j * s + i)], float(part[size_t(j)] * 100 + i))
+            << "group " << g;
+    // (g-1) * shard bytes, in the group's counter and the kind's alike.
+    expectCounted(before, g, uint64_t(gs - 1) * s * 4);
+    EXPECT_EQ(world->bytesSent(OpKind::AllGather) - kindBefore,
+              uint64_t(gs - 1) * s * 4);
+  }
+}
+
+TEST_F(PartitionedGroups, ReduceScatterWithinThePart) {
+  const int s = 2;
+  for (int g : {0, 1}) {
+    std::vector<int> part = members(g);
+    const int gs = int(part.size());
+    std::vector<float> in(size_t(s * gs)), out(s, -1);
+    for (int j = 0; j < s * gs; ++j)
+      in[size_t(j)] = float(rank * 1000 + j);
+    std::array<uint64_t, 3> before = counters();
+    Status st =
+        world->reduceScatter(ref(in), ref(out), {g, 0, nullptr, nullptr});
+    EXPECT_TRUE(st.isOk()) << st.message();
+    // Element i of this rank's block: sum over members m of m*1000 + k*s + i.
+    float memberSum = 0;
+    for (int m : part)
+      memberSum += float(m * 1000);
+    for (int i = 0; i < s; ++i)
+      EXPECT_EQ(out[size_t(i)],
+                memberSum + float(gs * (memberIndex(g) * s + i)))
+          << "group " << g;
+    expectCounted(before, g, uint64_t(gs - 1) * s * 4);
+  }
+}
+
+TEST_F(PartitionedGroups, AllToAllWithinThePart) {
+  const int blk = 2;
+  for (int g : {0, 1}) {
+    std::vector<int> part = members(g);
+    const int gs = int(part.size());
+    std::vector<float> in(size_t(blk * gs)), out(size_t(blk * gs), -1);
+    for (int j = 0; j < gs; ++j)
+      for (int k = 0; k < blk; ++k)
+        in[size_t(j * blk + k)] = float(rank * 100 + j * 10 + k);
+    std::array<uint64_t, 3> before = counters();
+    Status st = world->allToAll(ref(in), ref(out), {g, 0, nullptr, nullptr});
+    EXPECT_TRUE(st.isOk()) << st.message();
+    // Block i comes from member i, which sent its block memberIndex.
+    for (int i = 0; i < gs; ++i)
+      for (int k = 0; k < blk; ++k)
+        EXPECT_EQ(out[size_t(i * blk + k)],
+                  float(part[size_t(i)] * 100 + memberIndex(g) * 10 + k))
+            << "group " << g;
+    expectCounted(before, g, uint64_t(gs - 1) * blk * 4);
+  }
 }
 
 TEST(MultiRankExecutor, RunsTheShardedLinearModel) {
@@ -319,6 +446,99 @@ TEST(MultiRankExecutor, RunsGroupCollectivesAndRankGatedInstructions) {
   EXPECT_EQ(sum, std::vector<float>(4, groupSum(rank % 2)));
   EXPECT_EQ(got, std::vector<float>(4, rank == 1 ? groupSum(0) : 0.0f));
   EXPECT_EQ(b, std::vector<float>(4, float(size)));
+}
+
+TEST(MultiRankExecutor, RunsCollectivesOverPartitionedGroups) {
+  // One comm stream: an AllToAll over the world (the compiler's quantized
+  // reduce-scatter), an AllToAll and a ReduceScatter within each node pair,
+  // and an AllGather among the ranks of the same local index.
+  int rank = world->rank(), size = world->worldSize();
+  if (size % 2 != 0)
+    GTEST_SKIP() << "needs an even number of ranks";
+  const int half = size / 2;
+  Program p;
+  p.path = "partitioned.zrt";
+  p.version = kFormatVersion;
+  p.worldSize = size;
+  const uint64_t slot = 256;
+  p.arenas = {{"activations", 8 * slot, 0, 0}};
+  p.buffers = {{"a2a.in", DType::F32, {2 * size}, 0, 0},
+               {"a2a.out", DType::F32, {2 * size}, 0, slot},
+               {"node.in", DType::F32, {4}, 0, 2 * slot},
+               {"node.out", DType::F32, {4}, 0, 3 * slot},
+               {"shard", DType::F32, {3}, 0, 4 * slot},
+               {"gathered", DType::F32, {3 * half}, 0, 5 * slot},
+               {"rs.in", DType::F32, {4}, 0, 6 * slot},
+               {"rs.out", DType::F32, {2}, 0, 7 * slot}};
+  p.streams = {{"comm", StreamKind::Comm}};
+  p.groups = {{"nodes", {}, 2}, {"peers", {}, half}};
+  for (int r = 0; r < size; ++r)
+    p.groups[0].ranks.push_back(r);
+  for (int parity : {0, 1})
+    for (int r = parity; r < size; r += 2)
+      p.groups[1].ranks.push_back(r);
+  Instruction worldA2a = test::makeInstruction("AllToAll", 0, {0}, {1}, "a2a");
+  Instruction nodeA2a =
+      test::makeInstruction("AllToAll", 0, {2}, {3}, "node.a2a");
+  nodeA2a.group = 0;
+  Instruction gather =
+      test::makeInstruction("AllGather", 0, {4}, {5}, "gather");
+  gather.group = 1;
+  Instruction scatter =
+      test::makeInstruction("ReduceScatter", 0, {6}, {7}, "rs");
+  scatter.group = 0;
+  p.instructions = {worldA2a, nodeA2a, gather, scatter};
+  std::vector<uint8_t> bytes = test::serializeProgram(p);
+  auto backend = createCpuBackend(1);
+  Expected<Program> loaded =
+      parseProgram(bytes.data(), bytes.size(), p.path, &backend->kernels());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  auto exec = Executor::create(*loaded, *backend, *world);
+  ASSERT_TRUE(exec.isOk()) << exec.status().message();
+
+  auto fill = [&](uint32_t buffer, size_t n) {
+    std::vector<float> v(n);
+    for (size_t j = 0; j < n; ++j)
+      v[j] = float(rank * 100 + int(j));
+    EXPECT_TRUE((*exec)->writeBuffer(buffer, v.data(), n * 4).isOk());
+  };
+  fill(0, size_t(2 * size));
+  fill(2, 4);
+  fill(4, 3);
+  fill(6, 4);
+  Status s = (*exec)->run();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  auto read = [&](uint32_t buffer, size_t n) {
+    std::vector<float> v(n);
+    EXPECT_TRUE((*exec)->readBuffer(buffer, v.data(), n * 4).isOk());
+    return v;
+  };
+  // Block i (2 elements) of an all-to-all comes from member i, which sent
+  // its elements [2 * index, 2 * index + 2), index = this rank's place.
+  const int pairBase = rank - rank % 2, inPair = rank % 2;
+  std::vector<float> a2a = read(1, size_t(2 * size)), node = read(3, 4);
+  for (int i = 0; i < size; ++i)
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(a2a[size_t(2 * i + k)], float(i * 100 + 2 * rank + k));
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(node[size_t(2 * i + k)],
+                float((pairBase + i) * 100 + 2 * inPair + k));
+  // The same-local-index ranks rank % 2, rank % 2 + 2, ... in that order.
+  std::vector<float> gathered = read(5, size_t(3 * half));
+  for (int j = 0; j < half; ++j)
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(gathered[size_t(3 * j + k)],
+                float((rank % 2 + 2 * j) * 100 + k));
+  // Sum over the pair of m*100 + (2*inPair + i).
+  std::vector<float> rs = read(7, 2);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(rs[size_t(i)], float(pairBase * 100 + (pairBase + 1) * 100 +
+                                   2 * (2 * inPair + i)));
+  // Counters start at setup (Executor::create): the point-to-point volumes.
+  EXPECT_EQ(world->bytesSentInGroup(-1), uint64_t(size - 1) * 2 * 4);
+  EXPECT_EQ(world->bytesSentInGroup(0), uint64_t(1 * 2 * 4 + 1 * 2 * 4));
+  EXPECT_EQ(world->bytesSentInGroup(1), uint64_t(half - 1) * 3 * 4);
 }
 
 } // namespace

@@ -51,6 +51,7 @@ TEST(Loader, RoundTripsEveryField) {
   p.instructions[7].group = 0; // every member of its group runs it
   p.instructions[7].attrs.set("tag", AttrValue{{7}, {}, ""});
   p.groups.push_back({"evens", {0, 2}});
+  p.groups.push_back({"nodes", {0, 1, 2, 3}, 2});
   Expected<Program> q = roundTrip(p, &cpuKernels());
   ASSERT_TRUE(q.isOk()) << q.status().message();
   EXPECT_EQ(q->path, "model.zrt");
@@ -70,6 +71,8 @@ TEST(Loader, RoundTripsEveryField) {
   EXPECT_EQ(q->streams[1].kind, StreamKind::Comm);
   EXPECT_EQ(q->numEvents, 2u);
   EXPECT_EQ(q->groups[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(q->groups[0].groupSize, 0); // absent from the file: 0
+  EXPECT_EQ(q->groups[1].groupSize, 2);
   EXPECT_EQ(q->inputs[0].name, "x");
   EXPECT_EQ(q->outputs[1].name, "y_sum");
   ASSERT_EQ(q->instructions.size(), 8u);
@@ -360,6 +363,39 @@ TEST(Loader, RejectsBadGroupsAndBindings) {
   p = makeLinearModel(2).program;
   p.outputs.push_back({"y", 6});
   EXPECT_THAT(errorOf(p), HasSubstr("output 2 \"y\": the name is used twice"));
+}
+
+TEST(Loader, ChecksPartitionedGroups) {
+  // [0, 2, 1, 3] in parts of 2: {0, 2} and {1, 3}; collectives are shaped
+  // for a part (AllGather of w's 8-element shards: 16 elements, not 32).
+  Program p = makeLinearModel(4).program;
+  p.groups.push_back({"peers", {0, 2, 1, 3}, 2});
+  p.instructions[0].group = 0;
+  EXPECT_THAT(errorOf(p),
+              HasSubstr("instruction 0 (AllGather at \"gather.w\"): "
+                        "input has 8 elements, output 32; AllGather "
+                        "needs output = group size x input for a "
+                        "group of 2"));
+  p.instructions[0].group = -1;
+  Expected<Program> q = roundTrip(p);
+  ASSERT_TRUE(q.isOk()) << q.status().message();
+  EXPECT_EQ(q->groupSize(0), 2);
+  EXPECT_EQ(q->groups[0].partOf(2), 0);
+  EXPECT_EQ(q->groups[0].partOf(3), 1);
+  EXPECT_EQ(q->groups[0].part(1), (std::vector<int>{1, 3}));
+
+  p.groups[0].groupSize = 3;
+  EXPECT_EQ(errorOf(p), "model.zrt: process group 0 \"peers\": group_size 3 "
+                        "does not divide its 4 ranks into consecutive groups");
+  p.groups[0].groupSize = -2;
+  EXPECT_EQ(errorOf(p), "model.zrt: process group 0 \"peers\": group_size -2 "
+                        "is negative (0 makes one group of all its ranks)");
+  p.groups[0] = {"peers", {0, 2, 1, 2}, 2};
+  EXPECT_EQ(errorOf(p), "model.zrt: process group 0 \"peers\": rank 2 appears "
+                        "twice");
+  p.groups[0] = {"peers", {0, 2, 1, 4}, 2};
+  EXPECT_EQ(errorOf(p), "model.zrt: process group 0 \"peers\": rank 4 is "
+                        "outside the world of 4");
 }
 
 TEST(Loader, RejectsCollectivesSkippedByMembersOfTheirGroup) {

@@ -54,8 +54,8 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
         fb::CreateStream(fbb, optString(s.name), fb::StreamKind(s.kind)));
   std::vector<flatbuffers::Offset<fb::ProcessGroup>> groups;
   for (const ProcessGroupDesc &g : p.groups)
-    groups.push_back(fb::CreateProcessGroup(fbb, optString(g.name),
-                                            fbb.CreateVector(g.ranks)));
+    groups.push_back(fb::CreateProcessGroup(
+        fbb, optString(g.name), fbb.CreateVector(g.ranks), g.groupSize));
   auto bindings = [&](const std::vector<BindingDesc> &list) {
     std::vector<flatbuffers::Offset<fb::Binding>> out;
     for (const BindingDesc &b : list)

@@ -62,8 +62,8 @@ public:
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
   int localSize() const override { return 1; }
-  Status setup(const std::vector<std::vector<int>> &groups, int) override {
-    groups_ = groups;
+  Status setup(const std::vector<ProcessGroupDesc> &groups, int) override {
+    setGroups(groups);
     return Status::ok();
   }
   Status allGather(const TensorRef &, const TensorRef &,

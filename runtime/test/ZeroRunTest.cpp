@@ -198,6 +198,8 @@ TEST_F(ZeroRun, RunsTheShardedModelOnTwoRanksWithReports) {
     EXPECT_EQ(rank["bytes_sent"]["ReduceScatter"], 0);
     EXPECT_EQ(rank["collective_calls"]["AllReduce"], 1);
     EXPECT_EQ(rank["bytes_sent_total"], 60 + 80);
+    EXPECT_EQ(rank["bytes_sent_by_group"],
+              nlohmann::json({{"world", 60 + 80}}));
     EXPECT_GT(rank["peak_rss_bytes"].get<uint64_t>(), 0u);
     ASSERT_EQ(rank["arenas"].size(), 2u);
     for (const nlohmann::json &a : rank["arenas"]) {
@@ -649,6 +651,46 @@ TEST_F(ZeroRun, RepeatsTheRunForSteadyStateTimings) {
   r = zeroRun(0, args(sub, "--warmup -1"));
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_THAT(r.output, HasSubstr("--warmup -1: expected a count >= 0"));
+}
+
+TEST_F(ZeroRun, ReportsBytesSentPerProcessGroup) {
+  // On 4 ranks: an AllGather of 4 floats within node pairs (group_size 2)
+  // and an AllReduce of 4 floats over the world.
+  Program p;
+  p.version = kFormatVersion;
+  p.worldSize = 4;
+  p.arenas = {{"activations", 3 * 64, 0, 0}};
+  p.buffers = {{"x", DType::F32, {4}, 0, 0},
+               {"gathered", DType::F32, {8}, 0, 64},
+               {"sum", DType::F32, {4}, 0, 128}};
+  std::vector<float> ones(4, 1.0f);
+  p.constants = {
+      {0, std::vector<uint8_t>(reinterpret_cast<uint8_t *>(ones.data()),
+                               reinterpret_cast<uint8_t *>(ones.data()) + 16)}};
+  p.streams = {{"comm", StreamKind::Comm}};
+  p.groups = {{"nodes", {0, 1, 2, 3}, 2}};
+  Instruction gather =
+      test::makeInstruction("AllGather", 0, {0}, {1}, "gather");
+  gather.group = 0;
+  p.instructions = {gather,
+                    test::makeInstruction("AllReduce", 0, {0}, {2}, "sum")};
+  ASSERT_TRUE(
+      test::writeFile(dir + "/groups.zrt", test::serializeProgram(p)).isOk());
+  CommandResult r = zeroRun(4, dir + "/groups.zrt --report --report-json " +
+                                   dir + "/report.json --threads 1");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  nlohmann::json report = readJson(dir + "/report.json");
+  ASSERT_EQ(report["ranks"].size(), 4u);
+  // (g-1) * 16 bytes within a pair; a ring all-reduce 2 * (4-1)/4 * 16.
+  for (const nlohmann::json &rank : report["ranks"]) {
+    EXPECT_EQ(rank["bytes_sent_by_group"],
+              nlohmann::json({{"nodes", 16}, {"world", 24}}));
+    EXPECT_EQ(rank["bytes_sent"]["AllGather"], 16);
+    EXPECT_EQ(rank["bytes_sent"]["AllReduce"], 24);
+    EXPECT_EQ(rank["bytes_sent_total"], 16 + 24);
+  }
+  EXPECT_THAT(r.output,
+              HasSubstr("[rank 3] bytes sent by group: nodes 16 B world 24 B"));
 }
 
 TEST_F(ZeroRun, ReportsUsageErrors) {

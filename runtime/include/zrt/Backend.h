@@ -128,10 +128,12 @@ public:
 
   /// Builds the program's process groups and `numChannels` independent
   /// channels. Collective over the world: every rank calls it with the same
-  /// arguments before any collective.
-  virtual Status setup(const std::vector<std::vector<int>> &groups,
+  /// arguments before any collective. Resets the per-group byte counts.
+  virtual Status setup(const std::vector<ProcessGroupDesc> &groups,
                        int numChannels) = 0;
-  /// The world ranks of `group` in group-rank order (the world for -1).
+  /// The world ranks, in group-rank order, of the group this process uses
+  /// for `group`: the world for -1, the part of a partitioned group that
+  /// holds this rank; empty when this rank is not a member.
   std::vector<int> groupRanks(int group) const;
   /// This process's rank in `group`, or -1 when it is not a member.
   int groupRank(int group) const;
@@ -182,21 +184,38 @@ public:
   uint64_t callCount(OpKind kind) const {
     return calls_[collectiveIndex(kind)].load();
   }
+  /// Bytes this rank sent in collectives over program group `group` (-1:
+  /// the world) since setup(), counted like bytesSent().
+  uint64_t bytesSentInGroup(int group) const {
+    return group >= -1 && size_t(group + 1) < groupSent_.size()
+               ? groupSent_[size_t(group + 1)].load()
+               : 0;
+  }
 
 protected:
   /// Checks the sizes of a collective for a group of `groupSize` ranks.
   static Status checkShapes(OpKind kind, const TensorRef &in,
                             const TensorRef &out, int groupSize);
-  void countCall(OpKind kind, uint64_t bytesSent) {
+  /// Keeps the program's groups and starts their byte counts at zero.
+  void setGroups(const std::vector<ProcessGroupDesc> &groups) {
+    groups_ = groups;
+    groupSent_ = std::vector<std::atomic<uint64_t>>(groups.size() + 1);
+  }
+  /// Counts a collective of `kind` over `group` that sent `bytesSent`.
+  void countCall(OpKind kind, int group, uint64_t bytesSent) {
     sent_[collectiveIndex(kind)] += bytesSent;
     calls_[collectiveIndex(kind)] += 1;
+    if (group >= -1 && size_t(group + 1) < groupSent_.size())
+      groupSent_[size_t(group + 1)] += bytesSent;
   }
 
-  std::vector<std::vector<int>> groups_;
+  std::vector<ProcessGroupDesc> groups_;
 
 private:
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> sent_{};
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> calls_{};
+  std::vector<std::atomic<uint64_t>> groupSent_ =
+      std::vector<std::atomic<uint64_t>>(1); // [group + 1]
 };
 
 /// Whether this process was started by an MPI launcher (mpirun, srun).

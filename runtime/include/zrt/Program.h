@@ -160,10 +160,31 @@ struct StreamDesc {
   StreamKind kind = StreamKind::Compute;
 };
 
-/// Ranks of a process group, in group-rank order (group rank i = ranks[i]).
+/// Ranks of a process group, in group-rank order (group rank i = ranks[i]),
+/// or, with a groupSize, a partition of them: SPMD programs name "the group
+/// of my node" (hpZ) with one group that every rank reads its own part of.
 struct ProcessGroupDesc {
   std::string name;
   std::vector<int> ranks;
+  /// 0: one group of all `ranks`; k > 0: `ranks` is cut into consecutive
+  /// groups of k, and each rank uses the group that holds it.
+  int groupSize = 0;
+
+  /// Ranks in the group a member uses.
+  int size() const { return groupSize > 0 ? groupSize : int(ranks.size()); }
+  /// Which consecutive group of size() ranks holds world rank `rank`; -1
+  /// when none does.
+  int partOf(int rank) const {
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == rank)
+        return int(i) / size();
+    return -1;
+  }
+  /// The world ranks of part `index`, in group-rank order.
+  std::vector<int> part(int index) const {
+    auto begin = ranks.begin() + int64_t(index) * size();
+    return std::vector<int>(begin, begin + size());
+  }
 };
 
 /// A named graph input or output and the buffer holding it.
@@ -229,10 +250,11 @@ struct Program {
   std::string describeInstruction(size_t index) const;
   /// "buffer 7 \"h1\" (f32[2x8] in arena 1 \"activations\" at offset 128)".
   std::string describeBuffer(uint32_t index) const;
-  /// Number of ranks in `group` (worldSize for -1).
+  /// Number of ranks in the group that a member of `group` uses (worldSize
+  /// for -1).
   int64_t groupSize(int group) const {
     return group >= 0 && size_t(group) < groups.size()
-               ? int64_t(groups[size_t(group)].ranks.size())
+               ? int64_t(groups[size_t(group)].size())
                : int64_t(worldSize);
   }
 };

@@ -16,8 +16,10 @@
 namespace zrt {
 
 std::vector<int> Communicator::groupRanks(int group) const {
-  if (group >= 0 && size_t(group) < groups_.size())
-    return groups_[group];
+  if (group >= 0 && size_t(group) < groups_.size()) {
+    int part = groups_[size_t(group)].partOf(rank());
+    return part >= 0 ? groups_[size_t(group)].part(part) : std::vector<int>();
+  }
   std::vector<int> world(worldSize());
   for (int r = 0; r < worldSize(); ++r)
     world[r] = r;
@@ -67,12 +69,13 @@ public:
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
   int localSize() const override { return 1; }
-  Status setup(const std::vector<std::vector<int>> &groups, int) override {
-    for (const std::vector<int> &g : groups)
-      if (g.size() != 1 || g[0] != 0)
-        return Status::error("process group of " + std::to_string(g.size()) +
+  Status setup(const std::vector<ProcessGroupDesc> &groups, int) override {
+    for (const ProcessGroupDesc &g : groups)
+      if (g.size() != 1 || g.partOf(0) < 0)
+        return Status::error("process group \"" + g.name + "\" of " +
+                             std::to_string(g.size()) +
                              " ranks in a single-process run");
-    groups_ = groups;
+    setGroups(groups);
     return Status::ok();
   }
   Status allGather(const TensorRef &in, const TensorRef &out,
@@ -136,7 +139,7 @@ private:
     ZRT_RETURN_IF_ERROR(checkShapes(kind, in, out, 1));
     if (in.data != out.data)
       std::memmove(out.data, in.data, in.bytes());
-    countCall(kind, 0);
+    countCall(kind, ctx.group, 0);
     return Status::ok();
   }
 };

@@ -1,9 +1,10 @@
 //===- MpiCommunicator.cpp - Collectives over MPI -------------------------===//
 //
 // The CPU collectives. Every program process group becomes an MPI communicator
-// (MPI_Comm_split of the world, keyed by the position in the group's rank list, so
-// MPI ranks are group ranks), duplicated once per channel so that two
-// communication streams never interleave operations on one communicator.
+// (MPI_Comm_split of the world, keyed by the position in the group's rank list,
+// so MPI ranks are group ranks; a partitioned group's parts are the split's
+// colours), duplicated once per channel so that two communication streams never
+// interleave operations on one communicator.
 //
 // With MPI_THREAD_MULTIPLE, collectives are the blocking MPI calls (their tuned
 // algorithms were up to 2x faster than the non-blocking ones for a 64 MiB
@@ -89,20 +90,19 @@ public:
   int worldSize() const override { return size_; }
   int localSize() const override { return localSize_; }
 
-  Status setup(const std::vector<std::vector<int>> &groups,
+  Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
     freeChannels();
-    groups_ = groups;
+    setGroups(groups);
     channels_.assign(size_t(std::max(1, numChannels)), {});
     for (std::vector<GroupComm> &comms : channels_) {
       comms.assign(groups.size() + 1, GroupComm());
       MPI_Comm_dup(control_, &comms[0].comm);
       for (size_t g = 0; g < groups.size(); ++g) {
-        int position = -1;
-        for (size_t i = 0; i < groups[g].size(); ++i)
-          if (groups[g][i] == rank_)
-            position = int(i);
-        int rc = MPI_Comm_split(control_, position >= 0 ? 0 : MPI_UNDEFINED,
+        // Colour: the part holding this rank; key: its place in that part.
+        int part = groups[g].partOf(rank_);
+        int position = groupRank(int(g));
+        int rc = MPI_Comm_split(control_, part >= 0 ? part : MPI_UNDEFINED,
                                 position, &comms[g + 1].comm);
         if (rc != MPI_SUCCESS)
           return Status::error("cannot create MPI communicator for process "
@@ -136,7 +136,7 @@ public:
                      : MPI_Allgather(send, int(shard), MPI_BYTE, out.data,
                                      int(shard), MPI_BYTE, gc.comm);
         }));
-    countCall(OpKind::AllGather, shard * uint64_t(gc.size - 1));
+    countCall(OpKind::AllGather, ctx.group, shard * uint64_t(gc.size - 1));
     return Status::ok();
   }
 
@@ -158,7 +158,8 @@ public:
                      : MPI_Reduce_scatter_block(send, out.data, count, type, op,
                                                 gc.comm);
         }));
-    countCall(OpKind::ReduceScatter, out.bytes() * uint64_t(gc.size - 1));
+    countCall(OpKind::ReduceScatter, ctx.group,
+              out.bytes() * uint64_t(gc.size - 1));
     return Status::ok();
   }
 
@@ -178,7 +179,7 @@ public:
                  : MPI_Allreduce(send, out.data, count, type, op, gc.comm);
     }));
     // Ring volume: a reduce-scatter then an all-gather of n/g-sized blocks.
-    countCall(OpKind::AllReduce,
+    countCall(OpKind::AllReduce, ctx.group,
               2 * uint64_t(gc.size - 1) * out.bytes() / uint64_t(gc.size));
     return Status::ok();
   }
@@ -199,7 +200,7 @@ public:
       return req ? MPI_Ibcast(out.data, count, MPI_BYTE, root, gc.comm, req)
                  : MPI_Bcast(out.data, count, MPI_BYTE, root, gc.comm);
     }));
-    countCall(OpKind::Broadcast,
+    countCall(OpKind::Broadcast, ctx.group,
               gc.rank == root ? out.bytes() * uint64_t(gc.size - 1) : 0);
     return Status::ok();
   }
@@ -218,7 +219,7 @@ public:
                  : MPI_Alltoall(send, int(block), MPI_BYTE, out.data,
                                 int(block), MPI_BYTE, gc.comm);
     }));
-    countCall(OpKind::AllToAll, block * uint64_t(gc.size - 1));
+    countCall(OpKind::AllToAll, ctx.group, block * uint64_t(gc.size - 1));
     return Status::ok();
   }
 
@@ -233,7 +234,7 @@ public:
       return req ? MPI_Isend(in.data, count, MPI_BYTE, peer, tag, gc.comm, req)
                  : MPI_Send(in.data, count, MPI_BYTE, peer, tag, gc.comm);
     }));
-    countCall(OpKind::Send, in.bytes());
+    countCall(OpKind::Send, ctx.group, in.bytes());
     return Status::ok();
   }
 
@@ -249,7 +250,7 @@ public:
                  : MPI_Recv(out.data, count, MPI_BYTE, peer, tag, gc.comm,
                             MPI_STATUS_IGNORE);
     }));
-    countCall(OpKind::Recv, 0);
+    countCall(OpKind::Recv, ctx.group, 0);
     return Status::ok();
   }
 

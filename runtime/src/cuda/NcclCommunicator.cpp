@@ -2,13 +2,15 @@
 //
 // NCCL is opened with dlopen("libnccl.so.2") so the runtime builds and runs
 // (on the CPU) where NCCL is absent; the few types and entry points used are
-// declared here with NCCL's ABI values. Every (channel, process group) pair gets
-// its own NCCL communicator: the group's first rank creates a unique id, which is
-// broadcast over the MPI control communicator, and the members join with
-// ncclCommInitRank. Collectives are enqueued on the CUDA stream of the executor
-// stream that issues them and return at once; ordering with other streams comes
-// from the program's events. Host-side coordination (agreement, gathers, abort)
-// is delegated to the MPI communicator.
+// declared here with NCCL's ABI values. Every (channel, process group) pair
+// gets its own NCCL communicator: the group's first rank creates a unique id,
+// which is broadcast over the MPI control communicator, and the members join
+// with ncclCommInitRank. Collectives are enqueued on the CUDA stream of the
+// executor stream that issues them and return at once; ordering with other
+// streams comes from the program's events. Host-side coordination (agreement,
+// gathers, abort) is delegated to the MPI communicator. Each part of a
+// partitioned process group is a communicator of its own, with the unique id of
+// its first rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,26 +100,40 @@ public:
   int worldSize() const override { return control_.worldSize(); }
   int localSize() const override { return control_.localSize(); }
 
-  Status setup(const std::vector<std::vector<int>> &groups,
+  Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
     freeComms();
-    groups_ = groups;
+    setGroups(groups);
     ZRT_RETURN_IF_ERROR(control_.setup(groups, 1));
     ZRT_RETURN_IF_ERROR(cuda::check(cudaSetDevice(device_), "cudaSetDevice"));
     comms_.assign(size_t(std::max(1, numChannels)),
                   std::vector<ncclComm_t>(groups.size() + 1, nullptr));
     for (std::vector<ncclComm_t> &comms : comms_) {
       for (int g = -1; g < int(groups.size()); ++g) {
-        std::vector<int> ranks = groupRanks(g);
-        ncclUniqueId id{};
-        if (control_.rank() == ranks[0])
-          ZRT_RETURN_IF_ERROR(check(api_.getUniqueId(&id), "ncclGetUniqueId"));
-        ZRT_RETURN_IF_ERROR(control_.broadcastBytes(&id, sizeof id, ranks[0]));
+        // Every rank takes part in the broadcast of every part's id, and
+        // keeps the id of the part that holds it.
+        const int parts = g < 0 ? 1
+                                : int(groups[size_t(g)].ranks.size()) /
+                                      groups[size_t(g)].size();
+        ncclUniqueId mine{};
+        for (int part = 0; part < parts; ++part) {
+          std::vector<int> ranks =
+              g < 0 ? groupRanks(g) : groups[size_t(g)].part(part);
+          ncclUniqueId id{};
+          if (control_.rank() == ranks[0])
+            ZRT_RETURN_IF_ERROR(
+                check(api_.getUniqueId(&id), "ncclGetUniqueId"));
+          ZRT_RETURN_IF_ERROR(
+              control_.broadcastBytes(&id, sizeof id, ranks[0]));
+          if (g < 0 || groups[size_t(g)].partOf(rank()) == part)
+            mine = id;
+        }
         int me = groupRank(g);
         if (me >= 0)
-          ZRT_RETURN_IF_ERROR(check(api_.commInitRank(&comms[size_t(g + 1)],
-                                                      int(ranks.size()), id, me),
-                                    "ncclCommInitRank"));
+          ZRT_RETURN_IF_ERROR(
+              check(api_.commInitRank(&comms[size_t(g + 1)],
+                                      int(groupRanks(g).size()), mine, me),
+                    "ncclCommInitRank"));
       }
     }
     return Status::ok();
@@ -130,7 +146,7 @@ public:
     ZRT_RETURN_IF_ERROR(check(api_.allGather(in.data, out.data, in.bytes(),
                                              ncclUint8, c.comm, c.stream),
                               "ncclAllGather"));
-    countCall(OpKind::AllGather, in.bytes() * uint64_t(c.size - 1));
+    countCall(OpKind::AllGather, ctx.group, in.bytes() * uint64_t(c.size - 1));
     return Status::ok();
   }
   Status reduceScatter(const TensorRef &in, const TensorRef &out,
@@ -143,7 +159,8 @@ public:
                                                  size_t(out.numel()), type,
                                                  ncclSum, c.comm, c.stream),
                               "ncclReduceScatter"));
-    countCall(OpKind::ReduceScatter, out.bytes() * uint64_t(c.size - 1));
+    countCall(OpKind::ReduceScatter, ctx.group,
+              out.bytes() * uint64_t(c.size - 1));
     return Status::ok();
   }
   Status allReduce(const TensorRef &in, const TensorRef &out,
@@ -156,7 +173,7 @@ public:
                                              size_t(out.numel()), type, ncclSum,
                                              c.comm, c.stream),
                               "ncclAllReduce"));
-    countCall(OpKind::AllReduce,
+    countCall(OpKind::AllReduce, ctx.group,
               2 * uint64_t(c.size - 1) * out.bytes() / uint64_t(c.size));
     return Status::ok();
   }
@@ -170,7 +187,7 @@ public:
     ZRT_RETURN_IF_ERROR(check(api_.broadcast(in.data, out.data, out.bytes(),
                                              ncclUint8, root, c.comm, c.stream),
                               "ncclBroadcast"));
-    countCall(OpKind::Broadcast,
+    countCall(OpKind::Broadcast, ctx.group,
               c.rank == root ? out.bytes() * uint64_t(c.size - 1) : 0);
     return Status::ok();
   }
@@ -193,7 +210,7 @@ public:
     Status end = check(api_.groupEnd(), "ncclGroupEnd");
     ZRT_RETURN_IF_ERROR(st);
     ZRT_RETURN_IF_ERROR(end);
-    countCall(OpKind::AllToAll, block * uint64_t(c.size - 1));
+    countCall(OpKind::AllToAll, ctx.group, block * uint64_t(c.size - 1));
     return Status::ok();
   }
   Status send(const TensorRef &in, int peer, int tag,
@@ -204,7 +221,7 @@ public:
     ZRT_RETURN_IF_ERROR(check(api_.send(in.data, in.bytes(), ncclUint8, peer,
                                         c.comm, c.stream),
                               "ncclSend"));
-    countCall(OpKind::Send, in.bytes());
+    countCall(OpKind::Send, ctx.group, in.bytes());
     return Status::ok();
   }
   Status recv(const TensorRef &out, int peer, int tag,
@@ -215,7 +232,7 @@ public:
     ZRT_RETURN_IF_ERROR(check(api_.recv(out.data, out.bytes(), ncclUint8, peer,
                                         c.comm, c.stream),
                               "ncclRecv"));
-    countCall(OpKind::Recv, 0);
+    countCall(OpKind::Recv, ctx.group, 0);
     return Status::ok();
   }
 

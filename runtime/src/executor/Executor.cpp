@@ -174,10 +174,7 @@ Status Executor::Impl::init() {
 }
 
 Status Executor::Impl::connect(int numChannels) {
-  std::vector<std::vector<int>> groups;
-  for (const ProcessGroupDesc &g : program.groups)
-    groups.push_back(g.ranks);
-  return comm.setup(groups, numChannels);
+  return comm.setup(program.groups, numChannels);
 }
 
 void Executor::Impl::fail(Status error) {

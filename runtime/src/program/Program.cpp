@@ -212,7 +212,8 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
 
   if (auto *groups = fp.groups())
     for (const fb::ProcessGroup *g : *groups)
-      p.groups.push_back({str(g->name()), vec<int>(g->ranks())});
+      p.groups.push_back(
+          {str(g->name()), vec<int>(g->ranks()), g->group_size()});
 
   for (auto [from, to] : {std::make_pair(fp.inputs(), &p.inputs),
                           std::make_pair(fp.outputs(), &p.outputs)})

@@ -381,6 +381,15 @@ Status ProgramValidator::run() {
     std::string where = "process group " + std::to_string(i) + " \"" + g.name + "\"";
     if (g.ranks.empty())
       return error(where, "no ranks");
+    if (g.groupSize < 0)
+      return error(where, "group_size " + std::to_string(g.groupSize) +
+                              " is negative (0 makes one group of all its "
+                              "ranks)");
+    if (g.groupSize > 0 && g.ranks.size() % size_t(g.groupSize) != 0)
+      return error(where, "group_size " + std::to_string(g.groupSize) +
+                              " does not divide its " +
+                              std::to_string(g.ranks.size()) +
+                              " ranks into consecutive groups");
     std::set<int> seen;
     for (int r : g.ranks) {
       if (r < 0 || r >= p_.worldSize)

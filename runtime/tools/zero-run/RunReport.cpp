@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <sys/resource.h>
 
@@ -26,6 +27,27 @@ uint64_t peakRssBytes() {
   if (getrusage(RUSAGE_SELF, &usage) != 0)
     return 0;
   return uint64_t(usage.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+/// The "bytes_sent_by_group" keys: "world" for group -1 when a collective
+/// uses it, then every program group by name ("group N" for an empty or
+/// repeated name).
+std::vector<std::pair<int, std::string>> groupKeys(const Program &p) {
+  std::vector<std::pair<int, std::string>> keys;
+  std::set<std::string> used;
+  for (const Instruction &inst : p.instructions)
+    if (isCollective(inst.kind) && inst.group == -1) {
+      keys.push_back({-1, "world"});
+      used.insert("world");
+      break;
+    }
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    std::string key = p.groups[g].name;
+    if (key.empty() || !used.insert(key).second)
+      key = "group " + std::to_string(g);
+    keys.push_back({int(g), key});
+  }
+  return keys;
 }
 
 std::string humanBytes(uint64_t bytes) {
@@ -94,6 +116,10 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   rank["bytes_sent"] = sent;
   rank["bytes_sent_total"] = totalSent;
   rank["collective_calls"] = calls;
+  nlohmann::json byGroup = nlohmann::json::object();
+  for (const auto &[group, key] : groupKeys(p))
+    byGroup[key] = comm.bytesSentInGroup(group);
+  rank["bytes_sent_by_group"] = byGroup;
   nlohmann::json arenas = nlohmann::json::array();
   for (size_t a = 0; a < p.arenas.size(); ++a) {
     nlohmann::json arena;
@@ -205,6 +231,13 @@ std::string formatReport(const nlohmann::json &run) {
         os << " " << it.key() << " " << humanBytes(it.value()) << " ("
            << r["collective_calls"][it.key()] << " calls)";
     os << " total " << humanBytes(r["bytes_sent_total"]) << "\n";
+    if (r["bytes_sent_by_group"].size() > 1) {
+      os << "  [rank " << r["rank"] << "] bytes sent by group:";
+      for (auto it = r["bytes_sent_by_group"].begin();
+           it != r["bytes_sent_by_group"].end(); ++it)
+        os << " " << it.key() << " " << humanBytes(it.value());
+      os << "\n";
+    }
   }
   os << "totals: parameters resident " << humanBytes(run["param_bytes_resident_total"])
      << ", weights read " << humanBytes(run["weights_bytes_read_total"])

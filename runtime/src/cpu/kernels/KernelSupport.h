@@ -666,6 +666,7 @@ void registerShapeKernels(KernelTable &table);
 void registerIndexingKernels(KernelTable &table);
 void registerLossKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
+void registerQuantizeKernels(KernelTable &table);
 
 } // namespace cpu
 } // namespace zrt

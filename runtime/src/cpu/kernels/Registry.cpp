@@ -20,6 +20,7 @@ void registerCpuKernels(KernelTable &table) {
   cpu::registerIndexingKernels(table);
   cpu::registerLossKernels(table);
   cpu::registerOptimizerKernels(table);
+  cpu::registerQuantizeKernels(table);
 }
 
 } // namespace zrt

@@ -63,23 +63,33 @@ Status copyKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 /// LocalShard: this rank's block of a flat tensor of world x s elements
 /// (zero.local_shard: the shard of a replicated parameter that the rank's
 /// optimizer state belongs to). Attribute `world` must be the run's world.
+/// With `stride` (a shard over a partitioned process group, hpZ's secondary
+/// shard) the block is the rank's position in its group, (rank / stride) %
+/// world, and world x stride must divide the run's world.
 Status localShardKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out, const AttrMap &attrs) {
   const char *op = "LocalShard";
   ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 1, 1));
   ZRT_RETURN_IF_ERROR(checkSameDType(op, in[0], "input", out[0], "output"));
   const int64_t world = attrs.getInt("world", 1);
-  if (world != ctx.worldSize)
+  const bool grouped = attrs.has("stride");
+  const int64_t stride = attrs.getInt("stride", 1);
+  if (world < 1 || stride < 1)
+    return kernelError(op, "world and stride must be >= 1", "",
+                       std::to_string(world) + " and " + std::to_string(stride));
+  if (grouped ? ctx.worldSize % (world * stride) != 0 : world != ctx.worldSize)
     return kernelError(op, "program compiled for another world size",
                        std::to_string(ctx.worldSize) + " ranks",
-                       std::to_string(world) + " ranks (mpirun -np " +
-                           std::to_string(world) + ")");
+                       grouped ? "a multiple of " + std::to_string(world * stride) + " ranks"
+                               : std::to_string(world) + " ranks (mpirun -np " +
+                                     std::to_string(world) + ")");
   if (in[0].numel() != out[0].numel() * world)
     return kernelError(op, "input is not world x the output",
                        shapeString(in[0].shape),
                        std::to_string(world) + " x " + shapeString(out[0].shape));
+  const int64_t position = (ctx.rank / stride) % world;
   const int64_t bytes = int64_t(out[0].bytes());
-  const char *src = static_cast<const char *>(in[0].data) + bytes * ctx.rank;
+  const char *src = static_cast<const char *>(in[0].data) + bytes * position;
   char *dst = static_cast<char *>(out[0].data);
   parallelRange(ctx, bytes, kCopyGrain, [&](int64_t b, int64_t e) {
     std::memcpy(dst + b, src + b, size_t(e - b));

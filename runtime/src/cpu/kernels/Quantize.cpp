@@ -1,0 +1,296 @@
+//===- Quantize.cpp - Blockwise symmetric int8/int4 quantization ----------===//
+//
+// ZeRO++'s quantized collectives (qwZ: weights all-gathered as int8/int4;
+// qgZ: gradients reduce-scattered through an all-to-all of quantized blocks)
+// move a tensor as signed integers plus one f32 scale per block of `block`
+// elements. Quantize produces the two buffers, Dequantize turns them back
+// into f32 (docs/kernels.md, "Quantization"). A tensor may be `chunks`
+// independent pieces, each with bytes and scales of its own, so that one
+// instruction quantizes every destination's block of an all-to-all.
+//
+// The work is cut into units of whole blocks that start at an even element of
+// their chunk (two blocks when int4 blocks have an odd length), so no two
+// units share a packed int4 byte, and each unit's result depends on its own
+// elements only: the same bits at any thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+#include <atomic>
+#include <cfloat>
+
+namespace zrt {
+namespace cpu {
+namespace {
+
+/// Adding and subtracting 1.5 * 2^52 rounds a double of magnitude below 2^51
+/// to an integer, half to even (nearbyint in the default rounding mode),
+/// in a form every vector ISA has.
+constexpr double kRoundMagic = 6755399441055744.0;
+
+/// The bits of |x| for an f32 at or above this are an inf or a NaN.
+constexpr uint32_t kNonFiniteBits = 0x7f800000u;
+
+/// The sizes that the attributes and the element count give.
+struct Layout {
+  int bits = 8;
+  int qmax = 127;
+  int64_t block = 1; ///< elements per block (at most the chunk's)
+  int64_t chunks = 1;
+  int64_t m = 0;              ///< elements per chunk
+  int64_t blocksPerChunk = 0; ///< B = ceil(m / block)
+  int64_t bytesPerChunk = 0;  ///< D = m (int8) or ceil(m / 2) (int4)
+  int64_t blocksPerUnit = 1;  ///< blocks per unit of work
+  int64_t unitsPerChunk = 0;
+
+  /// Most elements one unit covers.
+  int64_t unitElements() const { return std::min(m, blocksPerUnit * block); }
+};
+
+Status readLayout(const char *op, const AttrMap &attrs, int64_t n, Layout &l) {
+  const std::vector<int64_t> bits = attrs.getInts("bits");
+  const std::vector<int64_t> block = attrs.getInts("block");
+  const int64_t chunks = attrs.getInt("chunks", 1);
+  if (bits.empty() || (bits[0] != 8 && bits[0] != 4))
+    return kernelError(op, "unsupported attribute bits",
+                       bits.empty() ? "none" : std::to_string(bits[0]),
+                       "8 or 4");
+  if (block.empty() || block[0] <= 0)
+    return kernelError(op, "bad attribute block",
+                       block.empty() ? "none" : std::to_string(block[0]),
+                       "a positive number of elements per scale");
+  if (chunks < 1)
+    return kernelError(op, "bad attribute chunks", std::to_string(chunks),
+                       "at least 1");
+  if (n % chunks != 0)
+    return kernelError(op, "the element count is not a multiple of chunks",
+                       std::to_string(n) + " elements",
+                       "a multiple of chunks = " + std::to_string(chunks));
+  l.bits = int(bits[0]);
+  l.qmax = l.bits == 8 ? 127 : 7;
+  l.chunks = chunks;
+  l.m = n / chunks;
+  // A block longer than the chunk is the whole chunk; capping it keeps the
+  // index arithmetic below from overflowing.
+  l.block = std::min(block[0], std::max<int64_t>(l.m, 1));
+  l.blocksPerChunk = (l.m + l.block - 1) / l.block;
+  l.bytesPerChunk = l.bits == 8 ? l.m : (l.m + 1) / 2;
+  l.blocksPerUnit = l.bits == 4 && l.block % 2 != 0 ? 2 : 1;
+  l.unitsPerChunk = (l.blocksPerChunk + l.blocksPerUnit - 1) / l.blocksPerUnit;
+  return Status::ok();
+}
+
+/// Checks the quantized operands against the layout: `data` holds chunks x D
+/// bytes and `scales` chunks x B floats.
+Status checkQuantized(const char *op, const Layout &l, const TensorRef &data,
+                      const TensorRef &scales) {
+  if (data.dtype != DType::I8)
+    return dtypeError(op, "data", data.dtype, TypeList<int8_t>{});
+  if (scales.dtype != DType::F32)
+    return dtypeError(op, "scales", scales.dtype, TypeList<float>{});
+  const std::string shape = std::to_string(l.chunks) + " chunk(s) of " +
+                            std::to_string(l.m) + " elements";
+  if (data.numel() != l.chunks * l.bytesPerChunk)
+    return kernelError(
+        op, "wrong size of data", std::to_string(data.numel()) + " bytes",
+        std::to_string(l.chunks * l.bytesPerChunk) + " bytes for " + shape +
+            " at " + std::to_string(l.bits) + " bits");
+  if (scales.numel() != l.chunks * l.blocksPerChunk)
+    return kernelError(
+        op, "wrong size of scales", std::to_string(scales.numel()) + " floats",
+        std::to_string(l.chunks * l.blocksPerChunk) + " floats for " + shape +
+            " in blocks of " + std::to_string(l.block));
+  return Status::ok();
+}
+
+/// Calls fn(chunk, firstBlock, endBlock, firstElement, endElement, staging)
+/// for every unit of work, in parallel; elements count from the chunk's
+/// start. int4 kernels stage a unit's values unpacked in `staging`, which
+/// has room for one element more than a unit.
+template <typename Fn>
+void forEachUnit(const KernelContext &ctx, const Layout &l, Fn &&fn) {
+  parallelRange(ctx, l.chunks * l.unitsPerChunk,
+                rowGrain(l.unitElements(), kElementGrain),
+                [&](int64_t begin, int64_t end) {
+                  std::vector<int8_t> staging(
+                      l.bits == 4 ? size_t(l.unitElements() + 1) : 0);
+                  for (int64_t u = begin; u < end; ++u) {
+                    const int64_t c = u / l.unitsPerChunk;
+                    const int64_t b0 = (u % l.unitsPerChunk) * l.blocksPerUnit;
+                    const int64_t b1 =
+                        std::min(l.blocksPerChunk, b0 + l.blocksPerUnit);
+                    fn(c, b0, b1, b0 * l.block, std::min(l.m, b1 * l.block),
+                       staging.data());
+                  }
+                });
+}
+
+/// The largest |x| of n values as f32 bits (integer compares order the bits
+/// of non-negative floats); at least kNonFiniteBits when one is inf or NaN.
+ZRT_HOT_LOOP uint32_t maxAbsBits(const float *x, int64_t n) {
+  uint32_t best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = floatToBits(x[i]) & 0x7fffffffu;
+    best = bits > best ? bits : best;
+  }
+  return best;
+}
+
+/// q = clamp(nearbyint(x / scale), -qmax, qmax) for a nonzero scale.
+ZRT_HOT_LOOP void quantizeRun(const float *x, int64_t n, double scale,
+                              double qmax, int8_t *q) {
+  const float *__restrict src = x;
+  int8_t *__restrict dst = q;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = double(src[i]) / scale;
+    // Clamping first is the same: rounding is monotonic and keeps integers.
+    v = v < -qmax ? -qmax : v;
+    v = v > qmax ? qmax : v;
+    dst[i] = int8_t(int32_t((v + kRoundMagic) - kRoundMagic));
+  }
+}
+
+/// y = f32(q * scale) (the product is exact in double), saturated to the
+/// largest finite f32: 127 times the scale of a block holding FLT_MAX
+/// rounds up to inf.
+ZRT_HOT_LOOP void dequantizeRun(const int8_t *q, int64_t n, double scale,
+                                float *y) {
+  const int8_t *__restrict src = q;
+  float *__restrict dst = y;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = float(double(src[i]) * scale);
+    dst[i] = std::min(std::max(v, -FLT_MAX), FLT_MAX);
+  }
+}
+
+/// Two's-complement nibbles: q[2j] low, q[2j+1] high.
+ZRT_HOT_LOOP void packNibbles(const int8_t *q, int64_t bytes, uint8_t *out) {
+  const int8_t *__restrict src = q;
+  uint8_t *__restrict dst = out;
+  for (int64_t j = 0; j < bytes; ++j)
+    dst[j] = uint8_t((uint8_t(src[2 * j]) & 0x0f) |
+                     uint8_t(uint8_t(src[2 * j + 1]) << 4));
+}
+
+/// The inverse of packNibbles; (n ^ 8) - 8 sign-extends a nibble n.
+ZRT_HOT_LOOP void unpackNibbles(const uint8_t *in, int64_t bytes, int8_t *q) {
+  const uint8_t *__restrict src = in;
+  int8_t *__restrict dst = q;
+  for (int64_t j = 0; j < bytes; ++j) {
+    dst[2 * j] = int8_t(((src[j] & 0x0f) ^ 8) - 8);
+    dst[2 * j + 1] = int8_t(((src[j] >> 4) ^ 8) - 8);
+  }
+}
+
+/// "nan", "inf", "-inf".
+std::string nonFiniteName(float x) {
+  return x != x ? "nan" : (x < 0 ? "-inf" : "inf");
+}
+
+Status quantizeKernel(const KernelContext &ctx,
+                      const std::vector<TensorRef> &in,
+                      const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "Quantize";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 2, 2));
+  if (in[0].dtype != DType::F32)
+    return dtypeError(op, "input", in[0].dtype, TypeList<float>{});
+  const int64_t n = in[0].numel();
+  Layout l;
+  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, n, l));
+  ZRT_RETURN_IF_ERROR(checkQuantized(op, l, out[0], out[1]));
+  const float *x = in[0].as<float>();
+  auto *data = static_cast<uint8_t *>(out[0].data);
+  float *scales = out[1].as<float>();
+
+  // The lowest index of a non-finite element; n when there is none.
+  std::atomic<int64_t> firstBad{n};
+  forEachUnit(
+      ctx, l,
+      [&](int64_t c, int64_t b0, int64_t b1, int64_t e0, int64_t e1,
+          int8_t *staging) {
+        const float *xc = x + c * l.m;
+        uint8_t *bytes = data + c * l.bytesPerChunk;
+        int8_t *q =
+            l.bits == 8 ? reinterpret_cast<int8_t *>(bytes) + e0 : staging;
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t s0 = b * l.block, s1 = std::min(l.m, s0 + l.block);
+          const uint32_t maxBits = maxAbsBits(xc + s0, s1 - s0);
+          if (maxBits >= kNonFiniteBits) {
+            int64_t bad = s0;
+            while (std::isfinite(xc[bad]))
+              ++bad;
+            bad += c * l.m;
+            int64_t seen = firstBad.load();
+            while (bad < seen && !firstBad.compare_exchange_weak(seen, bad)) {
+            }
+            continue;
+          }
+          const float scale = float(double(bitsToFloat(maxBits)) / l.qmax);
+          scales[c * l.blocksPerChunk + b] = scale;
+          if (scale == 0.0f)
+            std::memset(q + (s0 - e0), 0, size_t(s1 - s0));
+          else
+            quantizeRun(xc + s0, s1 - s0, scale, l.qmax, q + (s0 - e0));
+        }
+        if (l.bits == 4) {
+          q[e1 - e0] = 0; // the high nibble of an odd chunk's last byte
+          packNibbles(q, (e1 - e0 + 1) / 2, bytes + e0 / 2);
+        }
+      });
+
+  const int64_t bad = firstBad.load();
+  if (bad < n)
+    return Status::error(
+        std::string(op) + ": element " + std::to_string(bad) + " (chunk " +
+        std::to_string(bad / l.m) + ", block " +
+        std::to_string(bad % l.m / l.block) + ") is " + nonFiniteName(x[bad]) +
+        "; quantized collectives need finite values: find the overflow or "
+        "turn quantization off (zero_quantized_weights / "
+        "zero_quantized_gradients)");
+  return Status::ok();
+}
+
+Status dequantizeKernel(const KernelContext &ctx,
+                        const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out,
+                        const AttrMap &attrs) {
+  const char *op = "Dequantize";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, 2, 1, 1));
+  if (out[0].dtype != DType::F32)
+    return dtypeError(op, "output", out[0].dtype, TypeList<float>{});
+  Layout l;
+  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, out[0].numel(), l));
+  ZRT_RETURN_IF_ERROR(checkQuantized(op, l, in[0], in[1]));
+  const auto *data = static_cast<const uint8_t *>(in[0].data);
+  const float *scales = in[1].as<float>();
+  float *y = out[0].as<float>();
+
+  forEachUnit(
+      ctx, l,
+      [&](int64_t c, int64_t b0, int64_t b1, int64_t e0, int64_t e1,
+          int8_t *staging) {
+        const uint8_t *bytes = data + c * l.bytesPerChunk;
+        const int8_t *q = reinterpret_cast<const int8_t *>(bytes) + e0;
+        if (l.bits == 4) {
+          unpackNibbles(bytes + e0 / 2, (e1 - e0 + 1) / 2, staging);
+          q = staging;
+        }
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t s0 = b * l.block, s1 = std::min(l.m, s0 + l.block);
+          dequantizeRun(q + (s0 - e0), s1 - s0,
+                        scales[c * l.blocksPerChunk + b], y + c * l.m + s0);
+        }
+      });
+  return Status::ok();
+}
+
+} // namespace
+
+void registerQuantizeKernels(KernelTable &table) {
+  table.add("Quantize", quantizeKernel);
+  table.add("Dequantize", dequantizeKernel);
+}
+
+} // namespace cpu
+} // namespace zrt
