@@ -1,6 +1,7 @@
 // RUN: zero-opt %s --zero-quantize-reduce="bits=4 block=2" | FileCheck %s
 // RUN: zero-opt %s --zero-quantize-reduce="bits=8 block=2 group=2" | FileCheck %s --check-prefix=TWO
 // RUN: zero-opt %s --zero-quantize-reduce="bits=8 block=2 group=2" --zero-lower-to-runtime=function=step | grep -v zrt.buffer | FileCheck %s --check-prefix=LOWER
+// RUN: zero-opt %s --zero-quantize-reduce="bits=4 block=2" --zero-report 2>&1 >/dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not zero-opt %s --zero-quantize-reduce="group=3" 2>&1 | FileCheck %s --check-prefix=GROUP
 
 // A training step's gradient reduce-scatters over 4 ranks: 12 elements (3
@@ -68,3 +69,9 @@ func.func @step(%g: tensor<12xf32>, %h: tensor<8xf64>) -> (tensor<3xf32>, tensor
 // LOWER-NEXT: zrt.collective "ReduceScatter" on @comm group @world
 
 // GROUP: zero-quantize-reduce: group 3 must divide the world of 4 ranks (1 or the world: one level)
+
+// zero-report counts the all-to-alls' bytes (each rank keeps 1/4 of what it
+// quantized: 3/4 of 8 int4 bytes and of 8 scales x 4 bytes = 6 + 24) and
+// names the reduce-scatter that stayed plain.
+// REPORT: all_to_all (qgZ) x2                            30
+// REPORT: qgZ: 1 reduce-scatter(s) kept plain (not fp32 over the world)
