@@ -6,7 +6,9 @@ One invocation, the same machine, threads and inputs for every variant:
             input 1 x S per rank, zero-run --repeat R --warmup 1; time = the median
             of the timed runs on the slowest rank
   training  zero-opt --train --loss causal-lm:labels, ds_config stage 3 with
-            DeepSpeed's defaults (+ zero_quantized_weights, zero_quantized_gradients,
+            DeepSpeed's defaults but stage3_max_reuse_distance 0 (backward re-gathers
+            the parameters, ZeRO-3's memory-saving mode, which hpZ keeps in-group)
+            (+ zero_quantized_weights, zero_quantized_gradients,
             zero_hpz_partition_size), global batch N x S, AdamW; K steps, the first
             left out; time = the median of the log's time_s
 Printed per variant: bytes sent per rank (per forward / per step, by collective kind,
@@ -107,6 +109,7 @@ def main():
         save_file({"input_ids": tokens, "labels": tokens.copy()}, data)
         train = {}
         for name, keys in [("fp32", {}),
+                           ("hpZ 2", dict(zero_hpz_partition_size=2)),
                            ("qwZ int8 + qgZ int4", dict(zero_quantized_weights=True,
                                                         zero_quantized_gradients=True)),
                            ("qwZ + qgZ + hpZ 2", dict(zero_quantized_weights=True,
@@ -117,7 +120,8 @@ def main():
             with open(cfg, "w") as f:
                 json.dump({"train_batch_size": N, "train_micro_batch_size_per_gpu": 1,
                            "gradient_accumulation_steps": 1,
-                           "zero_optimization": dict(stage=3, **keys),
+                           "zero_optimization": dict(stage=3, stage3_max_reuse_distance=0,
+                                                     **keys),
                            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
             zrt, w = os.path.join(work, f"train_{tag}.zrt"), os.path.join(work, "init.safetensors")
             t = time.perf_counter()

@@ -72,7 +72,7 @@ struct ZeroHierarchicalPass
     for (AllGatherOp g : gathers) {
       auto load = g.getShard().getDefiningOp<ml_program::GlobalLoadOp>();
       auto key = std::make_pair(g->getParentOp(), Attribute(load.getGlobalAttr()));
-      if (g.getWorld() != world)
+      if (int64_t(g.getWorld()) != world)
         continue;
       auto it = first.find(key);
       if (it == first.end()) {

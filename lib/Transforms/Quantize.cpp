@@ -153,7 +153,7 @@ struct ZeroQuantizeReducePass
       across = processGroup(module, "qgz_across", strided(world, group), world / group);
     }
     for (ReduceScatterOp rs : scatters) {
-      if (rs.getWorld() != world || !isF32(rs.getType())) {
+      if (int64_t(rs.getWorld()) != world || !isF32(rs.getType())) {
         // Gradients are fp32 in this compiler; anything else keeps the plain
         // collective, marked for the report.
         rs->setAttr("zero.qgz_fallback", UnitAttr::get(rs.getContext()));

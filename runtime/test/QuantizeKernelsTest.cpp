@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelHarness.h"
 #include "zrt/Kernel.h"
 
 #include <gmock/gmock.h>
@@ -34,40 +35,12 @@ using zrt::DType;
 using zrt::KernelContext;
 using zrt::TensorRef;
 
-const zrt::KernelTable &kernels() {
-  static const zrt::KernelTable table = [] {
-    zrt::KernelTable t;
-    zrt::registerCpuKernels(t);
-    return t;
-  }();
-  return table;
-}
-
-/// A context with `k` threads splitting [0, n) into k pieces, as a pool would.
-KernelContext contextWithThreads(int k) {
-  KernelContext ctx;
-  ctx.numThreads = k;
-  ctx.parallelFor = [k](int64_t n,
-                        const std::function<void(int64_t, int64_t)> &fn) {
-    std::vector<std::thread> threads;
-    for (int64_t t = 0; t < k; ++t) {
-      const int64_t b = n * t / k, e = n * (t + 1) / k;
-      if (b < e)
-        threads.emplace_back([&fn, b, e] { fn(b, e); });
-    }
-    for (std::thread &th : threads)
-      th.join();
-  };
-  return ctx;
-}
+using zrt::test::contextWithThreads;
 
 zrt::Status run(const std::string &op, const std::vector<TensorRef> &in,
                 const std::vector<TensorRef> &out, const AttrMap &attrs,
                 const KernelContext &ctx = contextWithThreads(1)) {
-  zrt::KernelFn fn = kernels().lookup(op);
-  if (!fn)
-    return zrt::Status::error("no kernel " + op);
-  return fn(ctx, in, out, attrs);
+  return zrt::test::runKernel(op, in, out, attrs, ctx);
 }
 
 #define ASSERT_OK(expr)                                                        \

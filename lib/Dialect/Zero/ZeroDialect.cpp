@@ -56,7 +56,7 @@ static LogicalResult verifyGroup(Operation *op, FlatSymbolRefAttr group,
   if (!pg)
     return op->emitOpError() << "names " << group
                              << ", which is not a zero.process_group";
-  if (pg.getGroupSize() != world)
+  if (int64_t(pg.getGroupSize()) != world)
     return op->emitOpError() << "has world " << world << " but " << group
                              << " has groups of " << pg.getGroupSize();
   return success();
