@@ -441,12 +441,93 @@ FailureOr<Value> NodeContext::create1(StringRef opName, ValueRange operands,
 // GraphImporter
 //===----------------------------------------------------------------------===//
 
+/// The strings of a Python list literal, as the dynamo exporter writes its
+/// node metadata: "['', 'transformer', 'transformer.h.0']".
+static SmallVector<std::string> pythonStrings(StringRef text) {
+  SmallVector<std::string> out;
+  while (true) {
+    size_t open = text.find_first_of("'\"");
+    if (open == StringRef::npos)
+      break;
+    char quote = text[open];
+    size_t close = text.find(quote, open + 1);
+    if (close == StringRef::npos)
+      break;
+    out.push_back(text.slice(open + 1, close).str());
+    text = text.drop_front(close + 1);
+  }
+  return out;
+}
+
+/// The module path of a node, outermost first ("transformer",
+/// "transformer.h.0", "transformer.h.0.attn"), with each module's class where
+/// the exporter recorded it: the dynamo exporter's name_scopes / class_hierarchy
+/// metadata (NodeProto.metadata_props, field 9, newer than our onnx headers),
+/// else the TorchScript exporter's node names ("/transformer/h.0/attn/MatMul").
+static void moduleScopes(const ::onnx::NodeProto &node, SmallVector<std::string> &scopes,
+                         SmallVector<std::string> &classes) {
+  const auto &unknown = node.unknown_fields();
+  SmallVector<std::string> names, types;
+  for (int f = 0; f < unknown.field_count(); ++f) {
+    const auto &field = unknown.field(f);
+    if (field.number() != 9 ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::StringStringEntryProto prop;
+    if (!prop.ParseFromString(field.length_delimited()))
+      continue;
+    if (prop.key() == "pkg.torch.onnx.name_scopes")
+      names = pythonStrings(prop.value());
+    else if (prop.key() == "pkg.torch.onnx.class_hierarchy")
+      types = pythonStrings(prop.value());
+  }
+  if (!names.empty()) {
+    // The last entry is the op itself; the first the root module ('').
+    // (Nodes outside every module carry a placeholder module instead.)
+    for (size_t i = 0; i + 1 < names.size(); ++i) {
+      if (names[i].empty() || StringRef(names[i]).starts_with("_empty_nn_module_stack"))
+        continue;
+      scopes.push_back(names[i]);
+      StringRef cls = i < types.size() ? StringRef(types[i]) : StringRef();
+      classes.push_back(cls.rsplit('.').second.empty() ? cls.str()
+                                                       : cls.rsplit('.').second.str());
+    }
+    return;
+  }
+  StringRef name = node.name();
+  if (!name.consume_front("/"))
+    return;
+  SmallVector<StringRef> parts;
+  name.split(parts, '/');
+  std::string path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    path += (path.empty() ? "" : ".") + parts[i].str();
+    scopes.push_back(path);
+    classes.push_back("");
+  }
+}
+
 Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
   std::string name = node.name();
   if (name.empty())
     name = node.op_type() + "_" + std::to_string(nodeCounter_);
-  return NameLoc::get(StringAttr::get(&ctx_, name),
-                      FileLineColLoc::get(&ctx_, path_, 0, 0));
+  Location file = FileLineColLoc::get(&ctx_, path_, 0, 0);
+  SmallVector<std::string> scopes, classes;
+  moduleScopes(node, scopes, classes);
+  if (!scopes.empty()) {
+    // The module path rides on the location (printed only with locations),
+    // for the pipeline passes' layer recovery.
+    SmallVector<Attribute> s, c;
+    for (auto [scope, cls] : llvm::zip(scopes, classes)) {
+      s.push_back(StringAttr::get(&ctx_, scope));
+      c.push_back(StringAttr::get(&ctx_, cls));
+    }
+    auto meta = DictionaryAttr::get(
+        &ctx_, {NamedAttribute(StringAttr::get(&ctx_, "module_scopes"), ArrayAttr::get(&ctx_, s)),
+                NamedAttribute(StringAttr::get(&ctx_, "module_classes"), ArrayAttr::get(&ctx_, c))});
+    file = FusedLoc::get(&ctx_, {file}, meta);
+  }
+  return NameLoc::get(StringAttr::get(&ctx_, name), file);
 }
 
 /// Parameters (float tensors, large integer tables) become globals; small

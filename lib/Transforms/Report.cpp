@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GatherPlan.h"
+#include "Layers.h"
 
 #include "zero/Transforms/Passes.h"
 
@@ -275,8 +276,41 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       *os << "  (activations kept for backward and the gradients' buffers are placed by "
              "the memory plan: zero-run --report shows the activations arena)\n";
     }
+    printLayers(module, *os);
     if (file)
       file->keep();
+  }
+
+  /// The layers a pipeline split works with (Layers.h) and, after
+  /// zero-pipeline-split, which stage holds which.
+  static void printLayers(ModuleOp module, raw_ostream &os) {
+    auto funcs = module.getOps<func::FuncOp>();
+    if (funcs.empty() || std::next(funcs.begin()) != funcs.end())
+      return;
+    ::zero::LayerStructure ls = ::zero::recoverLayers(*funcs.begin());
+    if (ls.layers.empty())
+      return;
+    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
+    ArrayRef<int64_t> parts;
+    if (plan)
+      if (auto p = plan.getAs<DenseI64ArrayAttr>("parts"))
+        parts = p.asArrayRef();
+    os << "layers (from the exporter's module paths): " << ls.layers.size() << "\n";
+    int64_t stage = -1;
+    for (auto [i, l] : llvm::enumerate(ls.layers)) {
+      while (stage + 1 < int64_t(parts.size()) - 1 && int64_t(i) >= parts[size_t(stage) + 1]) {
+        ++stage;
+        int64_t params = 0;
+        for (int64_t k = parts[size_t(stage)]; k < parts[size_t(stage) + 1]; ++k)
+          params += ls.layers[size_t(k)].params;
+        os << "  stage " << stage << " (" << plan.getAs<StringAttr>("partition").getValue()
+           << "): layers " << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1
+           << ", " << params << " parameters\n";
+      }
+      os << llvm::format("  %4zu  %-36s %-22s %12lld parameters, %zu ops\n", i,
+                         l.name.c_str(), l.cls.empty() ? "-" : l.cls.c_str(),
+                         (long long)l.params, l.ops.size());
+    }
   }
 };
 

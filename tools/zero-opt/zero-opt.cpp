@@ -130,6 +130,9 @@ LogicalResult printImportDiagnostic(Diagnostic &diag) {
     node = name.getName().str();
     loc = name.getChildLoc();
   }
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && fused.getLocations().size() == 1)
+    loc = fused.getLocations().front(); // the module path of the node
+  
   if (auto file = dyn_cast<FileLineColLoc>(loc))
     where = file.getFilename().str();
   const char *kind = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"

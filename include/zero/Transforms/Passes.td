@@ -172,6 +172,32 @@ def ZeroQuantizeReducePass : Pass<"zero-quantize-reduce", "mlir::ModuleOp"> {
   let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
 }
 
+def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Plan pipeline stages over the model's layers (DeepSpeed's partition methods)";
+  let description = [{
+    Recovers the model's layers from the module paths the exporter recorded
+    (the importer keeps them on each op's location: the dynamo exporter's
+    name_scopes metadata, the TorchScript exporter's `/transformer/h.3/...`
+    node names): the repeated blocks (`transformer.h.3`) and their siblings
+    (`transformer.wte`, `transformer.ln_f`, `lm_head`), in program order.
+    Then assigns them to `stages` contiguous stages with DeepSpeed's
+    PipelineModule methods: `parameters` balances parameter counts,
+    `uniform` layer counts, `type:REGEX` the layers whose class or module
+    path matches REGEX (case-insensitive search), each with DeepSpeed's
+    partition_balanced / partition_uniform. The plan is recorded on the module
+    (`zero.pipeline_plan`: stages, method, layer names, parameter counts and
+    the first layer of each stage) and shown by zero-report.
+
+    This pass plans the split; cutting the function into one function per
+    stage with zero.send / zero.recv between them is not implemented yet.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
+    Option<"partition", "partition", "std::string", "\"parameters\"",
+           "parameters | uniform | type:REGEX">,
+  ];
+}
+
 def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {
   let summary = "Print per-rank memory and communication of the sharded program";
   let description = [{

@@ -1,0 +1,56 @@
+//===- Layers.h - The layer structure of an imported model -------*- C++ -*-===//
+//
+// Pipeline parallelism cuts a model between layers, as DeepSpeed's
+// PipelineModule cuts its list of LayerSpecs. An exported graph has no such
+// list, but its exporter recorded each node's module path (the importer keeps
+// it on the op's location): the layers are the repeated blocks (a module path
+// ending in an index, `transformer.h.3`) and their siblings at the same depth
+// (`transformer.wte`, `transformer.ln_f`, `lm_head`), in program order. Ops
+// of the enclosing modules only (the glue that computes masks and position
+// ids) belong to no layer. Internal to lib/Transforms.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZERO_LIB_TRANSFORMS_LAYERS_H
+#define ZERO_LIB_TRANSFORMS_LAYERS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+#include <vector>
+
+namespace zero {
+
+/// One layer: its module path, its class (empty when the exporter did not
+/// record it), the ops in it and the parameter elements they load.
+struct Layer {
+  std::string name;
+  std::string cls;
+  llvm::SmallVector<mlir::Operation *> ops;
+  int64_t params = 0;
+};
+
+struct LayerStructure {
+  std::vector<Layer> layers;
+  /// The op's layer index; absent for glue and for ops without a module path.
+  llvm::DenseMap<mlir::Operation *, int> layerOf;
+};
+
+/// The layers of `func` from its ops' module paths; empty when the exporter
+/// recorded none.
+LayerStructure recoverLayers(mlir::func::FuncOp func);
+
+/// DeepSpeed's partition methods (runtime/utils.py): the first layer index of
+/// each of `parts` stages, then the number of layers (parts + 1 entries).
+/// Uniform: as equal layer counts as possible, the first stages one larger.
+std::vector<int64_t> partitionUniform(int64_t items, int64_t parts);
+/// Balanced: contiguous parts minimising the spread between the heaviest and
+/// the lightest part (DeepSpeed's dynamic program for the linear partition
+/// problem, ties broken toward the latest cut as it does).
+std::vector<int64_t> partitionBalanced(const std::vector<int64_t> &weights,
+                                       int64_t parts);
+
+} // namespace zero
+
+#endif // ZERO_LIB_TRANSFORMS_LAYERS_H
