@@ -7,8 +7,9 @@
 // wait() first blocks the host thread until record() has run (cancellable, like
 // the CPU event), then makes the CUDA stream wait on the device.
 //
-// Kernels: MatMul and Gemm (f32) through cuBLAS; every other op of the CPU table
-// is registered as a stub that reports "not implemented on the CUDA backend", so
+// Kernels: MatMul and Gemm (f32) through cuBLAS; Quantize and Dequantize
+// (cuda/QuantizeKernels.cu, sharing the CPU kernel's checks and arithmetic);
+// every other op of the CPU table is registered as a stub that reports "not implemented on the CUDA backend", so
 // programs load and fail at the first such instruction with a clear message.
 // This backend is compiled here but has never run on a GPU in CI; keep it small.
 //
@@ -17,6 +18,8 @@
 #include "cuda/CudaBackend.h"
 
 #include "cpu/HostEvent.h"
+#include "cpu/kernels/QuantizeLayout.h"
+#include "cuda/QuantizeKernels.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -47,6 +50,9 @@ Status checkBlas(cublasStatus_t st, const char *what) {
 struct LaunchContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  /// One word of device memory for a kernel's error flag (Quantize's first
+  /// non-finite element).
+  unsigned long long *flag = nullptr;
 };
 thread_local const LaunchContext *currentLaunch = nullptr;
 
@@ -83,6 +89,8 @@ class DeviceStream final : public Stream {
 public:
   DeviceStream(int device) : device_(device) {}
   ~DeviceStream() override {
+    if (context_.flag)
+      cudaFree(context_.flag);
     if (context_.blas)
       cublasDestroy(context_.blas);
     if (context_.stream)
@@ -94,6 +102,9 @@ public:
         cudaStreamCreateWithFlags(&context_.stream, cudaStreamNonBlocking),
         "cudaStreamCreate"));
     ZRT_RETURN_IF_ERROR(checkBlas(cublasCreate(&context_.blas), "cublasCreate"));
+    ZRT_RETURN_IF_ERROR(check(cudaMalloc(reinterpret_cast<void **>(&context_.flag),
+                                         sizeof *context_.flag),
+                              "cudaMalloc"));
     return checkBlas(cublasSetStream(context_.blas, context_.stream),
                      "cublasSetStream");
   }
@@ -235,10 +246,57 @@ Status gemmKernel(const KernelContext &, const std::vector<TensorRef> &in,
                a.as<float>(), b.as<float>(), beta, y.as<float>(), 1, 0, 0, 0);
 }
 
+/// Quantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel;
+/// waits for the stream to report a non-finite element as the CPU does.
+Status quantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
+                      const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  cpu::QuantizeLayout l;
+  ZRT_RETURN_IF_ERROR(cpu::prepareQuantize(in, out, attrs, l));
+  if (!currentLaunch)
+    return Status::error("Quantize: called outside a CUDA stream launch");
+  cudaStream_t stream = currentLaunch->stream;
+  const float *x = in[0].as<float>();
+  ZRT_RETURN_IF_ERROR(check(
+      launchQuantize(l, x, static_cast<uint8_t *>(out[0].data),
+                     out[1].as<float>(), currentLaunch->flag, stream),
+      "Quantize: kernel launch"));
+  unsigned long long bad = 0;
+  ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(&bad, currentLaunch->flag,
+                                            sizeof bad, cudaMemcpyDeviceToHost,
+                                            stream),
+                            "Quantize: cudaMemcpyAsync"));
+  ZRT_RETURN_IF_ERROR(
+      check(cudaStreamSynchronize(stream), "Quantize: cudaStreamSynchronize"));
+  if (bad >= (unsigned long long)in[0].numel())
+    return Status::ok();
+  float value = 0.0f;
+  ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(&value, x + bad, sizeof value,
+                                            cudaMemcpyDeviceToHost, stream),
+                            "Quantize: cudaMemcpyAsync"));
+  ZRT_RETURN_IF_ERROR(
+      check(cudaStreamSynchronize(stream), "Quantize: cudaStreamSynchronize"));
+  return cpu::quantizeNonFiniteError(l, int64_t(bad), value);
+}
+
+/// Dequantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel.
+Status dequantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out,
+                        const AttrMap &attrs) {
+  cpu::QuantizeLayout l;
+  ZRT_RETURN_IF_ERROR(cpu::prepareDequantize(in, out, attrs, l));
+  if (!currentLaunch)
+    return Status::error("Dequantize: called outside a CUDA stream launch");
+  return check(launchDequantize(l, static_cast<const uint8_t *>(in[0].data),
+                                in[1].as<float>(), out[0].as<float>(),
+                                currentLaunch->stream),
+               "Dequantize: kernel launch");
+}
+
 Status notImplementedKernel(const KernelContext &, const std::vector<TensorRef> &,
                             const std::vector<TensorRef> &, const AttrMap &) {
-  return Status::error("not implemented on the CUDA backend (it has MatMul and "
-                       "Gemm); run with --backend cpu");
+  return Status::error("not implemented on the CUDA backend (it has MatMul, "
+                       "Gemm, Quantize and Dequantize); run with --backend "
+                       "cpu");
 }
 
 class CudaBackend final : public Backend {
@@ -250,6 +308,8 @@ public:
       kernels_.add(op, notImplementedKernel);
     kernels_.add("MatMul", matMulKernel);
     kernels_.add("Gemm", gemmKernel);
+    kernels_.add("Quantize", quantizeKernel);
+    kernels_.add("Dequantize", dequantizeKernel);
   }
   std::string name() const override { return "cuda"; }
   Allocator &allocator() override { return allocator_; }

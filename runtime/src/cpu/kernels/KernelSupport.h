@@ -5,13 +5,14 @@
 // in the common "<Op>: <what> (got ..., expected ...)" shape, plans numpy-style
 // broadcasting (collapsed dims plus per-input element strides) and walks such a
 // plan row by row, splits shapes around an axis, splits flat ranges across the
-// KernelContext's threads, and provides vectorisable f32 exp/tanh used by the
-// transcendental-heavy kernels (softmax, sigmoid, gelu, losses).
+// KernelContext's threads, and picks the vectorisable f32 exp, log, tanh, erf
+// and sigmoid of math/VecMath.h for the transcendental-heavy kernels.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_CPU_KERNELS_KERNELSUPPORT_H
 #define ZRT_CPU_KERNELS_KERNELSUPPORT_H
 
+#include "math/VecMath.h"
 #include "zrt/Kernel.h"
 
 #include <algorithm>
@@ -409,123 +410,47 @@ void parallelOuterInner(const KernelContext &ctx, int64_t outer,
 // Vectorisable math
 //===----------------------------------------------------------------------===//
 
-inline float bitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline uint32_t floatToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
+using math::bitsToFloat;
+using math::floatToBits;
 
-/// cond ? a : b computed branch-free through bit masks: both arms are always
-/// evaluated, so the compiler vectorises loops over it even with
-/// -ftrapping-math (which forbids speculating float arithmetic into a
-/// branch; a plain ?: is fine when both arms are already computed values).
-inline float selectFloat(bool cond, float a, float b) {
-  const uint32_t mask = 0u - uint32_t(cond);
-  return bitsToFloat((floatToBits(a) & mask) | (floatToBits(b) & ~mask));
-}
-
-/// e^x for f32 within 1 ulp of std::exp, written branch-free so that loops
-/// over it vectorise (Cephes' polynomial; the 2^n scaling is split in two so
-/// results underflow to subnormals and overflow to inf like std::exp). Like
-/// the rest of these helpers it relies on IEEE semantics (no -ffast-math).
-inline float expF32(float x) {
-  // Clamp to where the result is 0 or inf anyway; NaN passes through and
-  // propagates to the result.
-  float clamped = x < -104.0f ? -104.0f : x;
-  clamped = clamped > 89.0f ? 89.0f : clamped;
-  // Round x*log2(e) to the nearest integer n with the 1.5*2^23 trick.
-  const float magic = 12582912.0f;
-  const float shifted = clamped * 1.44269504088896341f + magic;
-  const float n = shifted - magic;
-  const int32_t ni = int32_t(floatToBits(shifted) - floatToBits(magic));
-  float r = clamped - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t half = ni >> 1;
-  const float scale1 = bitsToFloat(uint32_t(half + 127) << 23);
-  const float scale2 = bitsToFloat(uint32_t(ni - half + 127) << 23);
-  return p * scale1 * scale2;
-}
-
-/// tanh for f32 within a few ulp (Cephes: odd polynomial below 0.625,
-/// 1 - 2/(e^2|x| + 1) above), branch-free.
-inline float tanhF32(float x) {
-  const float ax = std::fabs(x);
-  const float z = x * x;
-  float small = -5.70498872745e-3f;
-  small = small * z + 2.06390887954e-2f;
-  small = small * z - 5.37397155531e-2f;
-  small = small * z + 1.33314422036e-1f;
-  small = small * z - 3.33332819422e-1f;
-  small = small * z * x + x;
-  const float e = expF32(2.0f * (ax > 44.0f ? 44.0f : ax));
-  const float large = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
-  return selectFloat(ax < 0.625f, small, large); // NaN: large is NaN
-}
-
-/// erf for f32, branch-free: the Maclaurin series up to x^25 below |x| = 1
-/// (relative error ~1e-7), Abramowitz-Stegun 7.1.26 above (absolute error
-/// < 3e-7, against erf >= 0.84).
-inline float erfF32(float x) {
-  const float ax = std::fabs(x);
-  const float z = x * x;
-  // sum_n (-1)^n x^(2n+1) / (n! (2n+1)), times 2/sqrt(pi).
-  float series = 1.0f / 11975040000.0f;
-  series = series * z - 1.0f / 918086400.0f;
-  series = series * z + 1.0f / 76204800.0f;
-  series = series * z - 1.0f / 6894720.0f;
-  series = series * z + 1.0f / 685440.0f;
-  series = series * z - 1.0f / 75600.0f;
-  series = series * z + 1.0f / 9360.0f;
-  series = series * z - 1.0f / 1320.0f;
-  series = series * z + 1.0f / 216.0f;
-  series = series * z - 1.0f / 42.0f;
-  series = series * z + 1.0f / 10.0f;
-  series = series * z - 1.0f / 3.0f;
-  series = (series * z + 1.0f) * x * 1.12837916709551257f;
-  const float t = 1.0f / (1.0f + 0.3275911f * ax);
-  float poly = 1.061405429f;
-  poly = poly * t - 1.453152027f;
-  poly = poly * t + 1.421413741f;
-  poly = poly * t - 0.284496736f;
-  poly = poly * t + 0.254829592f;
-  const float tail = 1.0f - poly * t * expF32(-z);
-  return selectFloat(ax < 1.0f, series, std::copysign(tail, x)); // NaN: tail
-}
-
-/// e^x: the fast f32 version, std::exp otherwise.
+/// e^x: math::exp for f32 (vectorises, within 1 ulp), std::exp otherwise.
 template <typename T> inline T expOf(T x) {
   if constexpr (std::is_same_v<T, float>)
-    return expF32(x);
+    return math::exp(x);
   else
     return std::exp(x);
 }
 
-/// tanh: the fast f32 version, std::tanh otherwise.
+/// log x: math::log for f32, std::log otherwise.
+template <typename T> inline T logOf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return math::log(x);
+  else
+    return std::log(x);
+}
+
+/// tanh: math::tanh for f32, std::tanh otherwise.
 template <typename T> inline T tanhOf(T x) {
   if constexpr (std::is_same_v<T, float>)
-    return tanhF32(x);
+    return math::tanh(x);
   else
     return std::tanh(x);
 }
 
-/// erf: the fast f32 version, std::erf otherwise.
+/// erf: math::erf for f32, std::erf otherwise.
 template <typename T> inline T erfOf(T x) {
   if constexpr (std::is_same_v<T, float>)
-    return erfF32(x);
+    return math::erf(x);
   else
     return std::erf(x);
+}
+
+/// 1 / (1 + e^-x): math::sigmoid for f32, the formula otherwise.
+template <typename T> inline T sigmoidOf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return math::sigmoid(x);
+  else
+    return T(1) / (T(1) + std::exp(-x));
 }
 
 /// Marks a function holding a hot loop to be compiled for AVX-512F, AVX2 and

@@ -16,37 +16,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelSupport.h"
+#include "QuantizeLayout.h"
+#include "math/QuantizeMath.h"
 
 #include <atomic>
-#include <cfloat>
 
 namespace zrt {
 namespace cpu {
 namespace {
 
-/// Adding and subtracting 1.5 * 2^52 rounds a double of magnitude below 2^51
-/// to an integer, half to even (nearbyint in the default rounding mode),
-/// in a form every vector ISA has.
-constexpr double kRoundMagic = 6755399441055744.0;
-
-/// The bits of |x| for an f32 at or above this are an inf or a NaN.
-constexpr uint32_t kNonFiniteBits = 0x7f800000u;
-
-/// The sizes that the attributes and the element count give.
-struct Layout {
-  int bits = 8;
-  int qmax = 127;
-  int64_t block = 1; ///< elements per block (at most the chunk's)
-  int64_t chunks = 1;
-  int64_t m = 0;              ///< elements per chunk
-  int64_t blocksPerChunk = 0; ///< B = ceil(m / block)
-  int64_t bytesPerChunk = 0;  ///< D = m (int8) or ceil(m / 2) (int4)
-  int64_t blocksPerUnit = 1;  ///< blocks per unit of work
-  int64_t unitsPerChunk = 0;
-
-  /// Most elements one unit covers.
-  int64_t unitElements() const { return std::min(m, blocksPerUnit * block); }
-};
+using Layout = QuantizeLayout;
 
 Status readLayout(const char *op, const AttrMap &attrs, int64_t n, Layout &l) {
   const std::vector<int64_t> bits = attrs.getInts("bits");
@@ -68,14 +47,14 @@ Status readLayout(const char *op, const AttrMap &attrs, int64_t n, Layout &l) {
                        std::to_string(n) + " elements",
                        "a multiple of chunks = " + std::to_string(chunks));
   l.bits = int(bits[0]);
-  l.qmax = l.bits == 8 ? 127 : 7;
+  l.qmax = qmath::qmax(l.bits);
   l.chunks = chunks;
   l.m = n / chunks;
   // A block longer than the chunk is the whole chunk; capping it keeps the
   // index arithmetic below from overflowing.
   l.block = std::min(block[0], std::max<int64_t>(l.m, 1));
-  l.blocksPerChunk = (l.m + l.block - 1) / l.block;
-  l.bytesPerChunk = l.bits == 8 ? l.m : (l.m + 1) / 2;
+  l.blocksPerChunk = qmath::blocksPerChunk(l.m, l.block);
+  l.bytesPerChunk = qmath::bytesPerChunk(l.m, l.bits);
   l.blocksPerUnit = l.bits == 4 && l.block % 2 != 0 ? 2 : 1;
   l.unitsPerChunk = (l.blocksPerChunk + l.blocksPerUnit - 1) / l.blocksPerUnit;
   return Status::ok();
@@ -127,11 +106,12 @@ void forEachUnit(const KernelContext &ctx, const Layout &l, Fn &&fn) {
 }
 
 /// The largest |x| of n values as f32 bits (integer compares order the bits
-/// of non-negative floats); at least kNonFiniteBits when one is inf or NaN.
+/// of non-negative floats); at least qmath::kNonFiniteBits when one is inf or
+/// NaN.
 ZRT_HOT_LOOP uint32_t maxAbsBits(const float *x, int64_t n) {
   uint32_t best = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = floatToBits(x[i]) & 0x7fffffffu;
+    const uint32_t bits = qmath::absBits(x[i]);
     best = bits > best ? bits : best;
   }
   return best;
@@ -142,13 +122,8 @@ ZRT_HOT_LOOP void quantizeRun(const float *x, int64_t n, double scale,
                               double qmax, int8_t *q) {
   const float *__restrict src = x;
   int8_t *__restrict dst = q;
-  for (int64_t i = 0; i < n; ++i) {
-    double v = double(src[i]) / scale;
-    // Clamping first is the same: rounding is monotonic and keeps integers.
-    v = v < -qmax ? -qmax : v;
-    v = v > qmax ? qmax : v;
-    dst[i] = int8_t(int32_t((v + kRoundMagic) - kRoundMagic));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = qmath::quantizeNonzero(src[i], scale, qmax);
 }
 
 /// y = f32(q * scale) (the product is exact in double), saturated to the
@@ -158,10 +133,8 @@ ZRT_HOT_LOOP void dequantizeRun(const int8_t *q, int64_t n, double scale,
                                 float *y) {
   const int8_t *__restrict src = q;
   float *__restrict dst = y;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = float(double(src[i]) * scale);
-    dst[i] = std::min(std::max(v, -FLT_MAX), FLT_MAX);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = qmath::dequantizeValue(src[i], scale);
 }
 
 /// Two's-complement nibbles: q[2j] low, q[2j+1] high.
@@ -169,36 +142,25 @@ ZRT_HOT_LOOP void packNibbles(const int8_t *q, int64_t bytes, uint8_t *out) {
   const int8_t *__restrict src = q;
   uint8_t *__restrict dst = out;
   for (int64_t j = 0; j < bytes; ++j)
-    dst[j] = uint8_t((uint8_t(src[2 * j]) & 0x0f) |
-                     uint8_t(uint8_t(src[2 * j + 1]) << 4));
+    dst[j] = qmath::packNibbles(src[2 * j], src[2 * j + 1]);
 }
 
-/// The inverse of packNibbles; (n ^ 8) - 8 sign-extends a nibble n.
+/// The inverse of packNibbles.
 ZRT_HOT_LOOP void unpackNibbles(const uint8_t *in, int64_t bytes, int8_t *q) {
   const uint8_t *__restrict src = in;
   int8_t *__restrict dst = q;
   for (int64_t j = 0; j < bytes; ++j) {
-    dst[2 * j] = int8_t(((src[j] & 0x0f) ^ 8) - 8);
-    dst[2 * j + 1] = int8_t(((src[j] >> 4) ^ 8) - 8);
+    dst[2 * j] = qmath::lowNibble(src[j]);
+    dst[2 * j + 1] = qmath::highNibble(src[j]);
   }
-}
-
-/// "nan", "inf", "-inf".
-std::string nonFiniteName(float x) {
-  return x != x ? "nan" : (x < 0 ? "-inf" : "inf");
 }
 
 Status quantizeKernel(const KernelContext &ctx,
                       const std::vector<TensorRef> &in,
                       const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  const char *op = "Quantize";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 2, 2));
-  if (in[0].dtype != DType::F32)
-    return dtypeError(op, "input", in[0].dtype, TypeList<float>{});
-  const int64_t n = in[0].numel();
   Layout l;
-  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, n, l));
-  ZRT_RETURN_IF_ERROR(checkQuantized(op, l, out[0], out[1]));
+  ZRT_RETURN_IF_ERROR(prepareQuantize(in, out, attrs, l));
+  const int64_t n = in[0].numel();
   const float *x = in[0].as<float>();
   auto *data = static_cast<uint8_t *>(out[0].data);
   float *scales = out[1].as<float>();
@@ -216,7 +178,7 @@ Status quantizeKernel(const KernelContext &ctx,
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t s0 = b * l.block, s1 = std::min(l.m, s0 + l.block);
           const uint32_t maxBits = maxAbsBits(xc + s0, s1 - s0);
-          if (maxBits >= kNonFiniteBits) {
+          if (qmath::nonFinite(maxBits)) {
             int64_t bad = s0;
             while (std::isfinite(xc[bad]))
               ++bad;
@@ -226,7 +188,7 @@ Status quantizeKernel(const KernelContext &ctx,
             }
             continue;
           }
-          const float scale = float(double(bitsToFloat(maxBits)) / l.qmax);
+          const float scale = qmath::blockScale(maxBits, l.qmax);
           scales[c * l.blocksPerChunk + b] = scale;
           if (scale == 0.0f)
             std::memset(q + (s0 - e0), 0, size_t(s1 - s0));
@@ -241,13 +203,7 @@ Status quantizeKernel(const KernelContext &ctx,
 
   const int64_t bad = firstBad.load();
   if (bad < n)
-    return Status::error(
-        std::string(op) + ": element " + std::to_string(bad) + " (chunk " +
-        std::to_string(bad / l.m) + ", block " +
-        std::to_string(bad % l.m / l.block) + ") is " + nonFiniteName(x[bad]) +
-        "; quantized collectives need finite values: find the overflow or "
-        "turn quantization off (zero_quantized_weights / "
-        "zero_quantized_gradients)");
+    return quantizeNonFiniteError(l, bad, x[bad]);
   return Status::ok();
 }
 
@@ -255,13 +211,8 @@ Status dequantizeKernel(const KernelContext &ctx,
                         const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out,
                         const AttrMap &attrs) {
-  const char *op = "Dequantize";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, 2, 1, 1));
-  if (out[0].dtype != DType::F32)
-    return dtypeError(op, "output", out[0].dtype, TypeList<float>{});
   Layout l;
-  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, out[0].numel(), l));
-  ZRT_RETURN_IF_ERROR(checkQuantized(op, l, in[0], in[1]));
+  ZRT_RETURN_IF_ERROR(prepareDequantize(in, out, attrs, l));
   const auto *data = static_cast<const uint8_t *>(in[0].data);
   const float *scales = in[1].as<float>();
   float *y = out[0].as<float>();
@@ -286,6 +237,40 @@ Status dequantizeKernel(const KernelContext &ctx,
 }
 
 } // namespace
+
+Status prepareQuantize(const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out, const AttrMap &attrs,
+                       QuantizeLayout &l) {
+  const char *op = "Quantize";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 2, 2));
+  if (in[0].dtype != DType::F32)
+    return dtypeError(op, "input", in[0].dtype, TypeList<float>{});
+  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, in[0].numel(), l));
+  return checkQuantized(op, l, out[0], out[1]);
+}
+
+Status prepareDequantize(const std::vector<TensorRef> &in,
+                         const std::vector<TensorRef> &out,
+                         const AttrMap &attrs, QuantizeLayout &l) {
+  const char *op = "Dequantize";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, 2, 1, 1));
+  if (out[0].dtype != DType::F32)
+    return dtypeError(op, "output", out[0].dtype, TypeList<float>{});
+  ZRT_RETURN_IF_ERROR(readLayout(op, attrs, out[0].numel(), l));
+  return checkQuantized(op, l, in[0], in[1]);
+}
+
+Status quantizeNonFiniteError(const QuantizeLayout &l, int64_t index,
+                              float x) {
+  const char *name = x != x ? "nan" : (x < 0 ? "-inf" : "inf");
+  return Status::error(
+      "Quantize: element " + std::to_string(index) + " (chunk " +
+      std::to_string(index / l.m) + ", block " +
+      std::to_string(index % l.m / l.block) + ") is " + name +
+      "; quantized collectives need finite values: find the overflow or "
+      "turn quantization off (zero_quantized_weights / "
+      "zero_quantized_gradients)");
+}
 
 void registerQuantizeKernels(KernelTable &table) {
   table.add("Quantize", quantizeKernel);
