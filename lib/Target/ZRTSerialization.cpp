@@ -215,9 +215,12 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       auto params = attrs(&op, k.getParams());
       if (failed(stream) || failed(ins) || failed(outs) || failed(params))
         return failure();
+      std::vector<int32_t> ranks;
+      if (auto r = k.getRanks())
+        ranks.assign(r->begin(), r->end());
       instrTable.push_back(::zrt::fb::CreateInstructionDirect(
           fbb, k.getKernel().str().c_str(), *stream, &*ins, &*outs, &*params, -1, -1,
-          locString(op.getLoc()).c_str()));
+          locString(op.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks));
     } else if (auto c = dyn_cast<::zero::zrt::CollectiveOp>(op)) {
       auto stream = index(&op, streams, c.getStreamAttr());
       auto group = index(&op, groups, c.getGroupAttr());
@@ -226,9 +229,13 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       auto params = attrs(&op, c.getParams());
       if (failed(stream) || failed(group) || failed(ins) || failed(outs) || failed(params))
         return failure();
+      std::vector<int32_t> ranks;
+      if (auto r = c.getRanks())
+        ranks.assign(r->begin(), r->end());
       instrTable.push_back(::zrt::fb::CreateInstructionDirect(
           fbb, c.getKind().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
-          int32_t(*group), locString(op.getLoc()).c_str()));
+          int32_t(*group), locString(op.getLoc()).c_str(),
+          ranks.empty() ? nullptr : &ranks));
     } else if (isa<::zero::zrt::RecordOp, ::zero::zrt::WaitOp>(op)) {
       bool record = isa<::zero::zrt::RecordOp>(op);
       int64_t event = record ? cast<::zero::zrt::RecordOp>(op).getEvent()

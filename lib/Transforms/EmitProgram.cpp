@@ -95,6 +95,9 @@ void RuntimeLowering::emit() {
 
   auto streamRef = [&](int s) { return FlatSymbolRefAttr::get(ctx, streamNames[s]); };
   auto worldRef = FlatSymbolRefAttr::get(ctx, "world");
+  auto ranksAttr = [&](const Instr &in) -> DenseI64ArrayAttr {
+    return in.ranks.empty() ? nullptr : b.getDenseI64ArrayAttr(in.ranks);
+  };
   const int64_t n = instrs_.size();
   for (int64_t i = 0; i < n; ++i) {
     const Instr &in = instrs_[i];
@@ -118,11 +121,13 @@ void RuntimeLowering::emit() {
       ::zero::zrt::CollectiveOp::create(b, in.loc, b.getStringAttr(in.name),
                                         streamRef(in.stream),
                                         in.group ? in.group : worldRef,
-                                      b.getArrayAttr(ins), b.getArrayAttr(outs), in.params);
+                                      b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
+                                      ranksAttr(in));
     else
       ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name),
                                     streamRef(in.stream),
-                                  b.getArrayAttr(ins), b.getArrayAttr(outs), in.params);
+                                  b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
+                                  ranksAttr(in));
     if (eventOf_[i] >= 0)
       ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
                                   streamRef(in.stream));

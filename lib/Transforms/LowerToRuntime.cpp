@@ -53,7 +53,7 @@ DictionaryAttr kernelParams(Operation *op, OpBuilder &b) {
   for (NamedAttribute a : op->getAttrDictionary()) {
     if (isa<TypeAttr>(a.getValue()))
       continue; // Cast's target: the output buffer's dtype says it.
-    if (a.getName() == "zero.stream")
+    if (a.getName() == "zero.stream" || a.getName() == "zero.pipeline_stage")
       continue; // where it runs, not how
     out.push_back(a);
   }
@@ -279,6 +279,16 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
           storages_[placement_.lookup(dq.getResult()).storage].gathered = true;
         return success();
       })
+      .Case([&](::zero::dist::SendOp send) {
+        collective("Send", b.getDictionaryAttr({b.getNamedAttr("peer", send.getPeerAttr()),
+                                                b.getNamedAttr("tag", send.getTagAttr())}));
+        return success();
+      })
+      .Case([&](::zero::dist::RecvOp recv) {
+        collective("Recv", b.getDictionaryAttr({b.getNamedAttr("peer", recv.getPeerAttr()),
+                                                b.getNamedAttr("tag", recv.getTagAttr())}));
+        return success();
+      })
       .Case([&](::zero::dist::AllToAllOp) {
         collective("AllToAll", b.getDictionaryAttr({}));
         return success();
@@ -436,9 +446,15 @@ LogicalResult RuntimeLowering::collect() {
       name = n.str();
     inputs_.push_back({name, arg});
   }
-  for (Operation &op : body)
+  for (Operation &op : body) {
+    size_t first = instrs_.size();
     if (failed(lowerOp(&op)))
       return failure();
+    // A pipeline stage's op runs on that stage's rank only.
+    if (auto stage = op.getAttrOfType<IntegerAttr>("zero.pipeline_stage"))
+      for (size_t i = first; i < instrs_.size(); ++i)
+        instrs_[i].ranks = {stage.getInt()};
+  }
   return success();
 }
 

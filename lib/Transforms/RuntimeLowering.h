@@ -72,6 +72,8 @@ struct Instr {
   Location loc;
   /// Collectives: the zero.process_group they run over (null: the world).
   FlatSymbolRefAttr group = nullptr;
+  /// The world ranks that run it (a pipeline stage's); empty: every rank.
+  SmallVector<int64_t> ranks;
 };
 
 /// Lowers one function to a zrt.program in four steps, one file each.

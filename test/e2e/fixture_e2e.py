@@ -20,6 +20,7 @@ Exit status 0 on success; a message naming the output and the error otherwise.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -74,6 +75,8 @@ def main():
     ap.add_argument("--threads-sweep", default="",
                     help="comma-separated --threads counts: rerun the program at each and "
                          "require outputs bit-identical to the first")
+    ap.add_argument("--zero-opt-args", default="",
+                    help="more zero-opt arguments (e.g. --zero-pipeline-split=stages=2)")
     ap.add_argument("--zero-run-args", default="",
                     help="extra zero-run arguments, e.g. \"--repeat 3 --warmup 1\"")
     ap.add_argument("--vocab", type=int, default=256)
@@ -110,6 +113,7 @@ def main():
         cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in v.shape)]
     if a.zero_pipeline:
         cmd += [f"--zero-pipeline={a.zero_pipeline}"]
+    cmd += shlex.split(a.zero_opt_args)
     cmd += ["--report"]
     compiled = run(cmd)
     planned_peak = None

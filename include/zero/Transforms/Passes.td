@@ -188,14 +188,22 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     (`zero.pipeline_plan`: stages, method, layer names, parameter counts and
     the first layer of each stage) and shown by zero-report.
 
-    This pass plans the split; cutting the function into one function per
-    stage with zero.send / zero.recv between them is not implemented yet.
+    Then cuts the function: every op gets `zero.pipeline_stage` (a layer's ops
+    its layer's stage; other ops the earliest stage using them), loads and
+    constants are repeated where read, every other value a later stage reads
+    is sent once per consumer stage (`zero.send` after its definition,
+    `zero.recv` before the first use there), and the outputs are received by
+    stage 0. Stage s runs on world rank s (the module's world size becomes
+    `stages`); the lowering gives each instruction its stage's rank. One
+    function with stage-annotated ops, not one function per stage yet, and
+    no micro-batching yet (a forward runs the whole batch through the stages).
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
     Option<"partition", "partition", "std::string", "\"parameters\"",
            "parameters | uniform | type:REGEX">,
   ];
+  let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
 
 def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {

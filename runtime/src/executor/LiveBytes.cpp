@@ -32,7 +32,7 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
     keepToEnd_[b.buffer] = true;
 
   // Gathered blocks. A buffer written by an instruction on a communication
-  // stream starts a block; a buffer nobody writes (a view) joins the block of
+  // stream (other than a Recv) starts a block; a buffer nobody writes (a view) joins the block of
   // the most recent write, in program order, to bytes it overlaps at its
   // first use, if that write started one.
   std::vector<bool> written(program.buffers.size(), false);
@@ -67,7 +67,9 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
     const Instruction &inst = program.instructions[i];
     for (uint32_t b : inst.inputs)
       joinView(b);
-    bool comm = program.streams[inst.stream].kind == StreamKind::Comm;
+    // (A pipeline stage's received activations are not gathered parameters.)
+    bool comm = program.streams[inst.stream].kind == StreamKind::Comm &&
+                inst.kind != OpKind::Recv;
     for (uint32_t b : inst.outputs) {
       const BufferDesc &d = program.buffers[b];
       if (comm && !assigned[b] && !initiallyLive_[b] && d.bytes() > 0) {

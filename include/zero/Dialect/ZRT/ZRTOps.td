@@ -112,7 +112,7 @@ def ZRT_KernelOp : ZRT_Op<"kernel", [HasParent<"ProgramOp">]> {
   let summary = "Runs a kernel (docs/kernels.md) on a stream";
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefAttr:$stream,
                    SymbolRefArrayAttr:$ins, SymbolRefArrayAttr:$outs,
-                   DictionaryAttr:$params);
+                   DictionaryAttr:$params, OptionalAttr<DenseI64ArrayAttr>:$ranks);
   let assemblyFormat = "$kernel `on` $stream $ins `->` $outs $params attr-dict";
 }
 
@@ -120,7 +120,8 @@ def ZRT_CollectiveOp : ZRT_Op<"collective", [HasParent<"ProgramOp">]> {
   let summary = "Runs a collective (AllGather, ReduceScatter, ...) on a stream";
   let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$stream,
                    FlatSymbolRefAttr:$group, SymbolRefArrayAttr:$ins,
-                   SymbolRefArrayAttr:$outs, DictionaryAttr:$params);
+                   SymbolRefArrayAttr:$outs, DictionaryAttr:$params,
+                   OptionalAttr<DenseI64ArrayAttr>:$ranks);
   let assemblyFormat = "$kind `on` $stream `group` $group $ins `->` $outs $params attr-dict";
 }
 

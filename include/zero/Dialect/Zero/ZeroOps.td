@@ -145,6 +145,26 @@ def Zero_AllToAllOp : Zero_Op<"all_to_all", [CollectiveEffects]> {
   let hasVerifier = 1;
 }
 
+def Zero_SendOp : Zero_Op<"send", [CollectiveEffects]> {
+  let summary = "Sends a tensor to world rank `peer` (a pipeline stage boundary)";
+  let description = [{
+    Matched, in order, with the `zero.recv` of the same `tag` on `peer`.
+
+    ```mlir
+    zero.send %h {peer = 1, tag = 0, zero.stage = 0} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Zero_RecvOp : Zero_Op<"recv", [CollectiveEffects]> {
+  let summary = "Receives a tensor from world rank `peer`";
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 def Zero_ProcessGroupOp : Zero_Op<"process_group", [Symbol]> {
   let summary = "Sub-communicators of the world: the ranks cut into groups";
   let description = [{
