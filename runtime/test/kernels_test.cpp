@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelHarness.h"
 #include "zrt/Kernel.h"
 
 #include <gtest/gtest.h>
@@ -40,14 +41,7 @@ template <> DType dtypeOf<bool>() { return DType::Bool; }
 template <> DType dtypeOf<int8_t>() { return DType::I8; }
 template <> DType dtypeOf<uint8_t>() { return DType::U8; }
 
-const zrt::KernelTable &kernels() {
-  static const zrt::KernelTable table = [] {
-    zrt::KernelTable t;
-    zrt::registerCpuKernels(t);
-    return t;
-  }();
-  return table;
-}
+const zrt::KernelTable &kernels() { return zrt::test::cpuKernels(); }
 
 KernelContext serialContext() {
   KernelContext ctx;
@@ -60,24 +54,7 @@ KernelContext serialContext() {
   return ctx;
 }
 
-/// A context with `k` threads whose parallelFor splits [0, n) into k pieces,
-/// as a pool of k threads would.
-KernelContext contextWithThreads(int k) {
-  KernelContext ctx;
-  ctx.numThreads = k;
-  ctx.parallelFor = [k](int64_t n,
-                        const std::function<void(int64_t, int64_t)> &fn) {
-    std::vector<std::thread> threads;
-    for (int64_t t = 0; t < k; ++t) {
-      const int64_t b = n * t / k, e = n * (t + 1) / k;
-      if (b < e)
-        threads.emplace_back([&fn, b, e] { fn(b, e); });
-    }
-    for (std::thread &th : threads)
-      th.join();
-  };
-  return ctx;
-}
+using zrt::test::contextWithThreads;
 
 /// Splits [0, n) into 4 contiguous pieces on 4 threads.
 KernelContext threadedContext() { return contextWithThreads(4); }

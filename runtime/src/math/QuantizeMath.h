@@ -12,15 +12,10 @@
 #ifndef ZRT_MATH_QUANTIZEMATH_H
 #define ZRT_MATH_QUANTIZEMATH_H
 
+#include "math/Bits.h"
+
 #include <cfloat>
 #include <cstdint>
-#include <cstring>
-
-#if defined(__CUDACC__)
-#define ZRT_HD __host__ __device__
-#else
-#define ZRT_HD
-#endif
 
 namespace zrt {
 namespace qmath {
@@ -48,25 +43,11 @@ ZRT_HD inline int64_t bytesPerChunk(int64_t m, int bits) {
 
 /// The bits of |x| (integer compares order the bits of non-negative floats).
 ZRT_HD inline uint32_t absBits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x) & 0x7fffffffu;
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits & 0x7fffffffu;
-#endif
+  return math::floatToBits(x) & 0x7fffffffu;
 }
 
 /// The float with these bits.
-ZRT_HD inline float fromBits(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
+ZRT_HD inline float fromBits(uint32_t bits) { return math::bitsToFloat(bits); }
 
 /// The sizes that a Quantize / Dequantize instruction's attributes and
 /// element count give (filled and checked on the host by

@@ -25,37 +25,12 @@
 #ifndef ZRT_MATH_VECMATH_H
 #define ZRT_MATH_VECMATH_H
 
-#include <cstdint>
-#include <cstring>
+#include "math/Bits.h"
 
-#if defined(__CUDACC__)
-#define ZRT_HD __host__ __device__
-#else
-#define ZRT_HD
-#endif
+#include <cstdint>
 
 namespace zrt {
 namespace math {
-
-ZRT_HD inline float bitsToFloat(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
-
-ZRT_HD inline uint32_t floatToBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-#endif
-}
 
 /// |x| and |magnitude| with the sign of `sign`, on the bits.
 ZRT_HD inline float absFloat(float x) {
