@@ -14,11 +14,12 @@ fi
 ninja -C "$BUILD" -j "${ZERO_JOBS:-2}"
 # The CUDA backend (CUDA streams/events, cuBLAS, NCCL by dlopen) is compiled and
 # linked wherever the toolkit is, as its own zero-run, so the CPU build's
-# zero-run stays free of CUDA libraries.
+# zero-run stays free of CUDA libraries; zrt-kernel-tables (run by test.sh)
+# checks that it has every CPU kernel.
 if [ -x /usr/local/cuda/bin/nvcc ] && [ "${ZERO_SKIP_CUDA:-0}" != 1 ]; then
   if [ ! -f "$BUILD/runtime-cuda/build.ninja" ]; then
     cmake -S "$ROOT/runtime" -B "$BUILD/runtime-cuda" -G Ninja \
       -DCMAKE_BUILD_TYPE=Release -DZRT_ENABLE_CUDA=ON -DZRT_BUILD_TESTS=OFF
   fi
-  ninja -C "$BUILD/runtime-cuda" -j "${ZERO_JOBS:-2}" zero-run
+  ninja -C "$BUILD/runtime-cuda" -j "${ZERO_JOBS:-2}" zero-run zrt-kernel-tables
 fi

@@ -125,6 +125,9 @@ public:
   virtual int worldSize() const = 0;
   /// Ranks on this host (for dividing the cores between them).
   virtual int localSize() const = 0;
+  /// This rank's index among the ranks on its host (MPI_COMM_TYPE_SHARED),
+  /// in [0, localSize()).
+  virtual int localRank() const { return 0; }
 
   /// Builds the program's process groups and `numChannels` independent
   /// channels. Collective over the world: every rank calls it with the same
@@ -233,8 +236,14 @@ std::unique_ptr<Communicator> createLocalCommunicator();
 
 #ifdef ZRT_HAVE_CUDA
 /// The CUDA backend on `device`: cudaMalloc arenas, CUDA streams and events,
-/// cuBLAS for MatMul/Gemm; other kernels report "not implemented".
+/// every kernel of the CPU table (docs/kernels.md, "CUDA backend").
 Expected<std::unique_ptr<Backend>> createCudaBackend(int device);
+/// The GPU a rank uses: $ZRT_CUDA_DEVICE when set (an override for every
+/// rank of the host), else the launcher's local rank
+/// (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) or
+/// `localRank` (the MPI_COMM_TYPE_SHARED split), modulo the number of GPUs.
+/// Fails on a bad override or when there is no GPU.
+Expected<int> cudaDeviceForRank(int localRank);
 /// An NCCL communicator for the same world as `control`, whose unique id is
 /// broadcast over `control` (MPI). NCCL is loaded with dlopen("libnccl.so.2").
 /// `control` must outlive it.

@@ -71,6 +71,7 @@ public:
     MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
                         &local);
     MPI_Comm_size(local, &localSize_);
+    MPI_Comm_rank(local, &localRank_);
     MPI_Comm_free(&local);
     MPI_Op_create(sumF16, /*commute=*/1, &sumF16_);
     MPI_Op_create(sumBF16, /*commute=*/1, &sumBF16_);
@@ -89,6 +90,7 @@ public:
   int rank() const override { return rank_; }
   int worldSize() const override { return size_; }
   int localSize() const override { return localSize_; }
+  int localRank() const override { return localRank_; }
 
   Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
@@ -450,7 +452,7 @@ private:
   bool finalize_;
   bool multiple_;
   MPI_Comm control_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1, localSize_ = 1;
+  int rank_ = 0, size_ = 1, localSize_ = 1, localRank_ = 0;
   MPI_Op sumF16_ = MPI_OP_NULL, sumBF16_ = MPI_OP_NULL;
   std::vector<std::vector<GroupComm>> channels_; // [channel][group + 1]
   std::mutex mpiMutex_;

@@ -1,31 +1,54 @@
 //===- CudaBackend.cpp - CUDA streams, events, memory and cuBLAS ----------===//
 //
 // The GPU implementation of the Backend interface, behind the same executor as
-// the CPU one: each program stream keeps its host thread, which enqueues onto its
-// own non-blocking CUDA stream. An event is a cudaEvent_t plus a host-side flag:
-// a CUDA stream can only wait for an event that has already been recorded, so
-// wait() first blocks the host thread until record() has run (cancellable, like
-// the CPU event), then makes the CUDA stream wait on the device.
+// the CPU one: each program stream keeps its host thread, which enqueues onto
+// its own non-blocking CUDA stream. An event is a cudaEvent_t plus a host-side
+// flag: a CUDA stream can only wait for an event that has already been
+// recorded, so wait() first blocks the host thread until record() has run
+// (cancellable, like the CPU event), then makes the CUDA stream wait on the
+// device.
 //
-// Kernels: MatMul and Gemm (f32) through cuBLAS; Quantize and Dequantize
-// (cuda/QuantizeKernels.cu, sharing the CPU kernel's checks and arithmetic);
-// every other op of the CPU table is registered as a stub that reports "not implemented on the CUDA backend", so
-// programs load and fail at the first such instruction with a clear message.
-// This backend is compiled here but has never run on a GPU in CI; keep it small.
+// Kernels (registerCudaKernels): every op of the CPU table.
+// - CUDA kernels sharing the CPU kernels' host code (checks, attributes,
+//   dispatch: cpu/kernels/*Kernels.h) and per-element math (math/*.h): the
+//   elementwise, reduction, softmax and normalisation, optimizer, data
+//   movement, gather/scatter and loss families (cuda/*.cu); Quantize and
+//   Dequantize (cuda/QuantizeKernels.cu).
+// - MatMul and Gemm: cuBLAS for f32 / f64 with matching batches (or a shared
+//   2-D right operand) and a full C; other dtypes and shapes are staged.
+// - Staged: the CPU kernel on host copies of the operands, copied in the
+//   stream's order (the host thread waits for them); its checks, its bits.
+//   Besides the MatMul/Gemm cases, any CPU kernel without a CUDA one is
+//   registered this way automatically (cudaStagedKernelNames() lists them;
+//   none today), so programs always load.
+// This backend is compiled here but has never run on a GPU in CI.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cuda/CudaBackend.h"
 
 #include "cpu/HostEvent.h"
+#include "cpu/kernels/KernelSupport.h"
 #include "cpu/kernels/QuantizeLayout.h"
+#include "cuda/CudaKernels.h"
 #include "cuda/QuantizeKernels.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 namespace zrt {
 namespace cuda {
@@ -56,38 +79,129 @@ struct LaunchContext {
 };
 thread_local const LaunchContext *currentLaunch = nullptr;
 
+} // namespace
+
+cudaStream_t launchStream() {
+  return currentLaunch ? currentLaunch->stream : nullptr;
+}
+
+namespace {
+
+/// Device memory. Its fills and host copies (weights, inputs, outputs,
+/// checkpoints) go through a non-blocking stream of its own (never the
+/// legacy default stream, which would serialise with every other stream)
+/// and a pinned host buffer that large copies are cut into, so transfers
+/// run at full PCIe speed; each call returns when its copy is done.
 class DeviceAllocator final : public Allocator {
 public:
   explicit DeviceAllocator(int device) : device_(device) {}
+  ~DeviceAllocator() override {
+    for (cudaEvent_t e : halfDone_)
+      if (e)
+        cudaEventDestroy(e);
+    if (pinned_)
+      cudaFreeHost(pinned_);
+    if (stream_)
+      cudaStreamDestroy(stream_);
+  }
   Expected<void *> allocate(uint64_t bytes, const std::string &what) override {
-    ZRT_RETURN_IF_ERROR(check(cudaSetDevice(device_), "cudaSetDevice"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    ZRT_RETURN_IF_ERROR(prepare());
     void *p = nullptr;
     cudaError_t err = cudaMalloc(&p, size_t(std::max<uint64_t>(bytes, 1)));
     if (err != cudaSuccess)
       return Status::error("cannot allocate " + std::to_string(bytes) +
                            " bytes of GPU memory for " + what + ": " +
                            cudaGetErrorString(err));
-    ZRT_RETURN_IF_ERROR(check(cudaMemset(p, 0, size_t(bytes)), "cudaMemset"));
+    Status st =
+        check(cudaMemsetAsync(p, 0, size_t(bytes), stream_), "cudaMemsetAsync");
+    if (st.isOk())
+      st = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (!st.isOk()) {
+      cudaFree(p);
+      return st;
+    }
     return p;
   }
   void deallocate(void *ptr) override { cudaFree(ptr); }
   bool hostAccessible() const override { return false; }
   Status copyFromHost(void *dst, const void *src, uint64_t bytes) override {
-    return check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyHostToDevice),
-                 "cudaMemcpy to the GPU");
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice);
   }
   Status copyToHost(void *dst, const void *src, uint64_t bytes) override {
-    return check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDeviceToHost),
-                 "cudaMemcpy from the GPU");
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
 
 private:
+  /// Pinned staging buffer size: copies are cut into pieces of this size,
+  /// alternating between its two halves so the host memcpy of one piece
+  /// overlaps the DMA of the previous one.
+  static constexpr size_t kPinnedBytes = size_t(32) << 20;
+
+  /// The device, the stream and the pinned buffer, made on first use.
+  Status prepare() {
+    ZRT_RETURN_IF_ERROR(check(cudaSetDevice(device_), "cudaSetDevice"));
+    if (!stream_)
+      ZRT_RETURN_IF_ERROR(
+          check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                "cudaStreamCreate"));
+    if (!pinned_) {
+      ZRT_RETURN_IF_ERROR(
+          check(cudaHostAlloc(&pinned_, kPinnedBytes, cudaHostAllocDefault),
+                "cudaHostAlloc"));
+      for (cudaEvent_t &e : halfDone_)
+        ZRT_RETURN_IF_ERROR(
+            check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                  "cudaEventCreate"));
+    }
+    return Status::ok();
+  }
+
+  Status copy(void *dst, const void *src, uint64_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0)
+      return Status::ok();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ZRT_RETURN_IF_ERROR(prepare());
+    const size_t half = kPinnedBytes / 2;
+    auto *d = static_cast<char *>(dst);
+    auto *s = static_cast<const char *>(src);
+    int h = 0;
+    for (uint64_t done = 0; done < bytes; done += half, h ^= 1) {
+      const size_t len = size_t(std::min<uint64_t>(half, bytes - done));
+      char *stage = static_cast<char *>(pinned_) + size_t(h) * half;
+      // The half is free once its previous copy has finished.
+      ZRT_RETURN_IF_ERROR(
+          check(cudaEventSynchronize(halfDone_[h]), "cudaEventSynchronize"));
+      if (kind == cudaMemcpyHostToDevice) {
+        std::memcpy(stage, s + done, len);
+        ZRT_RETURN_IF_ERROR(
+            check(cudaMemcpyAsync(d + done, stage, len, kind, stream_),
+                  "cudaMemcpyAsync to the GPU"));
+        ZRT_RETURN_IF_ERROR(
+            check(cudaEventRecord(halfDone_[h], stream_), "cudaEventRecord"));
+      } else {
+        ZRT_RETURN_IF_ERROR(
+            check(cudaMemcpyAsync(stage, s + done, len, kind, stream_),
+                  "cudaMemcpyAsync from the GPU"));
+        ZRT_RETURN_IF_ERROR(
+            check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+        std::memcpy(d + done, stage, len);
+      }
+    }
+    return check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
   int device_;
+  std::mutex mutex_;
+  cudaStream_t stream_ = nullptr;
+  void *pinned_ = nullptr;
+  cudaEvent_t halfDone_[2] = {nullptr, nullptr};
 };
 
 class DeviceStream final : public Stream {
 public:
-  DeviceStream(int device) : device_(device) {}
+  DeviceStream(int device, int rank, int worldSize)
+      : device_(device), rank_(rank), worldSize_(worldSize) {}
   ~DeviceStream() override {
     if (context_.flag)
       cudaFree(context_.flag);
@@ -118,6 +232,8 @@ public:
                          const std::function<void(int64_t, int64_t)> &f) {
       f(0, n);
     };
+    ctx.rank = rank_;
+    ctx.worldSize = worldSize_;
     Status st = fn(ctx, inputs, outputs, attrs);
     currentLaunch = nullptr;
     return st;
@@ -138,6 +254,7 @@ public:
 
 private:
   int device_;
+  int rank_, worldSize_;
   LaunchContext context_;
   std::thread::id boundThread_;
 };
@@ -169,81 +286,198 @@ private:
   cudaEvent_t event_ = nullptr;
 };
 
+//===----------------------------------------------------------------------===//
+// Staged kernels: the CPU kernel on host copies
+//===----------------------------------------------------------------------===//
+
+/// Runs CPU kernel `fn` on host copies of the operands: every distinct
+/// operand buffer (outputs too: a kernel may update one in place) is copied
+/// to the host in stream order, the kernel runs once the stream has caught
+/// up, and the outputs are copied back; returns after the copies are done.
+/// Operands that share a data pointer share one host copy, so in-place
+/// kernels see their aliasing; partially overlapping operands are not
+/// supported (the program format never produces them).
+Status runStaged(KernelFn fn, const KernelContext &ctx,
+                 const std::vector<TensorRef> &in,
+                 const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  if (!currentLaunch)
+    return Status::error("staged kernel called outside a CUDA stream launch");
+  cudaStream_t stream = currentLaunch->stream;
+  // One host copy per distinct buffer, as large as its largest operand. The
+  // copies are pageable: a device-to-host cudaMemcpyAsync into pageable
+  // memory returns when it is done and a host-to-device one once the source
+  // has been staged, so no transfer outlives these buffers, error paths
+  // included.
+  std::map<const void *, uint64_t> sizes;
+  for (const std::vector<TensorRef> *operands : {&in, &out})
+    for (const TensorRef &t : *operands)
+      if (t.data && t.bytes() != 0)
+        sizes[t.data] = std::max(sizes[t.data], t.bytes());
+  std::map<const void *, std::unique_ptr<uint8_t[]>> copies;
+  for (const auto &entry : sizes) {
+    std::unique_ptr<uint8_t[]> &host = copies[entry.first];
+    host.reset(new uint8_t[size_t(entry.second)]);
+    ZRT_RETURN_IF_ERROR(
+        check(cudaMemcpyAsync(host.get(), entry.first, size_t(entry.second),
+                              cudaMemcpyDeviceToHost, stream),
+              "staged kernel: cudaMemcpyAsync to the host"));
+  }
+  auto onHost = [&](const std::vector<TensorRef> &operands) {
+    std::vector<TensorRef> host = operands;
+    for (TensorRef &t : host)
+      if (t.data && t.bytes() != 0)
+        t.data = copies[t.data].get();
+    return host;
+  };
+  const std::vector<TensorRef> hostIn = onHost(in), hostOut = onHost(out);
+  ZRT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream),
+                            "staged kernel: cudaStreamSynchronize"));
+  KernelContext hostCtx = ctx; // serial: this stream's host thread
+  hostCtx.numThreads = 1;
+  ZRT_RETURN_IF_ERROR(fn(hostCtx, hostIn, hostOut, attrs));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].data && out[i].bytes() != 0)
+      ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(out[i].data, hostOut[i].data,
+                                                size_t(out[i].bytes()),
+                                                cudaMemcpyHostToDevice, stream),
+                                "staged kernel: cudaMemcpyAsync to the GPU"));
+  return check(cudaStreamSynchronize(stream),
+               "staged kernel: cudaStreamSynchronize");
+}
+
+/// The CPU kernels behind the staged entries, by slot; filled once.
+constexpr size_t kMaxStaged = 256;
+std::array<KernelFn, kMaxStaged> stagedSlots{};
+
+template <size_t I>
+Status stagedKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  return runStaged(stagedSlots[I], ctx, in, out, attrs);
+}
+
+template <size_t... I>
+constexpr std::array<KernelFn, sizeof...(I)>
+stagedEntries(std::index_sequence<I...>) {
+  return {{&stagedKernel<I>...}};
+}
+constexpr std::array<KernelFn, kMaxStaged> kStagedEntries =
+    stagedEntries(std::make_index_sequence<kMaxStaged>());
+
+/// The CPU's MatMul and Gemm, for the shapes cuBLAS is not used for.
+KernelFn cpuMatMul = nullptr, cpuGemm = nullptr;
+
 /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C through column-major
-/// cuBLAS: C^T = op(B)^T op(A)^T, so B goes first.
-Status sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-             float alpha, const float *a, const float *b, float beta, float *c,
-             int64_t batch, int64_t strideA, int64_t strideB, int64_t strideC) {
+/// cuBLAS (f32 or f64): C^T = op(B)^T op(A)^T, so B goes first.
+template <typename T>
+Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+            const T *a, const T *b, T beta, T *c, int64_t batch,
+            int64_t strideA, int64_t strideB, int64_t strideC) {
   if (!currentLaunch)
     return Status::error("cuBLAS call outside a CUDA stream launch");
   int lda = int(transA ? m : k), ldb = int(transB ? k : n);
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  return checkBlas(cublasSgemmStridedBatched(
-                       currentLaunch->blas, opB, opA, int(n), int(m), int(k),
-                       &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
-                       int(n), strideC, int(batch)),
-                   "cublasSgemmStridedBatched");
+  if constexpr (std::is_same_v<T, float>)
+    return checkBlas(cublasSgemmStridedBatched(
+                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
+                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
+                         int(n), strideC, int(batch)),
+                     "cublasSgemmStridedBatched");
+  else
+    return checkBlas(cublasDgemmStridedBatched(
+                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
+                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
+                         int(n), strideC, int(batch)),
+                     "cublasDgemmStridedBatched");
 }
 
-/// ONNX MatMul for f32 with equal batch dimensions (or a 2-D right operand
-/// shared by every batch).
-Status matMulKernel(const KernelContext &, const std::vector<TensorRef> &in,
-                    const std::vector<TensorRef> &out, const AttrMap &) {
+/// Whether cuBLAS takes these sizes (its dims are ints).
+bool fitsBlas(std::initializer_list<int64_t> sizes) {
+  for (int64_t v : sizes)
+    if (v < 0 || v > int64_t(std::numeric_limits<int>::max()))
+      return false;
+  return true;
+}
+
+/// MatMul through cuBLAS for f32 / f64 with equal batch dimensions (or a 2-D
+/// right operand shared by every batch) and the exact output shape; any
+/// other case (dtypes, 1-D operands, broadcast batches, malformed operands:
+/// the CPU kernel's checks) is staged.
+Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  auto staged = [&] { return runStaged(cpuMatMul, ctx, in, out, attrs); };
   if (in.size() != 2 || out.size() != 1)
-    return Status::error("MatMul: expects 2 inputs and 1 output");
+    return staged();
   const TensorRef &a = in[0], &b = in[1], &c = out[0];
-  if (a.dtype != DType::F32 || b.dtype != DType::F32 || c.dtype != DType::F32)
-    return Status::error("MatMul: only f32 is implemented on the CUDA backend");
-  if (a.rank() < 2 || b.rank() < 2)
-    return Status::error("MatMul: 1-D operands are not implemented on the CUDA "
-                         "backend");
-  int64_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1];
-  int64_t n = b.shape[b.rank() - 1];
-  if (b.shape[b.rank() - 2] != k)
-    return Status::error("MatMul: inner dimensions differ (" +
-                         shapeString(a.shape) + " x " + shapeString(b.shape) + ")");
-  int64_t batch = a.numel() / std::max<int64_t>(1, m * k);
-  int64_t strideB = b.rank() == 2 ? 0 : k * n;
-  if (strideB && b.numel() / std::max<int64_t>(1, k * n) != batch)
-    return Status::error("MatMul: batch broadcasting is not implemented on the "
-                         "CUDA backend");
-  if (c.numel() != batch * m * n)
-    return Status::error("MatMul: output " + shapeString(c.shape) +
-                         " does not match the product");
-  return sgemm(false, false, m, n, k, 1.0f, a.as<float>(), b.as<float>(), 0.0f,
-               c.as<float>(), batch, m * k, strideB, m * n);
+  if ((a.dtype != DType::F32 && a.dtype != DType::F64) || b.dtype != a.dtype ||
+      c.dtype != a.dtype || a.rank() < 2 || b.rank() < 2 ||
+      (b.rank() != 2 && b.rank() != a.rank()))
+    return staged();
+  const int64_t m = a.shape[size_t(a.rank() - 2)], k = a.shape.back();
+  const int64_t n = b.shape.back();
+  if (b.shape[size_t(b.rank() - 2)] != k)
+    return staged();
+  if (b.rank() != 2 &&
+      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
+    return staged();
+  std::vector<int64_t> expected(a.shape.begin(), a.shape.end() - 1);
+  expected.push_back(n);
+  if (c.shape != expected)
+    return staged();
+  const int64_t batch = cpu::productOf(a.shape, 0, a.shape.size() - 2);
+  if (!fitsBlas({m, n, k, batch}))
+    return staged();
+  if (batch == 0 || m == 0 || n == 0)
+    return Status::ok();
+  if (k == 0)
+    return check(cudaMemsetAsync(c.data, 0, c.bytes(), currentLaunch->stream),
+                 "MatMul: cudaMemsetAsync");
+  const int64_t strideB = b.rank() == 2 ? 0 : k * n;
+  if (a.dtype == DType::F64)
+    return gemm<double>(false, false, m, n, k, 1.0, a.as<double>(),
+                        b.as<double>(), 0.0, c.as<double>(), batch, m * k,
+                        strideB, m * n);
+  return gemm<float>(false, false, m, n, k, 1.0f, a.as<float>(), b.as<float>(),
+                     0.0f, c.as<float>(), batch, m * k, strideB, m * n);
 }
 
-/// ONNX Gemm for f32; C, if given, must have the output's full shape.
-Status gemmKernel(const KernelContext &, const std::vector<TensorRef> &in,
+/// Gemm through cuBLAS for 2-D f32 / f64 operands with C absent or of the
+/// output's full shape; any other case is staged (the CPU kernel's checks).
+Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  if (in.size() < 2 || out.size() != 1)
-    return Status::error("Gemm: expects 2 or 3 inputs and 1 output");
-  if (!currentLaunch)
-    return Status::error("Gemm: called outside a CUDA stream launch");
+  auto staged = [&] { return runStaged(cpuGemm, ctx, in, out, attrs); };
+  if (in.size() < 2 || in.size() > 3 || out.size() != 1)
+    return staged();
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  bool ta = attrs.getInt("transA", 0) != 0, tb = attrs.getInt("transB", 0) != 0;
-  if (a.rank() != 2 || b.rank() != 2 || a.dtype != DType::F32 ||
-      b.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("Gemm: only 2-D f32 is implemented on the CUDA backend");
-  int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
-  int64_t n = tb ? b.shape[0] : b.shape[1];
-  if ((tb ? b.shape[1] : b.shape[0]) != k || y.numel() != m * n)
-    return Status::error("Gemm: shapes do not match");
-  float beta = 0.0f;
-  if (in.size() == 3) {
-    if (in[2].numel() != m * n)
-      return Status::error("Gemm: a broadcast C is not implemented on the CUDA "
-                           "backend");
-    ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(y.data, in[2].data, y.bytes(),
-                                              cudaMemcpyDeviceToDevice,
-                                              currentLaunch->stream),
-                              "cudaMemcpyAsync"));
-    beta = float(attrs.getFloat("beta", 1.0));
+  const bool ta = attrs.getInt("transA", 0) != 0,
+             tb = attrs.getInt("transB", 0) != 0;
+  const bool hasC = in.size() == 3 && cpu::hasOperand(in, 2);
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2 ||
+      a.dtype != DType::F32 || b.dtype != DType::F32 || y.dtype != DType::F32 ||
+      (hasC && in[2].dtype != DType::F32))
+    return staged();
+  const int64_t m = ta ? a.shape[1] : a.shape[0],
+                k = ta ? a.shape[0] : a.shape[1];
+  const int64_t n = tb ? b.shape[0] : b.shape[1];
+  if ((tb ? b.shape[1] : b.shape[0]) != k || y.shape[0] != m ||
+      y.shape[1] != n || (hasC && in[2].shape != y.shape) || m == 0 || n == 0 ||
+      k == 0)
+    return staged();
+  double beta = 0.0;
+  if (hasC) {
+    if (in[2].data != y.data)
+      ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(y.data, in[2].data, y.bytes(),
+                                                cudaMemcpyDeviceToDevice,
+                                                currentLaunch->stream),
+                                "Gemm: cudaMemcpyAsync"));
+    beta = attrs.getFloat("beta", 1.0);
   }
-  return sgemm(ta, tb, m, n, k, float(attrs.getFloat("alpha", 1.0)),
-               a.as<float>(), b.as<float>(), beta, y.as<float>(), 1, 0, 0, 0);
+  const double alpha = attrs.getFloat("alpha", 1.0);
+  if (a.dtype == DType::F64)
+    return gemm<double>(ta, tb, m, n, k, alpha, a.as<double>(), b.as<double>(),
+                        beta, y.as<double>(), 1, 0, 0, 0);
+  return gemm<float>(ta, tb, m, n, k, float(alpha), a.as<float>(),
+                     b.as<float>(), float(beta), y.as<float>(), 1, 0, 0, 0);
 }
 
 /// Quantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel;
@@ -292,31 +526,17 @@ Status dequantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
                "Dequantize: kernel launch");
 }
 
-Status notImplementedKernel(const KernelContext &, const std::vector<TensorRef> &,
-                            const std::vector<TensorRef> &, const AttrMap &) {
-  return Status::error("not implemented on the CUDA backend (it has MatMul, "
-                       "Gemm, Quantize and Dequantize); run with --backend "
-                       "cpu");
-}
-
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(int device) : device_(device), allocator_(device) {
-    KernelTable cpu;
-    registerCpuKernels(cpu);
-    for (const std::string &op : cpu.names())
-      kernels_.add(op, notImplementedKernel);
-    kernels_.add("MatMul", matMulKernel);
-    kernels_.add("Gemm", gemmKernel);
-    kernels_.add("Quantize", quantizeKernel);
-    kernels_.add("Dequantize", dequantizeKernel);
+    registerCudaKernels(kernels_);
   }
   std::string name() const override { return "cuda"; }
   Allocator &allocator() override { return allocator_; }
   const KernelTable &kernels() const override { return kernels_; }
   Expected<std::unique_ptr<Stream>> createStream(int,
                                                  const StreamDesc &) override {
-    auto stream = std::make_unique<DeviceStream>(device_);
+    auto stream = std::make_unique<DeviceStream>(device_, rank_, worldSize_);
     ZRT_RETURN_IF_ERROR(stream->init());
     return std::unique_ptr<Stream>(std::move(stream));
   }
@@ -342,6 +562,106 @@ cudaStream_t streamOf(Stream *stream) {
 }
 
 } // namespace cuda
+
+namespace {
+
+/// The CUDA table and the names of its staged entries, built once.
+struct CudaTables {
+  KernelTable table;
+  std::vector<std::string> staged;
+};
+
+const CudaTables &cudaTables() {
+  static const CudaTables tables = [] {
+    CudaTables t;
+    KernelTable cpu;
+    registerCpuKernels(cpu);
+    cuda::cpuMatMul = cpu.lookup("MatMul");
+    cuda::cpuGemm = cpu.lookup("Gemm");
+    // The GPU kernels.
+    cuda::registerCudaElementwiseKernels(t.table);
+    cuda::registerCudaReduceKernels(t.table);
+    cuda::registerCudaNormalizationKernels(t.table);
+    cuda::registerCudaOptimizerKernels(t.table);
+    cuda::registerCudaShapeKernels(t.table);
+    cuda::registerCudaIndexingKernels(t.table);
+    cuda::registerCudaLossKernels(t.table);
+    t.table.add("MatMul", cuda::matMulKernel);
+    t.table.add("Gemm", cuda::gemmKernel);
+    t.table.add("Quantize", cuda::quantizeKernel);
+    t.table.add("Dequantize", cuda::dequantizeKernel);
+    // Everything else: the CPU kernel, staged.
+    size_t slot = 0;
+    for (const std::string &op : cpu.names()) {
+      if (t.table.lookup(op))
+        continue;
+      if (slot == cuda::kMaxStaged) {
+        std::fprintf(stderr,
+                     "zrt: more than %zu staged CUDA kernels; raise "
+                     "kMaxStaged in CudaBackend.cpp\n",
+                     cuda::kMaxStaged);
+        std::abort();
+      }
+      cuda::stagedSlots[slot] = cpu.lookup(op);
+      t.table.add(op, cuda::kStagedEntries[slot]);
+      t.staged.push_back(op);
+      ++slot;
+    }
+    return t;
+  }();
+  return tables;
+}
+
+} // namespace
+
+void registerCudaKernels(KernelTable &table) {
+  const KernelTable &cuda = cudaTables().table;
+  for (const std::string &op : cuda.names())
+    table.add(op, cuda.lookup(op));
+}
+
+std::vector<std::string> cudaKernelNames() {
+  return cudaTables().table.names();
+}
+
+std::vector<std::string> cudaStagedKernelNames() { return cudaTables().staged; }
+
+Expected<int> cudaDeviceForRank(int localRank) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= 0)
+    return Status::error(
+        std::string("no usable CUDA device: ") +
+        (err != cudaSuccess ? cudaGetErrorString(err) : "none found"));
+  auto envInt = [](const char *name, int &value) {
+    const char *text = std::getenv(name);
+    if (!text || !*text)
+      return false;
+    char *end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    value = (*end == '\0' && v >= 0 && v <= 1 << 20) ? int(v) : -1;
+    return true;
+  };
+  int device = 0;
+  if (envInt("ZRT_CUDA_DEVICE", device)) {
+    if (device < 0 || device >= count)
+      return Status::error(std::string("ZRT_CUDA_DEVICE=") +
+                           std::getenv("ZRT_CUDA_DEVICE") +
+                           " is not a CUDA device of this host (it has " +
+                           std::to_string(count) + ")");
+    return device;
+  }
+  int local = localRank;
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    int v = 0;
+    if (envInt(name, v) && v >= 0) {
+      local = v;
+      break;
+    }
+  }
+  return std::max(local, 0) % count;
+}
 
 Expected<std::unique_ptr<Backend>> createCudaBackend(int device) {
   int count = 0;

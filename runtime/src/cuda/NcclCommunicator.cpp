@@ -18,6 +18,7 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <mutex>
 #include <type_traits>
 
 namespace zrt {
@@ -40,6 +41,7 @@ struct NcclApi {
   ncclResult_t (*getUniqueId)(ncclUniqueId *);
   ncclResult_t (*commInitRank)(ncclComm_t *, int, ncclUniqueId, int);
   ncclResult_t (*commDestroy)(ncclComm_t);
+  ncclResult_t (*commAbort)(ncclComm_t);
   const char *(*getErrorString)(ncclResult_t);
   ncclResult_t (*allGather)(const void *, void *, size_t, int, ncclComm_t,
                             cudaStream_t);
@@ -68,6 +70,7 @@ struct NcclApi {
     sym(getUniqueId, "ncclGetUniqueId");
     sym(commInitRank, "ncclCommInitRank");
     sym(commDestroy, "ncclCommDestroy");
+    sym(commAbort, "ncclCommAbort");
     sym(getErrorString, "ncclGetErrorString");
     sym(allGather, "ncclAllGather");
     sym(reduceScatter, "ncclReduceScatter");
@@ -99,6 +102,7 @@ public:
   int rank() const override { return control_.rank(); }
   int worldSize() const override { return control_.worldSize(); }
   int localSize() const override { return control_.localSize(); }
+  int localRank() const override { return control_.localRank(); }
 
   Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
@@ -246,7 +250,11 @@ public:
     return control_.broadcastBytes(data, bytes, root);
   }
   void barrier() override { control_.barrier(); }
+  /// Aborts the NCCL communicators first (ncclCommAbort: kernels still
+  /// waiting in a collective with a failed or stopped rank are released,
+  /// which ncclCommDestroy would wait for), then the job.
   [[noreturn]] void abortJob(int code) override {
+    abortComms();
     control_.abortJob(code);
     std::_Exit(code); // not reached
   }
@@ -258,11 +266,31 @@ private:
     int rank = 0, size = 1;
   };
 
-  Status check(ncclResult_t r, const char *what) const {
+  /// An error of an NCCL call aborts every communicator of this rank: a
+  /// collective that failed here leaves the other ranks' halves waiting, and
+  /// the communicators are unusable afterwards (the job is ended by the
+  /// executor's error path).
+  Status check(ncclResult_t r, const char *what) {
     if (r == 0)
       return Status::ok();
-    return Status::error(std::string(what) + " failed: " +
-                         (api_.getErrorString ? api_.getErrorString(r) : "?"));
+    Status error =
+        Status::error(std::string(what) + " failed: " +
+                      (api_.getErrorString ? api_.getErrorString(r) : "?"));
+    abortComms();
+    return error;
+  }
+
+  /// ncclCommAbort on every communicator, once; may be called from any
+  /// thread (the watchdog's) while streams are inside collectives.
+  void abortComms() {
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    if (aborted_)
+      return;
+    aborted_ = true;
+    for (std::vector<ncclComm_t> &comms : comms_)
+      for (ncclComm_t c : comms)
+        if (c && api_.commAbort)
+          api_.commAbort(c);
   }
 
   Status prepare(OpKind kind, const TensorRef &in, const TensorRef &out,
@@ -312,17 +340,22 @@ private:
   }
 
   void freeComms() {
-    for (std::vector<ncclComm_t> &comms : comms_)
-      for (ncclComm_t c : comms)
-        if (c)
-          api_.commDestroy(c);
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    if (!aborted_) // an aborted communicator is freed by the abort
+      for (std::vector<ncclComm_t> &comms : comms_)
+        for (ncclComm_t c : comms)
+          if (c)
+            api_.commDestroy(c);
     comms_.clear();
+    aborted_ = false;
   }
 
   Communicator &control_;
   int device_;
   NcclApi api_;
   std::vector<std::vector<ncclComm_t>> comms_; // [channel][group + 1]
+  std::mutex abortMutex_;
+  bool aborted_ = false;
 };
 
 } // namespace

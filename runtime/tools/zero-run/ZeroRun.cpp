@@ -505,7 +505,10 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
     return Status::ok();
   }
 #ifdef ZRT_HAVE_CUDA
-  int device = world.rank() % std::max(1, world.localSize());
+  Expected<int> selected = cudaDeviceForRank(world.localRank());
+  if (!selected)
+    return selected.status();
+  const int device = *selected;
   Expected<std::unique_ptr<Backend>> cuda = createCudaBackend(device);
   if (!cuda)
     return cuda.status();
@@ -795,17 +798,18 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // Instruction timings also give the report's per-stream busy/idle times.
   execOptions.trace = !opts.trace.empty() || execOptions.trackMemory;
   execOptions.collectiveTimeoutSeconds = opts.timeout;
-  execOptions.onTimeout = [&comm](const Status &error) {
+  // Through the data communicator: NCCL's aborts its communicators first.
+  execOptions.onTimeout = [&comm, &dataComm](const Status &error) {
     printError(comm, error.message());
-    comm.abortJob(1);
+    dataComm.abortJob(1);
   };
   // A failure may leave other ranks inside a collective with this one (and
   // this rank's other streams in a blocking one), so it ends the whole job
   // at once.
   if (comm.worldSize() > 1)
-    execOptions.onError = [&comm](const Status &error) {
+    execOptions.onError = [&comm, &dataComm](const Status &error) {
       printError(comm, error.message());
-      comm.abortJob(1);
+      dataComm.abortJob(1);
     };
   Expected<std::unique_ptr<Executor>> executor = Status::error("");
   {

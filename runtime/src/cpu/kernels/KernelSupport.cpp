@@ -12,66 +12,6 @@ namespace zrt {
 namespace cpu {
 
 //===----------------------------------------------------------------------===//
-// Half precision
-//===----------------------------------------------------------------------===//
-
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else { // subnormal: renormalise
-      exponent = 127 - 15 + 1;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      mantissa &= 0x3ffu;
-      bits = sign | (exponent << 23) | (mantissa << 13);
-    }
-  } else if (exponent == 31) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  return bitsToFloat(bits);
-}
-
-uint16_t floatToHalf(float value) {
-  const uint32_t x = floatToBits(value);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t absBits = x & 0x7fffffffu;
-  if (absBits >= 0x7f800000u) // inf, nan
-    return uint16_t(sign | 0x7c00u | (absBits > 0x7f800000u ? 0x200u : 0u));
-  if (absBits >= 0x477ff000u) // >= 65520 rounds to inf
-    return uint16_t(sign | 0x7c00u);
-  if (absBits < 0x38800000u) { // below 2^-14: subnormal half (or zero)
-    const float scaled = bitsToFloat(absBits) * 16777216.0f; // exact, < 1024
-    return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
-  }
-  uint32_t h =
-      (((absBits >> 23) - 127 + 15) << 10) | ((absBits >> 13) & 0x3ffu);
-  const uint32_t rest = absBits & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-    ++h; // a carry into the exponent is the correct rounding
-  return uint16_t(sign | h);
-}
-
-float bfloat16ToFloat(uint16_t bits) {
-  return bitsToFloat(uint32_t(bits) << 16);
-}
-
-uint16_t floatToBfloat16(float value) {
-  const uint32_t x = floatToBits(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((x >> 16) | 0x40u); // quiet nan
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-//===----------------------------------------------------------------------===//
 // Scalars and fills
 //===----------------------------------------------------------------------===//
 
@@ -258,14 +198,19 @@ planBroadcast(const char *op, const std::vector<int64_t> &outShape,
   return Status::ok();
 }
 
+Status planBroadcastCopy(const char *op, const TensorRef &in,
+                         const TensorRef &out, BroadcastPlan &plan) {
+  if (dtypeSize(in.dtype) != dtypeSize(out.dtype))
+    return kernelError(op, "input and output dtypes differ",
+                       dtypeName(in.dtype), dtypeName(out.dtype));
+  return planBroadcast(op, out.shape, {&in.shape}, plan);
+}
+
 Status broadcastCopy(const KernelContext &ctx, const char *op,
                      const TensorRef &in, const TensorRef &out) {
   const size_t elementSize = dtypeSize(out.dtype);
-  if (dtypeSize(in.dtype) != elementSize)
-    return kernelError(op, "input and output dtypes differ",
-                       dtypeName(in.dtype), dtypeName(out.dtype));
   BroadcastPlan plan;
-  ZRT_RETURN_IF_ERROR(planBroadcast(op, out.shape, {&in.shape}, plan));
+  ZRT_RETURN_IF_ERROR(planBroadcastCopy(op, in, out, plan));
   dispatchBySize(elementSize, [&](auto tag) {
     using U = typename decltype(tag)::type;
     const U *src = in.as<U>();

@@ -12,6 +12,8 @@
 #ifndef ZRT_CPU_KERNELS_KERNELSUPPORT_H
 #define ZRT_CPU_KERNELS_KERNELSUPPORT_H
 
+#include "math/ElementwiseMath.h"
+#include "math/HalfMath.h"
 #include "math/VecMath.h"
 #include "zrt/Kernel.h"
 
@@ -31,19 +33,13 @@ namespace cpu {
 // Element types
 //===----------------------------------------------------------------------===//
 
-/// IEEE binary16, stored as its bits; converted through float.
-struct Float16 {
-  uint16_t bits;
-};
-/// bfloat16 (the upper half of an f32), stored as its bits.
-struct BFloat16 {
-  uint16_t bits;
-};
-
-float halfToFloat(uint16_t bits);
-uint16_t floatToHalf(float value);
-float bfloat16ToFloat(uint16_t bits);
-uint16_t floatToBfloat16(float value);
+// f16 and bf16 (math/HalfMath.h, shared with the CUDA kernels).
+using math::BFloat16;
+using math::bfloat16ToFloat;
+using math::Float16;
+using math::floatToBfloat16;
+using math::floatToHalf;
+using math::halfToFloat;
 
 /// The DType of a C++ element type.
 template <typename T> struct DTypeOf;
@@ -76,7 +72,7 @@ template <> struct DTypeOf<bool> {
 };
 
 /// Converts any supported element type to double (half types via float).
-template <typename T> inline double toDouble(T v) {
+template <typename T> ZRT_HD inline double toDouble(T v) {
   if constexpr (std::is_same_v<T, Float16>)
     return halfToFloat(v.bits);
   else if constexpr (std::is_same_v<T, BFloat16>)
@@ -87,24 +83,13 @@ template <typename T> inline double toDouble(T v) {
 
 /// Converts a double to element type T: floats round, integers truncate
 /// toward zero, Bool is "nonzero".
-template <typename T> inline T fromDouble(double v) {
+template <typename T> ZRT_HD inline T fromDouble(double v) {
   if constexpr (std::is_same_v<T, Float16>)
     return Float16{floatToHalf(static_cast<float>(v))};
   else if constexpr (std::is_same_v<T, BFloat16>)
     return BFloat16{floatToBfloat16(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<T, bool>)
-    return v != 0.0;
-  else if constexpr (std::is_integral_v<T>) {
-    // Saturate instead of the undefined out-of-range conversion; NaN -> 0.
-    if (!(v == v))
-      return T(0);
-    if (v <= double(std::numeric_limits<T>::lowest()))
-      return std::numeric_limits<T>::lowest();
-    if (v >= double(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  } else
-    return static_cast<T>(v);
+  else
+    return math::fromDoubleNum<T>(v);
 }
 
 template <typename T> struct TypeTag { using type = T; };
@@ -303,6 +288,11 @@ void forEachBroadcastRow(const BroadcastPlan &plan, int64_t begin, int64_t end,
 Status broadcastCopy(const KernelContext &ctx, const char *op,
                      const TensorRef &in, const TensorRef &out);
 
+/// The checks and the (one-input) plan of broadcastCopy, shared with the
+/// CUDA backend's version.
+Status planBroadcastCopy(const char *op, const TensorRef &in,
+                         const TensorRef &out, BroadcastPlan &plan);
+
 //===----------------------------------------------------------------------===//
 // Parallelism
 //===----------------------------------------------------------------------===//
@@ -413,45 +403,13 @@ void parallelOuterInner(const KernelContext &ctx, int64_t outer,
 using math::bitsToFloat;
 using math::floatToBits;
 
-/// e^x: math::exp for f32 (vectorises, within 1 ulp), std::exp otherwise.
-template <typename T> inline T expOf(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return math::exp(x);
-  else
-    return std::exp(x);
-}
-
-/// log x: math::log for f32, std::log otherwise.
-template <typename T> inline T logOf(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return math::log(x);
-  else
-    return std::log(x);
-}
-
-/// tanh: math::tanh for f32, std::tanh otherwise.
-template <typename T> inline T tanhOf(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return math::tanh(x);
-  else
-    return std::tanh(x);
-}
-
-/// erf: math::erf for f32, std::erf otherwise.
-template <typename T> inline T erfOf(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return math::erf(x);
-  else
-    return std::erf(x);
-}
-
-/// 1 / (1 + e^-x): math::sigmoid for f32, the formula otherwise.
-template <typename T> inline T sigmoidOf(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return math::sigmoid(x);
-  else
-    return T(1) / (T(1) + std::exp(-x));
-}
+// The vectorisable f32 exp, log, tanh, erf and sigmoid (math/ElementwiseMath.h,
+// shared with the CUDA kernels).
+using math::erfOf;
+using math::expOf;
+using math::logOf;
+using math::sigmoidOf;
+using math::tanhOf;
 
 /// Marks a function holding a hot loop to be compiled for AVX-512F, AVX2 and
 /// the baseline ISA, with the dynamic loader picking one per CPU (GCC

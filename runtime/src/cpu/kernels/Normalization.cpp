@@ -7,7 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "CpuLoops.h"
+#include "NormalizationKernels.h"
+
+#include <memory>
 
 namespace zrt {
 namespace cpu {
@@ -24,13 +27,17 @@ ZRT_HOT_LOOP void softmaxRow(const T *in, T *out, int64_t n) {
     return;
   const T max = maxOf(in, n);
   if (Log) {
-    const T sum = sumMapped(in, n, [max](T x) { return expOf(T(x - max)); });
-    const T shift = max + T(std::log(sum));
-    mapElements(in, out, n, [shift](T x) { return T(x - shift); });
+    const T sum =
+        sumMapped(in, n, [max](T x) { return math::softmaxExp(x, max); });
+    const T shift = math::logSoftmaxShift(max, sum);
+    mapElements(in, out, n,
+                [shift](T x) { return math::logSoftmaxValue(x, shift); });
   } else {
-    mapElements(in, out, n, [max](T x) { return expOf(T(x - max)); });
-    const T scale = T(1) / sumMapped(out, n, [](T x) { return x; });
-    mapElements(out, out, n, [scale](T x) { return T(x * scale); });
+    mapElements(in, out, n, [max](T x) { return math::softmaxExp(x, max); });
+    const T scale =
+        math::softmaxScale(sumMapped(out, n, [](T x) { return x; }));
+    mapElements(out, out, n,
+                [scale](T x) { return math::softmaxValue(x, scale); });
   }
 }
 
@@ -50,124 +57,27 @@ ZRT_HOT_LOOP void softmaxColumns(const T *in, T *out, int64_t axisLen,
     const T *row = in + a * inner + ib;
     T *outRow = out + a * inner + ib;
     for (int64_t i = 0; i < width; ++i) {
-      const T e = expOf(T(row[i] - max[size_t(i)]));
+      const T e = math::softmaxExp(row[i], max[size_t(i)]);
       sum[size_t(i)] += e;
       if (!Log)
         outRow[i] = e;
     }
   }
   for (int64_t i = 0; i < width; ++i)
-    sum[size_t(i)] = Log ? T(max[size_t(i)] + std::log(sum[size_t(i)]))
-                         : T(1) / sum[size_t(i)];
+    sum[size_t(i)] = Log ? math::logSoftmaxShift(max[size_t(i)], sum[size_t(i)])
+                         : math::softmaxScale(sum[size_t(i)]);
   for (int64_t a = 0; a < axisLen; ++a) {
     const T *row = in + a * inner + ib;
     T *outRow = out + a * inner + ib;
     for (int64_t i = 0; i < width; ++i)
-      outRow[i] =
-          Log ? T(row[i] - sum[size_t(i)]) : T(outRow[i] * sum[size_t(i)]);
+      outRow[i] = Log ? math::logSoftmaxValue(row[i], sum[size_t(i)])
+                      : math::softmaxValue(outRow[i], sum[size_t(i)]);
   }
-}
-
-/// attr axis (non-negative; default the last axis).
-template <bool Log>
-Status softmaxKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  const char *op = Log ? "LogSoftmax" : "Softmax";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 1, 1));
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, in[0], "input", out[0], "output"));
-  ZRT_RETURN_IF_ERROR(checkShape(op, "output", out[0], in[0].shape));
-  AxisSplit split;
-  const int64_t axis =
-      attrs.getInt("axis", std::max<int64_t>(in[0].rank() - 1, 0));
-  ZRT_RETURN_IF_ERROR(splitAtAxis(op, in[0].shape, axis, split));
-  if (!dispatchType(FloatTypes{}, in[0].dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T *src = in[0].as<T>();
-        T *dst = out[0].as<T>();
-        if (split.inner == 1) {
-          parallelRange(
-              ctx, split.outer, rowGrain(split.axis, kTranscendentalGrain),
-              [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r)
-                  softmaxRow<T, Log>(src + r * split.axis, dst + r * split.axis,
-                                     split.axis);
-              });
-          return;
-        }
-        parallelOuterInner(ctx, split.outer, split.axis, split.inner,
-                           [&](int64_t o, int64_t ib, int64_t ie) {
-                             const int64_t base = o * split.axis * split.inner;
-                             softmaxColumns<T, Log>(src + base, dst + base,
-                                                    split.axis, split.inner, ib,
-                                                    ie);
-                           });
-      }))
-    return dtypeError(op, "input", in[0].dtype, FloatTypes{});
-  return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//
 // LayerNormalization, RMSNormalization
 //===----------------------------------------------------------------------===//
-
-/// An affine parameter (scale or bias) as one value per normalised element:
-/// `data` points at the tensor itself when it already has that layout, or at
-/// `storage`, holding it broadcast over the normalised dims.
-template <typename T> struct RowParameter {
-  const T *data = nullptr;
-  std::vector<T> storage;
-};
-
-template <typename T>
-Status prepareRowParameter(const KernelContext &ctx, const char *op,
-                           const char *name, const TensorRef &param,
-                           const std::vector<int64_t> &normShape,
-                           RowParameter<T> &result) {
-  if (param.dtype != DTypeOf<T>::value)
-    return kernelError(op, std::string("dtype of ") + name + " differs from X",
-                       dtypeName(param.dtype), dtypeName(DTypeOf<T>::value));
-  // Leading 1s aside, does the parameter already have the normalised shape?
-  std::vector<int64_t> trimmed = param.shape;
-  while (trimmed.size() > normShape.size() && trimmed.front() == 1)
-    trimmed.erase(trimmed.begin());
-  std::vector<int64_t> normTrimmed = normShape;
-  while (normTrimmed.size() > trimmed.size() && normTrimmed.front() == 1)
-    normTrimmed.erase(normTrimmed.begin());
-  if (trimmed == normTrimmed) {
-    result.data = param.as<T>();
-    return Status::ok();
-  }
-  const int64_t cols = productOf(normShape, 0, normShape.size());
-  result.storage.resize(size_t(cols));
-  TensorRef full{result.storage.data(), param.dtype, normShape};
-  Status status = broadcastCopy(ctx, op, param, full);
-  if (!status.isOk())
-    return kernelError(op,
-                       std::string(name) + " does not broadcast over the "
-                                           "normalised dims",
-                       shapeString(param.shape), shapeString(normShape));
-  result.data = result.storage.data();
-  return Status::ok();
-}
-
-/// Writes one statistic (Mean or InvStdDev) in the output's float dtype.
-inline void storeStatistic(const TensorRef &t, int64_t index, double value) {
-  if (t.dtype == DType::F32)
-    t.as<float>()[index] = float(value);
-  else if (t.dtype == DType::F64)
-    t.as<double>()[index] = value;
-}
-
-Status checkStatistic(const char *op, const char *name, const TensorRef &t,
-                      int64_t rows) {
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    return dtypeError(op, name, t.dtype, FloatTypes{});
-  if (t.numel() != rows)
-    return kernelError(op, std::string("wrong size of ") + name,
-                       shapeString(t.shape),
-                       std::to_string(rows) + " elements");
-  return Status::ok();
-}
 
 /// One row of LayerNormalization (RMS = false) or RMSNormalization: y =
 /// (x - mean) * invStd * w (+ b when b is not null); y may be x.
@@ -180,94 +90,86 @@ ZRT_HOT_LOOP void normalizeRow(const T *x, T *y, int64_t cols, const T *w,
   const T shift = RMS || cols == 0 ? T(0) : x[0];
   T sum, squares;
   shiftedMoments(x, cols, shift, sum, squares);
-  if (RMS) {
-    mean = T(0);
-    invStd = T(1) / std::sqrt(squares / T(cols) + epsilon);
-  } else {
-    const T meanShifted = sum / T(cols);
-    const T variance =
-        std::max(T(0), squares / T(cols) - meanShifted * meanShifted);
-    mean = shift + meanShifted;
-    invStd = T(1) / std::sqrt(variance + epsilon);
-  }
+  math::normStatistics<T, RMS>(sum, squares, cols, shift, epsilon, mean,
+                               invStd);
   const T m = mean, s = invStd;
   if (!b) {
-    zipElements(x, w, y, cols,
-                [m, s](T v, T scale) { return (v - m) * s * scale; });
+    zipElements(x, w, y, cols, [m, s](T v, T scale) {
+      return math::normValue(v, m, s, scale);
+    });
   } else if (x == y) {
     for (int64_t c = 0; c < cols; ++c)
-      y[c] = (y[c] - m) * s * w[c] + b[c];
+      y[c] = math::normValueBias(y[c], m, s, w[c], b[c]);
   } else {
     const T *__restrict xs = x;
     T *__restrict ys = y;
     for (int64_t c = 0; c < cols; ++c)
-      ys[c] = (xs[c] - m) * s * w[c] + b[c];
+      ys[c] = math::normValueBias(xs[c], m, s, w[c], b[c]);
   }
 }
 
-/// LayerNormalization (RMS = false) or RMSNormalization (RMS = true).
-/// Inputs X, Scale[, B]; attrs axis, epsilon; outputs Y[, Mean, InvStdDev].
-template <bool RMS>
-Status
-normalizationKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  const char *op = RMS ? "RMSNormalization" : "LayerNormalization";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 2, RMS ? 2 : 3, 1, RMS ? 1 : 3));
-  const TensorRef &x = in[0], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "X", y, "Y"));
-  ZRT_RETURN_IF_ERROR(checkShape(op, "Y", y, x.shape));
-  const int64_t axis = attrs.getInt("axis", std::max<int64_t>(x.rank() - 1, 0));
-  const double epsilon = attrs.getFloat("epsilon", 1e-5);
-  if (axis < 0 || axis > x.rank())
-    return kernelError(op, "axis out of range", std::to_string(axis),
-                       "0 <= axis <= " + std::to_string(x.rank()));
-  const int64_t rows = productOf(x.shape, 0, size_t(axis));
-  const int64_t cols = productOf(x.shape, size_t(axis), x.shape.size());
-  const std::vector<int64_t> normShape(x.shape.begin() + axis, x.shape.end());
-  const bool hasBias = !RMS && hasOperand(in, 2);
-  const bool hasMean = !RMS && hasOperand(out, 1);
-  const bool hasInvStd = !RMS && hasOperand(out, 2);
-  if (hasMean)
-    ZRT_RETURN_IF_ERROR(checkStatistic(op, "Mean", out[1], rows));
-  if (hasInvStd)
-    ZRT_RETURN_IF_ERROR(checkStatistic(op, "InvStdDev", out[2], rows));
-  Status status;
-  if (!dispatchType(FloatTypes{}, x.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        RowParameter<T> scale, bias;
-        status = prepareRowParameter(ctx, op, "Scale", in[1], normShape, scale);
-        if (status.isOk() && hasBias)
-          status = prepareRowParameter(ctx, op, "B", in[2], normShape, bias);
-        if (!status.isOk())
-          return;
-        const T *src = x.as<T>();
-        T *dst = y.as<T>();
-        const T *w = scale.data, *b = bias.data;
-        parallelRange(ctx, rows, rowGrain(3 * cols, kElementGrain),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t r = begin; r < end; ++r) {
-                          T mean, invStd;
-                          normalizeRow<T, RMS>(src + r * cols, dst + r * cols,
-                                               cols, w, b, T(epsilon), mean,
-                                               invStd);
-                          if (hasMean)
-                            storeStatistic(out[1], r, double(mean));
-                          if (hasInvStd)
-                            storeStatistic(out[2], r, double(invStd));
-                        }
-                      });
-      }))
-    return dtypeError(op, "X", x.dtype, FloatTypes{});
-  return status;
-}
+/// The CPU loops of Softmax and the normalisations (norm::softmaxKernel,
+/// norm::normalizationKernel).
+struct CpuNormLoops : CpuLoops {
+  template <typename T, bool Log>
+  static Status softmax(const KernelContext &ctx, const AxisSplit &split,
+                        const T *src, T *dst) {
+    if (split.inner == 1) {
+      parallelRange(ctx, split.outer,
+                    rowGrain(split.axis, kTranscendentalGrain),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t r = b; r < e; ++r)
+                        softmaxRow<T, Log>(src + r * split.axis,
+                                           dst + r * split.axis, split.axis);
+                    });
+      return Status::ok();
+    }
+    parallelOuterInner(ctx, split.outer, split.axis, split.inner,
+                       [&](int64_t o, int64_t ib, int64_t ie) {
+                         const int64_t base = o * split.axis * split.inner;
+                         softmaxColumns<T, Log>(src + base, dst + base,
+                                                split.axis, split.inner, ib,
+                                                ie);
+                       });
+    return Status::ok();
+  }
+
+  /// Allocates host storage for a broadcast Scale or B.
+  template <typename T>
+  static Status allocateRow(int64_t count, norm::RowParameter<T> &result) {
+    auto storage = std::make_shared<std::vector<T>>(size_t(count));
+    result.data = storage->data();
+    result.storage = storage;
+    return Status::ok();
+  }
+
+  template <typename T, bool RMS>
+  static Status normalize(const KernelContext &ctx, int64_t rows, int64_t cols,
+                          const T *src, T *dst, const T *w, const T *b,
+                          T epsilon, norm::Statistic mean,
+                          norm::Statistic invStdDev) {
+    parallelRange(ctx, rows, rowGrain(3 * cols, kElementGrain),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t r = begin; r < end; ++r) {
+                      T m, invStd;
+                      normalizeRow<T, RMS>(src + r * cols, dst + r * cols, cols,
+                                           w, b, epsilon, m, invStd);
+                      if (mean.data)
+                        math::storeStatistic(mean.data, mean.isF64, r,
+                                             double(m));
+                      if (invStdDev.data)
+                        math::storeStatistic(invStdDev.data, invStdDev.isF64, r,
+                                             double(invStd));
+                    }
+                  });
+    return Status::ok();
+  }
+};
 
 } // namespace
 
 void registerNormalizationKernels(KernelTable &table) {
-  table.add("Softmax", softmaxKernel<false>);
-  table.add("LogSoftmax", softmaxKernel<true>);
-  table.add("LayerNormalization", normalizationKernel<false>);
-  table.add("RMSNormalization", normalizationKernel<true>);
+  norm::addNormalizationKernels<CpuNormLoops>(table);
 }
 
 } // namespace cpu

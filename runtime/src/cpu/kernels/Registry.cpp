@@ -23,4 +23,10 @@ void registerCpuKernels(KernelTable &table) {
   cpu::registerQuantizeKernels(table);
 }
 
+std::vector<std::string> cpuKernelNames() {
+  KernelTable table;
+  registerCpuKernels(table);
+  return table.names();
+}
+
 } // namespace zrt

@@ -1,0 +1,312 @@
+//===- OptimizerKernels.h - AdamW and SGD, any backend ----------*- C++ -*-===//
+//
+// The host code of the AdamW, SGD and LrSchedule kernels (docs/kernels.md,
+// "Training"):
+// operand checks, attributes and the f32 scalars of the step (computed in
+// double like PyTorch's Python code), written once as templates over a Loops
+// policy with read() (one element of operand data to the host: the step, lr
+// and grad_scale scalars) and
+//   adam(ctx, AdamScalars, param, grad, exp_avg, exp_avg_sq,
+//        param', exp_avg', exp_avg_sq', n)
+//   sgd(ctx, SgdScalars, param, grad, buffer, param', buffer', n)
+// CpuOptimizerLoops (Optimizer.cpp) and cuda::CudaOptimizerLoops
+// (cuda/OptimizerKernels.cu) run the element updates of
+// math/OptimizerMath.h. LrSchedule is host arithmetic on the step; its
+// result goes to the device with write().
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
+#define ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
+
+#include "KernelSupport.h"
+#include "math/OptimizerMath.h"
+
+#include <cmath>
+
+namespace zrt {
+namespace cpu {
+namespace optimizer {
+
+/// An attribute given as a float or an int (the compiler may write either).
+inline double numberAttr(const AttrMap &attrs, const std::string &name,
+                         double dflt) {
+  if (!attrs.has(name))
+    return dflt;
+  std::vector<int64_t> ints = attrs.getInts(name);
+  if (!ints.empty())
+    return double(ints[0]);
+  return attrs.getFloat(name, dflt);
+}
+
+inline Status checkScalar(const char *op, const char *operand,
+                          const TensorRef &t, DType dtype) {
+  if (t.dtype != dtype)
+    return kernelError(op, std::string("wrong dtype of ") + operand,
+                       dtypeName(t.dtype),
+                       std::string(dtypeName(dtype)) + " scalar");
+  if (t.numel() != 1)
+    return kernelError(op, std::string("wrong shape of ") + operand,
+                       "[" + shapeString(t.shape) + "]", "a scalar");
+  return Status::ok();
+}
+
+/// The step t (an i64 scalar, >= 1: the number of this optimizer step).
+template <typename Loops>
+Status readStep(const char *op, const TensorRef &t, int64_t &step) {
+  ZRT_RETURN_IF_ERROR(checkScalar(op, "step", t, DType::I64));
+  ZRT_RETURN_IF_ERROR(Loops::read(t.as<int64_t>(), step));
+  if (step < 1)
+    return kernelError(op, "step counter below 1", std::to_string(step),
+                       "t >= 1: the counter is incremented before the "
+                       "optimizer reads it");
+  return Status::ok();
+}
+
+template <typename Loops>
+Status readFloatScalar(const char *op, const char *operand, const TensorRef &t,
+                       float &value) {
+  ZRT_RETURN_IF_ERROR(checkScalar(op, operand, t, DType::F32));
+  return Loops::read(t.as<float>(), value);
+}
+
+/// Checks an f32 tensor operand of `n` elements.
+inline Status checkVector(const char *op, const char *operand,
+                          const TensorRef &t, int64_t n) {
+  if (t.dtype != DType::F32)
+    return dtypeError(op, operand, t.dtype, TypeList<float>{});
+  if (t.numel() != n)
+    return kernelError(op, std::string("wrong size of ") + operand,
+                       std::to_string(t.numel()) + " elements [" +
+                           shapeString(t.shape) + "]",
+                       std::to_string(n) + " elements, as param");
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW / Adam
+//===----------------------------------------------------------------------===//
+
+/// AdamW(param, grad, step, lr, grad_scale, exp_avg, exp_avg_sq)
+///   -> param', exp_avg', exp_avg_sq'.
+template <typename Loops>
+Status adamWKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "AdamW";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 7, 7, 3, 3));
+  const int64_t n = in[0].numel();
+  const char *names[] = {"param", "grad",    nullptr,     nullptr,
+                         nullptr, "exp_avg", "exp_avg_sq"};
+  for (size_t i : {0, 1, 5, 6})
+    ZRT_RETURN_IF_ERROR(checkVector(op, names[i], in[i], n));
+  ZRT_RETURN_IF_ERROR(checkVector(op, "param'", out[0], n));
+  ZRT_RETURN_IF_ERROR(checkVector(op, "exp_avg'", out[1], n));
+  ZRT_RETURN_IF_ERROR(checkVector(op, "exp_avg_sq'", out[2], n));
+  int64_t step = 0;
+  float lr = 0, gradScale = 0;
+  ZRT_RETURN_IF_ERROR(readStep<Loops>(op, in[2], step));
+  ZRT_RETURN_IF_ERROR(readFloatScalar<Loops>(op, "lr", in[3], lr));
+  ZRT_RETURN_IF_ERROR(
+      readFloatScalar<Loops>(op, "grad_scale", in[4], gradScale));
+
+  const double beta1 = numberAttr(attrs, "beta1", 0.9);
+  const double beta2 = numberAttr(attrs, "beta2", 0.999);
+  const double eps = numberAttr(attrs, "eps", 1e-8);
+  const double weightDecay = numberAttr(attrs, "weight_decay", 0.0);
+  const bool decoupled = numberAttr(attrs, "decoupled", 1) != 0;
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    return kernelError(op, "bad betas",
+                       std::to_string(beta1) + ", " + std::to_string(beta2),
+                       "each in [0, 1)");
+
+  // The host side of _single_tensor_adam, in double like Python.
+  const double t = double(step);
+  const double lrValue = double(lr);
+  const double biasCorrection1 = 1 - std::pow(beta1, t);
+  const double biasCorrection2 = 1 - std::pow(beta2, t);
+  const double stepSize = lrValue / biasCorrection1;
+  const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
+  math::AdamScalars s;
+  s.gradScale = gradScale;
+  s.decayParam = weightDecay != 0 && decoupled;
+  s.paramDecay = float(1 - lrValue * weightDecay);
+  s.l2 = weightDecay != 0 && !decoupled;
+  s.weightDecay = float(weightDecay);
+  s.lerpWeight = float(1 - beta1);
+  s.smallWeight = std::fabs(s.lerpWeight) < 0.5f;
+  s.beta2 = float(beta2);
+  s.oneMinusBeta2 = float(1 - beta2);
+  s.biasCorrection2Sqrt = float(biasCorrection2Sqrt);
+  s.eps = float(eps);
+  s.negStepSize = float(-stepSize);
+
+  return Loops::adam(ctx, s, in[0].as<float>(), in[1].as<float>(),
+                     in[5].as<float>(), in[6].as<float>(), out[0].as<float>(),
+                     out[1].as<float>(), out[2].as<float>(), n);
+}
+
+//===----------------------------------------------------------------------===//
+// SGD
+//===----------------------------------------------------------------------===//
+
+/// SGD(param, grad, step, lr, grad_scale[, momentum_buffer])
+///   -> param'[, momentum_buffer'].
+template <typename Loops>
+Status sgdKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                 const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  const char *op = "SGD";
+  const double momentum = numberAttr(attrs, "momentum", 0.0);
+  const double dampening = numberAttr(attrs, "dampening", 0.0);
+  const double weightDecay = numberAttr(attrs, "weight_decay", 0.0);
+  const bool nesterov = numberAttr(attrs, "nesterov", 0) != 0;
+  const bool hasMomentum = momentum != 0;
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return kernelError(op, "nesterov needs a momentum and zero dampening",
+                       "momentum " + std::to_string(momentum) + ", dampening " +
+                           std::to_string(dampening),
+                       "momentum > 0, dampening 0 (as torch.optim.SGD)");
+  const size_t operands = hasMomentum ? 6 : 5;
+  ZRT_RETURN_IF_ERROR(
+      checkArity(op, in, out, operands, operands, operands - 4, operands - 4));
+  const int64_t n = in[0].numel();
+  ZRT_RETURN_IF_ERROR(checkVector(op, "param", in[0], n));
+  ZRT_RETURN_IF_ERROR(checkVector(op, "grad", in[1], n));
+  ZRT_RETURN_IF_ERROR(checkVector(op, "param'", out[0], n));
+  if (hasMomentum) {
+    ZRT_RETURN_IF_ERROR(checkVector(op, "momentum_buffer", in[5], n));
+    ZRT_RETURN_IF_ERROR(checkVector(op, "momentum_buffer'", out[1], n));
+  }
+  int64_t step = 0;
+  float lr = 0, gradScale = 0;
+  ZRT_RETURN_IF_ERROR(readStep<Loops>(op, in[2], step));
+  ZRT_RETURN_IF_ERROR(readFloatScalar<Loops>(op, "lr", in[3], lr));
+  ZRT_RETURN_IF_ERROR(
+      readFloatScalar<Loops>(op, "grad_scale", in[4], gradScale));
+
+  math::SgdScalars s;
+  s.gradScale = gradScale;
+  s.hasWeightDecay = weightDecay != 0;
+  s.weightDecay = float(weightDecay);
+  s.hasMomentum = hasMomentum;
+  s.firstStep = step == 1;
+  s.momentum = float(momentum);
+  s.oneMinusDampening = float(1 - dampening);
+  s.nesterov = nesterov;
+  s.negLr = float(-double(lr));
+
+  return Loops::sgd(ctx, s, in[0].as<float>(), in[1].as<float>(),
+                    hasMomentum ? in[5].as<float>() : nullptr,
+                    out[0].as<float>(),
+                    hasMomentum ? out[1].as<float>() : nullptr, n);
+}
+
+//===----------------------------------------------------------------------===//
+// LrSchedule
+//===----------------------------------------------------------------------===//
+
+/// Python's math.pi.
+constexpr double kPi = 3.141592653589793;
+
+/// DeepSpeed's warmup fraction at last_batch_iteration k < warmup steps W.
+inline double warmupGamma(const std::string &type, int64_t k, int64_t warmup) {
+  if (type == "linear")
+    return double(k) / double(warmup);
+  return (1.0 / std::log(double(warmup))) * std::log(double(k + 1));
+}
+
+/// LrSchedule(step) -> lr: the learning rate DeepSpeed's engine uses for its
+/// t-th optimizer step. The engine sets the scheduler's lr when it is built
+/// (last_batch_iteration = -1) and calls lr_scheduler.step() after every
+/// optimizer step, so step t runs with last_batch_iteration k = t - 2.
+template <typename Loops>
+Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out,
+                        const AttrMap &attrs) {
+  const char *op = "LrSchedule";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 1, 1, 1, 1));
+  int64_t step = 0;
+  ZRT_RETURN_IF_ERROR(readStep<Loops>(op, in[0], step));
+  ZRT_RETURN_IF_ERROR(checkScalar(op, "lr", out[0], DType::F32));
+  const std::string type = attrs.getString("type", "constant");
+  const std::string warmupType = attrs.getString("warmup_type", "log");
+  if (warmupType != "log" && warmupType != "linear")
+    return kernelError(op, "bad attribute warmup_type",
+                       "\"" + warmupType + "\"", "\"log\" or \"linear\"");
+  const int64_t k = step - 2; // last_batch_iteration
+  // DeepSpeed raises warmup_num_steps to at least 2 (log(1) would be 0).
+  const int64_t warmup = std::max<int64_t>(
+      2, int64_t(numberAttr(attrs, "warmup_num_steps", 1000)));
+  double lr = 0;
+  if (type == "constant") {
+    if (!attrs.has("lr"))
+      return kernelError(op, "missing attribute lr", "none",
+                         "the constant learning rate");
+    lr = numberAttr(attrs, "lr", 0);
+  } else if (type == "WarmupLR" || type == "WarmupDecayLR") {
+    const double minLr = numberAttr(attrs, "warmup_min_lr", 0.0);
+    const double maxLr = numberAttr(attrs, "warmup_max_lr", 0.001);
+    const double deltaLr = maxLr - minLr;
+    const bool decay = type == "WarmupDecayLR";
+    if (decay && !attrs.has("total_num_steps"))
+      return kernelError(op, "missing attribute total_num_steps", "none",
+                         "WarmupDecayLR's total number of steps");
+    const int64_t total = int64_t(numberAttr(attrs, "total_num_steps", 0));
+    double gamma;
+    if (k < 0)
+      gamma = 0; // get_lr() before the first scheduler step: min_lrs
+    else if (k < warmup)
+      gamma = warmupGamma(warmupType, k, warmup);
+    else if (!decay)
+      gamma = 1.0;
+    else
+      gamma = std::max(0.0, double(total - k) /
+                                std::max(1.0, double(total - warmup)));
+    lr = minLr + deltaLr * gamma;
+  } else if (type == "WarmupCosineLR") {
+    if (!attrs.has("total_num_steps") || !attrs.has("lr"))
+      return kernelError(op, "missing attribute total_num_steps or lr", "none",
+                         "WarmupCosineLR's total number of steps and the "
+                         "optimizer's base lr");
+    const int64_t total = int64_t(numberAttr(attrs, "total_num_steps", 0));
+    const double baseLr = numberAttr(attrs, "lr", 0);
+    const double warmupMinRatio = numberAttr(attrs, "warmup_min_ratio", 0.0);
+    const double cosMinRatio = numberAttr(attrs, "cos_min_ratio", 0.0001);
+    double ratio;
+    if (k < 0) {
+      ratio = 0; // get_lr() before the first scheduler step: [0.0]
+    } else if (k < warmup) {
+      ratio = warmupGamma(warmupType, k, warmup);
+      ratio = warmupMinRatio + ratio * (1.0 - warmupMinRatio);
+    } else {
+      const int64_t realLastStep = k - warmup + 1;
+      const int64_t realTotalSteps = total - warmup;
+      if (realTotalSteps == 0)
+        return kernelError(op, "total_num_steps equals warmup_num_steps",
+                           std::to_string(total),
+                           "more steps than the warmup (DeepSpeed divides by "
+                           "their difference)");
+      ratio =
+          (1 + std::cos(kPi * double(realLastStep) / double(realTotalSteps))) /
+          2;
+      ratio = std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * ratio);
+    }
+    lr = k < 0 ? 0.0 : baseLr * ratio;
+  } else {
+    return kernelError(op, "bad attribute type", "\"" + type + "\"",
+                       "\"constant\", \"WarmupLR\", \"WarmupDecayLR\" or "
+                       "\"WarmupCosineLR\"");
+  }
+  return Loops::write(out[0].as<float>(), float(lr));
+}
+
+/// Registers AdamW, SGD and LrSchedule with the loops of one backend.
+template <typename Loops> void addOptimizerKernels(KernelTable &table) {
+  table.add("AdamW", adamWKernel<Loops>);
+  table.add("SGD", sgdKernel<Loops>);
+  table.add("LrSchedule", lrScheduleKernel<Loops>);
+}
+
+} // namespace optimizer
+} // namespace cpu
+} // namespace zrt
+
+#endif // ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
