@@ -123,6 +123,8 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
         floats.push_back(f.getValueAsDouble());
       else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
         ints.assign(arr.asArrayRef().begin(), arr.asArrayRef().end());
+      else if (auto farr = dyn_cast<DenseF64ArrayAttr>(v))
+        floats.assign(farr.asArrayRef().begin(), farr.asArrayRef().end());
       else if (auto s = dyn_cast<StringAttr>(v))
         str = s.str(), isStr = true;
       else if (auto b = dyn_cast<BoolAttr>(v))
