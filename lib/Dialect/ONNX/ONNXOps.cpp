@@ -318,19 +318,24 @@ struct MatMulOfTransposedWeight : public OpRewritePattern<MatMulOp> {
         transpose.getPerm() != ArrayRef<int64_t>{1, 0})
       return failure();
     Value w = transpose.getData();
-    auto wt = cast<RankedTensorType>(w.getType());
     int64_t k = a.getShape().back();
     int64_t rows = a.getNumElements() / std::max<int64_t>(k, 1);
     Location loc = op.getLoc();
+    // The new ops keep the MatMul's placement (zero.pipeline_stage,
+    // zero.stream): where it ran, they run.
+    auto placed = [&](Value v) {
+      for (NamedAttribute attr : op->getDiscardableAttrs())
+        v.getDefiningOp()->setAttr(attr.getName(), attr.getValue());
+      return v;
+    };
     Value x = op.getA();
     if (a.getRank() != 2)
-      x = ReshapeOp::create(rewriter, loc, x, ArrayRef<int64_t>{rows, k});
-    Value y = GemmOp::create(rewriter, loc, x, w, Value(), rewriter.getF32FloatAttr(1.0f),
-                             rewriter.getF32FloatAttr(0.0f), rewriter.getI64IntegerAttr(0),
-                             rewriter.getI64IntegerAttr(1));
-    (void)wt;
+      x = placed(ReshapeOp::create(rewriter, loc, x, ArrayRef<int64_t>{rows, k}));
+    Value y = placed(GemmOp::create(rewriter, loc, x, w, Value(), rewriter.getF32FloatAttr(1.0f),
+                                    rewriter.getF32FloatAttr(0.0f), rewriter.getI64IntegerAttr(0),
+                                    rewriter.getI64IntegerAttr(1)));
     if (a.getRank() != 2)
-      y = ReshapeOp::create(rewriter, loc, y, op.getType().getShape());
+      y = placed(ReshapeOp::create(rewriter, loc, y, op.getType().getShape()));
     rewriter.replaceOp(op, y);
     return success();
   }

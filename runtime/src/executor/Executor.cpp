@@ -137,7 +137,12 @@ Status Executor::Impl::init() {
     Step step;
     step.index = i;
     step.inst = &inst;
-    step.channel = std::max(0, channelOf[inst.stream]);
+    // Point-to-point calls match by peer and tag on one communicator, so a
+    // pipeline stage's sends (communication stream) and the next stage's
+    // receives (its compute stream) share channel 0.
+    step.channel = inst.kind == OpKind::Send || inst.kind == OpKind::Recv
+                       ? 0
+                       : std::max(0, channelOf[inst.stream]);
     if (inst.kind == OpKind::Kernel)
       step.kernel = backend.kernels().lookup(inst.op);
     for (uint32_t b : inst.inputs)
@@ -370,6 +375,11 @@ Status Executor::run() {
       threads.emplace_back([&impl, s, start] { impl.runStream(s, start); });
   for (std::thread &t : threads)
     t.join();
+  // Buffered sends (pipeline stages) finish before the run does.
+  CommContext flushCtx;
+  flushCtx.cancelled = &impl.cancelled;
+  if (Status flushed = impl.comm.flushSends(flushCtx); !flushed.isOk())
+    impl.fail(flushed);
   impl.watchdog.reset();
   impl.stats.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
