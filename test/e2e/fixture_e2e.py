@@ -67,9 +67,10 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory")
     ap.add_argument("--same-as", default="", help="outputs that must match exactly")
     ap.add_argument("--check-zero", action="store_true")
-    ap.add_argument("--trace", choices=["overlap", "in-order"], default=None,
-                    help="check the timeline: gathers overlap compute (prefetch) or "
-                         "follow program order (no prefetch)")
+    ap.add_argument("--trace", choices=["overlap", "in-order", "turns"], default=None,
+                    help="check the timeline: gathers overlap compute (prefetch), "
+                         "follow program order (no prefetch), or never overlap a "
+                         "kernel (zero-run --overlap off)")
     ap.add_argument("--shape", action="append", default=[],
                     help="NAME=D0xD1: run on random inputs of this shape (ids below "
                          "--vocab) and compare with onnxruntime run here")
@@ -225,6 +226,8 @@ def main():
         check_zero(a, zrt, report)
     if a.trace == "in-order":
         check_trace(a, False)
+    elif a.trace == "turns":
+        check_turns(a)
     elif a.trace == "overlap":
         # Overlap is a property of the schedule as it ran: the threads of a
         # loaded 2-core machine may serialise one run by chance, so up to
@@ -336,6 +339,31 @@ def check_trace(a, expect_overlap, final=True):
     print(f"PASS {a.model} np={a.np}: trace has {overlaps} gather/compute overlaps "
           f"({'prefetch' if expect_overlap else 'no prefetch: gathers follow program order'})")
     return True
+
+
+def check_turns(a):
+    """zero-run --overlap off: on every rank, no collective of the
+    communication stream runs while a compute kernel does."""
+    with open(os.path.join(a.work, "trace.json")) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    collectives = 0
+    for rank in {e["pid"] for e in events}:
+        mine = [e for e in events if e["pid"] == rank]
+        comm = [e for e in mine if e["tid"] != 0 and e["name"] not in ("Wait", "Record", "Send")]
+        compute = [e for e in mine
+                   if e["tid"] == 0 and e["name"] not in ("Wait", "Record", "Recv")]
+        collectives += len(comm)
+        for g in comm:
+            g0, g1 = g["ts"], g["ts"] + g["dur"]
+            for c in compute:
+                if c["ts"] < g1 and g0 < c["ts"] + c["dur"]:
+                    sys.exit(f"FAIL: rank {rank}: {g['name']} (instruction "
+                             f"{g['args']['instruction']}) ran during kernel {c['name']} "
+                             f"(instruction {c['args']['instruction']}) with --overlap off")
+    if collectives == 0:
+        sys.exit("FAIL: the trace has no communication to check")
+    print(f"PASS {a.model} np={a.np}: {collectives} communication steps, none during a "
+          f"kernel (streams took turns)")
 
 
 if __name__ == "__main__":

@@ -187,7 +187,12 @@ std::string formatReport(const nlohmann::json &run) {
   char line[512];
   os << "zero-run report: " << run["program"].get<std::string>() << ", "
      << run["world_size"] << " rank(s), " << run["backend"].get<std::string>()
-     << " backend, " << run["threads_per_rank"] << " thread(s) per rank\n";
+     << " backend, " << run["threads_per_rank"] << " thread(s) per rank";
+  if (run.contains("streams_take_turns"))
+    os << (run["streams_take_turns"].get<bool>()
+               ? ", streams take turns (no core to spare for communication)"
+               : ", communication overlaps computation");
+  os << "\n";
   std::snprintf(line, sizeof line, "wall time: %.6f s (slowest rank)\n",
                 run["wall_time_s"].get<double>());
   os << line;
