@@ -165,6 +165,10 @@ private:
 /// Imports one ONNX operator. On success it fills ctx.results.
 using OpImporter = std::function<mlir::LogicalResult(NodeContext &ctx)>;
 
+/// Why a NonZero node whose input is not constant cannot be imported (after
+/// "NonZero: "), naming its input and what to export instead.
+std::string dataDependentShapeMessage(const ::onnx::NodeProto &node);
+
 /// The table of supported ONNX operators (default domain), by op type.
 const llvm::StringMap<OpImporter> &getOpImporters();
 

@@ -1099,11 +1099,27 @@ GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
   struct Unsupported {
     std::string firstNode, domain;
     int64_t opset = 0, count = 0;
+    /// A supported op that cannot be imported here (NonZero of run-time
+    /// data): the importer's own message for its first node.
+    std::string reason;
   };
   llvm::MapVector<StringRef, Unsupported> unsupported;
+  // Values computed from run-time data (graph inputs, and whatever reads one;
+  // Shape and Size are constants once shapes are fixed). Import folds the
+  // rest, so a NonZero of one of these can only fail: it is listed with the
+  // unsupported operators.
+  llvm::StringSet<> runtime;
+  for (const auto &in : model_->graph().input())
+    if (!initializers_.count(in.name()))
+      runtime.insert(in.name());
   int64_t counter = nodeCounter_;
   for (const auto &node : model_->graph().node()) {
     ++counter;
+    bool readsRuntime = llvm::any_of(
+        node.input(), [&](const std::string &in) { return runtime.contains(in); });
+    if (readsRuntime && node.op_type() != "Shape" && node.op_type() != "Size")
+      for (const std::string &out : node.output())
+        runtime.insert(out);
     const ::onnx::FunctionProto *local = nullptr;
     for (const auto &fn : model_->functions())
       if (fn.name() == node.op_type() && fn.domain() == node.domain())
@@ -1113,7 +1129,9 @@ GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
       continue;
     }
     std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
-    if (domain.empty() && table.count(node.op_type()))
+    bool dataDependent = domain.empty() && node.op_type() == "NonZero" &&
+                         node.input_size() && runtime.contains(node.input(0));
+    if (domain.empty() && table.count(node.op_type()) && !dataDependent)
       continue;
     Unsupported &u = unsupported[node.op_type()];
     if (u.count++ == 0) {
@@ -1123,11 +1141,19 @@ GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
       u.domain = node.domain().empty() ? "ai.onnx" : node.domain();
       auto it = opsets.find(domain);
       u.opset = it == opsets.end() ? 0 : it->second;
+      if (dataDependent)
+        u.reason = dataDependentShapeMessage(node);
     }
   }
   for (auto &[op, u] : unsupported) {
     auto diag = mlir::emitError(NameLoc::get(StringAttr::get(&ctx_, u.firstNode),
                                              FileLineColLoc::get(&ctx_, path_, 0, 0)));
+    if (!u.reason.empty()) {
+      diag << op << ": " << u.reason;
+      if (u.count > 1)
+        diag << " (" << u.count << " nodes)";
+      continue;
+    }
     diag << "unsupported operator " << op << " (domain '" << u.domain
          << "', opset " << u.opset;
     if (u.count > 1)

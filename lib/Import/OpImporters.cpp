@@ -410,6 +410,15 @@ FailureOr<Ints> normalizeAxes(NodeContext &ctx, ArrayRef<int64_t> axes, int64_t 
   return out;
 }
 
+/// Like NodeContext::constIntsInput, for inputs that may also be an empty
+/// tensor standing for "absent" (Resize's scales and sizes).
+FailureOr<std::optional<Ints>> constIntsInputOrEmpty(NodeContext &ctx, size_t i,
+                                                     StringRef what) {
+  if (ctx.input(i) && ctx.inputType(i).getNumElements() == 0)
+    return std::optional<Ints>(Ints());
+  return ctx.constIntsInput(i, what);
+}
+
 OpImporter reduce(StringRef op) {
   std::string name = op.str();
   return [=](NodeContext &ctx) -> LogicalResult {
@@ -834,6 +843,495 @@ LogicalResult importGelu(NodeContext &ctx) {
   return setResult(ctx, ctx.create1("Gelu", {ctx.input(0)},
                                     {ctx.str("approximate",
                                              ctx.attrString("approximate", "none"))}));
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution, pooling, normalisation and resampling over [N, C, D1, ...]
+//===----------------------------------------------------------------------===//
+
+/// The normalised window attributes of a conv or pool: strides and dilations
+/// with one entry per spatial dim, pads with two (begins, then ends), auto_pad
+/// resolved.
+struct Window {
+  Ints strides, dilations, pads;
+};
+
+/// An ints attribute with `n` entries, or `n` copies of `dflt` when absent.
+FailureOr<Ints> spatialInts(NodeContext &ctx, StringRef name, size_t n, int64_t dflt) {
+  std::optional<Ints> v = ctx.attrInts(name);
+  if (!v)
+    return Ints(n, dflt);
+  if (v->size() != n) {
+    ctx.emitError() << name << " has " << v->size() << " entries, expected " << n
+                    << " (one per spatial dim"
+                    << (name == "pads" ? ", begins then ends)" : ")");
+    return failure();
+  }
+  return *v;
+}
+
+/// Reads strides, dilations, pads and auto_pad for a window of `kernel` taps
+/// sliding over the spatial dims `in` (convolution and pooling: SAME pads so
+/// that the output is ceil(in / stride)).
+FailureOr<Window> windowAttrs(NodeContext &ctx, ArrayRef<int64_t> in,
+                              ArrayRef<int64_t> kernel) {
+  size_t k = in.size();
+  Window w;
+  FailureOr<Ints> strides = spatialInts(ctx, "strides", k, 1);
+  FailureOr<Ints> dilations = spatialInts(ctx, "dilations", k, 1);
+  FailureOr<Ints> pads = spatialInts(ctx, "pads", 2 * k, 0);
+  if (failed(strides) || failed(dilations) || failed(pads))
+    return failure();
+  w.strides = *strides;
+  w.dilations = *dilations;
+  for (size_t i = 0; i < k; ++i)
+    if (w.strides[i] < 1 || w.dilations[i] < 1) {
+      ctx.emitError() << "strides and dilations must be positive";
+      return failure();
+    }
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    w.pads = *pads;
+  } else if (autoPad == "VALID") {
+    w.pads.assign(2 * k, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    w.pads.assign(2 * k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      int64_t out = (in[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t extent = (kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + extent - in[i]);
+      int64_t small = total / 2, large = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      w.pads[k + i] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else {
+    ctx.emitError() << "auto_pad \"" << autoPad
+                    << "\" is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
+    return failure();
+  }
+  if (llvm::any_of(w.pads, [](int64_t p) { return p < 0; })) {
+    ctx.emitError() << "pads must be non-negative";
+    return failure();
+  }
+  return w;
+}
+
+/// X's spatial dims, or an error when X is not [N, C, D1, ...].
+FailureOr<Ints> spatialDims(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  if (xt.getRank() < 3) {
+    ctx.emitError() << "X must be [N, C, D1, ...] with at least one spatial dim, got "
+                    << xt;
+    return failure();
+  }
+  return Ints(xt.getShape().drop_front(2));
+}
+
+/// W's kernel dims, checked against a kernel_shape attribute when given.
+FailureOr<Ints> convKernel(NodeContext &ctx, size_t k) {
+  RankedTensorType wt = ctx.inputType(1);
+  if (size_t(wt.getRank()) != k + 2) {
+    ctx.emitError() << "W must have rank " << k + 2 << " like X, got " << wt;
+    return failure();
+  }
+  Ints kernel(wt.getShape().drop_front(2));
+  if (auto ks = ctx.attrInts("kernel_shape"); ks && *ks != kernel) {
+    InFlightDiagnostic d = ctx.emitError();
+    d << "kernel_shape [";
+    llvm::interleaveComma(*ks, d);
+    d << "] differs from W's kernel dims " << wt;
+    return failure();
+  }
+  return kernel;
+}
+
+LogicalResult importConv(NodeContext &ctx) {
+  FailureOr<Ints> in = spatialDims(ctx);
+  if (failed(in))
+    return failure();
+  FailureOr<Ints> kernel = convKernel(ctx, in->size());
+  if (failed(kernel))
+    return failure();
+  FailureOr<Window> w = windowAttrs(ctx, *in, *kernel);
+  if (failed(w))
+    return failure();
+  return setResult(ctx, ctx.create1("Conv", {ctx.input(0), ctx.input(1), ctx.input(2)},
+                                    {ctx.i64("group", ctx.attrInt("group", 1)),
+                                     ctx.i64s("strides", w->strides),
+                                     ctx.i64s("dilations", w->dilations),
+                                     ctx.i64s("pads", w->pads)}));
+}
+
+/// ConvTranspose: output_shape, auto_pad and output_padding all become pads
+/// (an end pad less the output padding, which may go negative).
+LogicalResult importConvTranspose(NodeContext &ctx) {
+  FailureOr<Ints> in = spatialDims(ctx);
+  if (failed(in))
+    return failure();
+  size_t k = in->size();
+  FailureOr<Ints> kernel = convKernel(ctx, k);
+  FailureOr<Ints> strides = spatialInts(ctx, "strides", k, 1);
+  FailureOr<Ints> dilations = spatialInts(ctx, "dilations", k, 1);
+  FailureOr<Ints> pads = spatialInts(ctx, "pads", 2 * k, 0);
+  FailureOr<Ints> outputPadding = spatialInts(ctx, "output_padding", k, 0);
+  if (failed(kernel) || failed(strides) || failed(dilations) || failed(pads) ||
+      failed(outputPadding))
+    return failure();
+  for (size_t i = 0; i < k; ++i)
+    if ((*strides)[i] < 1 || (*dilations)[i] < 1) {
+      ctx.emitError() << "strides and dilations must be positive";
+      return failure();
+    }
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER") {
+    ctx.emitError() << "auto_pad \"" << autoPad
+                    << "\" is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
+    return failure();
+  }
+  std::optional<Ints> outputShape = ctx.attrInts("output_shape");
+  if (outputShape && outputShape->size() == k + 2)
+    outputShape = Ints(ArrayRef<int64_t>(*outputShape).drop_front(2));
+  if (outputShape && outputShape->size() != k) {
+    ctx.emitError() << "output_shape has " << outputShape->size() << " entries, expected "
+                    << k << " (the spatial dims)";
+    return failure();
+  }
+  if (!outputShape && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")) {
+    outputShape = Ints();
+    for (size_t i = 0; i < k; ++i)
+      outputShape->push_back((*in)[i] * (*strides)[i]);
+  }
+  Ints p = autoPad == "VALID" ? Ints(2 * k, 0) : *pads;
+  if (outputShape) {
+    // The total padding that gives output_shape. SAME_UPPER / SAME_LOWER
+    // split it (the odd one at the end / the begin, rounding down as ONNX's
+    // reference does); otherwise the begin pads stay and the end absorbs
+    // the rest (output_shape cuts or extends the end, as the reference).
+    bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+    for (size_t i = 0; i < k; ++i) {
+      int64_t total = (*strides)[i] * ((*in)[i] - 1) + (*outputPadding)[i] +
+                      ((*kernel)[i] - 1) * (*dilations)[i] + 1 - (*outputShape)[i];
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); // floor
+      if (same)
+        p[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      p[k + i] = total - p[i];
+    }
+  }
+  for (size_t i = 0; i < k; ++i)
+    p[k + i] -= (*outputPadding)[i];
+  return setResult(ctx, ctx.create1("ConvTranspose",
+                                    {ctx.input(0), ctx.input(1), ctx.input(2)},
+                                    {ctx.i64("group", ctx.attrInt("group", 1)),
+                                     ctx.i64s("strides", *strides),
+                                     ctx.i64s("dilations", *dilations),
+                                     ctx.i64s("pads", p)}));
+}
+
+/// MaxPool and AveragePool (output Y only; MaxPool's Indices are not
+/// supported).
+OpImporter pool(StringRef op) {
+  std::string name = op.str();
+  return [=](NodeContext &ctx) -> LogicalResult {
+    FailureOr<Ints> in = spatialDims(ctx);
+    if (failed(in))
+      return failure();
+    std::optional<Ints> kernel = ctx.attrInts("kernel_shape");
+    if (!kernel || kernel->size() != in->size() ||
+        llvm::any_of(*kernel, [](int64_t v) { return v < 1; })) {
+      ctx.emitError() << "kernel_shape needs " << in->size()
+                      << " positive entries (one per spatial dim)";
+      return failure();
+    }
+    FailureOr<Window> w = windowAttrs(ctx, *in, *kernel);
+    if (failed(w))
+      return failure();
+    SmallVector<NamedAttribute> attrs{ctx.i64s("kernel_shape", *kernel),
+                                      ctx.i64s("strides", w->strides),
+                                      ctx.i64s("dilations", w->dilations),
+                                      ctx.i64s("pads", w->pads)};
+    if (ctx.attrInt("ceil_mode", 0))
+      attrs.push_back(ctx.i64("ceil_mode", 1));
+    if (name == "AveragePool" && ctx.attrInt("count_include_pad", 0))
+      attrs.push_back(ctx.i64("count_include_pad", 1));
+    return setResult(ctx, ctx.create1(name, {ctx.input(0)}, attrs));
+  };
+}
+
+/// GlobalAveragePool / GlobalMaxPool: ReduceMean / ReduceMax over the spatial
+/// dims, kept as size 1.
+OpImporter globalPool(StringRef reduceOp) {
+  std::string name = reduceOp.str();
+  return [=](NodeContext &ctx) -> LogicalResult {
+    FailureOr<Ints> in = spatialDims(ctx);
+    if (failed(in))
+      return failure();
+    Ints axes;
+    for (size_t d = 0; d < in->size(); ++d)
+      axes.push_back(int64_t(d) + 2);
+    return setResult(ctx, ctx.create1(name, {ctx.input(0)},
+                                      {ctx.i64s("axes", axes), ctx.i64("keepdims", 1)}));
+  };
+}
+
+LogicalResult importBatchNormalization(NodeContext &ctx) {
+  if (ctx.attrInt("training_mode", 0)) {
+    ctx.emitError() << "training_mode=1 (normalising with the batch's own statistics and "
+                       "updating the running ones) is not supported; export the model "
+                       "in eval mode (model.eval()) for the inference form";
+    return failure();
+  }
+  for (size_t i = 1; i < ctx.numOutputs(); ++i)
+    if (ctx.outputUsed(i)) {
+      ctx.emitError() << "output " << i << " ('" << ctx.node().output(int(i))
+                      << "') exists only in training mode; only Y is supported";
+      return failure();
+    }
+  return setResult(ctx, ctx.create1("BatchNormalization",
+                                    {ctx.input(0), ctx.input(1), ctx.input(2),
+                                     ctx.input(3), ctx.input(4)},
+                                    {ctx.f32("epsilon", ctx.attrFloat("epsilon", 1e-5f))}));
+}
+
+/// A constant float input as doubles (absent: nullopt); an error naming the
+/// input when it is computed at run time.
+FailureOr<std::optional<SmallVector<double>>> constFloatsInput(NodeContext &ctx, size_t i,
+                                                               StringRef what) {
+  if (!ctx.input(i))
+    return std::optional<SmallVector<double>>();
+  DenseElementsAttr attr = ctx.constInput(i);
+  if (!attr) {
+    ctx.emitError() << what << " (input " << i << ", '" << ctx.node().input(int(i))
+                    << "') must be a constant tensor once input shapes are fixed; it is "
+                       "computed from run-time data";
+    return failure();
+  }
+  SmallVector<double> out;
+  if (isa<FloatType>(attr.getElementType())) {
+    for (APFloat v : attr.getValues<APFloat>())
+      out.push_back(v.convertToDouble());
+  } else {
+    for (APInt v : attr.getValues<APInt>())
+      out.push_back(double(v.getSExtValue()));
+  }
+  return std::optional<SmallVector<double>>(std::move(out));
+}
+
+LogicalResult importResize(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  int64_t rank = xt.getRank();
+  ArrayRef<int64_t> in = xt.getShape();
+  std::string mode = ctx.attrString("mode", "nearest");
+  if (ctx.attrInt("antialias", 0) && mode == "nearest") {
+    ctx.emitError() << "antialias=1 applies to linear and cubic modes, not nearest";
+    return failure();
+  }
+  std::string ctm = ctx.attrString("coordinate_transformation_mode", "half_pixel");
+  std::string policy = ctx.attrString("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+    ctx.emitError() << "keep_aspect_ratio_policy \"" << policy
+                    << "\" is not stretch, not_larger or not_smaller";
+    return failure();
+  }
+  // The dims the scales/sizes/roi entries refer to (opset 18's axes).
+  Ints axes;
+  if (auto a = ctx.attrInts("axes")) {
+    FailureOr<Ints> n = normalizeAxes(ctx, *a, rank);
+    if (failed(n))
+      return failure();
+    if (n->size() != a->size()) {
+      ctx.emitError() << "axes has duplicates";
+      return failure();
+    }
+    axes = *a;
+    for (int64_t &v : axes)
+      v = v < 0 ? v + rank : v;
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  // roi only matters to tf_crop_and_resize; scales and sizes may be empty
+  // tensors standing for "absent".
+  auto absentIfEmpty = [&](size_t i, StringRef what)
+      -> FailureOr<std::optional<SmallVector<double>>> {
+    if (ctx.input(i) && ctx.inputType(i).getNumElements() == 0)
+      return std::optional<SmallVector<double>>(SmallVector<double>());
+    return constFloatsInput(ctx, i, what);
+  };
+  FailureOr<std::optional<SmallVector<double>>> roiIn =
+      ctm == "tf_crop_and_resize" ? absentIfEmpty(1, "roi")
+                                  : std::optional<SmallVector<double>>();
+  auto scalesIn = absentIfEmpty(2, "scales");
+  auto sizesIn = constIntsInputOrEmpty(ctx, 3, "sizes");
+  if (failed(roiIn) || failed(scalesIn) || failed(sizesIn))
+    return failure();
+  bool haveScales = *scalesIn && !(**scalesIn).empty();
+  bool haveSizes = *sizesIn && !(**sizesIn).empty();
+  if (haveScales == haveSizes) {
+    ctx.emitError() << "exactly one of scales and sizes must be given (non-empty)";
+    return failure();
+  }
+  size_t n = axes.size();
+  if ((haveScales && (**scalesIn).size() != n) || (haveSizes && (**sizesIn).size() != n)) {
+    ctx.emitError() << (haveScales ? "scales" : "sizes") << " has "
+                    << (haveScales ? (**scalesIn).size() : (**sizesIn).size())
+                    << " entries, expected " << n;
+    return failure();
+  }
+  SmallVector<double> roi;
+  if (ctm == "tf_crop_and_resize") {
+    if (!*roiIn || (**roiIn).size() != 2 * n) {
+      ctx.emitError() << "tf_crop_and_resize needs a constant roi of " << 2 * n
+                      << " entries";
+      return failure();
+    }
+    roi.assign(rank, 0.0);
+    roi.append(rank, 1.0);
+    for (size_t i = 0; i < n; ++i) {
+      roi[axes[i]] = (**roiIn)[i];
+      roi[rank + axes[i]] = (**roiIn)[n + i];
+    }
+  }
+  SmallVector<double> scales(rank, 1.0);
+  Ints sizes(in.begin(), in.end());
+  if (haveScales) {
+    for (size_t i = 0; i < n; ++i) {
+      double sc = (**scalesIn)[i];
+      if (!(sc > 0)) {
+        ctx.emitError() << "scales must be positive, got " << sc;
+        return failure();
+      }
+      int64_t a = axes[i];
+      double extent = roi.empty() ? 1.0 : roi[rank + a] - roi[a];
+      scales[a] = sc;
+      sizes[a] = int64_t(std::floor(double(in[a]) * extent * sc));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if ((**sizesIn)[i] < 1 || in[axes[i]] < 1) {
+        ctx.emitError() << "sizes must be positive (and the resized dims non-empty)";
+        return failure();
+      }
+    if (policy == "stretch") {
+      for (size_t i = 0; i < n; ++i) {
+        sizes[axes[i]] = (**sizesIn)[i];
+        scales[axes[i]] = double((**sizesIn)[i]) / double(in[axes[i]]);
+      }
+    } else {
+      // One scale for every resized dim: the largest that fits (not_larger)
+      // or the smallest that covers (not_smaller).
+      double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0;
+      for (size_t i = 0; i < n; ++i) {
+        double r = double((**sizesIn)[i]) / double(in[axes[i]]);
+        common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        scales[axes[i]] = common;
+        sizes[axes[i]] = int64_t(common * double(in[axes[i]]) + 0.5); // half up
+      }
+    }
+  }
+  SmallVector<NamedAttribute> attrs{
+      ctx.builder().getNamedAttr("scales", ctx.builder().getDenseF64ArrayAttr(scales)),
+      ctx.i64s("sizes", sizes),
+      ctx.str("mode", mode),
+      ctx.str("coordinate_transformation_mode", ctm),
+      ctx.str("nearest_mode", ctx.attrString("nearest_mode", "round_prefer_floor")),
+      ctx.f64("cubic_coeff_a", ctx.attrFloat("cubic_coeff_a", -0.75f)),
+      ctx.i64("exclude_outside", ctx.attrInt("exclude_outside", 0)),
+      ctx.f64("extrapolation_value", ctx.attrFloat("extrapolation_value", 0.0f))};
+  if (ctx.attrInt("antialias", 0))
+    attrs.push_back(ctx.i64("antialias", 1));
+  if (!roi.empty())
+    attrs.push_back(ctx.builder().getNamedAttr("roi", ctx.builder().getDenseF64ArrayAttr(roi)));
+  return setResult(ctx, ctx.create1("Resize", {ctx.input(0)}, attrs));
+}
+
+//===----------------------------------------------------------------------===//
+// Selection and encoding
+//===----------------------------------------------------------------------===//
+
+LogicalResult importTopK(NodeContext &ctx) {
+  auto k = ctx.constIntsInput(1, "K");
+  if (failed(k))
+    return failure();
+  if (!*k || (**k).size() != 1) {
+    ctx.emitError() << "K must be a constant with one element";
+    return failure();
+  }
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<SmallVector<Value>> results =
+      ctx.create("TopK", {ctx.input(0)},
+                 {ctx.i64("k", (**k)[0]), ctx.i64("axis", *axis),
+                  ctx.i64("largest", ctx.attrInt("largest", 1)),
+                  ctx.i64("sorted", ctx.attrInt("sorted", 1))},
+                 2);
+  if (failed(results))
+    return failure();
+  ctx.results = *results;
+  return success();
+}
+
+LogicalResult importOneHot(NodeContext &ctx) {
+  auto depth = constFloatsInput(ctx, 1, "depth");
+  if (failed(depth))
+    return failure();
+  if ((**depth).size() != 1) {
+    ctx.emitError() << "depth must be a constant with one element";
+    return failure();
+  }
+  double d = (**depth)[0];
+  if (!(d >= 1) || d > double(std::numeric_limits<int32_t>::max())) {
+    ctx.emitError() << "depth must be at least 1, got " << d;
+    return failure();
+  }
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", -1), ctx.inputType(0).getRank() + 1);
+  if (failed(axis))
+    return failure();
+  return setResult(ctx, ctx.create1("OneHot", {ctx.input(0), ctx.input(2)},
+                                    {ctx.i64("depth", int64_t(d)), ctx.i64("axis", *axis)}));
+}
+
+/// NonZero's result shape is the number of nonzero elements: only a constant
+/// input (folded here) gives a static shape.
+LogicalResult importNonZero(NodeContext &ctx) {
+  DenseElementsAttr data = ctx.constInput(0);
+  if (!data) {
+    ctx.emitError() << dataDependentShapeMessage(ctx.node());
+    return failure();
+  }
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  Ints strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  SmallVector<int64_t> flat;
+  int64_t i = 0;
+  auto record = [&](bool nonzero) {
+    if (nonzero)
+      flat.push_back(i);
+    ++i;
+  };
+  if (isa<FloatType>(data.getElementType()))
+    for (APFloat v : data.getValues<APFloat>())
+      record(!v.isZero());
+  else
+    for (APInt v : data.getValues<APInt>())
+      record(!v.isZero());
+  int64_t rank = std::max<int64_t>(1, shape.size()), count = flat.size();
+  Ints coords(rank * count, 0);
+  for (int64_t j = 0; j < count; ++j)
+    for (size_t d = 0; d < shape.size(); ++d)
+      coords[d * count + j] = (flat[j] / strides[d]) % shape[d];
+  auto type = RankedTensorType::get({int64_t(shape.size()), count},
+                                    IntegerType::get(ctx.ctx(), 64));
+  if (shape.empty()) // a scalar: [0, 1] or [0, 0] (ONNX's reference)
+    coords.clear();
+  ctx.results.push_back(ctx.constant(DenseElementsAttr::get(type, ArrayRef<int64_t>(coords))));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1338,6 +1836,18 @@ LogicalResult importAttention(NodeContext &ctx) {
 
 } // namespace
 
+std::string zero::import::dataDependentShapeMessage(const ::onnx::NodeProto &node) {
+  std::string input = node.input_size() ? node.input(0) : std::string();
+  return "its output shape depends on the values of its input '" + input +
+         "' (how many are nonzero), and data-dependent shapes are unsupported: a "
+         "program's shapes are fixed when it is compiled. Only a constant input is "
+         "folded at import; this one is computed at run time. Export the model "
+         "without NonZero, e.g. a mixture-of-experts router with dense dispatch "
+         "(every expert applied to every token, weighted by gates built with TopK and "
+         "OneHot or ScatterElements) instead of torch.nonzero / torch.where(mask) "
+         "token dispatch";
+}
+
 const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
   static const llvm::StringMap<OpImporter> table = [] {
     llvm::StringMap<OpImporter> t;
@@ -1416,6 +1926,17 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
     t["SequenceInsert"] = importSequenceInsert;
     t["SequenceErase"] = importSequenceErase;
     t["ConcatFromSequence"] = importConcatFromSequence;
+    t["Conv"] = importConv;
+    t["ConvTranspose"] = importConvTranspose;
+    t["MaxPool"] = pool("MaxPool");
+    t["AveragePool"] = pool("AveragePool");
+    t["GlobalAveragePool"] = globalPool("ReduceMean");
+    t["GlobalMaxPool"] = globalPool("ReduceMax");
+    t["BatchNormalization"] = importBatchNormalization;
+    t["Resize"] = importResize;
+    t["TopK"] = importTopK;
+    t["OneHot"] = importOneHot;
+    t["NonZero"] = importNonZero;
     t["RotaryEmbedding"] = importRotaryEmbedding;
     t["Attention"] = importAttention;
     return t;

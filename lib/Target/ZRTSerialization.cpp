@@ -123,6 +123,8 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
         floats.push_back(f.getValueAsDouble());
       else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
         ints.assign(arr.asArrayRef().begin(), arr.asArrayRef().end());
+      else if (auto farr = dyn_cast<DenseF64ArrayAttr>(v))
+        floats.assign(farr.asArrayRef().begin(), farr.asArrayRef().end());
       else if (auto s = dyn_cast<StringAttr>(v))
         str = s.str(), isStr = true;
       else if (auto b = dyn_cast<BoolAttr>(v))
@@ -246,9 +248,15 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       if (failed(stream))
         return failure();
       numEvents = std::max(numEvents, event + 1);
+      std::optional<ArrayRef<int64_t>> r = record ? cast<::zero::zrt::RecordOp>(op).getRanks()
+                                                  : cast<::zero::zrt::WaitOp>(op).getRanks();
+      std::vector<int32_t> ranks;
+      if (r)
+        ranks.assign(r->begin(), r->end());
       instrTable.push_back(::zrt::fb::CreateInstructionDirect(
           fbb, record ? "Record" : "Wait", *stream, nullptr, nullptr, nullptr,
-          int32_t(event), -1, locString(op.getLoc()).c_str()));
+          int32_t(event), -1, locString(op.getLoc()).c_str(),
+          ranks.empty() ? nullptr : &ranks));
     } else {
       op.emitOpError("cannot be serialised into a .zrt program");
       return failure();

@@ -103,7 +103,7 @@ void RuntimeLowering::emit() {
     const Instr &in = instrs_[i];
     for (int64_t d : waits_[i])
       ::zero::zrt::WaitOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[d]),
-                                streamRef(in.stream));
+                                streamRef(in.stream), ranksAttr(in));
     SmallVector<Attribute> ins, outs;
     for (size_t k = 0; k < in.ins.size(); ++k) {
       if (k < in.inViews.size())
@@ -130,7 +130,7 @@ void RuntimeLowering::emit() {
                                   ranksAttr(in));
     if (eventOf_[i] >= 0)
       ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
-                                  streamRef(in.stream));
+                                  streamRef(in.stream), ranksAttr(in));
   }
   for (auto &[name, v] : outputs_)
     ::zero::zrt::OutputOp::create(b, loc, name, valueBuffer(v, v.getType()).getValue());

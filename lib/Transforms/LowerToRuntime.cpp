@@ -287,6 +287,11 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](::zero::dist::RecvOp recv) {
         collective("Recv", b.getDictionaryAttr({b.getNamedAttr("peer", recv.getPeerAttr()),
                                                 b.getNamedAttr("tag", recv.getTagAttr())}));
+        // A stage receives on its compute stream (its own channel), which
+        // needs the data next anyway; sends stay on the communication stream.
+        // So a stage's sends never wait behind its receives: with blocking
+        // point-to-point calls the two directions cannot deadlock.
+        instrs_.back().stream = kCompute;
         return success();
       })
       .Case([&](::zero::dist::AllToAllOp) {
@@ -436,6 +441,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
 LogicalResult RuntimeLowering::collect() {
   if (auto w = module_->getAttrOfType<IntegerAttr>("zero.world_size"))
     worldSize_ = w.getInt();
+  const bool pipelined = module_->hasAttr("zero.pipeline_plan");
   Block &body = func_.getBody().front();
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     int s = newStorage(ArenaKind::Activations, byteSize(arg.getType()));
@@ -450,8 +456,14 @@ LogicalResult RuntimeLowering::collect() {
     size_t first = instrs_.size();
     if (failed(lowerOp(&op)))
       return failure();
-    // A pipeline stage's op runs on that stage's rank only.
-    if (auto stage = op.getAttrOfType<IntegerAttr>("zero.pipeline_stage"))
+    // A pipeline stage's op runs on that stage's rank only. In a cut program
+    // every op that becomes an instruction has a stage: one without would run
+    // on every rank, reading memory only its own stage wrote.
+    auto stage = op.getAttrOfType<IntegerAttr>("zero.pipeline_stage");
+    if (!stage && pipelined && first < instrs_.size())
+      return op.emitOpError("has no zero.pipeline_stage in a program cut into pipeline "
+                            "stages (a rewrite after zero-pipeline-split dropped it)");
+    if (stage)
       for (size_t i = first; i < instrs_.size(); ++i)
         instrs_[i].ranks = {stage.getInt()};
   }

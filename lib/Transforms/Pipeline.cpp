@@ -162,6 +162,16 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
 }
 
 void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
+  // Pipeline stages (one rank each; pp x dp is refused when parsing): the
+  // cut is the whole pipeline, ZeRO over one data-parallel rank is a no-op.
+  if (opts.pp > 1) {
+    ZeroPipelineSplitPassOptions split;
+    split.stages = opts.pp;
+    split.partition = opts.partitionMethod;
+    split.microBatches = opts.microBatches;
+    pm.addPass(createZeroPipelineSplitPass(split));
+    return;
+  }
   ZeroPartitionPassOptions partition;
   partition.stage = opts.stage;
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
@@ -232,7 +242,8 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         (parseError.empty() ? "" : ": " + StringRef(parseError).trim()) +
         "; the options are KEY=INTEGER for stage, dp, prefetch, "
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
-        "max-reuse-distance, hpz, qwz, qgz, quant-block, and config=FILE");
+        "max-reuse-distance, hpz, qwz, qgz, quant-block, pp, micro-batches, "
+        "and config=FILE, partition-method=parameters|uniform|type:REGEX");
 
   bool training = settings.training;
   settings = zero::ZeroSettings();
@@ -265,6 +276,8 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
       {"qwz", options.qwz, settings.quantizeWeights, 0},
       {"qgz", options.qgz, settings.quantizeGradients, 0},
       {"quant-block", options.quantBlock, settings.quantizeBlock, 1},
+      {"pp", options.pp, settings.pp, 1},
+      {"micro-batches", options.microBatches, settings.microBatches, 1},
   };
   for (Key &k : keys) {
     if (!given.contains(k.name))
@@ -277,6 +290,25 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   }
   if (given.contains("stage"))
     settings.stageGiven = true;
+  if (given.contains("partition-method"))
+    settings.partitionMethod = options.partitionMethod;
+  if (settings.pp > 1) {
+    if (settings.training)
+      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) +
+                          ": training through pipeline stages is not implemented yet "
+                          "(forward programs only)");
+    if (settings.dp > 1)
+      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
+                          Twine(settings.dp) +
+                          ": pipeline x data parallel is not implemented yet; use "
+                          "pp alone (mpirun -np " + Twine(settings.pp) + ") or dp alone");
+    // The world is the stages, one rank each.
+    settings.dp = 1;
+  } else if (settings.microBatches > 1) {
+    return errorHandler("--zero-pipeline: micro-batches=" + Twine(settings.microBatches) +
+                        " needs pipeline stages (pp > 1); a training step's "
+                        "micro-batches are gradient_accumulation_steps");
+  }
   for (auto [key, bits] : {std::pair<const char *, int64_t>{"qwz", settings.quantizeWeights},
                            {"qgz", settings.quantizeGradients}})
     if (bits != 0 && bits != 8 && bits != 4)

@@ -13,6 +13,8 @@
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/Support/Regex.h"
@@ -40,6 +42,15 @@ struct ZeroPipelineSplitPass
       return signalPassFailure();
     }
     func::FuncOp func = *funcs.begin();
+    // A training step would need each stage to step its own parameters (and
+    // both copies of a tied one), the backward sends, and a schedule over
+    // micro-batches: not built yet. Refuse it rather than cut it wrongly.
+    if (module->hasAttr("zero.accumulation_steps") || func.getSymName() == "train_step") {
+      func.emitError("zero-pipeline-split: cutting a training step into pipeline stages "
+                     "is not implemented yet (forward programs only); compile without "
+                     "--train, or train without --zero-pipeline-split");
+      return signalPassFailure();
+    }
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
     const int64_t n = int64_t(ls.layers.size());
     if (n == 0) {
@@ -104,9 +115,107 @@ struct ZeroPipelineSplitPass
                          b.getNamedAttr("partition", b.getStringAttr(partition)),
                          b.getNamedAttr("layers", b.getArrayAttr(names)),
                          b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
-                         b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds))}));
-    if (failed(cut(module, func, ls, bounds)))
+                         b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
+                         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches))}));
+    if (failed(cut(module, func, ls, bounds)) || failed(unroll(func)))
       return signalPassFailure();
+  }
+
+  /// Forward micro-batching (fill/drain): the function was imported at the
+  /// micro-batch shape; the program takes `microBatches` of them stacked along
+  /// dim 0, runs one copy of the stages per micro-batch in program order (so
+  /// stage s works on micro-batch m while stage s+1 works on m-1), and stacks
+  /// the outputs the same way on stage 0.
+  LogicalResult unroll(func::FuncOp func) {
+    const int64_t m = microBatches;
+    if (m < 1)
+      return func.emitError() << "zero-pipeline-split: micro-batches must be >= 1, got " << m;
+    if (m == 1)
+      return success();
+    Block &body = func.getBody().front();
+    Operation *term = body.getTerminator();
+    auto stacked = [&](Type t) -> FailureOr<RankedTensorType> {
+      auto rt = cast<RankedTensorType>(t);
+      if (rt.getRank() == 0)
+        return failure();
+      SmallVector<int64_t> shape(rt.getShape());
+      shape[0] *= m;
+      return RankedTensorType::get(shape, rt.getElementType());
+    };
+    SmallVector<Operation *> ops;
+    int64_t tags = 0;
+    for (Operation &op : body) {
+      if (&op == term)
+        continue;
+      ops.push_back(&op);
+      if (auto t = op.getAttrOfType<IntegerAttr>("tag"))
+        tags = std::max(tags, t.getInt() + 1);
+    }
+    SmallVector<Type> argTypes, resultTypes;
+    for (BlockArgument arg : body.getArguments()) {
+      FailureOr<RankedTensorType> t = stacked(arg.getType());
+      if (failed(t))
+        return func.emitError("zero-pipeline-split: micro-batches need every input to "
+                              "have a batch dimension (dim 0); a scalar input has none");
+      argTypes.push_back(*t);
+    }
+    for (Value v : term->getOperands()) {
+      FailureOr<RankedTensorType> t = stacked(v.getType());
+      if (failed(t))
+        return func.emitError("zero-pipeline-split: micro-batches need every output to "
+                              "have a batch dimension (dim 0)");
+      resultTypes.push_back(*t);
+    }
+    OpBuilder b(func.getContext());
+    b.setInsertionPointToStart(&body);
+    // Micro-batch k's rows of an input: a contiguous block, a view.
+    auto rows = [&](BlockArgument arg, int64_t k) -> Value {
+      auto t = cast<RankedTensorType>(arg.getType());
+      int64_t per = t.getDimSize(0);
+      SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()), steps(t.getRank(), 1);
+      starts[0] = k * per;
+      ends[0] = (k + 1) * per;
+      auto slice = ::zero::onnx::SliceOp::create(b, func.getLoc(), t, arg, starts, ends, steps);
+      slice->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(0));
+      return slice;
+    };
+    SmallVector<SmallVector<Value>> outputs(term->getNumOperands());
+    SmallVector<Value> first;
+    for (BlockArgument arg : body.getArguments())
+      first.push_back(rows(arg, 0));
+    for (auto [arg, v] : llvm::zip(body.getArguments(), first))
+      arg.replaceUsesWithIf(v, [&](OpOperand &use) { return use.getOwner() != v.getDefiningOp(); });
+    for (auto [i, v] : llvm::enumerate(term->getOperands()))
+      outputs[i].push_back(v);
+    b.setInsertionPoint(term);
+    for (int64_t k = 1; k < m; ++k) {
+      IRMapping map;
+      for (auto [arg, rows0] : llvm::zip(body.getArguments(), first))
+        map.map(rows0, rows(arg, k));
+      for (Operation *op : ops) {
+        Operation *copy = b.clone(*op, map);
+        if (auto t = copy->getAttrOfType<IntegerAttr>("tag"))
+          copy->setAttr("tag", b.getI64IntegerAttr(t.getInt() + k * tags));
+      }
+      for (auto [i, v] : llvm::enumerate(term->getOperands()))
+        outputs[i].push_back(map.lookup(v));
+    }
+    // Stage 0 receives the outputs after it has sent every micro-batch on.
+    for (auto &parts : outputs)
+      for (Value v : parts)
+        if (auto recv = v.getDefiningOp<::zero::dist::RecvOp>())
+          recv->moveBefore(term);
+    SmallVector<Value> results;
+    for (auto [i, parts] : llvm::enumerate(outputs)) {
+      auto concat = ::zero::onnx::ConcatOp::create(b, func.getLoc(), resultTypes[i], parts, 0);
+      concat->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(0));
+      results.push_back(concat);
+    }
+    term->setOperands(results);
+    for (auto [arg, t] : llvm::zip(body.getArguments(), argTypes))
+      arg.setType(t);
+    func.setType(b.getFunctionType(argTypes, resultTypes));
+    return success();
   }
 
   /// Assigns every op to a stage (zero.pipeline_stage) and connects the

@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -180,6 +181,14 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
         *os << llvm::format("   %-22s %14lld", formula.str().c_str(), (long long)closed);
       *os << "\n";
     };
+    // A program cut into pipeline stages holds whole parameters on each
+    // stage's rank: its own report.
+    if (module->hasAttr("zero.pipeline_plan")) {
+      printPipeline(module, *os);
+      if (file)
+        file->keep();
+      return;
+    }
     *os << "== zero-report: stage " << stage << ", dp = " << world << " ==\n";
     *os << "parameters: " << tensors << " tensors, " << numParams << " elements, "
         << totalBytes << " bytes (Psi); sharded " << shardedFullBytes
@@ -279,6 +288,43 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     printLayers(module, *os);
     if (file)
       file->keep();
+  }
+
+  /// After zero-pipeline-split: per stage (one rank each) the parameter
+  /// bytes it holds (a tied weight on every stage that reads it), what it
+  /// sends per forward, and the fill/drain schedule's bubble.
+  static void printPipeline(ModuleOp module, raw_ostream &os) {
+    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
+    const int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+    int64_t micro = 1;
+    if (auto m = plan.getAs<IntegerAttr>("micro_batches"))
+      micro = m.getInt();
+    std::vector<llvm::StringSet<>> loaded{size_t(stages)};
+    std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
+        sends(size_t(stages), 0);
+    module.walk([&](Operation *op) {
+      auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
+      if (!st || st.getInt() < 0 || st.getInt() >= stages)
+        return;
+      size_t s = size_t(st.getInt());
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+        if (loaded[s].insert(load.getGlobal().getLeafReference()).second)
+          paramBytes[s] += ::zero::tensorBytes(load.getType());
+      } else if (isa<::zero::dist::SendOp>(op)) {
+        sends[s] += 1;
+        sendBytes[s] += ::zero::tensorBytes(op->getOperand(0).getType());
+      }
+    });
+    os << "== zero-report: pipeline, " << stages << " stages x 1 rank, " << micro
+       << " micro-batch" << (micro == 1 ? "" : "es") << " per forward ==\n";
+    os << llvm::format("fill/drain bubble (S-1)/(M+S-1): %.3f\n",
+                       double(stages - 1) / double(micro + stages - 1));
+    os << "per stage                 parameters (bytes)   sent per forward (bytes, sends)\n";
+    for (int64_t s = 0; s < stages; ++s)
+      os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld\n", (long long)s,
+                         (long long)paramBytes[size_t(s)], (long long)sendBytes[size_t(s)],
+                         (long long)sends[size_t(s)]);
+    printLayers(module, os);
   }
 
   /// The layers a pipeline split works with (Layers.h) and, after

@@ -342,8 +342,9 @@ TEST(Loader, RejectsMisshapenCollectives) {
   EXPECT_THAT(errorOf(p), HasSubstr("AllReduce needs input and output of the same size"));
   p = makeLinearModel(2).program;
   p.instructions[0].stream = 0;
-  EXPECT_THAT(errorOf(p), HasSubstr("collectives run on communication streams, "
-                                    "but stream 0 \"compute\" is a compute stream"));
+  EXPECT_THAT(errorOf(p), HasSubstr("collectives run on communication streams (a Recv "
+                                    "may run on a compute stream), but stream 0 "
+                                    "\"compute\" is a compute stream"));
   p = makeLinearModel(2).program;
   p.instructions[7].op = "Broadcast";
   p.instructions[7].kind = OpKind::Broadcast;

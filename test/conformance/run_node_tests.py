@@ -45,6 +45,9 @@ def run_case(case, args, work):
     model_path = os.path.join(work, "model.onnx")
     onnx.save(case.model, model_path)
     inputs, outputs = case.data_sets[0]
+    # 0-d inputs may come as numpy scalars (OneHot's depth): arrays like the rest.
+    inputs = [np.asarray(a) if isinstance(a, np.generic) else a for a in inputs]
+    outputs = [np.asarray(a) if isinstance(a, np.generic) else a for a in outputs]
     names_in = [i.name for i in case.model.graph.input]
     names_out = [o.name for o in case.model.graph.output]
     for arr in list(inputs) + list(outputs):

@@ -19,6 +19,7 @@ Exit status 0 on success; a message naming the output and the error otherwise.
 """
 import argparse
 import json
+import re
 import os
 import shlex
 import subprocess
@@ -66,9 +67,10 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory")
     ap.add_argument("--same-as", default="", help="outputs that must match exactly")
     ap.add_argument("--check-zero", action="store_true")
-    ap.add_argument("--trace", choices=["overlap", "in-order"], default=None,
-                    help="check the timeline: gathers overlap compute (prefetch) or "
-                         "follow program order (no prefetch)")
+    ap.add_argument("--trace", choices=["overlap", "in-order", "turns"], default=None,
+                    help="check the timeline: gathers overlap compute (prefetch), "
+                         "follow program order (no prefetch), or never overlap a "
+                         "kernel (zero-run --overlap off)")
     ap.add_argument("--shape", action="append", default=[],
                     help="NAME=D0xD1: run on random inputs of this shape (ids below "
                          "--vocab) and compare with onnxruntime run here")
@@ -77,6 +79,9 @@ def main():
                          "require outputs bit-identical to the first")
     ap.add_argument("--zero-opt-args", default="",
                     help="more zero-opt arguments (e.g. --zero-pipeline-split=stages=2)")
+    ap.add_argument("--micro-batches", type=int, default=1,
+                    help="compile at dim 0 / M (zero-pipeline-split micro-batches=M "
+                         "stacks M micro-batches into the program's inputs)")
     ap.add_argument("--zero-run-args", default="",
                     help="extra zero-run arguments, e.g. \"--repeat 3 --warmup 1\"")
     ap.add_argument("--vocab", type=int, default=256)
@@ -110,16 +115,30 @@ def main():
     cmd = [a.zero_opt, model_path, "--emit=zrt",
            "-o", zrt, "--weights-out", weights]
     for name, v in inputs.items():
-        cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in v.shape)]
+        shape = list(v.shape)
+        if a.micro_batches > 1:
+            if shape[0] % a.micro_batches:
+                sys.exit(f"FAIL: {name} has {shape[0]} rows, not a multiple of "
+                         f"{a.micro_batches} micro-batches")
+            shape[0] //= a.micro_batches
+        cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in shape)]
     if a.zero_pipeline:
         cmd += [f"--zero-pipeline={a.zero_pipeline}"]
     cmd += shlex.split(a.zero_opt_args)
     cmd += ["--report"]
     compiled = run(cmd)
     planned_peak = None
+    stage_sends = {}  # pipeline report: stage -> (bytes, sends) per forward
+    stage_params = {}  # pipeline report: stage -> parameter bytes it holds
     for line in compiled.stderr.splitlines():
         if line.strip().startswith("peak gathered parameters (bytes)"):
             planned_peak = int(line.split()[-1])
+        if line.startswith("== zero-report: pipeline"):
+            planned_peak = 0  # whole parameters on each stage, none gathered
+        m = re.match(r"\s+stage (\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
+        if m:
+            stage_sends[int(m.group(1))] = (int(m.group(3)), int(m.group(4)))
+            stage_params[int(m.group(1))] = int(m.group(2))
     if planned_peak is None:
         sys.exit("FAIL: zero-opt --report printed no 'peak gathered parameters' line")
 
@@ -165,6 +184,26 @@ def main():
         if r["peak_gathered_bytes"] > planned_peak:
             sys.exit(f"FAIL: rank {r['rank']} measured {r['peak_gathered_bytes']} gathered "
                      f"bytes live at once, above the plan's {planned_peak}")
+    # A pipeline stage sends what zero-opt's report says it sends per
+    # forward, as the runtime's own counters measure it.
+    for stage, (nbytes, nsends) in stage_sends.items():
+        r = rep["ranks"][stage]
+        got_bytes, got_calls = r["bytes_sent"]["Send"], r["collective_calls"]["Send"]
+        if (got_bytes, got_calls) != (nbytes, nsends):
+            sys.exit(f"FAIL: stage {stage} sent {got_bytes} bytes in {got_calls} sends; "
+                     f"zero-opt's report says {nbytes} in {nsends}")
+    # Each stage loads only its own weights (a tied one on each stage that
+    # reads it): what the runtime holds is what zero-opt's report says.
+    for stage, nbytes in stage_params.items():
+        held = rep["ranks"][stage]["param_bytes_resident"]
+        if held != nbytes:
+            sys.exit(f"FAIL: stage {stage} holds {held} parameter bytes; zero-opt's "
+                     f"report says {nbytes}")
+    if stage_sends:
+        print(f"PASS {a.model} np={a.np}: every stage holds the parameter bytes zero-opt "
+              f"reports ({', '.join(str(v) for _, v in sorted(stage_params.items()))})")
+        print(f"PASS {a.model} np={a.np}: every stage sent the bytes zero-opt reports "
+              f"({', '.join(str(v[0]) for _, v in sorted(stage_sends.items()))})")
     print(f"PASS {a.model} np={a.np}: peak gathered bytes {planned_peak} as zero-opt "
           f"reports; measured " + ", ".join(str(r["peak_gathered_bytes"]) for r in rep["ranks"]))
     if a.threads_sweep:
@@ -187,6 +226,8 @@ def main():
         check_zero(a, zrt, report)
     if a.trace == "in-order":
         check_trace(a, False)
+    elif a.trace == "turns":
+        check_turns(a)
     elif a.trace == "overlap":
         # Overlap is a property of the schedule as it ran: the threads of a
         # loaded 2-core machine may serialise one run by chance, so up to
@@ -298,6 +339,31 @@ def check_trace(a, expect_overlap, final=True):
     print(f"PASS {a.model} np={a.np}: trace has {overlaps} gather/compute overlaps "
           f"({'prefetch' if expect_overlap else 'no prefetch: gathers follow program order'})")
     return True
+
+
+def check_turns(a):
+    """zero-run --overlap off: on every rank, no collective of the
+    communication stream runs while a compute kernel does."""
+    with open(os.path.join(a.work, "trace.json")) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    collectives = 0
+    for rank in {e["pid"] for e in events}:
+        mine = [e for e in events if e["pid"] == rank]
+        comm = [e for e in mine if e["tid"] != 0 and e["name"] not in ("Wait", "Record", "Send")]
+        compute = [e for e in mine
+                   if e["tid"] == 0 and e["name"] not in ("Wait", "Record", "Recv")]
+        collectives += len(comm)
+        for g in comm:
+            g0, g1 = g["ts"], g["ts"] + g["dur"]
+            for c in compute:
+                if c["ts"] < g1 and g0 < c["ts"] + c["dur"]:
+                    sys.exit(f"FAIL: rank {rank}: {g['name']} (instruction "
+                             f"{g['args']['instruction']}) ran during kernel {c['name']} "
+                             f"(instruction {c['args']['instruction']}) with --overlap off")
+    if collectives == 0:
+        sys.exit("FAIL: the trace has no communication to check")
+    print(f"PASS {a.model} np={a.np}: {collectives} communication steps, none during a "
+          f"kernel (streams took turns)")
 
 
 if __name__ == "__main__":

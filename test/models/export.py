@@ -7,7 +7,8 @@ Usage (from the repository root; the virtualenv comes from `scripts/setup-pyenv.
     build/pyenv/bin/python test/models/export.py --gpt2-small DIR
     build/pyenv/bin/python test/models/export.py --describe [FILE.onnx ...]
 
-NAME is one of: gpt2, bert, llama, mlp (mlp also writes mlp_external.onnx).
+NAME is one of: gpt2, bert, llama, mlp (mlp also writes mlp_external.onnx), or one of
+the forward-only fixtures vit, whisper, moe (moe also writes moe_ts17.onnx).
 
 Every model is a small configuration of a real architecture (transformers for the
 language models, plain torch.nn for the MLP), randomly initialised from a fixed
@@ -18,6 +19,7 @@ seed; nothing is downloaded. For each NAME it writes
     NAME_ts17.onnx             logits only, legacy TorchScript exporter, opset 17
     <model>.ref.safetensors    reference inputs/outputs (and grads + AdamW step for _loss)
 
+(the forward-only fixtures write NAME.onnx and NAME.ref.safetensors only)
 and regenerates the generated section of README.md in the output directory (a
 table describing every .onnx file found there), which it also prints.
 """
@@ -84,6 +86,102 @@ class MLPLoss(MLP):
 
     def forward(self, x, labels):
         return self.loss_fn(super().forward(x), labels)
+
+
+# Forward-only fixtures for the convolution / selection operators: a tiny ViT
+# (Conv patch embedding), a tiny Whisper encoder (Conv1d front-end) and a tiny
+# mixture-of-experts language model (router Softmax + TopK, dense dispatch).
+IMAGE_BATCH, IMAGE_SIZE, IMAGE_PATCH = 2, 32, 8
+WHISPER_BATCH, WHISPER_MELS, WHISPER_POSITIONS = 2, 16, 16
+MOE_VOCAB, MOE_HIDDEN, MOE_EXPERTS, MOE_TOP_K = 64, 32, 4, 2
+
+
+class TinyMoE(torch.nn.Module):
+    """Token embedding, one mixture-of-experts block, LM head.
+
+    The router's softmax picks the top-k experts per token; their renormalised
+    weights are scattered into a dense [tokens, experts] gate with one_hot, and
+    every expert runs on every token (dense dispatch). No token is routed by
+    index, so the graph has no NonZero: shapes never depend on the data.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(MOE_VOCAB, MOE_HIDDEN)
+        self.router = torch.nn.Linear(MOE_HIDDEN, MOE_EXPERTS)
+        self.experts = torch.nn.ModuleList(
+            [torch.nn.Linear(MOE_HIDDEN, MOE_HIDDEN) for _ in range(MOE_EXPERTS)])
+        self.norm = torch.nn.LayerNorm(MOE_HIDDEN)
+        self.head = torch.nn.Linear(MOE_HIDDEN, MOE_VOCAB)
+
+    def forward(self, input_ids):
+        x = self.embed(input_ids)
+        probs = torch.softmax(self.router(x), dim=-1)
+        weights, chosen = torch.topk(probs, MOE_TOP_K, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        onehot = torch.nn.functional.one_hot(chosen, MOE_EXPERTS).to(x.dtype)
+        gates = (onehot * weights.unsqueeze(-1)).sum(dim=-2)
+        expert_out = torch.stack([torch.nn.functional.gelu(e(x)) for e in self.experts], dim=-2)
+        y = x + (gates.unsqueeze(-1) * expert_out).sum(dim=-2)
+        return self.head(self.norm(y))
+
+
+def build_forward_only(name):
+    """Returns (model, example inputs, dynamic shapes, output name, config dict)."""
+    import transformers as tf
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    if name == "vit":
+        cfg = tf.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, image_size=IMAGE_SIZE, patch_size=IMAGE_PATCH,
+                           num_channels=3, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0, attn_implementation="eager")
+
+        class ViTHidden(tf.ViTModel):
+            def forward(self, pixel_values):
+                return super().forward(pixel_values=pixel_values).last_hidden_state
+        model = ViTHidden(cfg, add_pooling_layer=False)
+        inputs = dict(pixel_values=torch.randn(IMAGE_BATCH, 3, IMAGE_SIZE, IMAGE_SIZE,
+                                               generator=gen))
+        dyn = {"pixel_values": {0: "batch"}}
+        out_name = "last_hidden_state"
+    elif name == "whisper":
+        cfg = tf.WhisperConfig(d_model=32, encoder_layers=2, encoder_attention_heads=4,
+                               encoder_ffn_dim=64, decoder_layers=1,
+                               decoder_attention_heads=4, decoder_ffn_dim=64,
+                               num_mel_bins=WHISPER_MELS,
+                               max_source_positions=WHISPER_POSITIONS,
+                               max_target_positions=16, vocab_size=64, dropout=0.0,
+                               attention_dropout=0.0, activation_dropout=0.0,
+                               attn_implementation="eager")
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+        class WhisperEncoderHidden(WhisperEncoder):
+            def forward(self, input_features):
+                return super().forward(input_features=input_features).last_hidden_state
+        model = WhisperEncoderHidden(cfg)
+        # The encoder wants exactly 2 * max_source_positions frames (conv2 has stride 2).
+        inputs = dict(input_features=torch.randn(WHISPER_BATCH, WHISPER_MELS,
+                                                 2 * WHISPER_POSITIONS, generator=gen))
+        dyn = {"input_features": {0: "batch"}}
+        out_name = "last_hidden_state"
+    elif name == "moe":
+        cfg = None
+        model = TinyMoE()
+        inputs = dict(input_ids=torch.randint(0, MOE_VOCAB, (LM_BATCH, LM_SEQ), generator=gen))
+        dyn = {"input_ids": {0: "batch", 1: "seq"}}
+        out_name = "logits"
+    else:
+        raise KeyError(name)
+    _perturb_(model)
+    if cfg is not None:
+        cfg_d = {k: v for k, v in cfg.to_dict().items()
+                 if isinstance(v, (int, float, str, bool)) and not k.startswith("_")
+                 and k not in ("transformers_version",)}
+    else:
+        cfg_d = {"vocab": MOE_VOCAB, "hidden": MOE_HIDDEN, "experts": MOE_EXPERTS,
+                 "top_k": MOE_TOP_K, "dispatch": "dense (one_hot gates)"}
+    return model.eval(), inputs, dyn, out_name, cfg_d
 
 
 def _hf_variants(base_cls, extra_inputs=()):
@@ -522,6 +620,50 @@ def export_family(name, out: Path, results: dict):
     results[p.name] = "ok" + (f" ({ts_note})" if ts_note else "")
 
 
+def forward_only_other_inputs(name, inputs):
+    """Inputs of another batch (and sequence) size than the export example."""
+    gen = torch.Generator().manual_seed(SEED + 7)
+    if name == "moe":
+        return {"input_ids": torch.randint(0, MOE_VOCAB, (3, 5), generator=gen)}
+    return {k: torch.randn(3, *v.shape[1:], generator=gen) for k, v in inputs.items()}
+
+
+def export_forward_only(name, out: Path, results: dict):
+    log(f"== {name}")
+    model, inputs, dyn, out_name, cfg = build_forward_only(name)
+    base_meta = {"model": name, "seed": str(SEED), "config": json.dumps(cfg, sort_keys=True),
+                 "exporter": "torch.onnx.export(dynamo=True)",
+                 **{f"version.{k}": v for k, v in versions().items()}}
+    with torch.no_grad():
+        want = model(**inputs).numpy()
+    exports = [(f"{name}.onnx", "dynamo")]
+    if name == "moe":
+        # The TorchScript exporter keeps one_hot as an ONNX OneHot node (the
+        # dynamo exporter decomposes it into Equal).
+        exports.append((f"{name}_ts17.onnx", "ts17"))
+    for file, how in exports:
+        p = out / file
+        if how == "dynamo":
+            export_dynamo(model, inputs, dyn, out_name, p)
+            meta = dict(base_meta)
+        else:
+            export_ts17(model, inputs, dyn, out_name, p)
+            meta = {**base_meta,
+                    "exporter": "torch.onnx.export(dynamo=False, opset_version=17)"}
+        o = run_ort(p, np_inputs(inputs))
+        check_close(f"{p.name} {out_name}", o[out_name], want)
+        oi = forward_only_other_inputs(name, inputs)
+        with torch.no_grad():
+            check_close(f"{p.name} {out_name} @ {shape_str(oi)}",
+                        run_ort(p, np_inputs(oi))[out_name], model(**oi).numpy())
+        tensors = {f"input.{k}": v for k, v in np_inputs(inputs).items()}
+        tensors.update({f"ort.{k}": v for k, v in o.items()})
+        tensors[f"torch.{out_name}"] = want
+        save_ref(out / (p.stem + ".ref.safetensors"), tensors,
+                 metadata={**meta, "onnx": p.name, "input_shapes": shape_str(inputs)})
+        results[p.name] = "ok"
+
+
 # ---------------------------------------------------------------------------
 # Description tables
 # ---------------------------------------------------------------------------
@@ -671,12 +813,14 @@ def export_gpt2_small(out: Path):
 # ---------------------------------------------------------------------------
 
 FAMILIES = ["mlp", "gpt2", "bert", "llama"]
+FORWARD_ONLY = ["vit", "whisper", "moe"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE), help="output directory (default: test/models)")
-    ap.add_argument("--only", default=None, help="comma-separated subset of " + ",".join(FAMILIES))
+    ap.add_argument("--only", default=None,
+                    help="comma-separated subset of " + ",".join(FAMILIES + FORWARD_ONLY))
     ap.add_argument("--gpt2-small", metavar="DIR", default=None,
                     help="only export the GPT-2-small-size benchmark model to DIR/gpt2_small.onnx")
     ap.add_argument("--describe", nargs="*", default=None, metavar="FILE",
@@ -693,13 +837,16 @@ def main():
         print(describe_markdown(files))
         return
     out.mkdir(parents=True, exist_ok=True)
-    names = FAMILIES if not args.only else args.only.split(",")
+    names = FAMILIES + FORWARD_ONLY if not args.only else args.only.split(",")
     for n in names:
-        if n not in FAMILIES:
-            ap.error(f"unknown model {n!r}; choose from {FAMILIES}")
+        if n not in FAMILIES + FORWARD_ONLY:
+            ap.error(f"unknown model {n!r}; choose from {FAMILIES + FORWARD_ONLY}")
     results = {}
     for n in names:
-        export_family(n, out, results)
+        if n in FORWARD_ONLY:
+            export_forward_only(n, out, results)
+        else:
+            export_family(n, out, results)
     table = describe_markdown(sorted(out.glob("*.onnx")))
     log("\n" + table)
     update_readme(out, table)

@@ -72,6 +72,11 @@ struct ZeroSettings {
   int64_t quantizeWeights = 0;
   int64_t quantizeGradients = 0;
   int64_t quantizeBlock = 2048;
+  /// Pipeline stages (zero-pipeline-split stages; 1: off), micro-batches per
+  /// forward, and DeepSpeed's partition_method.
+  int64_t pp = 1;
+  int64_t microBatches = 1;
+  std::string partitionMethod = "parameters";
 };
 
 /// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
@@ -127,6 +132,20 @@ struct ZeroPipelineOptions
   Option<int64_t> quantBlock{*this, "quant-block",
                              llvm::cl::desc("Elements per quantization scale (qwZ, qgZ)"),
                              llvm::cl::init(2048)};
+  Option<int64_t> pp{*this, "pp",
+                     llvm::cl::desc("Pipeline stages, one rank each "
+                                    "(zero-pipeline-split stages; 1: off)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("Micro-batches per forward through "
+                                              "the pipeline stages (zero-pipeline-"
+                                              "split micro-batches)"),
+                               llvm::cl::init(1)};
+  Option<std::string> partitionMethod{
+      *this, "partition-method",
+      llvm::cl::desc("How layers are balanced over pipeline stages: parameters, "
+                     "uniform or type:REGEX (DeepSpeed's partition_method)"),
+      llvm::cl::init("parameters")};
   Option<std::string> config{
       *this, "config",
       llvm::cl::desc("DeepSpeed JSON config (zero_optimization.*, batch "

@@ -195,13 +195,23 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     `zero.recv` before the first use there), and the outputs are received by
     stage 0. Stage s runs on world rank s (the module's world size becomes
     `stages`); the lowering gives each instruction its stage's rank. One
-    function with stage-annotated ops, not one function per stage yet, and
-    no micro-batching yet (a forward runs the whole batch through the stages).
+    function with stage-annotated ops, not one function per stage yet.
+
+    With `micro-batches=M` (the model imported at the micro-batch shape) the
+    program takes M micro-batches stacked along dim 0 of every input: one
+    copy of the cut body per micro-batch, in order, each reading its rows (a
+    view) and with its own send/recv tags; stage 0 stacks the outputs. Each
+    rank runs its stage's copies in order, so stage s computes micro-batch m
+    while stage s+1 computes m-1: the fill/drain (GPipe forward) schedule,
+    with a bubble of (S-1)/(M+S-1).
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
     Option<"partition", "partition", "std::string", "\"parameters\"",
            "parameters | uniform | type:REGEX">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per forward: the model is imported at the micro-batch "
+           "shape and the program takes this many stacked along dim 0">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }

@@ -318,19 +318,24 @@ struct MatMulOfTransposedWeight : public OpRewritePattern<MatMulOp> {
         transpose.getPerm() != ArrayRef<int64_t>{1, 0})
       return failure();
     Value w = transpose.getData();
-    auto wt = cast<RankedTensorType>(w.getType());
     int64_t k = a.getShape().back();
     int64_t rows = a.getNumElements() / std::max<int64_t>(k, 1);
     Location loc = op.getLoc();
+    // The new ops keep the MatMul's placement (zero.pipeline_stage,
+    // zero.stream): where it ran, they run.
+    auto placed = [&](Value v) {
+      for (NamedAttribute attr : op->getDiscardableAttrs())
+        v.getDefiningOp()->setAttr(attr.getName(), attr.getValue());
+      return v;
+    };
     Value x = op.getA();
     if (a.getRank() != 2)
-      x = ReshapeOp::create(rewriter, loc, x, ArrayRef<int64_t>{rows, k});
-    Value y = GemmOp::create(rewriter, loc, x, w, Value(), rewriter.getF32FloatAttr(1.0f),
-                             rewriter.getF32FloatAttr(0.0f), rewriter.getI64IntegerAttr(0),
-                             rewriter.getI64IntegerAttr(1));
-    (void)wt;
+      x = placed(ReshapeOp::create(rewriter, loc, x, ArrayRef<int64_t>{rows, k}));
+    Value y = placed(GemmOp::create(rewriter, loc, x, w, Value(), rewriter.getF32FloatAttr(1.0f),
+                                    rewriter.getF32FloatAttr(0.0f), rewriter.getI64IntegerAttr(0),
+                                    rewriter.getI64IntegerAttr(1)));
     if (a.getRank() != 2)
-      y = ReshapeOp::create(rewriter, loc, y, op.getType().getShape());
+      y = placed(ReshapeOp::create(rewriter, loc, y, op.getType().getShape()));
     rewriter.replaceOp(op, y);
     return success();
   }
@@ -839,6 +844,241 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location
   SmallVector<int64_t> shape(indices.getShape().drop_back());
   llvm::append_range(shape, data.getShape().drop_front(b + k));
   results.push_back(data.clone(shape));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution, pooling and image ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks the normalised spatial attributes of a conv or pool over `k`
+/// spatial dims: strides and dilations positive with k entries, pads 2k.
+LogicalResult checkWindowAttrs(std::optional<Location> loc, int64_t k,
+                               ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> dilations,
+                               ArrayRef<int64_t> pads, bool negativePads = false) {
+  if (int64_t(strides.size()) != k || int64_t(dilations.size()) != k ||
+      int64_t(pads.size()) != 2 * k)
+    return emitOptionalError(loc, "strides and dilations need ", k,
+                             " entries and pads ", 2 * k, " (one per spatial dim), got ",
+                             strides.size(), ", ", dilations.size(), " and ", pads.size());
+  for (int64_t i = 0; i < k; ++i)
+    if (strides[i] < 1 || dilations[i] < 1)
+      return emitOptionalError(loc, "strides and dilations must be positive");
+  if (!negativePads && llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+    return emitOptionalError(loc, "pads must be non-negative");
+  return success();
+}
+
+/// The spatial output size of a window of `kernel` taps (dilated) sliding
+/// by `stride` over `in` padded by `begin` and `end`; ceil_mode drops a last
+/// window that would start in the end padding.
+int64_t windowCount(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                    int64_t begin, int64_t end, bool ceilMode) {
+  int64_t span = in + begin + end - ((kernel - 1) * dilation + 1);
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= in + begin)
+    --out;
+  return out;
+}
+
+LogicalResult inferConv(std::optional<Location> loc, Value xv, Value wv, Value bv,
+                        int64_t group, ArrayRef<int64_t> strides,
+                        ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                        bool transposed, SmallVectorImpl<Type> &results) {
+  auto x = rankedType(xv), w = rankedType(wv);
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return emitOptionalError(loc, "X must be [N, C, D1, ...] (rank >= 3) and W of "
+                                  "the same rank, got ",
+                             x, " and ", w);
+  if (failed(sameElementType(loc, {xv, wv})))
+    return failure();
+  int64_t k = x.getRank() - 2;
+  if (failed(checkWindowAttrs(loc, k, strides, dilations, pads, transposed)))
+    return failure();
+  int64_t c = x.getDimSize(1);
+  if (group < 1 || c % group)
+    return emitOptionalError(loc, "group ", group, " must be positive and divide the ",
+                             c, " input channels");
+  int64_t m;
+  if (transposed) {
+    if (w.getDimSize(0) != c)
+      return emitOptionalError(loc, "W must have the input's ", c,
+                               " channels as its first dim, got ", w);
+    m = w.getDimSize(1) * group;
+  } else {
+    if (w.getDimSize(1) * group != c || w.getDimSize(0) % group)
+      return emitOptionalError(loc, "W must be [M, C/group, ...] with M divisible by group ",
+                               group, "; got ", w, " for ", c, " input channels");
+    m = w.getDimSize(0);
+  }
+  if (bv) {
+    auto b = rankedType(bv);
+    if (b.getRank() != 1 || b.getDimSize(0) != m || b.getElementType() != x.getElementType())
+      return emitOptionalError(loc, "B must be a vector of the ", m,
+                               " output channels of X's element type, got ", b);
+  }
+  SmallVector<int64_t> shape{x.getDimSize(0), m};
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t in = x.getDimSize(2 + i), kern = w.getDimSize(2 + i);
+    int64_t extent = (kern - 1) * dilations[i] + 1;
+    int64_t out = transposed
+                      ? strides[i] * (in - 1) + extent - pads[i] - pads[k + i]
+                      : windowCount(in, kern, strides[i], dilations[i], pads[i],
+                                    pads[k + i], false);
+    if (out < 1)
+      return emitOptionalError(loc, "spatial dim ", i, " has no output: input ", in,
+                               ", kernel ", kern, ", dilation ", dilations[i],
+                               ", pads ", pads[i], "+", pads[k + i]);
+    shape.push_back(out);
+  }
+  results.push_back(x.clone(shape));
+  return success();
+}
+} // namespace
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  return inferConv(loc, adaptor.getX(), adaptor.getW(), adaptor.getB(), adaptor.getGroup(),
+                   adaptor.getStrides(), adaptor.getDilations(), adaptor.getPads(),
+                   /*transposed=*/false, results);
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  return inferConv(loc, adaptor.getX(), adaptor.getW(), adaptor.getB(), adaptor.getGroup(),
+                   adaptor.getStrides(), adaptor.getDilations(), adaptor.getPads(),
+                   /*transposed=*/true, results);
+}
+
+namespace {
+template <typename Adaptor>
+LogicalResult inferPool(std::optional<Location> loc, Adaptor adaptor,
+                        SmallVectorImpl<Type> &results) {
+  auto x = rankedType(adaptor.getX());
+  if (x.getRank() < 3)
+    return emitOptionalError(loc, "X must be [N, C, D1, ...] (rank >= 3), got ", x);
+  int64_t k = x.getRank() - 2;
+  ArrayRef<int64_t> kernel = adaptor.getKernelShape();
+  if (int64_t(kernel.size()) != k || llvm::any_of(kernel, [](int64_t v) { return v < 1; }))
+    return emitOptionalError(loc, "kernel_shape needs ", k, " positive entries");
+  ArrayRef<int64_t> strides = adaptor.getStrides(), dilations = adaptor.getDilations(),
+                    pads = adaptor.getPads();
+  if (failed(checkWindowAttrs(loc, k, strides, dilations, pads)))
+    return failure();
+  SmallVector<int64_t> shape{x.getDimSize(0), x.getDimSize(1)};
+  for (int64_t i = 0; i < k; ++i) {
+    if (pads[i] >= (kernel[i] - 1) * dilations[i] + 1 ||
+        pads[k + i] >= (kernel[i] - 1) * dilations[i] + 1)
+      return emitOptionalError(loc, "pads must be smaller than the (dilated) kernel");
+    int64_t out = windowCount(x.getDimSize(2 + i), kernel[i], strides[i], dilations[i],
+                              pads[i], pads[k + i], adaptor.getCeilMode() != 0);
+    if (out < 1)
+      return emitOptionalError(loc, "spatial dim ", i, " (", x.getDimSize(2 + i),
+                               ") is smaller than the window");
+    shape.push_back(out);
+  }
+  results.push_back(x.clone(shape));
+  return success();
+}
+} // namespace
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  return inferPool(loc, adaptor, results);
+}
+
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  return inferPool(loc, adaptor, results);
+}
+
+LogicalResult BatchNormalizationOp::inferReturnTypes(MLIRContext *,
+                                                     std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &results) {
+  auto x = rankedType(adaptor.getX());
+  if (x.getRank() < 2)
+    return emitOptionalError(loc, "X must be [N, C, ...] (rank >= 2), got ", x);
+  for (Value p : {adaptor.getScale(), adaptor.getB(), adaptor.getInputMean(),
+                  adaptor.getInputVar()}) {
+    auto t = rankedType(p);
+    if (t.getRank() != 1 || t.getDimSize(0) != x.getDimSize(1))
+      return emitOptionalError(loc, "scale, B, mean and var must be vectors of the ",
+                               x.getDimSize(1), " channels, got ", t);
+  }
+  results.push_back(x);
+  return success();
+}
+
+LogicalResult ResizeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto x = rankedType(adaptor.getX());
+  ArrayRef<double> scales = adaptor.getScales();
+  ArrayRef<int64_t> sizes = adaptor.getSizes();
+  if (int64_t(scales.size()) != x.getRank() || int64_t(sizes.size()) != x.getRank())
+    return emitOptionalError(loc, "scales and sizes need one entry per dim (", x.getRank(),
+                             "), got ", scales.size(), " and ", sizes.size());
+  if (llvm::any_of(scales, [](double s) { return !(s > 0); }) ||
+      llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
+    return emitOptionalError(loc, "scales must be positive and sizes non-negative");
+  StringRef mode = adaptor.getMode(), ctm = adaptor.getCoordinateTransformationMode(),
+            nearest = adaptor.getNearestMode();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return emitOptionalError(loc, "mode \"", mode, "\" is not nearest, linear or cubic");
+  if (!llvm::is_contained({"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                           "align_corners", "asymmetric", "tf_crop_and_resize"},
+                          ctm))
+    return emitOptionalError(loc, "coordinate_transformation_mode \"", ctm,
+                             "\" is not supported");
+  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"},
+                          nearest))
+    return emitOptionalError(loc, "nearest_mode \"", nearest, "\" is not supported");
+  if (auto roi = adaptor.getRoi(); roi && int64_t(roi->size()) != 2 * x.getRank())
+    return emitOptionalError(loc, "roi needs 2 * rank entries");
+  if (ctm == "tf_crop_and_resize" && !adaptor.getRoi())
+    return emitOptionalError(loc, "tf_crop_and_resize needs roi");
+  if (!isa<FloatType>(x.getElementType()) && mode != "nearest")
+    return emitOptionalError(loc, "mode \"", mode, "\" needs a floating-point X, got ", x);
+  results.push_back(x.clone(sizes));
+  return success();
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto x = rankedType(adaptor.getX());
+  int64_t axis = adaptor.getAxis(), k = adaptor.getK();
+  if (failed(checkAxis(loc, axis, x.getRank())))
+    return failure();
+  if (k < 0 || k > x.getDimSize(axis))
+    return emitOptionalError(loc, "k ", k, " must be in [0, ", x.getDimSize(axis),
+                             "] (the size of axis ", axis, ")");
+  SmallVector<int64_t> shape(x.getShape());
+  shape[axis] = k;
+  results.push_back(x.clone(shape));
+  results.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult OneHotOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto indices = rankedType(adaptor.getIndices());
+  auto values = rankedType(adaptor.getValues());
+  if (values.getNumElements() != 2)
+    return emitOptionalError(loc, "values must hold two elements (off, on), got ", values);
+  int64_t depth = adaptor.getDepth(), axis = adaptor.getAxis();
+  if (depth < 1)
+    return emitOptionalError(loc, "depth must be positive, got ", depth);
+  if (failed(checkAxis(loc, axis, indices.getRank() + 1)))
+    return failure();
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.insert(shape.begin() + axis, depth);
+  results.push_back(RankedTensorType::get(shape, values.getElementType()));
   return success();
 }
 

@@ -160,8 +160,16 @@ public:
   virtual Status allToAll(const TensorRef &in, const TensorRef &out,
                           const CommContext &ctx) = 0;
   /// Sends `in` to group rank `peer`; matched in order with its recv().
+  /// May return before the receiver has the bytes (MPI buffers them: a send
+  /// never waits for its receiver); `in` may be reused once it returns.
   virtual Status send(const TensorRef &in, int peer, int tag,
                       const CommContext &ctx) = 0;
+  /// Completes every send still in flight; the executor calls it at the end
+  /// of each run.
+  virtual Status flushSends(const CommContext &ctx) {
+    (void)ctx;
+    return Status::ok();
+  }
   /// Receives `out` from group rank `peer`.
   virtual Status recv(const TensorRef &out, int peer, int tag,
                       const CommContext &ctx) = 0;

@@ -30,7 +30,9 @@ struct WeightsStats {
 /// Reads every Parameter and Frozen global of the executor's program from
 /// `weights` into its buffer: the whole tensor for replicated globals, world
 /// rank `rank`'s shard for sharded ones. OptimizerState and Counter globals
-/// are zero-filled and never looked up in the file.
+/// are zero-filled and never looked up in the file. In a program cut into
+/// pipeline stages, a global no instruction of this rank touches (nor an
+/// output it writes) is skipped: each stage holds only its own weights.
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats = nullptr);
 

@@ -43,6 +43,13 @@ struct ExecutorOptions {
   /// fails with that message, which releases collectives that poll (MPI
   /// without MPI_THREAD_MULTIPLE) but not blocking ones.
   std::function<void(const Status &)> onTimeout;
+  /// The streams take turns on the CPU: a kernel, or a collective of a
+  /// communication stream, runs only while no other one does (a receive on a
+  /// compute stream waits outside its turn). For a rank with no core to spare
+  /// for its communication thread, where a blocking collective would spin
+  /// against the kernels: prefetched gathers then run while compute waits,
+  /// as without prefetch, instead of slowing every kernel down.
+  bool serializeStreams = false;
 };
 
 /// One executed instruction, for traces.

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -225,19 +226,41 @@ public:
     return Status::ok();
   }
 
+  /// Buffered: the bytes are copied and sent with MPI_Isend, so the call
+  /// returns at once and `in` may be reused. A pipeline stage's send then
+  /// never waits for its receiver, and no cycle of blocked sends can form
+  /// between stages whose memory is reused (the receiver blocks instead, on
+  /// data that flows one way). flushSends() completes them.
   Status send(const TensorRef &in, int peer, int tag,
               const CommContext &ctx) override {
     GroupComm gc;
     ZRT_RETURN_IF_ERROR(prepare(OpKind::Send, in, in, ctx, gc));
     ZRT_RETURN_IF_ERROR(checkPeer(OpKind::Send, peer, gc));
     ZRT_RETURN_IF_ERROR(checkCount(OpKind::Send, in.bytes()));
-    ZRT_RETURN_IF_ERROR(complete(OpKind::Send, ctx, [&](MPI_Request *req) {
-      int count = int(in.bytes());
-      return req ? MPI_Isend(in.data, count, MPI_BYTE, peer, tag, gc.comm, req)
-                 : MPI_Send(in.data, count, MPI_BYTE, peer, tag, gc.comm);
-    }));
+    if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed))
+      return Status::error("Send: cancelled because the run failed");
+    std::lock_guard<std::mutex> pendingLock(pendingMutex_);
+    PendingSend &p = pendingSends_.emplace_back();
+    const auto *bytes = static_cast<const uint8_t *>(in.data);
+    p.bytes.assign(bytes, bytes + in.bytes());
+    int rc;
+    {
+      auto lock = serialize();
+      rc = MPI_Isend(p.bytes.data(), int(in.bytes()), MPI_BYTE, peer, tag,
+                     gc.comm, &p.request);
+    }
+    if (rc != MPI_SUCCESS) {
+      pendingSends_.pop_back();
+      return Status::error("Send failed in MPI: " + mpiErrorString(rc));
+    }
+    ZRT_RETURN_IF_ERROR(reapSends(/*all=*/false, ctx));
     countCall(OpKind::Send, ctx.group, in.bytes());
     return Status::ok();
+  }
+
+  Status flushSends(const CommContext &ctx) override {
+    std::lock_guard<std::mutex> pendingLock(pendingMutex_);
+    return reapSends(/*all=*/true, ctx);
   }
 
   Status recv(const TensorRef &out, int peer, int tag,
@@ -325,6 +348,35 @@ private:
     int rank = 0;
     int size = 1;
   };
+
+  /// A send in flight: its request and the copy of its bytes.
+  struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<uint8_t> bytes;
+  };
+
+  /// Frees the sends that have completed; with `all`, polls until every one
+  /// has (or the run is cancelled). The caller holds pendingMutex_.
+  Status reapSends(bool all, const CommContext &ctx) {
+    while (!pendingSends_.empty()) {
+      for (auto it = pendingSends_.begin(); it != pendingSends_.end();) {
+        int done = 0, rc;
+        {
+          auto lock = serialize();
+          rc = MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+        }
+        if (rc != MPI_SUCCESS)
+          return Status::error("Send failed in MPI: " + mpiErrorString(rc));
+        it = done ? pendingSends_.erase(it) : std::next(it);
+      }
+      if (!all || pendingSends_.empty())
+        break;
+      if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed))
+        return Status::error("Send: cancelled because the run failed");
+      std::this_thread::yield();
+    }
+    return Status::ok();
+  }
 
   /// Holds the MPI mutex unless the library is MPI_THREAD_MULTIPLE.
   std::unique_lock<std::mutex> serialize() {
@@ -455,6 +507,8 @@ private:
   int rank_ = 0, size_ = 1, localSize_ = 1, localRank_ = 0;
   MPI_Op sumF16_ = MPI_OP_NULL, sumBF16_ = MPI_OP_NULL;
   std::vector<std::vector<GroupComm>> channels_; // [channel][group + 1]
+  std::mutex pendingMutex_;
+  std::list<PendingSend> pendingSends_; ///< buffered sends in flight
   std::mutex mpiMutex_;
 };
 

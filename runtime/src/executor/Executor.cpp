@@ -16,6 +16,7 @@
 #include "zrt/Watchdog.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -70,6 +71,31 @@ struct Executor::Impl {
   std::atomic<bool> cancelled{false};
   std::mutex errorMutex;
   Status firstError;
+  /// options.serializeStreams: held by the stream whose turn it is; the
+  /// compute streams not idle (not waiting, not done); communication
+  /// streams wait on idleCv for that count to reach zero.
+  std::mutex turnMutex, idleMutex;
+  std::condition_variable idleCv;
+  std::atomic<int> busyComputeStreams{0};
+  /// Compute streams blocked in a receive or done: any collective may run.
+  std::atomic<int> unboundedIdle{0};
+  /// The communication steps compute has waited for: positions up to it.
+  std::atomic<int64_t> commNeeded{-1};
+  std::vector<int64_t> commRecordPos; ///< by event, or -1
+  /// A compute stream stops (idle) or resumes. `unbounded`: it stops in a
+  /// receive or for good; otherwise it waits for an event recorded at
+  /// communication position `needed` (or -1).
+  void setComputeIdle(bool idle, bool unbounded = false, int64_t needed = -1) {
+    {
+      std::lock_guard<std::mutex> lock(idleMutex);
+      busyComputeStreams += idle ? -1 : 1;
+      if (unbounded)
+        unboundedIdle += idle ? 1 : -1;
+      if (idle && needed > commNeeded.load())
+        commNeeded = needed;
+    }
+    idleCv.notify_all();
+  }
   RunStats stats;
 };
 
@@ -137,7 +163,12 @@ Status Executor::Impl::init() {
     Step step;
     step.index = i;
     step.inst = &inst;
-    step.channel = std::max(0, channelOf[inst.stream]);
+    // Point-to-point calls match by peer and tag on one communicator, so a
+    // pipeline stage's sends (communication stream) and the next stage's
+    // receives (its compute stream) share channel 0.
+    step.channel = inst.kind == OpKind::Send || inst.kind == OpKind::Recv
+                       ? 0
+                       : std::max(0, channelOf[inst.stream]);
     if (inst.kind == OpKind::Kernel)
       step.kernel = backend.kernels().lookup(inst.op);
     for (uint32_t b : inst.inputs)
@@ -147,6 +178,14 @@ Status Executor::Impl::init() {
     steps[inst.stream].push_back(std::move(step));
     executed.push_back(i);
   }
+  // Where each event is recorded on a communication stream: the position
+  // of its Record there (options.serializeStreams).
+  commRecordPos.assign(p.numEvents, -1);
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (p.streams[s].kind == StreamKind::Comm)
+      for (size_t k = 0; k < steps[s].size(); ++k)
+        if (steps[s][k].inst->kind == OpKind::Record && steps[s][k].inst->event >= 0)
+          commRecordPos[size_t(steps[s][k].inst->event)] = int64_t(k);
 
   stats.highWaterBytes.assign(p.arenas.size(), 0);
   auto touch = [&](uint32_t b) {
@@ -185,6 +224,10 @@ void Executor::Impl::fail(Status error) {
     firstError = error;
   }
   cancelled = true;
+  {
+    std::lock_guard<std::mutex> lock(idleMutex);
+  }
+  idleCv.notify_all();
   for (auto &event : events)
     event->cancel();
   if (options.onError)
@@ -248,8 +291,49 @@ void Executor::Impl::runStream(size_t s,
       return;
     if (liveBytes)
       liveBytes->instructionStarted(*step.inst);
+    // Streams taking turns (ExecutorOptions::serializeStreams): a compute
+    // stream runs its kernels whenever it can, and is idle while it waits
+    // (an event, a receive); a communication stream's collectives and
+    // kernels run only while every compute stream is idle, one at a time.
+    // A prefetched gather then runs when compute first needs it: in order.
+    // A communication step runs when compute waits for it (or for a later
+    // one), not as soon as the pass pipeline's prefetch allows.
+    const bool commStream = program.streams[s].kind == StreamKind::Comm;
+    const OpKind kind = step.inst->kind;
+    const int64_t position = int64_t(&step - steps[s].data());
+    std::unique_lock<std::mutex> turn;
+    bool idled = false, unbounded = false;
+    if (options.serializeStreams) {
+      // A send is buffered (it returns at once): it never waits its turn,
+      // so a pipeline stage feeds the next one as soon as it can.
+      if (commStream && kind != OpKind::Wait && kind != OpKind::Record &&
+          kind != OpKind::Send) {
+        std::unique_lock<std::mutex> lock(idleMutex);
+        idleCv.wait(lock, [&] {
+          return (busyComputeStreams.load() == 0 &&
+                  (unboundedIdle.load() > 0 || position <= commNeeded.load())) ||
+                 cancelled.load();
+        });
+        lock.unlock();
+        turn = std::unique_lock<std::mutex>(turnMutex);
+      } else if (!commStream && kind == OpKind::Kernel) {
+        turn = std::unique_lock<std::mutex>(turnMutex);
+      } else if (!commStream && (kind == OpKind::Wait || kind == OpKind::Recv)) {
+        unbounded = kind == OpKind::Recv;
+        int64_t needed = -1;
+        if (kind == OpKind::Wait && step.inst->event >= 0)
+          needed = commRecordPos[size_t(step.inst->event)];
+        setComputeIdle(true, unbounded, needed);
+        idled = true;
+      }
+    }
     Clock::time_point begin = Clock::now();
     Status status = execute(step, stream);
+    const Clock::time_point end = Clock::now(); // inside the turn
+    if (turn.owns_lock())
+      turn.unlock();
+    if (idled)
+      setComputeIdle(false, unbounded);
     if (!status.isOk()) {
       if (cancelled.load())
         return; // a consequence of an earlier failure, not worth reporting
@@ -264,11 +348,13 @@ void Executor::Impl::runStream(size_t s,
     }
     if (options.trace)
       trace[s].push_back({uint32_t(step.index), uint32_t(s), micros(begin),
-                          micros(Clock::now()) - micros(begin)});
+                          micros(end) - micros(begin)});
     if (liveBytes)
       liveBytes->instructionFinished(*step.inst);
   }
   Status status = stream.synchronize();
+  if (options.serializeStreams && program.streams[s].kind != StreamKind::Comm)
+    setComputeIdle(true, /*unbounded=*/true); // done for this run
   if (!status.isOk())
     fail(Status::error(program.path + ": stream " + std::to_string(s) + " \"" +
                        program.streams[s].name + "\": " + status.message()));
@@ -363,6 +449,12 @@ Status Executor::run() {
           else
             impl.fail(error);
         });
+  impl.busyComputeStreams = 0;
+  impl.unboundedIdle = 0;
+  impl.commNeeded = -1;
+  for (size_t s = 0; s < impl.streams.size(); ++s)
+    if (!impl.steps[s].empty() && impl.program.streams[s].kind != StreamKind::Comm)
+      ++impl.busyComputeStreams;
   auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t s = 0; s < impl.streams.size(); ++s)
@@ -370,6 +462,11 @@ Status Executor::run() {
       threads.emplace_back([&impl, s, start] { impl.runStream(s, start); });
   for (std::thread &t : threads)
     t.join();
+  // Buffered sends (pipeline stages) finish before the run does.
+  CommContext flushCtx;
+  flushCtx.cancelled = &impl.cancelled;
+  if (Status flushed = impl.comm.flushSends(flushCtx); !flushed.isOk())
+    impl.fail(flushed);
   impl.watchdog.reset();
   impl.stats.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

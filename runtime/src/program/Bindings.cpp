@@ -69,12 +69,54 @@ Status zeroStateGlobals(Executor &executor) {
   return Status::ok();
 }
 
+namespace {
+/// For a program cut into pipeline stages (instructions that run on some
+/// ranks only): whether an instruction that runs on `rank`, or an output this
+/// rank writes (rank 0 writes them), touches memory of `global`. Any buffer
+/// overlapping its bytes counts (views alias it).
+std::vector<bool> globalsUsedOn(const Program &p, int rank) {
+  std::vector<bool> used(p.globals.size(), true);
+  bool pipelined = false;
+  for (const Instruction &inst : p.instructions)
+    pipelined |= !inst.ranks.empty();
+  if (!pipelined)
+    return used;
+  std::vector<bool> bufferUsed(p.buffers.size(), false);
+  for (const Instruction &inst : p.instructions)
+    if (inst.runsOn(rank)) {
+      for (uint32_t b : inst.inputs)
+        bufferUsed[b] = true;
+      for (uint32_t b : inst.outputs)
+        bufferUsed[b] = true;
+    }
+  if (rank == 0)
+    for (const BindingDesc &o : p.outputs)
+      bufferUsed[o.buffer] = true;
+  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+    const BufferDesc &g = p.buffers[p.globals[gi].buffer];
+    used[gi] = false;
+    for (size_t b = 0; b < p.buffers.size() && !used[gi]; ++b) {
+      const BufferDesc &o = p.buffers[b];
+      used[gi] = bufferUsed[b] && o.arena == g.arena && o.offset < g.offset + g.bytes() &&
+                 g.offset < o.offset + o.bytes();
+    }
+  }
+  return used;
+}
+} // namespace
+
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats) {
   const Program &p = executor.program();
   uint64_t readBefore = weights.bytesRead();
   WeightsStats local;
-  for (const GlobalDesc &g : p.globals) {
+  // A pipeline stage loads only the weights its own instructions read: the
+  // rest of the parameter arena is never touched, so never resident.
+  const std::vector<bool> used = globalsUsedOn(p, rank);
+  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+    const GlobalDesc &g = p.globals[gi];
+    if (!used[gi])
+      continue;
     if (!readsWeights(g.role)) {
       // Optimizer state and the step counter start at zero.
       ZRT_RETURN_IF_ERROR(zeroGlobal(executor, g));

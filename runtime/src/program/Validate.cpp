@@ -159,8 +159,13 @@ Status ProgramValidator::checkBindings(const std::vector<BindingDesc> &bindings,
 Status ProgramValidator::checkCollective(size_t index) {
   const Instruction &inst = p_.instructions[index];
   std::string where = p_.describeInstruction(index);
-  if (p_.streams[inst.stream].kind != StreamKind::Comm)
-    return error(where, "collectives run on communication streams, but stream " +
+  // A pipeline stage receives on its compute stream (which waits for the
+  // data anyway), so its sends, on the communication stream, never queue
+  // behind its receives; every other collective runs on a communication
+  // stream.
+  if (p_.streams[inst.stream].kind != StreamKind::Comm && inst.kind != OpKind::Recv)
+    return error(where, "collectives run on communication streams (a Recv may run "
+                        "on a compute stream), but stream " +
                             std::to_string(inst.stream) + " \"" +
                             p_.streams[inst.stream].name + "\" is a compute stream");
   if (inst.group < -1 || inst.group >= int(p_.groups.size()))

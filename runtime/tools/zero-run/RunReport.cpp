@@ -94,6 +94,20 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                          {"idle_s", std::max(0.0, stats.wallSeconds - busy - waiting)}});
     }
     rank["streams"] = streams;
+    // A pipeline stage (instructions that run on some ranks only): the
+    // fraction of the run this rank computed nothing, waiting for its
+    // neighbours (DeepSpeed's bubble; fill/drain predicts (S-1)/(M+S-1)).
+    bool pipelined = false;
+    for (const Instruction &inst : p.instructions)
+      pipelined |= !inst.ranks.empty();
+    if (pipelined && stats.wallSeconds > 0) {
+      double kernels = 0;
+      for (const TraceEvent &e : stats.trace)
+        if (p.instructions[e.instruction].kind == OpKind::Kernel)
+          kernels += e.durationUs * 1e-6;
+      rank["pipeline_kernel_s"] = kernels;
+      rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
+    }
   }
   if (iterationSeconds.size() > 1) {
     // --repeat: every timed run, and the min and median of them.
@@ -173,7 +187,12 @@ std::string formatReport(const nlohmann::json &run) {
   char line[512];
   os << "zero-run report: " << run["program"].get<std::string>() << ", "
      << run["world_size"] << " rank(s), " << run["backend"].get<std::string>()
-     << " backend, " << run["threads_per_rank"] << " thread(s) per rank\n";
+     << " backend, " << run["threads_per_rank"] << " thread(s) per rank";
+  if (run.contains("streams_take_turns"))
+    os << (run["streams_take_turns"].get<bool>()
+               ? ", streams take turns (no core to spare for communication)"
+               : ", communication overlaps computation");
+  os << "\n";
   std::snprintf(line, sizeof line, "wall time: %.6f s (slowest rank)\n",
                 run["wall_time_s"].get<double>());
   os << line;
@@ -221,6 +240,14 @@ std::string formatReport(const nlohmann::json &run) {
                       st["idle_s"].get<double>());
         os << line;
       }
+    if (r.contains("pipeline_bubble")) {
+      std::snprintf(line, sizeof line,
+                    "  [rank %d] pipeline stage: kernels %.6f s of the wall time, "
+                    "bubble %.3f\n",
+                    r["rank"].get<int>(), r["pipeline_kernel_s"].get<double>(),
+                    r["pipeline_bubble"].get<double>());
+      os << line;
+    }
     if (r.contains("peak_gathered_bytes"))
       os << "  [rank " << r["rank"] << "] peak gathered bytes: measured "
          << r["peak_gathered_bytes"].get<uint64_t>() << ", planned "

@@ -64,6 +64,9 @@ const char *kUsage =
     "  --trace FILE.json            write a Chrome/Perfetto trace of all ranks\n"
     "  --threads N                  kernel threads per rank (default: the cores "
     "this rank may run on)\n"
+    "  --overlap auto|on|off        communication overlaps computation (on), or the\n"
+    "                               streams take turns (off); auto: off when the\n"
+    "                               kernel threads take every core of the rank\n"
     "  --repeat K                   run the program K times, timing each "
     "(default 1); the report gives min and median\n"
     "  --warmup W                   untimed runs first (default 0)\n"
@@ -109,6 +112,7 @@ struct Options {
   std::string reportJson;
   std::string trace;
   int threads = 0;
+  std::string overlap = "auto"; ///< --overlap: auto, on, off
   int repeat = 1; ///< timed runs
   int warmup = 0; ///< untimed runs before them
   bool repeatGiven = false, warmupGiven = false;
@@ -164,7 +168,7 @@ Status parseArguments(int argc, char **argv, Options &opts) {
       ZRT_RETURN_IF_ERROR(flag(opts.checkCollectives));
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
-               arg == "--threads" || arg == "--backend" ||
+               arg == "--threads" || arg == "--backend" || arg == "--overlap" ||
                arg == "--timeout" || arg == "--repeat" || arg == "--warmup" ||
                arg == "--data" || arg == "--steps" || arg == "--log-every" ||
                arg == "--log-json" || arg == "--save" ||
@@ -203,6 +207,10 @@ Status parseArguments(int argc, char **argv, Options &opts) {
         opts.trace = *v;
       } else if (arg == "--backend") {
         opts.backend = *v;
+      } else if (arg == "--overlap") {
+        if (*v != "auto" && *v != "on" && *v != "off")
+          return Status::error("--overlap " + *v + ": expected auto, on or off");
+        opts.overlap = *v;
       } else if (arg == "--timeout") {
         char *end = nullptr;
         double t = std::strtod(v->c_str(), &end);
@@ -798,6 +806,13 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // Instruction timings also give the report's per-stream busy/idle times.
   execOptions.trace = !opts.trace.empty() || execOptions.trackMemory;
   execOptions.collectiveTimeoutSeconds = opts.timeout;
+  // --overlap auto: the streams take turns when this rank has no core to
+  // spare for its communication thread (its kernel threads take all of its
+  // cores), so a collective never spins against the kernels.
+  execOptions.serializeStreams =
+      opts.overlap == "off" ||
+      (opts.overlap == "auto" && rt.backend->name() == "cpu" &&
+       rt.backend->numThreads() >= defaultThreads(comm.localSize()));
   // Through the data communicator: NCCL's aborts its communicators first.
   execOptions.onTimeout = [&comm, &dataComm](const Status &error) {
     printError(comm, error.message());
@@ -975,6 +990,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
       nlohmann::json run =
           describeRun(*program, rt.backend->name(), dataComm,
                       rt.backend->numThreads(), parsed);
+      run["streams_take_turns"] = execOptions.serializeStreams;
       if (opts.report)
         std::fputs(formatReport(run).c_str(), stdout);
       if (status.isOk() && !opts.reportJson.empty())

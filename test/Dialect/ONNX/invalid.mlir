@@ -780,3 +780,70 @@ func.func @range_negative_size(%s: tensor<i64>) -> tensor<0xi64> {
   %0 = onnx.Range %s, %s, %s {size = -1 : i64} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<0xi64>
   return %0 : tensor<0xi64>
 }
+
+//===----------------------------------------------------------------------===//
+// Convolution, pooling, resampling, selection
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @conv_group_does_not_match_w(%x: tensor<1x4x5x5xf32>, %w: tensor<6x3x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+2 {{W must be [M, C/group, ...] with M divisible by group 2; got 'tensor<6x3x3x3xf32>' for 4 input channels}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Conv %x, %w {group = 2 : i64, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x4x5x5xf32>, tensor<6x3x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_pads_per_spatial_dim(%x: tensor<1x2x5xf32>, %w: tensor<3x2x3xf32>) -> tensor<1x3x3xf32> {
+  // expected-error @+2 {{strides and dilations need 1 entries and pads 2 (one per spatial dim), got 1, 1 and 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Conv %x, %w {strides = array<i64: 1>, dilations = array<i64: 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x2x5xf32>, tensor<3x2x3xf32>) -> tensor<1x3x3xf32>
+  return %0 : tensor<1x3x3xf32>
+}
+
+// -----
+
+func.func @maxpool_pad_as_large_as_window(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+2 {{pads must be smaller than the (dilated) kernel}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 2, 0, 0, 0>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_channel_mismatch(%x: tensor<2x3x4xf32>, %p: tensor<3xf32>, %q: tensor<4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+2 {{scale, B, mean and var must be vectors of the 3 channels, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.BatchNormalization %x, %p, %p, %q, %p : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @resize_unknown_mode(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+2 {{mode "area" is not nearest, linear or cubic}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Resize %x {mode = "area", scales = array<f64: 1.0, 1.0, 2.0, 2.0>, sizes = array<i64: 1, 1, 4, 4>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+func.func @topk_k_larger_than_axis(%x: tensor<3x5xf32>) -> (tensor<3x6xf32>, tensor<3x6xi64>) {
+  // expected-error @+2 {{k 6 must be in [0, 5] (the size of axis 1)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %v, %i = onnx.TopK %x {k = 6 : i64, axis = 1 : i64} : (tensor<3x5xf32>) -> (tensor<3x6xf32>, tensor<3x6xi64>)
+  return %v, %i : tensor<3x6xf32>, tensor<3x6xi64>
+}
+
+// -----
+
+func.func @onehot_values_not_a_pair(%i: tensor<4xi64>, %v: tensor<3xf32>) -> tensor<4x5xf32> {
+  // expected-error @+2 {{values must hold two elements (off, on), got 'tensor<3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.OneHot %i, %v {depth = 5 : i64, axis = 1 : i64} : (tensor<4xi64>, tensor<3xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}

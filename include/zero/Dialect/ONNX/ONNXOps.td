@@ -433,4 +433,124 @@ def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
   let hasFolder = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution, pooling and image ops (spatial dims after [N, C])
+//===----------------------------------------------------------------------===//
+
+def ONNX_ConvOp : ONNX_Op<"Conv"> {
+  let summary = "N-d convolution (cross-correlation) with groups";
+  let description = [{
+    X is [N, C, D1..Dk], W [M, C/group, K1..Kk], the optional B [M]. The
+    importer resolves `auto_pad` and the defaults: `strides` and `dilations`
+    have k entries, `pads` 2k (every begin, then every end). The result is
+    [N, M, O1..Ok] with Oi = floor((Di + begin + end - ((Ki - 1) di + 1)) / si) + 1.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, Optional<ONNX_Tensor>:$B,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_ConvTransposeOp : ONNX_Op<"ConvTranspose"> {
+  let summary = "N-d transposed convolution with groups";
+  let description = [{
+    X is [N, C, D1..Dk], W [C, M/group, K1..Kk], the optional B [M]. The
+    importer resolves `auto_pad`, `output_shape` and `output_padding` into
+    `pads` (2k entries, begins then ends; an end may be negative: output
+    padding). Output [N, M, O1..Ok] with
+    Oi = si (Di - 1) + (Ki - 1) di + 1 - begin - end.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, Optional<ONNX_Tensor>:$B,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X `,` $W (`,` $B^)? attr-dict `:` functional-type(operands, results)";
+}
+
+// Pools over the spatial dims of [N, C, D1..Dk]; `pads` has 2k entries
+// (auto_pad resolved), `ceil_mode` only decides the result shape (a last
+// window that would start in the end padding is dropped, as in ONNX 19+).
+class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let arguments = (ins ONNX_Tensor:$X, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
+  let summary = "max over each window (padding never wins)";
+}
+def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
+  let summary = "mean over each window; count_include_pad counts the padding";
+}
+
+def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization"> {
+  let summary = "inference-mode batch norm: (X - mean) / sqrt(var + epsilon) * scale + B";
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$scale, ONNX_Tensor:$B,
+                   ONNX_Tensor:$input_mean, ONNX_Tensor:$input_var,
+                   DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X `,` $scale `,` $B `,` $input_mean `,` $input_var attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_ResizeOp : ONNX_Op<"Resize"> {
+  let summary = "nearest / linear / cubic resampling to a static shape";
+  let description = [{
+    `scales` has one entry per dim: the factor the coordinate transform
+    divides by (ONNX's scales, or sizes / input dims when sizes were given);
+    `sizes` is the result shape, resolved by the importer (floor(dim *
+    scale), or ONNX's sizes with keep_aspect_ratio_policy applied). `roi`
+    (2 * rank, begins then ends) only for `tf_crop_and_resize`. The other
+    attribute names and values are ONNX's.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, DenseF64ArrayAttr:$scales,
+                   DenseI64ArrayAttr:$sizes,
+                   OptionalAttr<DenseF64ArrayAttr>:$roi,
+                   DefaultValuedStrAttr<StrAttr, "nearest">:$mode,
+                   DefaultValuedStrAttr<StrAttr, "half_pixel">:$coordinate_transformation_mode,
+                   DefaultValuedStrAttr<StrAttr, "round_prefer_floor">:$nearest_mode,
+                   DefaultValuedAttr<F64Attr, "-0.75">:$cubic_coeff_a,
+                   DefaultValuedAttr<I64Attr, "0">:$exclude_outside,
+                   DefaultValuedAttr<F64Attr, "0.0">:$extrapolation_value,
+                   DefaultValuedAttr<I64Attr, "0">:$antialias);
+  let results = (outs ONNX_Tensor:$Y);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Selection and encoding
+//===----------------------------------------------------------------------===//
+
+def ONNX_TopKOp : ONNX_Op<"TopK"> {
+  let summary = "the k largest (or smallest) entries along axis, and their indices";
+  let description = [{
+    `k` is the constant K input. Values come out sorted (also for sorted = 0,
+    where ONNX leaves the order open); equal values keep the lower index
+    first. Indices are i64.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, I64Attr:$k, I64Attr:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$largest,
+                   DefaultValuedAttr<I64Attr, "1">:$sorted);
+  let results = (outs ONNX_Tensor:$Values, ONNX_Tensor:$Indices);
+  let assemblyFormat = "$X attr-dict `:` functional-type(operands, results)";
+}
+
+def ONNX_OneHotOp : ONNX_Op<"OneHot"> {
+  let summary = "one-hot encoding of indices: values[1] at the index, values[0] elsewhere";
+  let description = [{
+    `depth` is the constant depth input; `axis` (non-negative) is the new
+    dim's position in the result. An index outside [-depth, depth) gives a
+    row of off values. The result has values' element type.
+  }];
+  let arguments = (ins ONNX_Tensor:$indices, ONNX_Tensor:$values, I64Attr:$depth,
+                   I64Attr:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$indices `,` $values attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // ZERO_DIALECT_ONNX_ONNXOPS_TD

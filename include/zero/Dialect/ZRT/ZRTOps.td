@@ -127,13 +127,15 @@ def ZRT_CollectiveOp : ZRT_Op<"collective", [HasParent<"ProgramOp">]> {
 
 def ZRT_RecordOp : ZRT_Op<"record", [HasParent<"ProgramOp">]> {
   let summary = "Marks an event as reached on a stream";
-  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream);
+  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream,
+                   OptionalAttr<DenseI64ArrayAttr>:$ranks);
   let assemblyFormat = "$event `on` $stream attr-dict";
 }
 
 def ZRT_WaitOp : ZRT_Op<"wait", [HasParent<"ProgramOp">]> {
   let summary = "Blocks a stream until an event is recorded";
-  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream);
+  let arguments = (ins I64Attr:$event, FlatSymbolRefAttr:$stream,
+                   OptionalAttr<DenseI64ArrayAttr>:$ranks);
   let assemblyFormat = "$event `on` $stream attr-dict";
 }
 

@@ -537,6 +537,21 @@ template <typename T> inline T maxOf(const T *in, int64_t n) {
 }
 
 //===----------------------------------------------------------------------===//
+// Matrix products on the calling thread (MatMul.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Makes OpenBLAS run every call on the calling thread: kernels parallelise
+/// over tiles of their own, chosen from the shapes.
+void useSingleThreadedBlas();
+
+/// C = op(A) op(B), row-major, C is m x n (not read); f32 and f64 through
+/// OpenBLAS. Call useSingleThreadedBlas() first.
+template <typename T>
+void gemmOnThisThread(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                      const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+                      int64_t ldc);
+
+//===----------------------------------------------------------------------===//
 // Registration, one function per kernel family
 //===----------------------------------------------------------------------===//
 
@@ -550,6 +565,10 @@ void registerIndexingKernels(KernelTable &table);
 void registerLossKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
 void registerQuantizeKernels(KernelTable &table);
+void registerConvKernels(KernelTable &table);
+void registerPoolKernels(KernelTable &table);
+void registerResizeKernels(KernelTable &table);
+void registerSelectionKernels(KernelTable &table);
 
 } // namespace cpu
 } // namespace zrt

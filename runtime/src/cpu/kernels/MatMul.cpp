@@ -19,15 +19,6 @@ namespace zrt {
 namespace cpu {
 namespace {
 
-/// Makes OpenBLAS run every call on the calling thread (checked per call:
-/// someone else in the process may have raised its thread count since).
-void useSingleThreadedBlas() {
-#ifdef OPENBLAS_VERSION
-  if (openblas_get_num_threads() != 1)
-    openblas_set_num_threads(1);
-#endif
-}
-
 /// Products smaller than this (M*N*K) are not split across threads.
 constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
 /// Smallest tile of C worth a task: rows, and columns when rows run out.
@@ -279,6 +270,28 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 }
 
 } // namespace
+
+void useSingleThreadedBlas() {
+  // Checked per call: someone else in the process may have raised OpenBLAS's
+  // thread count since.
+#ifdef OPENBLAS_VERSION
+  if (openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
+#endif
+}
+
+template <typename T>
+void gemmOnThisThread(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                      const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+                      int64_t ldc) {
+  gemm<T>(transA, transB, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+template void gemmOnThisThread<float>(bool, bool, int64_t, int64_t, int64_t,
+                                      const float *, int64_t, const float *,
+                                      int64_t, float *, int64_t);
+template void gemmOnThisThread<double>(bool, bool, int64_t, int64_t, int64_t,
+                                       const double *, int64_t, const double *,
+                                       int64_t, double *, int64_t);
 
 void registerMatMulKernels(KernelTable &table) {
   table.add("MatMul", matMulKernel);

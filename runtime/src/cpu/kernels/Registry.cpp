@@ -21,6 +21,10 @@ void registerCpuKernels(KernelTable &table) {
   cpu::registerLossKernels(table);
   cpu::registerOptimizerKernels(table);
   cpu::registerQuantizeKernels(table);
+  cpu::registerConvKernels(table);
+  cpu::registerPoolKernels(table);
+  cpu::registerResizeKernels(table);
+  cpu::registerSelectionKernels(table);
 }
 
 std::vector<std::string> cpuKernelNames() {

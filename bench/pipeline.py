@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Pipeline stages on GPT-2-small, forward: pp=2 (fill/drain over M micro-batches)
+vs the 1-rank run and vs dp=2 ZeRO-3, in one invocation on the same inputs.
+
+  1 rank     zero-opt at B x S, zero-run with 2 threads per rank x 1 rank
+  pp=2 M=k   zero-opt --zero-pipeline "pp=2 micro-batches=k" at (B/k) x S,
+             zero-run on 2 ranks x 1 thread (one stage each)
+  dp=2 Z3    zero-opt --zero-pipeline "stage=3 dp=2 prefetch=2" at (B/2) x S,
+             2 ranks x 1 thread, each rank a half of the batch
+Each is run with --repeat R --warmup 1; time = the median of the timed runs on the
+slowest rank. Printed per variant: time and its ratio to the 1-rank run, peak RSS
+per rank (max over ranks), and for the pipelines the measured bubble of each stage
+(1 - kernel time / wall time, from zero-run's report) next to fill/drain's
+(S-1)/(M+S-1). The pipeline outputs are checked bit-identical to the 1-rank run.
+No timing is asserted.
+
+Usage: build/pyenv/bin/python bench/pipeline.py [--batch 8] [--seq 128] [--repeat 3]
+       [--micro 1,2,4,8] [--quick]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from train_step import sh  # noqa: E402
+
+VOCAB = 50257
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--micro", default="1,2,4,8")
+    ap.add_argument("--quick", action="store_true", help="4 x 32, micro 1,4, 2 repeats")
+    a = ap.parse_args()
+    if a.quick:
+        a.batch, a.seq, a.repeat, a.micro = 4, 32, 2, "1,4"
+    B, S = a.batch, a.seq
+    micro = [int(m) for m in a.micro.split(",") if B % int(m) == 0]
+    model = a.model or os.path.join(a.build, "bench", "gpt2_small.onnx")
+    if not os.path.exists(model):
+        sys.exit(f"missing {model}; run bench/make_gpt2_small.sh")
+    work = a.work or os.path.join(a.build, "bench", "pipeline")
+    os.makedirs(work, exist_ok=True)
+    zero_opt = os.path.join(a.build, "bin", "zero-opt")
+    zero_run = os.path.join(a.build, "bin", "zero-run")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    from safetensors.numpy import load_file
+
+    ids = np.random.default_rng(0).integers(0, VOCAB, size=(B, S), dtype=np.int64)
+    full = os.path.join(work, f"ids_{B}x{S}.npy")
+    np.save(full, ids)
+    # dp=2: each rank runs half the batch (the same half on both: the same work).
+    half = os.path.join(work, f"ids_{B // 2}x{S}.npy")
+    np.save(half, ids[:B // 2])
+
+    def run(tag, shape, pipeline, np_, threads, inputs):
+        zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
+        cmd = [zero_opt, model, f"--input-shape=input_ids={shape}", "--emit=zrt", "-o", zrt,
+               "--weights-out", w]
+        if pipeline:
+            cmd.append(f"--zero-pipeline={pipeline}")
+        sh(cmd)
+        rep, out = os.path.join(work, f"{tag}.json"), os.path.join(work, f"{tag}.out")
+        run_args = [zero_run, zrt, "--weights", w, "--output", out, "--threads", str(threads),
+                    "--repeat", str(a.repeat), "--warmup", "1", "--report-json", rep]
+        cmd = ["mpirun", "-np", str(np_), "--bind-to", "none"] + run_args + [
+            "--input", f"input_ids={inputs}"]
+        sh(cmd, env=env)
+        report = json.load(open(rep))
+        wall = max(r.get("wall_time_median_s", r["wall_time_s"]) for r in report["ranks"])
+        rss = max(r["peak_rss_bytes"] for r in report["ranks"]) / 2**20
+        bubbles = [r.get("pipeline_bubble") for r in report["ranks"]]
+        return wall, rss, bubbles, out
+
+    rows = []
+    base_wall, base_rss, _, base_out = run("np1", f"{B}x{S}", "", 1, 2, full)
+    rows.append(("1 rank x 2 threads", base_wall, 1.0, base_rss, "", ""))
+    print(f"1 rank: {base_wall:.3f} s, peak RSS {base_rss:.0f} MiB", flush=True)
+    ref = load_file(base_out)["logits"]
+    for m in micro:
+        tag = f"pp2_m{m}"
+        wall, rss, bubbles, out = run(tag, f"{B // m}x{S}", f"pp=2 micro-batches={m}", 2, 1,
+                                      full)
+        same = np.array_equal(load_file(out)["logits"], ref)
+        if not same:
+            sys.exit(f"FAIL: pp=2 micro-batches={m} logits differ from the 1-rank run")
+        predicted = (2 - 1) / (m + 2 - 1)
+        rows.append((f"pp=2 M={m}, 2 ranks x 1 thread", wall, wall / base_wall, rss,
+                     " / ".join(f"{b:.2f}" for b in bubbles), f"{predicted:.2f}"))
+        print(f"pp=2 M={m}: {wall:.3f} s, peak RSS {rss:.0f} MiB, bubble {bubbles} "
+              f"(fill/drain {predicted:.2f})", flush=True)
+    wall, rss, _, _ = run("dp2_z3", f"{B // 2}x{S}", "stage=3 dp=2 prefetch=2", 2, 1, half)
+    rows.append(("dp=2 ZeRO-3, 2 ranks x 1 thread", wall, wall / base_wall, rss, "", ""))
+    print(f"dp=2 ZeRO-3: {wall:.3f} s, peak RSS {rss:.0f} MiB", flush=True)
+
+    print(f"\nGPT-2-small forward, batch {B} x {S}, median of {a.repeat} runs "
+          f"(after 1 warm-up), slowest rank")
+    print(f"| run | time (s) | vs 1 rank | peak RSS/rank (MiB) | bubble per stage | "
+          f"fill/drain (S-1)/(M+S-1) |")
+    print("|---|---|---|---|---|---|")
+    for name, wall, ratio, rss, bub, pred in rows:
+        print(f"| {name} | {wall:.3f} | {ratio:.2f}x | {rss:.0f} | {bub} | {pred} |")
+
+
+if __name__ == "__main__":
+    main()

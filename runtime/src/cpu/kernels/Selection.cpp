@@ -1,0 +1,155 @@
+//===- Selection.cpp - TopK and OneHot ------------------------------------===//
+//
+// TopK picks the k largest (or smallest) entries of each line along an axis,
+// sorted, ties to the lower index (ONNX's rule; NaN counts as larger than
+// every number, as in onnxruntime); lines are independent and split over
+// threads. OneHot writes the on value at each index and the off value
+// elsewhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+#include <numeric>
+
+namespace zrt {
+namespace cpu {
+namespace {
+
+Status topKKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                  const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  ZRT_RETURN_IF_ERROR(checkArity("TopK", in, out, 1, 2, 2, 2));
+  const TensorRef &x = in[0], &values = out[0], &indices = out[1];
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("TopK", x, "input X", values, "output Values"));
+  if (indices.dtype != DType::I64)
+    return kernelError("TopK", "dtype of output Indices",
+                       dtypeName(indices.dtype), "i64");
+  const int64_t axis = attrs.getInt("axis", x.rank() - 1);
+  AxisSplit split;
+  ZRT_RETURN_IF_ERROR(splitAtAxis("TopK", x.shape, axis, split));
+  const int64_t k = attrs.getInt("k", -1);
+  if (k < 0 || k > split.axis)
+    return kernelError("TopK", "k", std::to_string(k),
+                       "0 <= k <= " + std::to_string(split.axis) +
+                           " (the axis' size)");
+  std::vector<int64_t> expected = x.shape;
+  if (x.rank() > 0)
+    expected[size_t(axis)] = k;
+  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Values", values, expected));
+  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Indices", indices, expected));
+  const bool largest = attrs.getInt("largest", 1) != 0;
+  if (!dispatchType(NumericTypes{}, x.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        T *pv = values.as<T>();
+        int64_t *pi = indices.as<int64_t>();
+        const int64_t lines = split.outer * split.inner, n = split.axis;
+        // a before b: the better value, then the lower index; NaN is the
+        // largest value.
+        auto before = [&](const T *line, int64_t stride) {
+          return [=](int64_t a, int64_t b) {
+            const T va = line[a * stride], vb = line[b * stride];
+            if constexpr (std::is_floating_point_v<T>) {
+              const bool na = va != va, nb = vb != vb;
+              if (na || nb) {
+                if (na && nb)
+                  return a < b;
+                return largest ? na : nb;
+              }
+            }
+            if (va != vb)
+              return largest ? va > vb : va < vb;
+            return a < b;
+          };
+        };
+        parallelRange(
+            ctx, lines, rowGrain(n, kElementGrain),
+            [&](int64_t begin, int64_t end) {
+              std::vector<int64_t> order(static_cast<size_t>(n));
+              for (int64_t l = begin; l < end; ++l) {
+                const int64_t o = l / split.inner, i = l % split.inner;
+                const T *line = px + o * n * split.inner + i;
+                std::iota(order.begin(), order.end(), int64_t(0));
+                std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                                  before(line, split.inner));
+                for (int64_t j = 0; j < k; ++j) {
+                  const int64_t at = (o * k + j) * split.inner + i;
+                  pv[at] = line[order[size_t(j)] * split.inner];
+                  pi[at] = order[size_t(j)];
+                }
+              }
+            });
+      }))
+    return dtypeError("TopK", "input X", x.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+Status oneHotKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  ZRT_RETURN_IF_ERROR(checkArity("OneHot", in, out, 2, 3, 1, 1));
+  // (indices, values) as the compiler emits them; (indices, depth, values)
+  // as ONNX lists them.
+  const TensorRef &indices = in[0], &values = in.size() == 3 ? in[2] : in[1];
+  const TensorRef &y = out[0];
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("OneHot", values, "input values", y, "output"));
+  if (values.numel() != 2)
+    return kernelError("OneHot", "values' element count",
+                       std::to_string(values.numel()), "2 (off, on)");
+  const int64_t depth = attrs.getInt("depth", -1);
+  const int64_t axis = attrs.getInt("axis", indices.rank());
+  if (axis < 0 || axis > indices.rank())
+    return kernelError("OneHot", "axis", std::to_string(axis),
+                       "0 <= axis <= " + std::to_string(indices.rank()));
+  std::vector<int64_t> expected = indices.shape;
+  expected.insert(expected.begin() + axis, depth);
+  if (depth < 1)
+    return kernelError("OneHot", "depth", std::to_string(depth),
+                       "a positive size");
+  ZRT_RETURN_IF_ERROR(checkShape("OneHot", "output", y, expected));
+  const int64_t outer = productOf(indices.shape, 0, size_t(axis));
+  const int64_t inner =
+      productOf(indices.shape, size_t(axis), indices.shape.size());
+  bool ok = dispatchType(NumericTypes{}, indices.dtype, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I *idx = indices.as<I>();
+    dispatchBySize(dtypeSize(y.dtype), [&](auto vtag) {
+      using U = typename decltype(vtag)::type;
+      const U off = values.as<U>()[0], on = values.as<U>()[1];
+      U *py = y.as<U>();
+      parallelRange(ctx, outer * depth, rowGrain(inner, kElementGrain),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t r = begin; r < end; ++r) {
+                        const int64_t o = r / depth, d = r % depth;
+                        const I *src = idx + o * inner;
+                        U *dst = py + r * inner;
+                        for (int64_t i = 0; i < inner; ++i) {
+                          // ONNX casts the index to an integer first.
+                          int64_t v;
+                          if constexpr (std::is_floating_point_v<I>)
+                            v = fromDouble<int64_t>(double(src[i]));
+                          else
+                            v = int64_t(src[i]);
+                          if (v < 0)
+                            v += depth;
+                          dst[i] = v == d ? on : off;
+                        }
+                      }
+                    });
+    });
+  });
+  if (!ok)
+    return dtypeError("OneHot", "input indices", indices.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+} // namespace
+
+void registerSelectionKernels(KernelTable &table) {
+  table.add("TopK", topKKernel);
+  table.add("OneHot", oneHotKernel);
+}
+
+} // namespace cpu
+} // namespace zrt
