@@ -481,6 +481,8 @@ TEST_F(ZeroRun, EndsTheJobWhenARankIsStopped) {
   // Rank 1 starts a long chain of MatMuls (on rank 1 only) before its part
   // of the final AllReduce and is stopped with SIGSTOP 2 s after it starts;
   // rank 0 waits in the AllReduce until its watchdog ends the job after 3 s.
+  // With --overlap on, rank 1's gather runs beside its MatMuls (taking turns,
+  // it would wait for them, and rank 0 would be stuck in the gather instead).
   std::string sub = generate(2);
   test::LinearModel m = test::makeLinearModel(2);
   Program &p = m.program;
@@ -508,7 +510,7 @@ TEST_F(ZeroRun, EndsTheJobWhenARankIsStopped) {
   CommandResult r = runScriptOnRanks(
       2, script, sub + "/slow1.zrt --weights " + sub +
                      "/weights.safetensors --input x=" + sub +
-                     "/x.npy --threads 1 --timeout 3",
+                     "/x.npy --threads 1 --timeout 3 --overlap on",
       40, &seconds);
   EXPECT_NE(r.exitCode, 0) << r.output;
   EXPECT_LT(seconds, 20.0) << r.output;

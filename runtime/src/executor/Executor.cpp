@@ -450,11 +450,12 @@ Status Executor::run() {
             impl.fail(error);
         });
   impl.busyComputeStreams = 0;
-  impl.unboundedIdle = 0;
   impl.commNeeded = -1;
   for (size_t s = 0; s < impl.streams.size(); ++s)
     if (!impl.steps[s].empty() && impl.program.streams[s].kind != StreamKind::Comm)
       ++impl.busyComputeStreams;
+  // No compute on this rank: communication never waits for it.
+  impl.unboundedIdle = impl.busyComputeStreams == 0 ? 1 : 0;
   auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t s = 0; s < impl.streams.size(); ++s)
