@@ -452,10 +452,29 @@ LogicalResult RuntimeLowering::collect() {
       name = n.str();
     inputs_.push_back({name, arg});
   }
+  // Fusion groups: members before the root become nothing, the root one
+  // FusedElementwise instruction (FuseElementwise.cpp).
+  std::vector<FusionGroup> groups;
+  llvm::DenseMap<Operation *, int> groupOf;
+  if (fuseElementwise_) {
+    groups = findFusionGroups(body);
+    for (auto [g, group] : llvm::enumerate(groups))
+      for (Operation *m : group.members)
+        groupOf[m] = int(g);
+  }
   for (Operation &op : body) {
     size_t first = instrs_.size();
-    if (failed(lowerOp(&op)))
+    if (auto it = groupOf.find(&op); it != groupOf.end()) {
+      if (groups[size_t(it->second)].root == &op)
+        lowerFusionGroup(groups[size_t(it->second)]);
+    } else if (isa<::zero::onnx::ConstantOp>(op) && !op.use_empty() &&
+               scalarConstant(op.getResult(0)) &&
+               llvm::all_of(op.getUsers(),
+                            [&](Operation *u) { return groupOf.count(u) != 0; })) {
+      // A scalar read only by fusion groups: a constant of their programs.
+    } else if (failed(lowerOp(&op))) {
       return failure();
+    }
     // A pipeline stage's op runs on that stage's rank only. In a cut program
     // every op that becomes an instruction has a stage: one without would run
     // on every rank, reading memory only its own stage wrote.
@@ -549,7 +568,7 @@ struct ZeroLowerToRuntimePass
         if (last != release.getOperation())
           release->moveAfter(last);
       });
-    RuntimeLowering lowering(module, func);
+    RuntimeLowering lowering(module, func, fuseElementwise);
     if (failed(lowering.run()))
       return signalPassFailure();
   }

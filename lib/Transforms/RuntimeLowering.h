@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,11 +77,27 @@ struct Instr {
   SmallVector<int64_t> ranks;
 };
 
+/// A group of f32 elementwise ops lowered to one FusedElementwise kernel
+/// (FuseElementwise.cpp): members in program order, the last is the root,
+/// whose result is the only one read outside the group.
+struct FusionGroup {
+  SmallVector<Operation *> members;
+  Operation *root = nullptr;
+};
+
+/// The value of a one-element f32 onnx.Constant, if `v` is one: a fusion
+/// group reads it as a constant of its program (FuseElementwise.cpp).
+std::optional<float> scalarConstant(Value v);
+
+/// The fusion groups of `body`, in program order (FuseElementwise.cpp).
+std::vector<FusionGroup> findFusionGroups(Block &body);
+
 /// Lowers one function to a zrt.program in four steps, one file each.
 class RuntimeLowering {
 public:
-  RuntimeLowering(ModuleOp module, func::FuncOp func)
-      : module_(module), func_(func), b_(module.getContext()) {}
+  RuntimeLowering(ModuleOp module, func::FuncOp func, bool fuseElementwise = true)
+      : module_(module), func_(func), b_(module.getContext()),
+        fuseElementwise_(fuseElementwise) {}
 
   LogicalResult run();
 
@@ -98,6 +115,8 @@ private:
   /// Instruction selection and stream assignment (LowerToRuntime.cpp).
   LogicalResult collect();
   LogicalResult lowerOp(Operation *op);
+  /// One FusedElementwise instruction for a fusion group, at its root.
+  void lowerFusionGroup(const FusionGroup &group);
   /// The params storage of the global `sym` names (created on first use);
   /// -1 after an error on `user`.
   int globalStorage(Operation *user, SymbolRefAttr sym);
@@ -114,6 +133,7 @@ private:
   ModuleOp module_;
   func::FuncOp func_;
   OpBuilder b_;
+  bool fuseElementwise_ = true;
   int64_t worldSize_ = 1;
   std::vector<Storage> storages_;
   llvm::DenseMap<Value, Placement> placement_;

@@ -72,6 +72,10 @@ static cl::opt<EmitKind> emitKind(
     cl::values(clEnumValN(EmitKind::MLIR, "mlir", "MLIR text (default)"),
                clEnumValN(EmitKind::ZRT, "zrt",
                           "the .zrt runtime program (lowers to zrt first)")));
+static cl::opt<bool> noFuse(
+    "no-fuse",
+    cl::desc("With --emit=zrt: keep one kernel per elementwise op (no "
+             "FusedElementwise; zero-lower-to-runtime's fuse-elementwise=false)"));
 static cl::opt<std::string> deepspeedConfig(
     "config",
     cl::desc("DeepSpeed-style JSON config (zero_optimization.*, batch sizes); "
@@ -214,7 +218,9 @@ LogicalResult renderOutput(ModuleOp module, std::string &out) {
   auto programs = module.getOps<zero::zrt::ProgramOp>();
   if (programs.empty()) {
     PassManager pm(module.getContext());
-    pm.addPass(zero::createZeroLowerToRuntimePass());
+    zero::ZeroLowerToRuntimePassOptions options;
+    options.fuseElementwise = !noFuse;
+    pm.addPass(zero::createZeroLowerToRuntimePass(options));
     if (failed(pm.run(module)))
       return failure();
     programs = module.getOps<zero::zrt::ProgramOp>();

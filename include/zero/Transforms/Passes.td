@@ -239,11 +239,18 @@ def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
     memory freed by another stream), and a liveness-based plan places every
     buffer in an arena, reusing the space of dead values. Reshape-like ops
     become aliasing views and cost nothing. Each arena records its planned
-    size, the no-reuse total and the live-bytes lower bound.
+    size, the no-reuse total and the live-bytes lower bound. Chains and DAGs
+    of f32 elementwise ops whose intermediates are read only inside the group
+    (GPT-2's tanh GELU, attention's scale + mask) become one
+    `FusedElementwise` kernel, so the intermediates get no buffers
+    (`fuse-elementwise=false` keeps one kernel per op).
   }];
   let options = [
     Option<"function", "function", "std::string", "\"\"",
            "Function to lower (default: the only function, else @forward)">,
+    Option<"fuseElementwise", "fuse-elementwise", "bool", "true",
+           "Lower groups of f32 elementwise ops whose intermediates are read "
+           "only inside the group to one FusedElementwise kernel">,
   ];
   let dependentDialects = ["::zero::zrt::ZRTDialect"];
 }

@@ -569,6 +569,7 @@ void registerConvKernels(KernelTable &table);
 void registerPoolKernels(KernelTable &table);
 void registerResizeKernels(KernelTable &table);
 void registerSelectionKernels(KernelTable &table);
+void registerFusedKernels(KernelTable &table);
 
 } // namespace cpu
 } // namespace zrt

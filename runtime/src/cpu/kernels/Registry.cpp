@@ -25,6 +25,7 @@ void registerCpuKernels(KernelTable &table) {
   cpu::registerPoolKernels(table);
   cpu::registerResizeKernels(table);
   cpu::registerSelectionKernels(table);
+  cpu::registerFusedKernels(table);
 }
 
 std::vector<std::string> cpuKernelNames() {

@@ -1,0 +1,234 @@
+//===- FuseElementwise.cpp - zero-lower-to-runtime: fused elementwise -----===//
+//
+// Before instruction selection, the lowering looks for groups of f32
+// elementwise ops (Add Sub Mul Div, Pow by a scalar constant, Neg Abs Relu
+// Sqrt Reciprocal Exp Log Tanh Erf Sigmoid) whose intermediate results are
+// read only inside the group, and lowers each group of two or more ops to
+// one FusedElementwise kernel (docs/kernels.md, "Fused elementwise"): the
+// intermediates never get buffers, and the runtime reads the group's inputs
+// and writes its output once. GPT-2's tanh GELU (Mul Pow Mul Add Mul Tanh
+// Add Mul) and its attention's scale + mask (Mul Add) are such groups.
+//
+// A group:
+//  - every op produces the same tensor type (the group's output type); its
+//    operands may broadcast to it (external inputs do, as in Binary.cpp);
+//  - the root (the op whose result leaves the group) is its last op in
+//    program order; every other member's result is read by members only
+//    (never by another op, a view or the function's return);
+//  - every member has the root's zero.stream and zero.pipeline_stage;
+//  - no zero.release, ml_program.global_store or in-place optimizer update
+//    lies between the group's first op and its root (the fused kernel runs at
+//    the root, so it must still see what its first op saw).
+// Scalar f32 constants read by a member are folded into the program as
+// constants; Pow is fused only with a scalar constant exponent and a base of
+// the output's type (the Pow kernel's scalar fast path).
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeLowering.h"
+
+#include "zero/Dialect/ONNX/ONNXDialect.h"
+#include "zero/Dialect/Zero/ZeroDialect.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+
+namespace zero {
+namespace lowering {
+
+namespace {
+
+/// FusedElementwise's opcodes (runtime/src/cpu/kernels/Fused.cpp).
+std::optional<int64_t> fusedOpcode(Operation *op) {
+  if (!isa<::zero::onnx::ONNXDialect>(op->getDialect()))
+    return std::nullopt;
+  return llvm::StringSwitch<std::optional<int64_t>>(op->getName().stripDialect())
+      .Case("Add", 0)
+      .Case("Sub", 1)
+      .Case("Mul", 2)
+      .Case("Div", 3)
+      .Case("Pow", 4)
+      .Case("Neg", 5)
+      .Case("Abs", 6)
+      .Case("Relu", 7)
+      .Case("Sqrt", 8)
+      .Case("Reciprocal", 9)
+      .Case("Exp", 10)
+      .Case("Log", 11)
+      .Case("Tanh", 12)
+      .Case("Erf", 13)
+      .Case("Sigmoid", 14)
+      .Default(std::nullopt);
+}
+
+bool isStaticF32(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.hasStaticShape() && r.getElementType().isF32();
+}
+
+} // namespace
+
+std::optional<float> scalarConstant(Value v) {
+  auto c = v.getDefiningOp<::zero::onnx::ConstantOp>();
+  if (!c || !isStaticF32(v.getType()))
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || dense.getNumElements() != 1)
+    return std::nullopt;
+  return (*dense.getValues<APFloat>().begin()).convertToFloat();
+}
+
+namespace {
+
+bool isBinary(int64_t code) { return code <= 4; }
+
+/// Whether `op` may be a member of a group (alone, before its neighbours).
+bool fusible(Operation *op) {
+  std::optional<int64_t> code = fusedOpcode(op);
+  if (!code || op->getNumResults() != 1 || !isStaticF32(op->getResult(0).getType()))
+    return false;
+  for (NamedAttribute a : op->getAttrDictionary())
+    if (a.getName() != "zero.stream" && a.getName() != "zero.pipeline_stage")
+      return false;
+  if (op->getNumOperands() != (isBinary(*code) ? 2u : 1u))
+    return false;
+  for (Value v : op->getOperands())
+    if (!isStaticF32(v.getType()))
+      return false;
+  Type result = op->getResult(0).getType();
+  if (!isBinary(*code) || *code == 4) {
+    // Unary ops and Pow's base: the output's shape (Pow's scalar fast path).
+    if (op->getOperand(0).getType() != result)
+      return false;
+  }
+  if (*code == 4 && !scalarConstant(op->getOperand(1)))
+    return false;
+  return true;
+}
+
+bool sameAttr(Operation *a, Operation *b, StringRef name) {
+  return a->getAttr(name) == b->getAttr(name);
+}
+
+} // namespace
+
+std::vector<FusionGroup> findFusionGroups(Block &body) {
+  std::vector<FusionGroup> groups;
+  llvm::DenseMap<Operation *, int64_t> position;
+  std::vector<Operation *> order;
+  for (Operation &op : body) {
+    position[&op] = int64_t(order.size());
+    order.push_back(&op);
+  }
+  llvm::SmallPtrSet<Operation *, 32> assigned;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Operation *root = *it;
+    if (assigned.contains(root) || !fusible(root))
+      continue;
+    Type type = root->getResult(0).getType();
+    llvm::SetVector<Operation *> members;
+    members.insert(root);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t m = 0; m < members.size(); ++m) {
+        for (Value v : members[m]->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (!def || def->getBlock() != &body || members.contains(def) ||
+              assigned.contains(def) || !fusible(def) ||
+              def->getResult(0).getType() != type ||
+              !sameAttr(def, root, "zero.stream") ||
+              !sameAttr(def, root, "zero.pipeline_stage"))
+            continue;
+          if (!llvm::all_of(def->getResult(0).getUsers(),
+                            [&](Operation *u) { return members.contains(u); }))
+            continue;
+          members.insert(def);
+          changed = true;
+        }
+      }
+    }
+    if (members.size() < 2)
+      continue;
+    // Nothing between the first member and the root may change memory a
+    // member reads (the fused kernel runs at the root).
+    int64_t first = position[root];
+    for (Operation *m : members)
+      first = std::min(first, position[m]);
+    bool safe = true;
+    for (int64_t p = first; p < position[root] && safe; ++p) {
+      Operation *op = order[size_t(p)];
+      if (members.contains(op))
+        continue;
+      safe = !isa<::zero::dist::ReleaseOp, ml_program::GlobalStoreOp, ::zero::dist::AdamWOp,
+                  ::zero::dist::SGDOp>(op);
+    }
+    if (!safe)
+      continue;
+    FusionGroup g;
+    g.members.assign(members.begin(), members.end());
+    llvm::sort(g.members, [&](Operation *a, Operation *b) {
+      return position[a] < position[b];
+    });
+    g.root = root;
+    for (Operation *m : g.members)
+      assigned.insert(m);
+    groups.push_back(std::move(g));
+  }
+  std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
+  Operation *root = g.root;
+  auto stream = root->getAttrOfType<StringAttr>("zero.stream");
+  const int kernelStream = stream && stream.getValue() == "comm" ? kComm : kCompute;
+  llvm::DenseMap<Operation *, int64_t> index;
+  for (auto [k, m] : llvm::enumerate(g.members))
+    index[m] = int64_t(k);
+  // External inputs, in order of first use; scalar constants become program
+  // constants (negative references).
+  llvm::SetVector<Value> inputs;
+  for (Operation *m : g.members)
+    for (Value v : m->getOperands())
+      if (!index.count(v.getDefiningOp()) && !scalarConstant(v))
+        inputs.insert(v);
+  const int64_t numIn = int64_t(inputs.size());
+  SmallVector<double> constants;
+  SmallVector<int64_t> program;
+  auto ref = [&](Value v) -> int64_t {
+    if (Operation *def = v.getDefiningOp(); def && index.count(def))
+      return numIn + index[def];
+    if (std::optional<float> c = scalarConstant(v)) {
+      auto at = llvm::find(constants, double(*c));
+      if (at == constants.end()) {
+        constants.push_back(double(*c));
+        at = constants.end() - 1;
+      }
+      return -1 - int64_t(at - constants.begin());
+    }
+    return int64_t(llvm::find(inputs, v) - inputs.begin());
+  };
+  for (Operation *m : g.members) {
+    int64_t code = *fusedOpcode(m);
+    program.push_back(code);
+    program.push_back(ref(m->getOperand(0)));
+    program.push_back(m->getNumOperands() > 1 ? ref(m->getOperand(1)) : 0);
+  }
+  SmallVector<NamedAttribute> params{b_.getNamedAttr("ops", b_.getDenseI64ArrayAttr(program))};
+  if (!constants.empty())
+    params.push_back(b_.getNamedAttr("constants", b_.getDenseF64ArrayAttr(constants)));
+  Instr in{false, "FusedElementwise", kernelStream, {}, {}, {}, {},
+           b_.getDictionaryAttr(params), root->getLoc()};
+  for (Value v : inputs)
+    in.ins.push_back({v, v.getType()});
+  Value result = root->getResult(0);
+  bind(result, newStorage(ArenaKind::Activations, byteSize(result.getType())));
+  in.outs.push_back({result, result.getType()});
+  instrs_.push_back(std::move(in));
+}
+
+} // namespace lowering
+} // namespace zero
