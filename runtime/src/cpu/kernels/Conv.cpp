@@ -46,15 +46,8 @@ Status readGeometry(const char *op, const std::vector<TensorRef> &ins,
   g.batch = x.shape[0];
   g.inChannels = x.shape[1];
   g.group = attrs.getInt("group", 1);
-  g.strides = attrs.getInts("strides");
-  g.dilations = attrs.getInts("dilations");
-  std::vector<int64_t> pads = attrs.getInts("pads");
-  if (g.strides.empty())
-    g.strides.assign(k, 1);
-  if (g.dilations.empty())
-    g.dilations.assign(k, 1);
-  if (pads.empty())
-    pads.assign(2 * k, 0);
+  std::vector<int64_t> pads;
+  readWindowAttrs(attrs, k, g.strides, g.dilations, pads);
   if (g.strides.size() != k || g.dilations.size() != k || pads.size() != 2 * k)
     return kernelError(op, "strides/dilations/pads entries",
                        std::to_string(g.strides.size()) + "/" +

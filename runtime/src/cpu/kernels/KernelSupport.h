@@ -189,6 +189,25 @@ Status checkSameDType(const char *op, const TensorRef &a, const char *aName,
 Status checkShape(const char *op, const char *operand, const TensorRef &t,
                   const std::vector<int64_t> &shape);
 
+/// The window attributes of a convolution or pool over k spatial dims, as the
+/// compiler normalises them: `strides` and `dilations` (k entries, default 1)
+/// and `pads` (every begin, then every end; default 0). Sizes are checked by
+/// the caller.
+inline void readWindowAttrs(const AttrMap &attrs, size_t k,
+                            std::vector<int64_t> &strides,
+                            std::vector<int64_t> &dilations,
+                            std::vector<int64_t> &pads) {
+  strides = attrs.getInts("strides");
+  dilations = attrs.getInts("dilations");
+  pads = attrs.getInts("pads");
+  if (strides.empty())
+    strides.assign(k, 1);
+  if (dilations.empty())
+    dilations.assign(k, 1);
+  if (pads.empty())
+    pads.assign(2 * k, 0);
+}
+
 /// Whether operand `i` is present: optional trailing operands may be left out
 /// of the list, and a left-out operand in the middle has a null data pointer.
 inline bool hasOperand(const std::vector<TensorRef> &operands, size_t i) {

@@ -32,15 +32,8 @@ Status readPool(const char *op, const std::vector<TensorRef> &ins,
                        "X [N, C, D1, ...] and Y of the same rank >= 3");
   const size_t k = size_t(x.rank() - 2);
   g.kernel = attrs.getInts("kernel_shape");
-  g.strides = attrs.getInts("strides");
-  g.dilations = attrs.getInts("dilations");
-  std::vector<int64_t> pads = attrs.getInts("pads");
-  if (g.strides.empty())
-    g.strides.assign(k, 1);
-  if (g.dilations.empty())
-    g.dilations.assign(k, 1);
-  if (pads.empty())
-    pads.assign(2 * k, 0);
+  std::vector<int64_t> pads;
+  readWindowAttrs(attrs, k, g.strides, g.dilations, pads);
   if (g.kernel.size() != k || g.strides.size() != k ||
       g.dilations.size() != k || pads.size() != 2 * k)
     return kernelError(op, "kernel_shape/strides/dilations/pads entries",
