@@ -286,7 +286,19 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     const bool microScatter = world > 1 && stage == 2 && accumulation > 1;
     llvm::MapVector<Operation *, SmallVector<Value>> shards;
     Value lossSum;
+    // With tag-micro-batches, each op this loop creates is marked with its
+    // micro-batch and phase (zero-pipeline-split orders them per stage).
+    auto tagSince = [&](Operation *before, int64_t k, StringRef phase) {
+      if (!tagMicroBatches)
+        return;
+      for (Operation *op = before ? before->getNextNode() : &entry->front(); op;
+           op = op->getNextNode()) {
+        op->setAttr("zero.micro_batch", b.getI64IntegerAttr(k));
+        op->setAttr("zero.phase", b.getStringAttr(phase));
+      }
+    };
     for (int64_t k = 0; k < accumulation; ++k) {
+      Operation *beforeForward = entry->empty() ? nullptr : &entry->back();
       IRMapping map;
       for (auto [i, arg] : llvm::enumerate(src.getArguments())) {
         Value in = entry->getArgument(i);
@@ -311,6 +323,8 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         }
         ops.push_back(copy);
       }
+      tagSince(beforeForward, k, "forward");
+      Operation *beforeBackward = entry->empty() ? nullptr : &entry->back();
       Value loss = map.lookup(ret.getOperand(0));
       auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
                                              FloatAttr::get(lossElem, 1.0 / accumulation));
@@ -318,6 +332,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       llvm::MapVector<Operation *, Value> micro;
       if (failed(reverse(b, ops, loss, seed, trainable, micro)))
         return signalPassFailure();
+      b.setLoc(accumulationLoc());
       for (auto &[g, v] : micro) {
         if (microScatter) {
           auto t = cast<RankedTensorType>(v.getType());
@@ -337,6 +352,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
           it->second = onnx::AddOp::create(b, it->second, v);
       }
       lossSum = lossSum ? onnx::AddOp::create(b, lossSum, loss).getResult() : loss;
+      tagSince(beforeBackward, k, "backward");
     }
     for (auto &[g, parts] : shards) {
       Value sum = parts.front();
@@ -384,6 +400,11 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     step.setAllResultAttrs(resAttrs);
     module->setAttr("zero.accumulation_steps", b.getI64IntegerAttr(accumulation));
     func.erase();
+  }
+
+  /// The location of the gradient sums over uses and micro-batches.
+  Location accumulationLoc() {
+    return NameLoc::get(StringAttr::get(&getContext(), "gradient_accumulation"));
   }
 
   /// The backward sweep of one micro-batch: `grads` gets, for every trainable
@@ -434,6 +455,9 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
           continue;
         Operation *global = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
         auto [it, inserted] = grads.insert({global, g});
+        // The sum over a parameter's uses belongs to no layer: it runs where
+        // the contributions are (zero-pipeline-split places it by its uses).
+        b.setLoc(accumulationLoc());
         if (!inserted)
           it->second = onnx::AddOp::create(b, it->second, g);
         continue;

@@ -184,3 +184,26 @@ std::vector<int64_t> zero::partitionBalanced(const std::vector<int64_t> &weights
   std::reverse(bounds.begin(), bounds.end());
   return bounds;
 }
+
+std::vector<zero::PipelineStep> zero::pipelineSchedule(llvm::StringRef schedule,
+                                                      int64_t stages, int64_t stage,
+                                                      int64_t m) {
+  std::vector<PipelineStep> order;
+  if (schedule == "gpipe") {
+    for (int64_t k = 0; k < m; ++k)
+      order.push_back({true, k});
+    for (int64_t k = 0; k < m; ++k)
+      order.push_back({false, k});
+    return order;
+  }
+  const int64_t warmup = std::max<int64_t>(0, std::min(stages - stage - 1, m));
+  for (int64_t k = 0; k < warmup; ++k)
+    order.push_back({true, k});
+  for (int64_t k = 0; k + warmup < m; ++k) {
+    order.push_back({true, k + warmup});
+    order.push_back({false, k});
+  }
+  for (int64_t k = m - warmup; k < m; ++k)
+    order.push_back({false, k});
+  return order;
+}

@@ -51,6 +51,21 @@ std::vector<int64_t> partitionUniform(int64_t items, int64_t parts);
 std::vector<int64_t> partitionBalanced(const std::vector<int64_t> &weights,
                                        int64_t parts);
 
+/// One step of a pipeline stage's training schedule: micro-batch `micro`'s
+/// forward or backward.
+struct PipelineStep {
+  bool forward = true;
+  int64_t micro = 0;
+};
+
+/// Stage `stage`'s order of work for `m` micro-batches over `stages`
+/// stages: "gpipe" runs every forward, then every backward; "1f1b"
+/// (DeepSpeed's TrainSchedule) runs min(S - stage - 1, M) warm-up forwards,
+/// then alternates one forward and one backward, then the remaining
+/// backwards. Backwards go in micro-batch order in both.
+std::vector<PipelineStep> pipelineSchedule(llvm::StringRef schedule, int64_t stages,
+                                           int64_t stage, int64_t m);
+
 } // namespace zero
 
 #endif // ZERO_LIB_TRANSFORMS_LAYERS_H

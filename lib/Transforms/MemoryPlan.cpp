@@ -11,26 +11,47 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace zero::lowering;
 
 LogicalResult RuntimeLowering::computeLiveness() {
   int64_t end = instrs_.size();
+  constexpr uint64_t kAllStages = ~uint64_t(0);
+  auto stagesOf = [](const Instr &in) {
+    uint64_t mask = 0;
+    for (int64_t r : in.ranks)
+      mask |= r >= 0 && r < 64 ? uint64_t(1) << r : kAllStages;
+    return in.ranks.empty() ? kAllStages : mask;
+  };
   // Uses by views/releases are covered: a view shares its operand's storage and
   // any instruction reading the view reads the storage.
   for (auto [i, in] : llvm::enumerate(instrs_)) {
+    const uint64_t stages = stagesOf(in);
     for (auto [k, inp] : llvm::enumerate(in.ins)) {
       int s = k < in.inViews.size() ? in.inViews[k].first
                                     : placement_.lookup(inp.first).storage;
       storages_[s].lastUse = std::max<int64_t>(storages_[s].lastUse, i);
+      storages_[s].stages |= stages;
     }
     for (auto [k, out] : llvm::enumerate(in.outs)) {
       int s = k < in.outViews.size() ? in.outViews[k].first
                                      : placement_.lookup(out.first).storage;
       storages_[s].def = std::min<int64_t>(storages_[s].def, i);
       storages_[s].lastUse = std::max<int64_t>(storages_[s].lastUse, i);
+      storages_[s].stages |= stages;
     }
   }
+  // Inputs are bound and outputs read on every rank that has them: kept
+  // apart from every stage's blocks.
+  for (auto &[name, v] : outputs_)
+    storages_[placement_.lookup(v).storage].stages = kAllStages;
+  for (auto &[name, v] : inputs_)
+    storages_[placement_.lookup(v).storage].stages = kAllStages;
+  for (Storage &st : storages_)
+    if (!st.stages)
+      st.stages = kAllStages;
   // A collective reads its input on the communication stream while the
   // compute stream goes on: were its memory reused at once, the next compute
   // kernel writing there would have to wait for the collective (a
@@ -131,7 +152,7 @@ void RuntimeLowering::planMemory() {
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (int p : placed) {
       const Storage &o = storages_[p];
-      if (o.def <= st.lastUse && st.def <= o.lastUse)
+      if (o.def <= st.lastUse && st.def <= o.lastUse && (o.stages & st.stages))
         busy.push_back({o.offset, o.offset + alignUp(o.bytes)});
     }
     llvm::sort(busy);
@@ -145,12 +166,27 @@ void RuntimeLowering::planMemory() {
     arenaSize_[2] = std::max(arenaSize_[2], candidate + alignUp(st.bytes));
     placed.push_back(s);
   }
-  // Lower bound: the most bytes simultaneously live at any instruction.
-  for (int64_t i = -1; i <= int64_t(instrs_.size()); ++i) {
-    int64_t live = 0;
+  // Lower bound: the most bytes simultaneously live at any instruction, on
+  // any one stage (a program without stages has one: every bit set). A sweep
+  // over the blocks' starts and ends, per stage.
+  uint64_t stageBits = 0;
+  for (int s : order)
+    if (storages_[s].stages != ~uint64_t(0))
+      stageBits |= storages_[s].stages;
+  for (int stage = -1; stage < 64; ++stage) {
+    const uint64_t bit = stage < 0 ? ~uint64_t(0) : uint64_t(1) << stage;
+    if (stage < 0 ? stageBits != 0 : !(stageBits & bit))
+      continue; // staged: each stage on its own; else one pass
+    std::map<int64_t, int64_t> delta;
     for (int s : order)
-      if (storages_[s].def <= i && i <= storages_[s].lastUse)
-        live += alignUp(storages_[s].bytes);
-    lowerBound_[2] = std::max(lowerBound_[2], live);
+      if (storages_[s].stages & bit) {
+        delta[storages_[s].def] += alignUp(storages_[s].bytes);
+        delta[storages_[s].lastUse + 1] -= alignUp(storages_[s].bytes);
+      }
+    int64_t live = 0;
+    for (auto [at, d] : delta) {
+      live += d;
+      lowerBound_[2] = std::max(lowerBound_[2], live);
+    }
   }
 }

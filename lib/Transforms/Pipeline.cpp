@@ -168,7 +168,10 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     ZeroPipelineSplitPassOptions split;
     split.stages = opts.pp;
     split.partition = opts.partitionMethod;
-    split.microBatches = opts.microBatches;
+    // A training step's micro-batches are its accumulation steps (zero-
+    // autodiff unrolled them); a forward program's are made by the split.
+    split.microBatches = opts.training ? 1 : opts.microBatches;
+    split.schedule = opts.schedule;
     pm.addPass(createZeroPipelineSplitPass(split));
     return;
   }
@@ -292,11 +295,21 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     settings.stageGiven = true;
   if (given.contains("partition-method"))
     settings.partitionMethod = options.partitionMethod;
+  settings.microBatchesGiven = given.contains("micro-batches");
+  if (given.contains("schedule")) {
+    if (options.schedule != "1f1b" && options.schedule != "gpipe")
+      return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +
+                          options.schedule + "'");
+    if (!settings.training)
+      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
+                          " orders a training step's forwards and backwards; a "
+                          "forward program runs fill/drain (compile with --train)");
+    if (settings.pp <= 1)
+      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
+                          " needs pipeline stages (pp > 1)");
+    settings.schedule = options.schedule;
+  }
   if (settings.pp > 1) {
-    if (settings.training)
-      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) +
-                          ": training through pipeline stages is not implemented yet "
-                          "(forward programs only)");
     if (settings.dp > 1)
       return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
                           Twine(settings.dp) +

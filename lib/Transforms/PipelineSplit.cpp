@@ -20,6 +20,8 @@
 #include "llvm/Support/Regex.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROPIPELINESPLITPASS
@@ -42,13 +44,33 @@ struct ZeroPipelineSplitPass
       return signalPassFailure();
     }
     func::FuncOp func = *funcs.begin();
-    // A training step would need each stage to step its own parameters (and
-    // both copies of a tied one), the backward sends, and a schedule over
-    // micro-batches: not built yet. Refuse it rather than cut it wrongly.
-    if (module->hasAttr("zero.accumulation_steps") || func.getSymName() == "train_step") {
-      func.emitError("zero-pipeline-split: cutting a training step into pipeline stages "
-                     "is not implemented yet (forward programs only); compile without "
-                     "--train, or train without --zero-pipeline-split");
+    // A training step (zero-autodiff's @train_step, its micro-batches
+    // unrolled and tagged with tag-micro-batches): each stage runs the
+    // forward and backward of its layers and steps the parameters it holds.
+    const bool training = func.getSymName() == "train_step";
+    int64_t micro = microBatches;
+    if (training) {
+      if (microBatches != 1) {
+        func.emitError("zero-pipeline-split: a training step's micro-batches are its "
+                       "gradient accumulation steps (zero-autodiff accumulation=M); "
+                       "leave micro-batches=1");
+        return signalPassFailure();
+      }
+      auto acc = module->getAttrOfType<IntegerAttr>("zero.accumulation_steps");
+      micro = acc ? acc.getInt() : 1;
+      bool tagged = false;
+      for (Operation &op : func.getBody().front())
+        tagged |= op.hasAttr("zero.phase");
+      if (!tagged) {
+        func.emitError("zero-pipeline-split: the training step's ops carry no "
+                       "micro-batch tags; build it with zero-autodiff "
+                       "tag-micro-batches=true (zero-opt --train does)");
+        return signalPassFailure();
+      }
+    }
+    if (schedule != "1f1b" && schedule != "gpipe") {
+      func.emitError() << "zero-pipeline-split: schedule must be 1f1b or gpipe, got '"
+                       << schedule << "'";
       return signalPassFailure();
     }
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
@@ -116,9 +138,214 @@ struct ZeroPipelineSplitPass
                          b.getNamedAttr("layers", b.getArrayAttr(names)),
                          b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
                          b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
-                         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches))}));
+                         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
+                         b.getNamedAttr("schedule",
+                                        b.getStringAttr(training ? StringRef(schedule)
+                                                                 : StringRef("fill-drain")))}));
+    if (training) {
+      if (failed(cutTraining(module, func, ls, bounds, micro)))
+        return signalPassFailure();
+      return;
+    }
     if (failed(cut(module, func, ls, bounds)) || failed(unroll(func)))
       return signalPassFailure();
+  }
+
+  /// Where a training step's op sits in the step: before the micro-batches
+  /// (the dropout step counter), in micro-batch k's forward or backward, or
+  /// after them (the optimizer).
+  struct Slot {
+    enum Phase { Prologue, Forward, Backward, Epilogue } phase = Prologue;
+    int64_t micro = 0;
+  };
+
+  /// The position of a slot in stage `st`'s order of work (pipelineSchedule):
+  /// the prologue first, the optimizer step last.
+  int64_t stepIndex(const Slot &slot, int64_t st, int64_t m) {
+    if (slot.phase == Slot::Prologue)
+      return -1;
+    if (slot.phase == Slot::Epilogue)
+      return 2 * m;
+    std::vector<int64_t> &index = stepIndices[st];
+    if (index.empty()) {
+      index.assign(size_t(2 * m), 0);
+      for (auto [i, step] : llvm::enumerate(::zero::pipelineSchedule(schedule, stages, st, m)))
+        index[size_t(step.micro * 2 + (step.forward ? 0 : 1))] = int64_t(i);
+    }
+    return index[size_t(slot.micro * 2 + (slot.phase == Slot::Forward ? 0 : 1))];
+  }
+  /// Per stage: the position of (micro-batch k, forward | backward) at 2k | 2k+1.
+  std::map<int64_t, std::vector<int64_t>> stepIndices;
+
+  /// Cuts a training step: forward and backward ops of a layer go to its
+  /// stage (a reverse rule's ops carry the location of the op they
+  /// differentiate), glue by the forward rule of `assignStages`; each
+  /// parameter's update runs on every stage that uses the parameter (a tied
+  /// parameter, on both of its stages, from one summed gradient, so the
+  /// copies stay identical), its squared norm where its gradient is. Then
+  /// every stage's ops are ordered by the schedule.
+  LogicalResult cutTraining(ModuleOp module, func::FuncOp func,
+                            const ::zero::LayerStructure &ls,
+                            const std::vector<int64_t> &bounds, int64_t m) {
+    if (auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
+        w && w.getInt() != 1)
+      return module.emitError("zero-pipeline-split: the training step is already "
+                              "compiled for data parallelism; pipeline x data parallel "
+                              "is not implemented yet");
+    Block &body = func.getBody().front();
+    Operation *term = body.getTerminator();
+    // Slots, from the autodiff's tags.
+    llvm::DenseMap<Operation *, Slot> slotOf;
+    bool seenTagged = false;
+    SmallVector<Operation *> epilogue;
+    for (Operation &op : body) {
+      if (&op == term)
+        continue;
+      Slot slot;
+      if (auto phase = op.getAttrOfType<StringAttr>("zero.phase")) {
+        seenTagged = true;
+        slot.phase = phase.getValue() == "forward" ? Slot::Forward : Slot::Backward;
+        slot.micro = op.getAttrOfType<IntegerAttr>("zero.micro_batch").getInt();
+      } else if (seenTagged) {
+        slot.phase = Slot::Epilogue;
+        epilogue.push_back(&op);
+      }
+      slotOf[&op] = slot;
+    }
+    // The micro-batches' ops (and the prologue), by the layers.
+    llvm::DenseSet<Operation *> inEpilogue(epilogue.begin(), epilogue.end());
+    llvm::DenseMap<Operation *, int64_t> stageOf;
+    assignStages(body, ls, bounds, stageOf, inEpilogue);
+    // The stages that use each global in the micro-batches.
+    llvm::DenseMap<Attribute, std::set<int64_t>> usedOn;
+    for (Operation &op : body)
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(&op); load && !inEpilogue.count(&op))
+        for (Operation *user : load->getUsers())
+          if (auto it = stageOf.find(user); it != stageOf.end())
+            usedOn[load.getGlobalAttr()].insert(it->second);
+    // The epilogue: updates on their parameters' stages (cloned, with their
+    // stores, for a parameter held by several), squared norms where their
+    // gradients are; the rest by the forward rule.
+    OpBuilder b(module.getContext());
+    llvm::DenseMap<Operation *, int64_t> fixed;
+    for (Operation *op : epilogue) {
+      if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
+        continue;
+      auto load = op->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
+      if (!load)
+        return op->emitOpError("zero-pipeline-split: the parameter an update steps "
+                               "is not a global load (a sharded step cannot be cut "
+                               "into pipeline stages)");
+      auto it = usedOn.find(load.getGlobalAttr());
+      if (it == usedOn.end() || it->second.empty())
+        return op->emitOpError("zero-pipeline-split: no stage uses the parameter this "
+                               "update steps");
+      SmallVector<Operation *> stores;
+      for (Operation *user : op->getUsers())
+        if (isa<ml_program::GlobalStoreOp>(user))
+          stores.push_back(user);
+      if (stores.size() != op->getNumResults())
+        return op->emitOpError("zero-pipeline-split: expected one store per result of "
+                               "the update");
+      bool first = true;
+      for (int64_t st : it->second) {
+        if (first) {
+          fixed[op] = st;
+          for (Operation *s : stores)
+            fixed[s] = st;
+          first = false;
+          continue;
+        }
+        b.setInsertionPointAfter(stores.back());
+        Operation *copy = b.clone(*op);
+        fixed[copy] = st;
+        slotOf[copy] = Slot{Slot::Epilogue, 0};
+        for (Operation *s : stores) {
+          IRMapping map;
+          map.map(op->getResults(), copy->getResults());
+          Operation *sc = b.clone(*s, map);
+          fixed[sc] = st;
+          slotOf[sc] = Slot{Slot::Epilogue, 0};
+        }
+      }
+    }
+    for (Operation &op : body)
+      if (auto rss = dyn_cast<::zero::onnx::ReduceSumSquareOp>(&op); rss && inEpilogue.count(&op))
+        if (Operation *d = rss->getOperand(0).getDefiningOp())
+          if (auto it = stageOf.find(d); it != stageOf.end())
+            fixed[&op] = it->second;
+    // The epilogue's remaining ops: earliest stage of their users, else the
+    // last stage of their operands.
+    SmallVector<Operation *> rest;
+    for (Operation &op : body)
+      if (&op != term && !stageOf.count(&op))
+        rest.push_back(&op);
+    SmallVector<Operation *> pending;
+    for (Operation *op : llvm::reverse(rest)) {
+      if (auto it = fixed.find(op); it != fixed.end()) {
+        stageOf[op] = it->second;
+        continue;
+      }
+      std::optional<int64_t> first;
+      for (Operation *user : op->getUsers())
+        if (auto it = stageOf.find(user); it != stageOf.end())
+          first = std::min(first.value_or(it->second), it->second);
+      if (first)
+        stageOf[op] = *first;
+      else
+        pending.push_back(op);
+    }
+    for (Operation *op : llvm::reverse(pending)) {
+      int64_t last = 0;
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp())
+          last = std::max(last, stageOf.lookup(d));
+      stageOf[op] = last;
+    }
+    connect(module, func, stageOf);
+    // The slots of what connect added: a send works in its value's slot, a
+    // receive or a repeated load in its first user's.
+    auto slotKey = [&](Operation *op) {
+      const Slot &s = slotOf[op];
+      return std::make_pair(int(s.phase), s.micro);
+    };
+    for (Operation &op : body) {
+      if (&op == term || slotOf.count(&op))
+        continue;
+      if (isa<::zero::dist::SendOp>(op)) {
+        if (Operation *d = op.getOperand(0).getDefiningOp())
+          slotOf[&op] = slotOf.lookup(d);
+        continue;
+      }
+      std::optional<Slot> best;
+      for (Operation *user : op.getUsers()) {
+        if (user == term || !slotOf.count(user))
+          continue;
+        if (!best || slotKey(user) < std::make_pair(int(best->phase), best->micro))
+          best = slotOf[user];
+      }
+      slotOf[&op] = best.value_or(Slot{Slot::Epilogue, 0});
+    }
+    // Each stage's ops in schedule order; the program interleaves the stages
+    // by step (each rank runs its own ops in program order).
+    SmallVector<Operation *> ops;
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (Operation &op : body)
+      if (&op != term) {
+        position[&op] = int64_t(ops.size());
+        ops.push_back(&op);
+      }
+    auto key = [&](Operation *op) {
+      const int64_t st = stageOf.lookup(op);
+      return std::make_tuple(stepIndex(slotOf.lookup(op), st, m), st, position[op]);
+    };
+    llvm::stable_sort(ops, [&](Operation *x, Operation *y) { return key(x) < key(y); });
+    for (Operation *op : ops) {
+      op->moveBefore(term);
+      op->removeAttr("zero.phase");
+      op->removeAttr("zero.micro_batch");
+    }
+    return success();
   }
 
   /// Forward micro-batching (fill/drain): the function was imported at the
@@ -233,13 +460,25 @@ struct ZeroPipelineSplitPass
                               "data parallelism; pipeline x data parallel is not "
                               "implemented yet (split first, on the unsharded model)");
     }
-    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> stageOf;
+    assignStages(func.getBody().front(), ls, bounds, stageOf, {});
+    connect(module, func, stageOf);
+    return success();
+  }
+
+  /// The stage of every op of `body` but those in `skip` (which are not
+  /// looked at as users either): a layer's ops go to its layer's stage; any
+  /// other op to the earliest stage that uses it, or, when only the outputs
+  /// (or skipped ops) use it, to the last stage its operands come from.
+  void assignStages(Block &body, const ::zero::LayerStructure &ls,
+                    const std::vector<int64_t> &bounds,
+                    llvm::DenseMap<Operation *, int64_t> &stageOf,
+                    const llvm::DenseSet<Operation *> &skip) {
     Operation *term = body.getTerminator();
     std::vector<int64_t> stageOfLayer(ls.layers.size(), 0);
     for (size_t st = 0; st + 1 < bounds.size(); ++st)
       for (int64_t k = bounds[st]; k < bounds[st + 1]; ++k)
         stageOfLayer[size_t(k)] = int64_t(st);
-    llvm::DenseMap<Operation *, int64_t> stageOf;
     auto topLevel = [&](Operation *op) {
       while (op->getBlock() != &body)
         op = op->getParentOp();
@@ -247,7 +486,7 @@ struct ZeroPipelineSplitPass
     };
     SmallVector<Operation *> pending;
     for (Operation &op : llvm::reverse(body)) {
-      if (&op == term)
+      if (&op == term || skip.contains(&op))
         continue;
       if (auto it = ls.layerOf.find(&op); it != ls.layerOf.end()) {
         stageOf[&op] = stageOfLayer[size_t(it->second)];
@@ -271,6 +510,19 @@ struct ZeroPipelineSplitPass
           last = std::max(last, stageOf.lookup(d));
       stageOf[op] = last;
     }
+  }
+
+  /// Marks every op with its stage (zero.pipeline_stage) and connects the
+  /// stages with zero.send / zero.recv (see `cut`).
+  void connect(ModuleOp module, func::FuncOp func,
+               llvm::DenseMap<Operation *, int64_t> &stageOf) {
+    Block &body = func.getBody().front();
+    Operation *term = body.getTerminator();
+    auto topLevel = [&](Operation *op) {
+      while (op->getBlock() != &body)
+        op = op->getParentOp();
+      return op;
+    };
     auto stageOfUser = [&](Operation *user) {
       user = topLevel(user);
       return user == term ? 0 : stageOf.lookup(user);
@@ -323,7 +575,6 @@ struct ZeroPipelineSplitPass
       }
     }
     module->setAttr("zero.world_size", b.getI64IntegerAttr(stages));
-    return success();
   }
 };
 

@@ -315,15 +315,33 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
         sendBytes[s] += ::zero::tensorBytes(op->getOperand(0).getType());
       }
     });
+    // A training step: its schedule (the bubble is the same for both).
+    StringRef schedule;
+    if (auto sch = plan.getAs<StringAttr>("schedule"))
+      schedule = sch.getValue();
+    const bool training = schedule == "gpipe" || schedule == "1f1b";
+    StringRef per = training ? "step" : "forward";
     os << "== zero-report: pipeline, " << stages << " stages x 1 rank, " << micro
-       << " micro-batch" << (micro == 1 ? "" : "es") << " per forward ==\n";
-    os << llvm::format("fill/drain bubble (S-1)/(M+S-1): %.3f\n",
+       << " micro-batch" << (micro == 1 ? "" : "es") << " per " << per << " ==\n";
+    os << llvm::format("%s bubble (S-1)/(M+S-1): %.3f\n",
+                       training ? schedule.str().c_str() : "fill/drain",
                        double(stages - 1) / double(micro + stages - 1));
-    os << "per stage                 parameters (bytes)   sent per forward (bytes, sends)\n";
+    os << "per stage                 " << (training ? "params+state" : "  parameters")
+       << " (bytes)   sent per " << per << " (bytes, sends)\n";
     for (int64_t s = 0; s < stages; ++s)
       os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld\n", (long long)s,
                          (long long)paramBytes[size_t(s)], (long long)sendBytes[size_t(s)],
                          (long long)sends[size_t(s)]);
+    if (training) {
+      os << "order of work per stage (F: forward, B: backward of micro-batch k)\n";
+      for (int64_t s = 0; s < stages; ++s) {
+        os << "  stage " << s << ":";
+        for (const ::zero::PipelineStep &step :
+             ::zero::pipelineSchedule(schedule, stages, s, micro))
+          os << " " << (step.forward ? "F" : "B") << step.micro;
+        os << "\n";
+      }
+    }
     printLayers(module, os);
   }
 

@@ -54,6 +54,10 @@ struct Storage {
   Operation *release = nullptr;
   /// Instructions that touched it, by stream: the latest index per stream.
   int64_t lastAccess[2] = {-1, -1};
+  /// The ranks whose instructions touch it, one bit per pipeline stage (all
+  /// bits: every rank, as in a program without stages). Blocks of disjoint
+  /// stages never meet in one process, so they may share bytes.
+  uint64_t stages = 0;
 };
 
 /// A value's place: its storage block and a byte offset inside it.

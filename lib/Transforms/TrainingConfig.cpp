@@ -227,6 +227,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.accumulation = settings.accumulation;
   ad.world = settings.step.world;
   ad.stage = settings.step.stage;
+  ad.tagMicroBatches = settings.zeroGiven && settings.zero.pp > 1;
   pm.addPass(createZeroAutodiffPass(ad));
   if (settings.optimizer)
     pm.addPass(createZeroOptimizerPass(settings.step));

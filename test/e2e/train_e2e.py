@@ -743,6 +743,149 @@ def mode_dp(a, tools, name, work):
     return failures
 
 
+def mode_pp(a, tools, name, work):
+    """Training through pipeline stages equals the 1-rank training of the same global
+    batch. Each configuration SCHEDULE:STAGES:M (schedule gpipe or 1f1b, M
+    micro-batches = gradient_accumulation_steps) compiles the stored reference's
+    optimizer settings (AdamW, clipping, WarmupLR) with --zero-pipeline "pp=STAGES
+    micro-batches=M schedule=SCHEDULE", trains --pp-steps steps of its data under
+    mpirun -np STAGES and is compared with the 1-rank run over the same micro-batches
+    (accumulation M): losses and grad norms rtol --dp-loss-rtol, weights and optimizer
+    state rtol --dp-w-rtol + atol --dp-w-atol. Both schedules backpropagate the
+    micro-batches in order and sum a tied parameter's gradient once, so the run is
+    expected to be bit-identical to the 1-rank one; that is reported, not required.
+    A tied parameter's copies (GPT-2's wte / lm_head on the first and last stage) are
+    compared by zero-run --save itself, which fails when the stages' copies differ.
+    Memory, from the runtime's own counters (--report-json: peak live bytes of the
+    activations arena per rank), at --pp-memory-scale times the batch and sequence
+    (where activations set the peak): for every S and M >= S with both schedules
+    given, 1F1B's peak on stage s is below GPipe's where S - s < M (1F1B keeps S - s
+    micro-batches in flight there, GPipe M) and never above it.""" 
+    stored = read_train_ref(a.models, name)
+    cfg0, data = stored["config"], stored["data"]
+    steps = min(a.pp_steps, stored["steps"])
+    rows = next(iter(data.values())).shape[1]
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    log(f"== train-pp {name}: {steps} steps of a global batch of {rows} rows, "
+        f"configurations {a.pp_configs}")
+
+    def compile_(tag, micro, accum, zopts):
+        cfg = {k: v for k, v in cfg0.items() if k not in ("train_batch_size",
+               "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
+        cfg.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
+                   gradient_accumulation_steps=accum)
+        cp = work / f"ds_{tag}.json"
+        cp.write_text(json.dumps(cfg, indent=1) + "\n")
+        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+        extra = ["--config", str(cp)] + (["--zero-pipeline", zopts] if zopts else [])
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, extra, zrt, w)
+        return zrt, w
+
+    def train(tag, zrt, weights, ranks):
+        lp, sp = work / f"log_{tag}.json", work / f"final_{tag}.safetensors"
+        rp = work / f"report_{tag}.json"
+        cmd = [tools.zero_run, str(zrt), "--weights", str(weights), "--data", str(data_path),
+               "--steps", str(steps), "--log-json", str(lp), "--save", str(sp),
+               "--report-json", str(rp),
+               "--save-optimizer", str(work / f"opt_{tag}.safetensors")]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+        run(cmd, "zero-run")
+        report = json.loads(rp.read_text())
+        peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
+                 for r in sorted(report["ranks"], key=lambda r: r["rank"])]
+        return read_log(lp, steps), load_file(str(sp)), \
+            load_file(str(work / f"opt_{tag}.safetensors")), peaks
+
+    failures, refs, peaks = [], {}, {}
+    for spec in a.pp_configs.split(","):
+        schedule, stages, m = spec.split(":")
+        stages, m = int(stages), int(m)
+        if rows % m:
+            log(f"  skip {spec}: {rows} rows do not split into {m} micro-batches")
+            continue
+        micro = rows // m
+        if m not in refs:
+            zrt, w = compile_(f"one_m{m}", micro, m, "")
+            refs[m] = train(f"one_m{m}", zrt, w, 1)
+        ref_rows, ref_w, ref_opt, _ = refs[m]
+        tag = f"{schedule}_s{stages}_m{m}"
+        zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}")
+        got_rows, got_w, got_opt, got_peaks = train(tag, zrt, w, stages)
+        peaks[(schedule, stages, m)] = got_peaks
+        bad = []
+        lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
+                   for x, y in zip(got_rows, ref_rows))
+        grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)
+                   for x, y in zip(got_rows, ref_rows))
+        if not lrel <= a.dp_loss_rtol:
+            bad.append(f"loss rel {lrel:.2g} > {a.dp_loss_rtol:g}")
+        if not grel <= a.dp_loss_rtol * 10:
+            bad.append(f"grad norm rel {grel:.2g} > {a.dp_loss_rtol * 10:g}")
+        if set(got_w) != set(ref_w):
+            bad.append(f"parameter set {sorted(set(got_w) ^ set(ref_w))}")
+        if set(got_opt) != set(ref_opt):
+            bad.append(f"optimizer state names {sorted(set(got_opt) ^ set(ref_opt))}")
+        werr, identical = 0.0, True
+        for want, got in ((ref_w, got_w), (ref_opt, got_opt)):
+            for k in want:
+                if k not in got:
+                    continue
+                identical &= want[k].tobytes() == got[k].tobytes()
+                if want[k].dtype.kind != "f" or not want[k].size:
+                    if not np.array_equal(want[k], got[k]):
+                        bad.append(f"{k} differs")
+                    continue
+                d = np.abs(got[k].astype(np.float64) - want[k])
+                tol = a.dp_w_rtol * np.abs(want[k]) + a.dp_w_atol
+                werr = max(werr, float(np.max(d / tol)))
+        if not werr <= 1:
+            bad.append(f"weights/optimizer state error/tolerance {werr:.3g}")
+        identical &= all(x["loss"] == y["loss"] for x, y in zip(got_rows, ref_rows))
+        log(f"  {'FAIL' if bad else 'ok  '} {schedule} pp={stages} micro-batches={m} "
+            f"(micro-batch {micro}) vs 1 rank accumulation {m}: loss rel {lrel:.2g}, grad "
+            f"norm rel {grel:.2g}, weights/state error/tolerance {werr:.3g}; "
+            f"{'bit-identical' if identical else 'not bit-identical'}; peak live activation "
+            f"bytes per stage {got_peaks}" + (f"   {'; '.join(bad)}" if bad else ""))
+        failures += [f"{tag}: {b}" for b in bad]
+    # Memory at a size where activations, not the gradients and optimizer step
+    # both schedules share, set the peak: the stored batches tiled --pp-memory-scale
+    # times along the batch and the sequence, one step of each schedule.
+    scale = a.pp_memory_scale
+    # (a sequence: the last dim of integer [step, batch, seq] inputs, token ids and
+    # labels; feature dims stay as the model fixes them)
+    big = {k: np.ascontiguousarray(np.tile(v[:1], (1, scale) + (
+        (scale,) if v.ndim == 3 and v.dtype.kind in "iu" else (1,) * (v.ndim - 2))))
+           for k, v in data.items()}
+    data_path = work / "big.safetensors"
+    save_file(big, str(data_path))
+    rows = rows * scale
+    steps = 1
+    for (schedule, stages, m) in list(peaks):
+        if schedule != "1f1b" or m < stages or ("gpipe", stages, m) not in peaks:
+            continue
+        got = {}
+        for sch in ("gpipe", "1f1b"):
+            micro = rows // m
+            data = big
+            tag = f"mem_{sch}_s{stages}_m{m}"
+            zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={sch}")
+            got[sch] = train(tag, zrt, w, stages)[3]
+        # 1F1B keeps at most S - s micro-batches in flight on stage s, GPipe all M:
+        # below GPipe's where S - s < M, never above it.
+        p1, pg = got["1f1b"], got["gpipe"]
+        lower = all(x < y if stages - st < m else x <= y
+                    for st, (x, y) in enumerate(zip(p1, pg)))
+        log(f"  {'ok  ' if lower else 'FAIL'} pp={stages} M={m}, micro-batch "
+            f"{rows // m}x{next(iter(big.values())).shape[2:]}: 1F1B peak live activation "
+            f"bytes per stage {p1} vs GPipe's {pg} (below where S - stage < M, else at most)")
+        if not lower:
+            failures.append(f"pp={stages} M={m}: 1F1B peak {p1} not below GPipe's {pg}")
+    return failures
+
+
 def mode_zeropp(a, tools, name, work):
     """ZeRO++ in training, stage 3 over 4 ranks (2 per simulated node), on the stored
     reference's data tiled to --zeropp-steps (50) steps:
@@ -1101,6 +1244,14 @@ def main():
                          "(ds: DeepSpeed's stage-3 defaults instead of persistence threshold "
                          "and reuse distance 0; the byte formulas are then not checked)")
     ap.add_argument("--dp-steps", type=int, default=10)
+    ap.add_argument("--pp", action="append", default=[], choices=FIXTURES, metavar="NAME",
+                    help="training through pipeline stages (GPipe, 1F1B) vs the 1-rank training")
+    ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2",
+                    help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES list")
+    ap.add_argument("--pp-steps", type=int, default=6)
+    ap.add_argument("--pp-memory-scale", type=int, default=4,
+                    help="with --pp: the memory comparison's batches, the stored ones tiled "
+                         "this many times along the batch and the sequence")
     ap.add_argument("--zeropp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="ZeRO++ training (qwZ, qgZ, hpZ) at stage 3 over 4 ranks")
     ap.add_argument("--zeropp-steps", type=int, default=50)
@@ -1135,7 +1286,7 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
-    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp):
+    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp):
         ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
     tmp = None
@@ -1155,7 +1306,8 @@ def main():
            [("train", n, mode_train) for n in a.train] + \
            [("dp", n, mode_dp) for n in a.dp] + \
            [("ckpt", n, mode_ckpt) for n in a.ckpt] + \
-           [("zeropp", n, mode_zeropp) for n in a.zeropp]
+           [("zeropp", n, mode_zeropp) for n in a.zeropp] + \
+           [("pp", n, mode_pp) for n in a.pp]
     for mode, name, fn in jobs:
         work = root / f"{mode}-{name}"
         if work.exists():

@@ -561,7 +561,19 @@ int main(int argc, char **argv) {
         settings.zero = zs;
         settings.zero.dp = settings.step.world;
         settings.zero.stage = settings.step.stage;
-        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1;
+        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1 || zs.pp > 1;
+        // Pipeline stages: the step's micro-batches are its gradient
+        // accumulation steps (DeepSpeed's PipelineEngine takes
+        // gradient_accumulation_steps as the micro-batches).
+        if (zs.pp > 1 && zs.microBatchesGiven) {
+          if (settings.accumulation != 1 && settings.accumulation != zs.microBatches)
+            return errorHandler("--zero-pipeline: micro-batches=" + Twine(zs.microBatches) +
+                                " but the config's gradient_accumulation_steps is " +
+                                Twine(settings.accumulation) +
+                                "; a pipeline's micro-batches are the accumulation "
+                                "steps: give one of them, or the same number");
+          settings.accumulation = zs.microBatches;
+        }
       }
       if (!optimizerSpec.empty())
         if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())

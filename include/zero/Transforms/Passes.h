@@ -77,6 +77,10 @@ struct ZeroSettings {
   int64_t pp = 1;
   int64_t microBatches = 1;
   std::string partitionMethod = "parameters";
+  /// A training step's pipeline schedule: 1f1b (DeepSpeed's TrainSchedule)
+  /// or gpipe (every forward, then every backward).
+  std::string schedule = "1f1b";
+  bool microBatchesGiven = false;
 };
 
 /// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
@@ -141,6 +145,11 @@ struct ZeroPipelineOptions
                                               "the pipeline stages (zero-pipeline-"
                                               "split micro-batches)"),
                                llvm::cl::init(1)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("A training step's pipeline schedule: 1f1b (DeepSpeed's "
+                     "TrainSchedule) or gpipe"),
+      llvm::cl::init("1f1b")};
   Option<std::string> partitionMethod{
       *this, "partition-method",
       llvm::cl::desc("How layers are balanced over pipeline stages: parameters, "

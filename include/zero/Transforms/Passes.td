@@ -212,6 +212,9 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per forward: the model is imported at the micro-batch "
            "shape and the program takes this many stacked along dim 0">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "A training step's order of micro-batch forwards and backwards on "
+           "each stage: 1f1b or gpipe">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
@@ -315,6 +318,10 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
            "Regex on tensor names: matching parameters are not trained">,
     Option<"accumulation", "accumulation", "int64_t", "1",
            "Micro-batches per step (gradient accumulation)">,
+    Option<"tagMicroBatches", "tag-micro-batches", "bool", "false",
+           "Mark each op with its micro-batch (zero.micro_batch) and phase "
+           "(zero.phase = forward | backward), for zero-pipeline-split to "
+           "schedule the micro-batches of a training step">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -27,6 +27,12 @@ struct WeightsStats {
   uint64_t bytesRead = 0;     ///< bytes read from the weights file
 };
 
+/// Which globals rank `rank` holds: all of them, or, in a program cut into
+/// pipeline stages, those that an instruction running on `rank` (or an output
+/// it writes: rank 0 writes them) touches. Any buffer overlapping a global's
+/// bytes counts (views alias it).
+std::vector<bool> globalsUsedOn(const Program &p, int rank);
+
 /// Reads every Parameter and Frozen global of the executor's program from
 /// `weights` into its buffer: the whole tensor for replicated globals, world
 /// rank `rank`'s shard for sharded ones. OptimizerState and Counter globals

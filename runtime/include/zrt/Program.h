@@ -250,6 +250,18 @@ struct Program {
   std::string describeInstruction(size_t index) const;
   /// "buffer 7 \"h1\" (f32[2x8] in arena 1 \"activations\" at offset 128)".
   std::string describeBuffer(uint32_t index) const;
+  /// Whether the program is cut into pipeline stages (some instructions run
+  /// on some ranks only). Every rank of such a program is one stage of the
+  /// same data-parallel replica (pipeline x data parallel is not compiled).
+  bool pipelined() const {
+    for (const Instruction &inst : instructions)
+      if (!inst.ranks.empty())
+        return true;
+    return false;
+  }
+  /// Ranks that each read their own rows of the global batch: the world, or
+  /// 1 for a pipeline (every stage reads the same rows).
+  int dataParallelSize() const { return pipelined() ? 1 : worldSize; }
   /// Number of ranks in the group that a member of `group` uses (worldSize
   /// for -1).
   int64_t groupSize(int group) const {

@@ -69,17 +69,9 @@ Status zeroStateGlobals(Executor &executor) {
   return Status::ok();
 }
 
-namespace {
-/// For a program cut into pipeline stages (instructions that run on some
-/// ranks only): whether an instruction that runs on `rank`, or an output this
-/// rank writes (rank 0 writes them), touches memory of `global`. Any buffer
-/// overlapping its bytes counts (views alias it).
 std::vector<bool> globalsUsedOn(const Program &p, int rank) {
   std::vector<bool> used(p.globals.size(), true);
-  bool pipelined = false;
-  for (const Instruction &inst : p.instructions)
-    pipelined |= !inst.ranks.empty();
-  if (!pipelined)
+  if (!p.pipelined())
     return used;
   std::vector<bool> bufferUsed(p.buffers.size(), false);
   for (const Instruction &inst : p.instructions)
@@ -103,7 +95,6 @@ std::vector<bool> globalsUsedOn(const Program &p, int rank) {
   }
   return used;
 }
-} // namespace
 
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats) {

@@ -8,6 +8,7 @@
 
 #include "Training.h"
 
+#include "zrt/Bindings.h"
 #include "zrt/Checkpoint.h"
 #include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
@@ -163,15 +164,45 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
                    const std::string &path) {
   const Program &p = executor.program();
   const bool root = comm.rank() == 0;
+  // A pipeline: each global from the stages that hold it, which must agree
+  // (a tied parameter's copies are stepped from one summed gradient).
+  const bool pipelined = p.pipelined() && comm.worldSize() > 1;
+  const std::vector<bool> held = globalsUsedOn(p, comm.rank());
+  Status differ = Status::ok();
   std::vector<std::vector<uint8_t>> storage;
   std::vector<NamedTensor> tensors;
-  for (const GlobalDesc &g : p.globals) {
+  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+    const GlobalDesc &g = p.globals[gi];
     if (!isSaved(g, parameters))
       continue;
     const BufferDesc &b = p.buffers[g.buffer];
     std::vector<uint8_t> bytes(size_t(b.bytes()));
-    if (g.shard || root)
+    if (g.shard || root || (pipelined && held[gi]))
       ZRT_RETURN_IF_ERROR(executor.readBuffer(g.buffer, bytes.data(), b.bytes()));
+    if (pipelined && !g.shard) {
+      std::vector<std::string> copies = comm.gatherToRoot(
+          held[gi] ? std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size())
+                   : std::string());
+      if (!root)
+        continue;
+      int from = -1;
+      for (int r = 0; r < int(copies.size()); ++r) {
+        if (copies[size_t(r)].empty())
+          continue;
+        if (from < 0) {
+          from = r;
+          bytes.assign(copies[size_t(r)].begin(), copies[size_t(r)].end());
+        } else if (copies[size_t(r)] != copies[size_t(from)] && differ.isOk()) {
+          // Reported after the loop: every rank takes part in each gather.
+          differ = Status::error("saving " + g.tensor + ": its copies on pipeline stages " +
+                               std::to_string(from) + " and " + std::to_string(r) +
+                               " differ (a tied parameter's copies must be stepped "
+                               "identically)");
+        }
+      }
+      if (from < 0)
+        continue; // no stage holds it (nothing reads it)
+    }
     if (g.shard) {
       // Every rank's shard, in rank order; the padding past numel dropped.
       std::vector<std::string> shards = comm.gatherToRoot(
@@ -198,6 +229,7 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
     storage.push_back(std::move(bytes));
     tensors.push_back({g.tensor, dtype, g.shape, storage.back().data()});
   }
+  ZRT_RETURN_IF_ERROR(differ);
   // `storage` does not reallocate the byte vectors' data when it grows, so
   // the pointers above stay valid.
   return root ? writeSafetensors(path, tensors) : Status::ok();

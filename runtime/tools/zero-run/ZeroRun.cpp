@@ -598,7 +598,7 @@ double samplesPerStep(const Program &program) {
   if (program.inputs.empty())
     return 0;
   const BufferDesc &b = program.buffers[program.inputs[0].buffer];
-  return double(b.shape.empty() ? 1 : b.shape[0]) * program.worldSize;
+  return double(b.shape.empty() ? 1 : b.shape[0]) * program.dataParallelSize();
 }
 
 /// Prints `status` and ends the job (a failure during the steps may leave
@@ -659,6 +659,9 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
           agreed[1] = std::max(agreed[1], theirs[1]);
         }
         agreed[0] /= world;
+        // A pipeline computes one loss, received by rank 0 (the output).
+        if (program.pipelined())
+          agreed[0] = double(*loss);
       }
       status = comm.broadcastBytes(agreed, sizeof agreed, 0);
       if (!status.isOk())
@@ -847,7 +850,10 @@ int runMain(int argc, char **argv, Communicator &comm) {
   Expected<TrainingData> data = Status::error("no --data");
   int64_t totalSteps = 1;
   if (status.isOk() && training && !opts.data.empty()) {
-    data = TrainingData::open(opts.data, *program, comm.worldSize(), comm.rank());
+    // Every stage of a pipeline reads the same rows (the whole batch).
+    data = program->pipelined()
+               ? TrainingData::open(opts.data, *program, 1, 0)
+               : TrainingData::open(opts.data, *program, comm.worldSize(), comm.rank());
     if (!data) {
       status = data.status();
     } else if (data->steps() == 0) {
@@ -870,6 +876,13 @@ int runMain(int argc, char **argv, Communicator &comm) {
                              "--input for a single step)");
     }
   }
+  // Checkpoints hold each rank's shards, or rank 0's replicated globals; a
+  // pipeline stage's parameters live on its own rank only.
+  if (status.isOk() && program->pipelined() && (!opts.saveDir.empty() || !opts.resume.empty()))
+    status = Status::error(opts.model + " is cut into pipeline stages: checkpoints "
+                           "(--save-dir, --resume) of pipeline programs are not "
+                           "supported yet; save the trained parameters with --save "
+                           "(and --save-optimizer)");
   // --resume: the checkpoint's parameters and optimizer state replace the
   // weights' (frozen parameters and buffers still come from --weights), and
   // the run goes on from the step after it.
