@@ -14,13 +14,19 @@
 //   elementwise, reduction, softmax and normalisation, optimizer, data
 //   movement, gather/scatter and loss families (cuda/*.cu); Quantize and
 //   Dequantize (cuda/QuantizeKernels.cu).
-// - MatMul and Gemm: cuBLAS for f32 / f64 with matching batches (or a shared
-//   2-D right operand) and a full C; other dtypes and shapes are staged.
+// - Kernels sharing the CPU kernels' checks (cpu::prepare*:
+//   cpu/kernels/KernelLayouts.h) and per-element math (math/WindowMath.h,
+//   ResizeMath.h, SelectionMath.h, FusedMath.h) with loops of their own:
+//   MatMul and Gemm (cuBLAS for f32 / f64, through blasGemm below; a direct
+//   kernel otherwise: cuda/MatMulKernels.cu), Conv / ConvTranspose (im2col
+//   or col2im kernels around cuBLAS), the pools, BatchNormalization and
+//   Resize (cuda/SpatialKernels.cu), TopK and OneHot
+//   (cuda/SelectionKernels.cu), FusedElementwise (cuda/FusedKernels.cu).
 // - Staged: the CPU kernel on host copies of the operands, copied in the
 //   stream's order (the host thread waits for them); its checks, its bits.
-//   Besides the MatMul/Gemm cases, any CPU kernel without a CUDA one is
-//   registered this way automatically (cudaStagedKernelNames() lists them;
-//   none today), so programs always load.
+//   Any CPU kernel without a CUDA one is registered this way automatically
+//   (cudaStagedKernelNames() lists them; none today), so programs always
+//   load.
 // This backend is compiled here but has never run on a GPU in CI.
 //
 //===----------------------------------------------------------------------===//
@@ -363,123 +369,6 @@ stagedEntries(std::index_sequence<I...>) {
 constexpr std::array<KernelFn, kMaxStaged> kStagedEntries =
     stagedEntries(std::make_index_sequence<kMaxStaged>());
 
-/// The CPU's MatMul and Gemm, for the shapes cuBLAS is not used for.
-KernelFn cpuMatMul = nullptr, cpuGemm = nullptr;
-
-/// Row-major C[m,n] = alpha * op(A) op(B) + beta * C through column-major
-/// cuBLAS (f32 or f64): C^T = op(B)^T op(A)^T, so B goes first.
-template <typename T>
-Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
-            const T *a, const T *b, T beta, T *c, int64_t batch,
-            int64_t strideA, int64_t strideB, int64_t strideC) {
-  if (!currentLaunch)
-    return Status::error("cuBLAS call outside a CUDA stream launch");
-  int lda = int(transA ? m : k), ldb = int(transB ? k : n);
-  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if constexpr (std::is_same_v<T, float>)
-    return checkBlas(cublasSgemmStridedBatched(
-                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
-                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
-                         int(n), strideC, int(batch)),
-                     "cublasSgemmStridedBatched");
-  else
-    return checkBlas(cublasDgemmStridedBatched(
-                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
-                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
-                         int(n), strideC, int(batch)),
-                     "cublasDgemmStridedBatched");
-}
-
-/// Whether cuBLAS takes these sizes (its dims are ints).
-bool fitsBlas(std::initializer_list<int64_t> sizes) {
-  for (int64_t v : sizes)
-    if (v < 0 || v > int64_t(std::numeric_limits<int>::max()))
-      return false;
-  return true;
-}
-
-/// MatMul through cuBLAS for f32 / f64 with equal batch dimensions (or a 2-D
-/// right operand shared by every batch) and the exact output shape; any
-/// other case (dtypes, 1-D operands, broadcast batches, malformed operands:
-/// the CPU kernel's checks) is staged.
-Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  auto staged = [&] { return runStaged(cpuMatMul, ctx, in, out, attrs); };
-  if (in.size() != 2 || out.size() != 1)
-    return staged();
-  const TensorRef &a = in[0], &b = in[1], &c = out[0];
-  if ((a.dtype != DType::F32 && a.dtype != DType::F64) || b.dtype != a.dtype ||
-      c.dtype != a.dtype || a.rank() < 2 || b.rank() < 2 ||
-      (b.rank() != 2 && b.rank() != a.rank()))
-    return staged();
-  const int64_t m = a.shape[size_t(a.rank() - 2)], k = a.shape.back();
-  const int64_t n = b.shape.back();
-  if (b.shape[size_t(b.rank() - 2)] != k)
-    return staged();
-  if (b.rank() != 2 &&
-      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
-    return staged();
-  std::vector<int64_t> expected(a.shape.begin(), a.shape.end() - 1);
-  expected.push_back(n);
-  if (c.shape != expected)
-    return staged();
-  const int64_t batch = cpu::productOf(a.shape, 0, a.shape.size() - 2);
-  if (!fitsBlas({m, n, k, batch}))
-    return staged();
-  if (batch == 0 || m == 0 || n == 0)
-    return Status::ok();
-  if (k == 0)
-    return check(cudaMemsetAsync(c.data, 0, c.bytes(), currentLaunch->stream),
-                 "MatMul: cudaMemsetAsync");
-  const int64_t strideB = b.rank() == 2 ? 0 : k * n;
-  if (a.dtype == DType::F64)
-    return gemm<double>(false, false, m, n, k, 1.0, a.as<double>(),
-                        b.as<double>(), 0.0, c.as<double>(), batch, m * k,
-                        strideB, m * n);
-  return gemm<float>(false, false, m, n, k, 1.0f, a.as<float>(), b.as<float>(),
-                     0.0f, c.as<float>(), batch, m * k, strideB, m * n);
-}
-
-/// Gemm through cuBLAS for 2-D f32 / f64 operands with C absent or of the
-/// output's full shape; any other case is staged (the CPU kernel's checks).
-Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                  const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  auto staged = [&] { return runStaged(cpuGemm, ctx, in, out, attrs); };
-  if (in.size() < 2 || in.size() > 3 || out.size() != 1)
-    return staged();
-  const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  const bool ta = attrs.getInt("transA", 0) != 0,
-             tb = attrs.getInt("transB", 0) != 0;
-  const bool hasC = in.size() == 3 && cpu::hasOperand(in, 2);
-  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2 ||
-      a.dtype != DType::F32 || b.dtype != DType::F32 || y.dtype != DType::F32 ||
-      (hasC && in[2].dtype != DType::F32))
-    return staged();
-  const int64_t m = ta ? a.shape[1] : a.shape[0],
-                k = ta ? a.shape[0] : a.shape[1];
-  const int64_t n = tb ? b.shape[0] : b.shape[1];
-  if ((tb ? b.shape[1] : b.shape[0]) != k || y.shape[0] != m ||
-      y.shape[1] != n || (hasC && in[2].shape != y.shape) || m == 0 || n == 0 ||
-      k == 0)
-    return staged();
-  double beta = 0.0;
-  if (hasC) {
-    if (in[2].data != y.data)
-      ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(y.data, in[2].data, y.bytes(),
-                                                cudaMemcpyDeviceToDevice,
-                                                currentLaunch->stream),
-                                "Gemm: cudaMemcpyAsync"));
-    beta = attrs.getFloat("beta", 1.0);
-  }
-  const double alpha = attrs.getFloat("alpha", 1.0);
-  if (a.dtype == DType::F64)
-    return gemm<double>(ta, tb, m, n, k, alpha, a.as<double>(), b.as<double>(),
-                        beta, y.as<double>(), 1, 0, 0, 0);
-  return gemm<float>(ta, tb, m, n, k, float(alpha), a.as<float>(),
-                     b.as<float>(), float(beta), y.as<float>(), 1, 0, 0, 0);
-}
-
 /// Quantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel;
 /// waits for the stream to report a non-finite element as the CPU does.
 Status quantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
@@ -525,6 +414,47 @@ Status dequantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
                                 currentLaunch->stream),
                "Dequantize: kernel launch");
 }
+
+} // namespace
+
+bool fitsBlas(std::initializer_list<int64_t> sizes) {
+  for (int64_t v : sizes)
+    if (v < 0 || v > int64_t(std::numeric_limits<int>::max()))
+      return false;
+  return true;
+}
+
+/// Row-major C^T = op(B)^T op(A)^T in column-major cuBLAS: B goes first.
+template <typename T>
+Status blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                T alpha, const T *a, const T *b, T beta, T *c, int64_t batch,
+                int64_t strideA, int64_t strideB, int64_t strideC) {
+  if (!currentLaunch)
+    return Status::error("cuBLAS call outside a CUDA stream launch");
+  int lda = int(transA ? m : k), ldb = int(transB ? k : n);
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    return checkBlas(cublasSgemmStridedBatched(
+                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
+                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
+                         int(n), strideC, int(batch)),
+                     "cublasSgemmStridedBatched");
+  else
+    return checkBlas(cublasDgemmStridedBatched(
+                         currentLaunch->blas, opB, opA, int(n), int(m), int(k),
+                         &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
+                         int(n), strideC, int(batch)),
+                     "cublasDgemmStridedBatched");
+}
+template Status blasGemm<float>(bool, bool, int64_t, int64_t, int64_t, float,
+                                const float *, const float *, float, float *,
+                                int64_t, int64_t, int64_t, int64_t);
+template Status blasGemm<double>(bool, bool, int64_t, int64_t, int64_t, double,
+                                 const double *, const double *, double,
+                                 double *, int64_t, int64_t, int64_t, int64_t);
+
+namespace {
 
 class CudaBackend final : public Backend {
 public:
@@ -576,8 +506,6 @@ const CudaTables &cudaTables() {
     CudaTables t;
     KernelTable cpu;
     registerCpuKernels(cpu);
-    cuda::cpuMatMul = cpu.lookup("MatMul");
-    cuda::cpuGemm = cpu.lookup("Gemm");
     // The GPU kernels.
     cuda::registerCudaElementwiseKernels(t.table);
     cuda::registerCudaReduceKernels(t.table);
@@ -586,11 +514,13 @@ const CudaTables &cudaTables() {
     cuda::registerCudaShapeKernels(t.table);
     cuda::registerCudaIndexingKernels(t.table);
     cuda::registerCudaLossKernels(t.table);
-    t.table.add("MatMul", cuda::matMulKernel);
-    t.table.add("Gemm", cuda::gemmKernel);
+    cuda::registerCudaMatMulKernels(t.table);
+    cuda::registerCudaSpatialKernels(t.table);
+    cuda::registerCudaSelectionKernels(t.table);
+    cuda::registerCudaFusedKernels(t.table);
     t.table.add("Quantize", cuda::quantizeKernel);
     t.table.add("Dequantize", cuda::dequantizeKernel);
-    // Everything else: the CPU kernel, staged.
+    // Everything else (nothing today): the CPU kernel, staged.
     size_t slot = 0;
     for (const std::string &op : cpu.names()) {
       if (t.table.lookup(op))

@@ -21,6 +21,8 @@
 
 #include "CpuLoops.h"
 #include "ElementwiseKernels.h"
+#include "KernelLayouts.h"
+#include "math/FusedMath.h"
 
 #include <algorithm>
 #include <cstring>
@@ -31,42 +33,10 @@ namespace zrt {
 namespace cpu {
 namespace {
 
-/// Opcodes of the `ops` attribute (docs/kernels.md).
-enum FusedOpcode : int64_t {
-  kAdd = 0,
-  kSub = 1,
-  kMul = 2,
-  kDiv = 3,
-  kPow = 4, ///< b must be a constant: the exponent
-  kNeg = 5,
-  kAbs = 6,
-  kRelu = 7,
-  kSqrt = 8,
-  kReciprocal = 9,
-  kExp = 10,
-  kLog = 11,
-  kTanh = 12,
-  kErf = 13,
-  kSigmoid = 14,
-  kNumOpcodes = 15,
-};
-
-bool isBinaryOpcode(int64_t code) { return code >= kAdd && code <= kPow; }
-
 /// Elements per block: every op of the program runs over one block at a
 /// time, with its result in a block-sized scratch buffer (a program of 8 ops
 /// keeps 16 KiB of scratch, in L1).
 constexpr int64_t kBlock = 512;
-
-/// Pow(x, e) for an exponent that is not one of powByScalar's.
-struct PowByFn {
-  float e;
-  float operator()(float x) const { return math::PowFn{}(x, e); }
-};
-
-struct FusedOp {
-  int64_t code = 0, a = 0, b = 0;
-};
 
 /// Where an operand of one block lives: a pointer and a stride (0: one value
 /// for the whole block, 1: one value per element).
@@ -78,122 +48,36 @@ struct Operand {
 /// Runs unary op `code` over n elements (src stride 1).
 void runUnaryBlock(int64_t code, float exponent, const float *src, float *dst,
                    int64_t n) {
-  switch (code) {
-  case kNeg:
-    return unaryLoop(math::NegFn{}, src, dst, n);
-  case kAbs:
-    return unaryLoop(math::AbsFn{}, src, dst, n);
-  case kRelu:
-    return unaryLoop(math::ReluFn{}, src, dst, n);
-  case kSqrt:
-    return unaryLoop(math::SqrtFn{}, src, dst, n);
-  case kReciprocal:
-    return unaryLoop(math::ReciprocalFn{}, src, dst, n);
-  case kExp:
-    return unaryLoop(math::ExpFn{}, src, dst, n);
-  case kLog:
-    return unaryLoop(math::LogFn{}, src, dst, n);
-  case kTanh:
-    return unaryLoop(math::TanhFn{}, src, dst, n);
-  case kErf:
-    return unaryLoop(math::ErfFn{}, src, dst, n);
-  case kSigmoid:
-    return unaryLoop(math::SigmoidFn{}, src, dst, n);
-  case kPow:
-    // Pow's kernel with a scalar exponent and a base of the output's shape
-    // (the only Pow the compiler fuses): powByScalar's loops, else PowFn.
-    if (exponent == 2.0f)
-      return unaryLoop(math::SquareFn{}, src, dst, n);
-    if (exponent == 3.0f)
-      return unaryLoop(math::CubeFn{}, src, dst, n);
-    if (exponent == 1.0f)
-      return unaryLoop(math::IdentityFn{}, src, dst, n);
-    if (exponent == 0.5f)
-      return unaryLoop(math::SqrtFn{}, src, dst, n);
-    if (exponent == -1.0f)
-      return unaryLoop(math::ReciprocalFn{}, src, dst, n);
-    return unaryLoop(PowByFn{exponent}, src, dst, n);
-  default:
-    return;
-  }
+  math::withFusedUnary(code, exponent,
+                       [&](auto fn) { unaryLoop(fn, src, dst, n); });
 }
 
 /// Runs binary op `code` (Add Sub Mul Div) over n elements.
 void runBinaryBlock(int64_t code, Operand x, Operand y, float *dst, int64_t n) {
-  switch (code) {
-  case kAdd:
-    return binaryRow(math::AddFn{}, x.data, x.stride, y.data, y.stride, dst, n);
-  case kSub:
-    return binaryRow(math::SubFn{}, x.data, x.stride, y.data, y.stride, dst, n);
-  case kMul:
-    return binaryRow(math::MulFn{}, x.data, x.stride, y.data, y.stride, dst, n);
-  case kDiv:
-    return binaryRow(math::DivFn{}, x.data, x.stride, y.data, y.stride, dst, n);
-  default:
-    return;
-  }
+  math::withFusedBinary(code, [&](auto fn) {
+    binaryRow(fn, x.data, x.stride, y.data, y.stride, dst, n);
+  });
 }
 
 Status fusedElementwiseKernel(const KernelContext &ctx,
                               const std::vector<TensorRef> &in,
                               const std::vector<TensorRef> &out,
                               const AttrMap &attrs) {
-  const char *name = "FusedElementwise";
-  ZRT_RETURN_IF_ERROR(checkArity(name, in, out, 0, size_t(-1), 1, 1));
+  FusedProgram program;
+  ZRT_RETURN_IF_ERROR(prepareFused(in, out, attrs, program));
   const TensorRef &y = out[0];
-  for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].dtype != DType::F32)
-      return dtypeError(name, "input " + std::to_string(i), in[i].dtype,
-                        TypeList<float>{});
-  if (y.dtype != DType::F32)
-    return dtypeError(name, "output", y.dtype, TypeList<float>{});
-
-  // The program.
-  const std::vector<int64_t> code = attrs.getInts("ops");
-  const std::vector<double> constants =
-      attrs.has("constants") ? attrs.entries().at("constants").floats
-                             : std::vector<double>();
-  if (code.empty() || code.size() % 3 != 0)
-    return kernelError(name, "bad attribute ops",
-                       std::to_string(code.size()) + " integers",
-                       "3 per op, at least one op");
   const int64_t numIn = int64_t(in.size());
-  const int64_t numOps = int64_t(code.size() / 3);
-  std::vector<FusedOp> ops(static_cast<size_t>(numOps));
-  auto validRef = [&](int64_t ref, int64_t op) {
-    if (ref < 0)
-      return -ref - 1 < int64_t(constants.size());
-    return ref < numIn + op;
-  };
-  for (int64_t k = 0; k < numOps; ++k) {
-    FusedOp &op = ops[size_t(k)];
-    op.code = code[size_t(3 * k)];
-    op.a = code[size_t(3 * k + 1)];
-    op.b = code[size_t(3 * k + 2)];
-    const std::string where = "op " + std::to_string(k);
-    if (op.code < 0 || op.code >= kNumOpcodes)
-      return kernelError(name, "unknown opcode",
-                         where + ": " + std::to_string(op.code), "0 to 14");
-    if (!validRef(op.a, k) ||
-        (isBinaryOpcode(op.code) && !validRef(op.b, k)))
-      return kernelError(name, "bad operand",
-                         where + ": " + std::to_string(op.a) + ", " +
-                             std::to_string(op.b),
-                         "an input, an earlier op's result or a constant");
-    if (op.code == kPow && op.b >= 0)
-      return kernelError(name, "Pow exponent is not a constant", where,
-                         "a constant (negative operand)");
-  }
+  const int64_t numOps = int64_t(program.ops.size());
+  const std::vector<FusedOp> &ops = program.ops;
+  const std::vector<BroadcastPlan> &plans = program.plans;
+  const std::vector<float> &constantValues = program.constants;
 
   // Inputs: one value, the output's own layout, or gathered per block.
   const int64_t numel = y.numel();
-  std::vector<BroadcastPlan> plans(static_cast<size_t>(numIn));
   std::vector<int> kind(static_cast<size_t>(numIn)); // 0 scalar, 1 contiguous, 2 gathered
   int numGathered = 0;
   std::vector<int> gatherSlot(size_t(numIn), -1);
   for (int64_t i = 0; i < numIn; ++i) {
-    ZRT_RETURN_IF_ERROR(
-        planBroadcast(name, y.shape, {&in[size_t(i)].shape}, plans[size_t(i)]));
     if (in[size_t(i)].numel() == 1)
       kind[size_t(i)] = 0;
     else if (in[size_t(i)].numel() == numel)
@@ -203,9 +87,6 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
       gatherSlot[size_t(i)] = numGathered++;
     }
   }
-  std::vector<float> constantValues(constants.size());
-  for (size_t c = 0; c < constants.size(); ++c)
-    constantValues[c] = float(constants[c]);
 
   const int64_t numBlocks = (numel + kBlock - 1) / kBlock;
   // Blocks per parallel chunk: the transcendental grain (4096 elements).
@@ -255,12 +136,12 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
         float *dst = k + 1 == numOps ? y.as<float>() + begin
                                      : results + k * kBlock;
         const Operand x = operand(op.a);
-        if (isBinaryOpcode(op.code) && op.code != kPow) {
+        if (math::isFusedBinary(op.code) && op.code != math::kFusedPow) {
           runBinaryBlock(op.code, x, operand(op.b), dst, n);
           continue;
         }
         const float exponent =
-            op.code == kPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
+            op.code == math::kFusedPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
         if (x.stride == 0) {
           // A single value (a scalar input or constant): once, then filled.
           float v = 0;
@@ -276,6 +157,66 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
 }
 
 } // namespace
+
+Status prepareFused(const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &out, const AttrMap &attrs,
+                    FusedProgram &p) {
+  const char *name = "FusedElementwise";
+  ZRT_RETURN_IF_ERROR(checkArity(name, in, out, 0, size_t(-1), 1, 1));
+  const TensorRef &y = out[0];
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].dtype != DType::F32)
+      return dtypeError(name, "input " + std::to_string(i), in[i].dtype,
+                        TypeList<float>{});
+  if (y.dtype != DType::F32)
+    return dtypeError(name, "output", y.dtype, TypeList<float>{});
+
+  const std::vector<int64_t> code = attrs.getInts("ops");
+  const std::vector<double> constants =
+      attrs.has("constants") ? attrs.entries().at("constants").floats
+                             : std::vector<double>();
+  if (code.empty() || code.size() % 3 != 0)
+    return kernelError(name, "bad attribute ops",
+                       std::to_string(code.size()) + " integers",
+                       "3 per op, at least one op");
+  const int64_t numIn = int64_t(in.size());
+  const int64_t numOps = int64_t(code.size() / 3);
+  std::vector<FusedOp> &ops = p.ops;
+  ops.assign(size_t(numOps), FusedOp());
+  auto validRef = [&](int64_t ref, int64_t op) {
+    if (ref < 0)
+      return -ref - 1 < int64_t(constants.size());
+    return ref < numIn + op;
+  };
+  for (int64_t k = 0; k < numOps; ++k) {
+    FusedOp &op = ops[size_t(k)];
+    op.code = code[size_t(3 * k)];
+    op.a = code[size_t(3 * k + 1)];
+    op.b = code[size_t(3 * k + 2)];
+    const std::string where = "op " + std::to_string(k);
+    if (op.code < 0 || op.code >= math::kFusedNumOpcodes)
+      return kernelError(name, "unknown opcode",
+                         where + ": " + std::to_string(op.code), "0 to 14");
+    if (!validRef(op.a, k) ||
+        (math::isFusedBinary(op.code) && !validRef(op.b, k)))
+      return kernelError(name, "bad operand",
+                         where + ": " + std::to_string(op.a) + ", " +
+                             std::to_string(op.b),
+                         "an input, an earlier op's result or a constant");
+    if (op.code == math::kFusedPow && op.b >= 0)
+      return kernelError(name, "Pow exponent is not a constant", where,
+                         "a constant (negative operand)");
+  }
+
+  p.plans.assign(size_t(numIn), BroadcastPlan());
+  for (int64_t i = 0; i < numIn; ++i)
+    ZRT_RETURN_IF_ERROR(planBroadcast(name, y.shape, {&in[size_t(i)].shape},
+                                      p.plans[size_t(i)]));
+  p.constants.resize(constants.size());
+  for (size_t c = 0; c < constants.size(); ++c)
+    p.constants[c] = float(constants[c]);
+  return Status::ok();
+}
 
 void registerFusedKernels(KernelTable &table) {
   table.add("FusedElementwise", fusedElementwiseKernel);

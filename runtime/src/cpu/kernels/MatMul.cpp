@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "KernelLayouts.h"
 
 #include <cblas.h>
 
@@ -144,42 +144,12 @@ void runProducts(const KernelContext &ctx, int64_t count,
 
 Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &) {
-  ZRT_RETURN_IF_ERROR(checkArity("MatMul", in, out, 2, 2, 1, 1));
+  MatMulLayout l;
+  ZRT_RETURN_IF_ERROR(prepareMatMul(in, out, l));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", b, "input B"));
-  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", y, "output"));
-  if (a.rank() == 0 || b.rank() == 0)
-    return kernelError("MatMul", "scalar operand",
-                       shapeString(a.shape) + " and " + shapeString(b.shape),
-                       "operands of rank >= 1");
-  // Promote 1-D operands: A [K] -> [1, K], B [K] -> [K, 1].
-  const bool aVector = a.rank() == 1, bVector = b.rank() == 1;
-  const int64_t m = aVector ? 1 : a.shape[size_t(a.rank() - 2)];
-  const int64_t k = a.shape.back();
-  const int64_t kb = bVector ? b.shape[0] : b.shape[size_t(b.rank() - 2)];
-  const int64_t n = bVector ? 1 : b.shape.back();
-  if (k != kb)
-    return kernelError("MatMul", "inner dimensions differ",
-                       shapeString(a.shape) + " x " + shapeString(b.shape),
-                       "A's last dim equal to B's second-to-last");
-  std::vector<int64_t> aBatch(a.shape.begin(),
-                              a.shape.end() - (aVector ? 1 : 2));
-  std::vector<int64_t> bBatch(b.shape.begin(),
-                              b.shape.end() - (bVector ? 1 : 2));
-  const size_t dropped = (aVector ? 0 : 1) + (bVector ? 0 : 1);
-  if (y.shape.size() < dropped)
-    return kernelError("MatMul", "output rank too small", shapeString(y.shape),
-                       "rank >= " + std::to_string(dropped));
-  std::vector<int64_t> batch(y.shape.begin(), y.shape.end() - dropped);
-  std::vector<int64_t> expected = batch;
-  if (!aVector)
-    expected.push_back(m);
-  if (!bVector)
-    expected.push_back(n);
-  ZRT_RETURN_IF_ERROR(checkShape("MatMul", "output", y, expected));
-  BroadcastPlan plan;
-  ZRT_RETURN_IF_ERROR(planBroadcast("MatMul", batch, {&aBatch, &bBatch}, plan));
-
+  const int64_t m = l.m, n = l.n, k = l.k;
+  const BroadcastPlan &plan = l.plan;
+  const std::vector<int64_t> &aBatch = l.aBatch, &bBatch = l.bBatch;
   if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *pa = a.as<T>(), *pb = b.as<T>();
@@ -219,53 +189,28 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                                 n};
         });
       }))
-    return dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
+    return Status::error("unreachable: dtype checked by prepareMatMul");
   return Status::ok();
 }
 
 /// Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast.
 Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  ZRT_RETURN_IF_ERROR(checkArity("Gemm", in, out, 2, 3, 1, 1));
+  GemmLayout l;
+  ZRT_RETURN_IF_ERROR(prepareGemm(in, out, attrs, l));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", b, "input B"));
-  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", y, "output"));
-  const bool transA = attrs.getInt("transA", 0) != 0;
-  const bool transB = attrs.getInt("transB", 0) != 0;
-  const double alpha = attrs.getFloat("alpha", 1.0);
-  double beta = attrs.getFloat("beta", 1.0);
-  if (a.rank() != 2 || b.rank() != 2)
-    return kernelError("Gemm", "operands must be matrices",
-                       shapeString(a.shape) + " and " + shapeString(b.shape),
-                       "rank 2 and rank 2");
-  const int64_t m = transA ? a.shape[1] : a.shape[0];
-  const int64_t k = transA ? a.shape[0] : a.shape[1];
-  const int64_t kb = transB ? b.shape[1] : b.shape[0];
-  const int64_t n = transB ? b.shape[0] : b.shape[1];
-  if (k != kb)
-    return kernelError("Gemm", "inner dimensions differ",
-                       shapeString(a.shape) + " x " + shapeString(b.shape) +
-                           (transA ? " transA" : "") +
-                           (transB ? " transB" : ""),
-                       "equal K");
-  ZRT_RETURN_IF_ERROR(checkShape("Gemm", "output", y, {m, n}));
-  const bool hasC = hasOperand(in, 2) && beta != 0.0;
-  if (hasC) {
-    ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", in[2], "input C"));
+  if (l.hasC)
     ZRT_RETURN_IF_ERROR(broadcastCopy(ctx, "Gemm", in[2], y));
-  } else {
-    beta = 0.0;
-  }
   if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         runProducts<T>(ctx, 1, [&](int64_t) {
-          return GemmProblem<T>{transA,     transB,    m,          n,
-                                k,          alpha,     beta,       a.as<T>(),
+          return GemmProblem<T>{l.transA,   l.transB,  l.m,        l.n,
+                                l.k,        l.alpha,   l.beta,     a.as<T>(),
                                 a.shape[1], b.as<T>(), b.shape[1], y.as<T>(),
-                                n};
+                                l.n};
         });
       }))
-    return dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
+    return Status::error("unreachable: dtype checked by prepareGemm");
   return Status::ok();
 }
 
@@ -292,6 +237,87 @@ template void gemmOnThisThread<float>(bool, bool, int64_t, int64_t, int64_t,
 template void gemmOnThisThread<double>(bool, bool, int64_t, int64_t, int64_t,
                                        const double *, int64_t, const double *,
                                        int64_t, double *, int64_t);
+
+Status prepareMatMul(const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out, MatMulLayout &l) {
+  ZRT_RETURN_IF_ERROR(checkArity("MatMul", in, out, 2, 2, 1, 1));
+  const TensorRef &a = in[0], &b = in[1], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", b, "input B"));
+  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", y, "output"));
+  if (a.rank() == 0 || b.rank() == 0)
+    return kernelError("MatMul", "scalar operand",
+                       shapeString(a.shape) + " and " + shapeString(b.shape),
+                       "operands of rank >= 1");
+  // Promote 1-D operands: A [K] -> [1, K], B [K] -> [K, 1].
+  const bool aVector = a.rank() == 1, bVector = b.rank() == 1;
+  l.m = aVector ? 1 : a.shape[size_t(a.rank() - 2)];
+  l.k = a.shape.back();
+  const int64_t kb = bVector ? b.shape[0] : b.shape[size_t(b.rank() - 2)];
+  l.n = bVector ? 1 : b.shape.back();
+  if (l.k != kb)
+    return kernelError("MatMul", "inner dimensions differ",
+                       shapeString(a.shape) + " x " + shapeString(b.shape),
+                       "A's last dim equal to B's second-to-last");
+  l.aBatch.assign(a.shape.begin(), a.shape.end() - (aVector ? 1 : 2));
+  l.bBatch.assign(b.shape.begin(), b.shape.end() - (bVector ? 1 : 2));
+  const size_t dropped = (aVector ? 0 : 1) + (bVector ? 0 : 1);
+  if (y.shape.size() < dropped)
+    return kernelError("MatMul", "output rank too small", shapeString(y.shape),
+                       "rank >= " + std::to_string(dropped));
+  l.batch.assign(y.shape.begin(), y.shape.end() - dropped);
+  std::vector<int64_t> expected = l.batch;
+  if (!aVector)
+    expected.push_back(l.m);
+  if (!bVector)
+    expected.push_back(l.n);
+  ZRT_RETURN_IF_ERROR(checkShape("MatMul", "output", y, expected));
+  ZRT_RETURN_IF_ERROR(
+      planBroadcast("MatMul", l.batch, {&l.aBatch, &l.bBatch}, l.plan));
+
+  if (!dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
+    return dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+Status prepareGemm(const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out, const AttrMap &attrs,
+                   GemmLayout &l) {
+  ZRT_RETURN_IF_ERROR(checkArity("Gemm", in, out, 2, 3, 1, 1));
+  const TensorRef &a = in[0], &b = in[1], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", b, "input B"));
+  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", y, "output"));
+  l.transA = attrs.getInt("transA", 0) != 0;
+  l.transB = attrs.getInt("transB", 0) != 0;
+  l.alpha = attrs.getFloat("alpha", 1.0);
+  l.beta = attrs.getFloat("beta", 1.0);
+  if (a.rank() != 2 || b.rank() != 2)
+    return kernelError("Gemm", "operands must be matrices",
+                       shapeString(a.shape) + " and " + shapeString(b.shape),
+                       "rank 2 and rank 2");
+  l.m = l.transA ? a.shape[1] : a.shape[0];
+  l.k = l.transA ? a.shape[0] : a.shape[1];
+  const int64_t kb = l.transB ? b.shape[1] : b.shape[0];
+  l.n = l.transB ? b.shape[0] : b.shape[1];
+  if (l.k != kb)
+    return kernelError("Gemm", "inner dimensions differ",
+                       shapeString(a.shape) + " x " + shapeString(b.shape) +
+                           (l.transA ? " transA" : "") +
+                           (l.transB ? " transB" : ""),
+                       "equal K");
+  ZRT_RETURN_IF_ERROR(checkShape("Gemm", "output", y, {l.m, l.n}));
+  l.hasC = hasOperand(in, 2) && l.beta != 0.0;
+  if (l.hasC) {
+    ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", in[2], "input C"));
+    // The checks of the broadcast copy of C to Y the kernels start with.
+    BroadcastPlan plan;
+    ZRT_RETURN_IF_ERROR(planBroadcastCopy("Gemm", in[2], y, plan));
+  } else {
+    l.beta = 0.0;
+  }
+  if (!dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
+    return dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
+  return Status::ok();
+}
 
 void registerMatMulKernels(KernelTable &table) {
   table.add("MatMul", matMulKernel);

@@ -9,7 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuLoops.h"
+#include "KernelLayouts.h"
 #include "NormalizationKernels.h"
+#include "math/SelectionMath.h"
 
 #include <memory>
 
@@ -173,39 +175,22 @@ struct CpuNormLoops : CpuLoops {
 
 /// Y = (X - mean) / sqrt(var + epsilon) * scale + B per channel of
 /// [N, C, ...], as X * a + b with a and b computed once per channel in
-/// double.
+/// double (math/SelectionMath.h, shared with the CUDA kernel).
 Status batchNormKernel(const KernelContext &ctx,
                        const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out,
                        const AttrMap &attrs) {
-  const char *op = "BatchNormalization";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 5, 5, 1, 1));
+  BatchNormLayout l;
+  ZRT_RETURN_IF_ERROR(prepareBatchNorm(in, out, attrs, l));
   const TensorRef &x = in[0], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", y, "output"));
-  if (x.rank() < 2)
-    return kernelError(op, "rank of X", shapeString(x.shape),
-                       "[N, C, ...] (rank >= 2)");
-  ZRT_RETURN_IF_ERROR(checkShape(op, "output", y, x.shape));
-  const int64_t channels = x.shape[1];
-  static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
-  for (int i = 1; i < 5; ++i) {
-    ZRT_RETURN_IF_ERROR(
-        checkShape(op, names[i - 1], in[size_t(i)], {channels}));
-    ZRT_RETURN_IF_ERROR(
-        checkSameDType(op, x, "input X", in[size_t(i)], names[i - 1]));
-  }
-  const double epsilon = attrs.getFloat("epsilon", 1e-5);
-  const int64_t inner = productOf(x.shape, 2, x.shape.size());
+  const int64_t channels = l.channels, inner = l.inner;
   if (!dispatchType(FloatTypes{}, x.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         std::vector<T> a(static_cast<size_t>(channels)), b(a.size());
-        for (int64_t c = 0; c < channels; ++c) {
-          const double s = double(in[1].as<T>()[c]) /
-                           std::sqrt(double(in[4].as<T>()[c]) + epsilon);
-          a[size_t(c)] = T(s);
-          b[size_t(c)] =
-              T(double(in[2].as<T>()[c]) - double(in[3].as<T>()[c]) * s);
-        }
+        for (int64_t c = 0; c < channels; ++c)
+          math::batchNormCoefficients(in[1].as<T>()[c], in[2].as<T>()[c],
+                                      in[3].as<T>()[c], in[4].as<T>()[c],
+                                      l.epsilon, a[size_t(c)], b[size_t(c)]);
         const T *px = x.as<T>();
         T *py = y.as<T>();
         parallelRange(
@@ -214,16 +199,43 @@ Status batchNormKernel(const KernelContext &ctx,
               for (int64_t p = begin; p < end; ++p) {
                 const T scale = a[size_t(p % channels)];
                 const T shift = b[size_t(p % channels)];
-                mapElements(px + p * inner, py + p * inner, inner,
-                            [=](T v) { return T(v * scale + shift); });
+                mapElements(px + p * inner, py + p * inner, inner, [=](T v) {
+                  return math::batchNormValue(v, scale, shift);
+                });
               }
             });
       }))
-    return dtypeError(op, "input X", x.dtype, FloatTypes{});
+    return Status::error("unreachable: dtype checked by prepareBatchNorm");
   return Status::ok();
 }
 
 } // namespace
+
+Status prepareBatchNorm(const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out, const AttrMap &attrs,
+                        BatchNormLayout &l) {
+  const char *op = "BatchNormalization";
+  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 5, 5, 1, 1));
+  const TensorRef &x = in[0], &y = out[0];
+  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", y, "output"));
+  if (x.rank() < 2)
+    return kernelError(op, "rank of X", shapeString(x.shape),
+                       "[N, C, ...] (rank >= 2)");
+  ZRT_RETURN_IF_ERROR(checkShape(op, "output", y, x.shape));
+  l.channels = x.shape[1];
+  static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 1; i < 5; ++i) {
+    ZRT_RETURN_IF_ERROR(
+        checkShape(op, names[i - 1], in[size_t(i)], {l.channels}));
+    ZRT_RETURN_IF_ERROR(
+        checkSameDType(op, x, "input X", in[size_t(i)], names[i - 1]));
+  }
+  l.epsilon = attrs.getFloat("epsilon", 1e-5);
+  l.inner = productOf(x.shape, 2, x.shape.size());
+  if (!dispatchType(FloatTypes{}, x.dtype, [](auto) {}))
+    return dtypeError(op, "input X", x.dtype, FloatTypes{});
+  return Status::ok();
+}
 
 void registerNormalizationKernels(KernelTable &table) {
   norm::addNormalizationKernels<CpuNormLoops>(table);

@@ -6,26 +6,17 @@
 // linear, 4 for cubic, more with antialias) with weights; an output element
 // is the sum over the product of its dims' taps, in a fixed order and in
 // double. The taps depend on the shapes and attributes only and are computed
-// once per call; output elements are split over threads in contiguous
-// ranges.
+// once per call (prepareResize, shared with the CUDA kernel); output
+// elements (math/ResizeMath.h, likewise shared) are split over threads in
+// contiguous ranges.
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "KernelLayouts.h"
 
 namespace zrt {
 namespace cpu {
 namespace {
-
-/// The taps of every output coordinate along one dim: output coordinate o
-/// reads input indices index[o * width + j] with weight[o * width + j];
-/// `outside[o]` marks tf_crop_and_resize extrapolation.
-struct DimTaps {
-  int64_t width = 1;
-  std::vector<int64_t> index;
-  std::vector<double> weight;
-  std::vector<char> outside;
-};
 
 struct ResizeParams {
   std::string mode, ctm, nearest;
@@ -192,6 +183,29 @@ Status dimTaps(const ResizeParams &p, int64_t in, int64_t out, double scale,
 
 Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
                     const std::vector<TensorRef> &outs, const AttrMap &attrs) {
+  ResizeLayout l;
+  ZRT_RETURN_IF_ERROR(prepareResize(ins, outs, attrs, l));
+  const TensorRef &x = ins[0], &y = outs[0];
+  const math::ResizeView view = l.view();
+  auto interpolate = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const math::ResizeFn<T> fn{view, x.as<T>(), y.as<T>()};
+    parallelRange(ctx, y.numel(), rowGrain(view.combos, kElementGrain),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      fn(i);
+                  });
+  };
+  if (!dispatchType(NumericTypes{}, x.dtype, interpolate))
+    return Status::error("unreachable: dtype checked by prepareResize");
+  return Status::ok();
+}
+
+} // namespace
+
+Status prepareResize(const std::vector<TensorRef> &ins,
+                     const std::vector<TensorRef> &outs, const AttrMap &attrs,
+                     ResizeLayout &l) {
   ZRT_RETURN_IF_ERROR(checkArity("Resize", ins, outs, 1, 4, 1, 1));
   const TensorRef &x = ins[0], &y = outs[0];
   ZRT_RETURN_IF_ERROR(checkSameDType("Resize", x, "input X", y, "output"));
@@ -224,7 +238,8 @@ Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
   if (p.ctm == "tf_crop_and_resize" && roi.size() != 2 * rank)
     return kernelError("Resize", "roi entries", std::to_string(roi.size()),
                        std::to_string(2 * rank) + " for tf_crop_and_resize");
-  std::vector<DimTaps> taps(rank);
+  std::vector<DimTaps> &taps = l.taps;
+  taps.assign(rank, DimTaps());
   for (size_t d = 0; d < rank; ++d) {
     if (!(scales[d] > 0))
       return kernelError("Resize", "scale of dim " + std::to_string(d),
@@ -239,67 +254,35 @@ Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
   if (p.mode != "nearest" && x.dtype != DType::F32 && x.dtype != DType::F64)
     return dtypeError("Resize", "input X (linear and cubic)", x.dtype,
                       FloatTypes{});
-  const std::vector<int64_t> inStrides = contiguousStrides(x.shape);
-  auto interpolate = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *px = x.as<T>();
-    T *py = y.as<T>();
-    const int64_t total = y.numel();
-    int64_t combos = 1;
-    for (const DimTaps &t : taps)
-      combos *= t.width;
-    parallelRange(ctx, total, rowGrain(combos, kElementGrain),
-                  [&](int64_t begin, int64_t end) {
-                    std::vector<int64_t> coord(rank), pick(rank);
-                    for (int64_t i = begin; i < end; ++i) {
-                      int64_t rest = i;
-                      bool outside = false;
-                      for (size_t d = rank; d-- > 0;) {
-                        coord[d] = rest % y.shape[d];
-                        rest /= y.shape[d];
-                        outside |= taps[d].outside[size_t(coord[d])] != 0;
-                      }
-                      if (outside) {
-                        py[i] = fromDouble<T>(p.extrapolation);
-                        continue;
-                      }
-                      if constexpr (!std::is_floating_point_v<T>) {
-                        // Nearest only: one tap per dim.
-                        int64_t offset = 0;
-                        for (size_t d = 0; d < rank; ++d)
-                          offset +=
-                              taps[d].index[size_t(coord[d])] * inStrides[d];
-                        py[i] = px[offset];
-                      } else {
-                        double sum = 0;
-                        std::fill(pick.begin(), pick.end(), 0);
-                        for (int64_t c = 0; c < combos; ++c) {
-                          double weight = 1;
-                          int64_t offset = 0;
-                          for (size_t d = 0; d < rank; ++d) {
-                            const size_t at =
-                                size_t(coord[d] * taps[d].width + pick[d]);
-                            weight *= taps[d].weight[at];
-                            offset += taps[d].index[at] * inStrides[d];
-                          }
-                          sum += weight * double(px[offset]);
-                          for (size_t d = rank; d-- > 0;) {
-                            if (++pick[d] < taps[d].width)
-                              break;
-                            pick[d] = 0;
-                          }
-                        }
-                        py[i] = T(sum);
-                      }
-                    }
-                  });
-  };
-  if (!dispatchType(NumericTypes{}, x.dtype, interpolate))
+  if (!dispatchType(NumericTypes{}, x.dtype, [](auto) {}))
     return dtypeError("Resize", "input X", x.dtype, NumericTypes{});
+  if (rank > size_t(math::kMaxResizeDims))
+    return kernelError("Resize", "rank", std::to_string(rank),
+                       "at most " + std::to_string(math::kMaxResizeDims));
+  const std::vector<int64_t> inStrides = contiguousStrides(x.shape);
+  math::ResizeView &v = l.base;
+  v = math::ResizeView();
+  v.rank = int(rank);
+  v.combos = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    v.outShape[d] = y.shape[d];
+    v.inStrides[d] = inStrides[d];
+    v.width[d] = taps[d].width;
+    v.combos *= taps[d].width;
+  }
+  v.extrapolation = p.extrapolation;
   return Status::ok();
 }
 
-} // namespace
+math::ResizeView ResizeLayout::view() const {
+  math::ResizeView v = base;
+  for (int d = 0; d < v.rank; ++d) {
+    v.index[d] = taps[size_t(d)].index.data();
+    v.weight[d] = taps[size_t(d)].weight.data();
+    v.outside[d] = taps[size_t(d)].outside.data();
+  }
+  return v;
+}
 
 void registerResizeKernels(KernelTable &table) {
   table.add("Resize", resizeKernel);

@@ -4,11 +4,14 @@
 // sorted, ties to the lower index (ONNX's rule; NaN counts as larger than
 // every number, as in onnxruntime); lines are independent and split over
 // threads. OneHot writes the on value at each index and the off value
-// elsewhere.
+// elsewhere. The checks (prepareTopK, prepareOneHot: KernelLayouts.h), TopK's
+// order and OneHot's elements (math/SelectionMath.h) are shared with the
+// CUDA kernels (cuda/SelectionKernels.cu).
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "KernelLayouts.h"
+#include "math/SelectionMath.h"
 
 #include <numeric>
 
@@ -18,49 +21,23 @@ namespace {
 
 Status topKKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  ZRT_RETURN_IF_ERROR(checkArity("TopK", in, out, 1, 2, 2, 2));
+  TopKLayout l;
+  ZRT_RETURN_IF_ERROR(prepareTopK(in, out, attrs, l));
   const TensorRef &x = in[0], &values = out[0], &indices = out[1];
-  ZRT_RETURN_IF_ERROR(
-      checkSameDType("TopK", x, "input X", values, "output Values"));
-  if (indices.dtype != DType::I64)
-    return kernelError("TopK", "dtype of output Indices",
-                       dtypeName(indices.dtype), "i64");
-  const int64_t axis = attrs.getInt("axis", x.rank() - 1);
-  AxisSplit split;
-  ZRT_RETURN_IF_ERROR(splitAtAxis("TopK", x.shape, axis, split));
-  const int64_t k = attrs.getInt("k", -1);
-  if (k < 0 || k > split.axis)
-    return kernelError("TopK", "k", std::to_string(k),
-                       "0 <= k <= " + std::to_string(split.axis) +
-                           " (the axis' size)");
-  std::vector<int64_t> expected = x.shape;
-  if (x.rank() > 0)
-    expected[size_t(axis)] = k;
-  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Values", values, expected));
-  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Indices", indices, expected));
-  const bool largest = attrs.getInt("largest", 1) != 0;
+  const AxisSplit split = l.split;
+  const int64_t k = l.k;
+  const bool largest = l.largest;
   if (!dispatchType(NumericTypes{}, x.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *px = x.as<T>();
         T *pv = values.as<T>();
         int64_t *pi = indices.as<int64_t>();
         const int64_t lines = split.outer * split.inner, n = split.axis;
-        // a before b: the better value, then the lower index; NaN is the
-        // largest value.
+        // a before b: math::topKBefore (a strict total order).
         auto before = [&](const T *line, int64_t stride) {
           return [=](int64_t a, int64_t b) {
-            const T va = line[a * stride], vb = line[b * stride];
-            if constexpr (std::is_floating_point_v<T>) {
-              const bool na = va != va, nb = vb != vb;
-              if (na || nb) {
-                if (na && nb)
-                  return a < b;
-                return largest ? na : nb;
-              }
-            }
-            if (va != vb)
-              return largest ? va > vb : va < vb;
-            return a < b;
+            return math::topKBefore(line[a * stride], a, line[b * stride], b,
+                                    largest);
           };
         };
         parallelRange(
@@ -81,12 +58,72 @@ Status topKKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
               }
             });
       }))
-    return dtypeError("TopK", "input X", x.dtype, NumericTypes{});
+    return Status::error("unreachable: dtype checked by prepareTopK");
   return Status::ok();
 }
 
 Status oneHotKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  OneHotLayout l;
+  ZRT_RETURN_IF_ERROR(prepareOneHot(in, out, attrs, l));
+  const TensorRef &indices = *l.indices, &values = *l.values, &y = out[0];
+  const int64_t depth = l.depth, inner = l.inner;
+  dispatchType(NumericTypes{}, indices.dtype, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I *idx = indices.as<I>();
+    dispatchBySize(dtypeSize(y.dtype), [&](auto vtag) {
+      using U = typename decltype(vtag)::type;
+      const U off = values.as<U>()[0], on = values.as<U>()[1];
+      U *py = y.as<U>();
+      parallelRange(ctx, l.outer * depth, rowGrain(inner, kElementGrain),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t r = begin; r < end; ++r) {
+                        const int64_t o = r / depth, d = r % depth;
+                        const I *src = idx + o * inner;
+                        U *dst = py + r * inner;
+                        for (int64_t i = 0; i < inner; ++i)
+                          dst[i] =
+                              math::oneHotIndex(src[i], depth) == d ? on : off;
+                      }
+                    });
+    });
+  });
+  return Status::ok();
+}
+
+} // namespace
+
+Status prepareTopK(const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out, const AttrMap &attrs,
+                   TopKLayout &l) {
+  ZRT_RETURN_IF_ERROR(checkArity("TopK", in, out, 1, 2, 2, 2));
+  const TensorRef &x = in[0], &values = out[0], &indices = out[1];
+  ZRT_RETURN_IF_ERROR(
+      checkSameDType("TopK", x, "input X", values, "output Values"));
+  if (indices.dtype != DType::I64)
+    return kernelError("TopK", "dtype of output Indices",
+                       dtypeName(indices.dtype), "i64");
+  const int64_t axis = attrs.getInt("axis", x.rank() - 1);
+  ZRT_RETURN_IF_ERROR(splitAtAxis("TopK", x.shape, axis, l.split));
+  l.k = attrs.getInt("k", -1);
+  if (l.k < 0 || l.k > l.split.axis)
+    return kernelError("TopK", "k", std::to_string(l.k),
+                       "0 <= k <= " + std::to_string(l.split.axis) +
+                           " (the axis' size)");
+  std::vector<int64_t> expected = x.shape;
+  if (x.rank() > 0)
+    expected[size_t(axis)] = l.k;
+  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Values", values, expected));
+  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Indices", indices, expected));
+  l.largest = attrs.getInt("largest", 1) != 0;
+  if (!dispatchType(NumericTypes{}, x.dtype, [](auto) {}))
+    return dtypeError("TopK", "input X", x.dtype, NumericTypes{});
+  return Status::ok();
+}
+
+Status prepareOneHot(const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out, const AttrMap &attrs,
+                     OneHotLayout &l) {
   ZRT_RETURN_IF_ERROR(checkArity("OneHot", in, out, 2, 3, 1, 1));
   // (indices, values) as the compiler emits them; (indices, depth, values)
   // as ONNX lists them.
@@ -108,43 +145,15 @@ Status oneHotKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     return kernelError("OneHot", "depth", std::to_string(depth),
                        "a positive size");
   ZRT_RETURN_IF_ERROR(checkShape("OneHot", "output", y, expected));
-  const int64_t outer = productOf(indices.shape, 0, size_t(axis));
-  const int64_t inner =
-      productOf(indices.shape, size_t(axis), indices.shape.size());
-  bool ok = dispatchType(NumericTypes{}, indices.dtype, [&](auto itag) {
-    using I = typename decltype(itag)::type;
-    const I *idx = indices.as<I>();
-    dispatchBySize(dtypeSize(y.dtype), [&](auto vtag) {
-      using U = typename decltype(vtag)::type;
-      const U off = values.as<U>()[0], on = values.as<U>()[1];
-      U *py = y.as<U>();
-      parallelRange(ctx, outer * depth, rowGrain(inner, kElementGrain),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t r = begin; r < end; ++r) {
-                        const int64_t o = r / depth, d = r % depth;
-                        const I *src = idx + o * inner;
-                        U *dst = py + r * inner;
-                        for (int64_t i = 0; i < inner; ++i) {
-                          // ONNX casts the index to an integer first.
-                          int64_t v;
-                          if constexpr (std::is_floating_point_v<I>)
-                            v = fromDouble<int64_t>(double(src[i]));
-                          else
-                            v = int64_t(src[i]);
-                          if (v < 0)
-                            v += depth;
-                          dst[i] = v == d ? on : off;
-                        }
-                      }
-                    });
-    });
-  });
-  if (!ok)
+  if (!dispatchType(NumericTypes{}, indices.dtype, [](auto) {}))
     return dtypeError("OneHot", "input indices", indices.dtype, NumericTypes{});
+  l.indices = &indices;
+  l.values = &values;
+  l.depth = depth;
+  l.outer = productOf(indices.shape, 0, size_t(axis));
+  l.inner = productOf(indices.shape, size_t(axis), indices.shape.size());
   return Status::ok();
 }
-
-} // namespace
 
 void registerSelectionKernels(KernelTable &table) {
   table.add("TopK", topKKernel);
