@@ -278,7 +278,10 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
   auto root = ::zrt::fb::CreateProgramDirect(
       fbb, kZRTFormatVersion, int32_t(program.getWorldSize()), &arenaTable, &bufferTable,
       &constantTable, &globalTable, &streamTable, uint32_t(numEvents), &groupTable,
-      &inputTable, &outputTable, &instrTable, training);
+      &inputTable, &outputTable, &instrTable, training,
+      program->getAttrOfType<IntegerAttr>("pipeline_dp")
+          ? int32_t(program->getAttrOfType<IntegerAttr>("pipeline_dp").getInt())
+          : 0);
   ::zrt::fb::FinishProgramBuffer(fbb, root);
   out.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
   return success();

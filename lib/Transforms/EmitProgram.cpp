@@ -24,6 +24,12 @@ void RuntimeLowering::emit() {
   auto training = module_->getAttrOfType<DictionaryAttr>("zero.training");
   if (training)
     program->setAttr("training", training);
+  // A pipeline: its replicas per stage (the runtime's data split and shard
+  // positions).
+  if (auto plan = module_->getAttrOfType<DictionaryAttr>("zero.pipeline_plan")) {
+    auto dp = plan.getAs<IntegerAttr>("dp");
+    program->setAttr("pipeline_dp", b.getI32IntegerAttr(dp ? int32_t(dp.getInt()) : 1));
+  }
   Block *body = new Block();
   program.getBody().push_back(body);
   b.setInsertionPointToStart(body);

@@ -442,6 +442,10 @@ LogicalResult RuntimeLowering::collect() {
   if (auto w = module_->getAttrOfType<IntegerAttr>("zero.world_size"))
     worldSize_ = w.getInt();
   const bool pipelined = module_->hasAttr("zero.pipeline_plan");
+  int64_t pipelineDp = 1;
+  if (auto plan = module_->getAttrOfType<DictionaryAttr>("zero.pipeline_plan"))
+    if (auto d = plan.getAs<IntegerAttr>("dp"))
+      pipelineDp = d.getInt();
   Block &body = func_.getBody().front();
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     int s = newStorage(ArenaKind::Activations, byteSize(arg.getType()));
@@ -483,8 +487,12 @@ LogicalResult RuntimeLowering::collect() {
       return op.emitOpError("has no zero.pipeline_stage in a program cut into pipeline "
                             "stages (a rewrite after zero-pipeline-split dropped it)");
     if (stage)
-      for (size_t i = first; i < instrs_.size(); ++i)
-        instrs_[i].ranks = {stage.getInt()};
+      for (size_t i = first; i < instrs_.size(); ++i) {
+        // Stage s runs on its data-parallel replicas' ranks [s*dp, (s+1)*dp).
+        instrs_[i].ranks.clear();
+        for (int64_t d = 0; d < pipelineDp; ++d)
+          instrs_[i].ranks.push_back(stage.getInt() * pipelineDp + d);
+      }
   }
   return success();
 }

@@ -162,9 +162,10 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
 }
 
 void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
-  // Pipeline stages (one rank each; pp x dp is refused when parsing): the
-  // cut is the whole pipeline, ZeRO over one data-parallel rank is a no-op.
-  if (opts.pp > 1) {
+  // Pipeline stages: the ZeRO passes of the data-parallel step first (over
+  // dp ranks; none with one replica), then the cut, which runs each stage's
+  // collectives over its own replicas.
+  auto addSplit = [&] {
     ZeroPipelineSplitPassOptions split;
     split.stages = opts.pp;
     split.partition = opts.partitionMethod;
@@ -172,9 +173,14 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     // autodiff unrolled them); a forward program's are made by the split.
     split.microBatches = opts.training ? 1 : opts.microBatches;
     split.schedule = opts.schedule;
+    split.dp = std::max<int64_t>(opts.dp, 1);
     pm.addPass(createZeroPipelineSplitPass(split));
+  };
+  if (opts.pp > 1 && opts.dp <= 1) {
+    addSplit();
     return;
   }
+
   ZeroPartitionPassOptions partition;
   partition.stage = opts.stage;
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
@@ -182,9 +188,13 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   partition.maxReuseDistance = opts.maxReuseDistance;
   pm.addPass(createZeroPartitionPass(partition));
   if (opts.stage == 3) {
+    // Inside pipeline stages a gather runs where its use is: prefetch and
+    // bucketing work on one program order, which the split then reorders
+    // per stage (and a bucket could mix parameters of two stages).
+    const bool inStages = opts.pp > 1;
     // Prefetch decides where each gather runs (under its byte budget); bucket
     // then only coalesces gathers that already sit together.
-    if (opts.prefetchDepth > 0) {
+    if (opts.prefetchDepth > 0 && !inStages) {
       ZeroPrefetchPassOptions prefetch;
       prefetch.depth = opts.prefetchDepth;
       prefetch.bytes = opts.prefetchBytes;
@@ -197,7 +207,7 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       hpz.group = opts.hpz;
       pm.addPass(createZeroHierarchicalPass(hpz));
     }
-    if (opts.bucketBytes > 0) {
+    if (opts.bucketBytes > 0 && !inStages) {
       ZeroBucketPassOptions bucket;
       bucket.bytes = opts.bucketBytes;
       bucket.maxLiveBytes = opts.prefetchBytes;
@@ -221,6 +231,8 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     qgz.group = opts.hpz;
     pm.addPass(createZeroQuantizeReducePass(qgz));
   }
+  if (opts.pp > 1)
+    addSplit();
 }
 
 LogicalResult
@@ -310,13 +322,22 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     settings.schedule = options.schedule;
   }
   if (settings.pp > 1) {
-    if (settings.dp > 1)
+    if (settings.dp > 1 && !settings.training)
       return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
                           Twine(settings.dp) +
-                          ": pipeline x data parallel is not implemented yet; use "
-                          "pp alone (mpirun -np " + Twine(settings.pp) + ") or dp alone");
-    // The world is the stages, one rank each.
-    settings.dp = 1;
+                          ": pipeline x data parallel is implemented for training "
+                          "steps (--train); a forward program uses pp alone (mpirun -np " +
+                          Twine(settings.pp) + ") or dp alone");
+    if (settings.dp > 1 && (settings.hpz > 1 || settings.quantizeWeights > 0 ||
+                            settings.quantizeGradients > 0))
+      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
+                          Twine(settings.dp) +
+                          ": ZeRO++ (hpz, qwz, qgz) inside pipeline stages is not "
+                          "implemented yet");
+    // The world is the stages times their replicas (stage s on ranks
+    // [s*dp, (s+1)*dp), DeepSpeed's pipe-major topology).
+    if (settings.dp < 1)
+      settings.dp = 1;
   } else if (settings.microBatches > 1) {
     return errorHandler("--zero-pipeline: micro-batches=" + Twine(settings.microBatches) +
                         " needs pipeline stages (pp > 1); a training step's "

@@ -139,6 +139,7 @@ struct ZeroPipelineSplitPass
                          b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
                          b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
                          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
+                         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
                          b.getNamedAttr("schedule",
                                         b.getStringAttr(training ? StringRef(schedule)
                                                                  : StringRef("fill-drain")))}));
@@ -187,30 +188,43 @@ struct ZeroPipelineSplitPass
   LogicalResult cutTraining(ModuleOp module, func::FuncOp func,
                             const ::zero::LayerStructure &ls,
                             const std::vector<int64_t> &bounds, int64_t m) {
-    if (auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
-        w && w.getInt() != 1)
-      return module.emitError("zero-pipeline-split: the training step is already "
-                              "compiled for data parallelism; pipeline x data parallel "
-                              "is not implemented yet");
+    if (dp < 1)
+      return module.emitError() << "zero-pipeline-split: dp must be >= 1, got " << int64_t(dp);
+    auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
+    if ((w ? w.getInt() : 1) != dp)
+      return module.emitError()
+             << "zero-pipeline-split: the training step is compiled for "
+             << (w ? w.getInt() : 1) << " data-parallel ranks but the split has dp=" << int64_t(dp);
+    if (failed(groupCollectives(module, func)))
+      return failure();
     Block &body = func.getBody().front();
     Operation *term = body.getTerminator();
     // Slots, from the autodiff's tags.
+    // Ops the ZeRO passes added between them (gathers, gradient
+    // collectives) carry no tag: they are ordered by their neighbours below.
     llvm::DenseMap<Operation *, Slot> slotOf;
-    bool seenTagged = false;
+    Operation *lastTagged = nullptr;
+    for (Operation &op : body)
+      if (op.hasAttr("zero.phase"))
+        lastTagged = &op;
+    bool seenTagged = false, pastLast = false;
     SmallVector<Operation *> epilogue;
     for (Operation &op : body) {
       if (&op == term)
         continue;
-      Slot slot;
       if (auto phase = op.getAttrOfType<StringAttr>("zero.phase")) {
         seenTagged = true;
+        Slot slot;
         slot.phase = phase.getValue() == "forward" ? Slot::Forward : Slot::Backward;
         slot.micro = op.getAttrOfType<IntegerAttr>("zero.micro_batch").getInt();
-      } else if (seenTagged) {
-        slot.phase = Slot::Epilogue;
+        slotOf[&op] = slot;
+      } else if (!seenTagged) {
+        slotOf[&op] = Slot{Slot::Prologue, 0};
+      } else if (pastLast) {
+        slotOf[&op] = Slot{Slot::Epilogue, 0};
         epilogue.push_back(&op);
       }
-      slotOf[&op] = slot;
+      pastLast |= &op == lastTagged;
     }
     // The micro-batches' ops (and the prologue), by the layers.
     llvm::DenseSet<Operation *> inEpilogue(epilogue.begin(), epilogue.end());
@@ -231,41 +245,43 @@ struct ZeroPipelineSplitPass
     for (Operation *op : epilogue) {
       if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
         continue;
-      auto load = op->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
+      // The parameter: a load of its global (through the flatten, pad and
+      // local-shard ops of a sharded step).
+      Operation *def = op->getOperand(0).getDefiningOp();
+      while (def && !isa<ml_program::GlobalLoadOp>(def) && def->getNumOperands() >= 1)
+        def = def->getOperand(0).getDefiningOp();
+      auto load = dyn_cast_or_null<ml_program::GlobalLoadOp>(def);
       if (!load)
-        return op->emitOpError("zero-pipeline-split: the parameter an update steps "
-                               "is not a global load (a sharded step cannot be cut "
-                               "into pipeline stages)");
+        return op->emitOpError("zero-pipeline-split: cannot find the global this "
+                               "update steps");
       auto it = usedOn.find(load.getGlobalAttr());
       if (it == usedOn.end() || it->second.empty())
         return op->emitOpError("zero-pipeline-split: no stage uses the parameter this "
                                "update steps");
-      SmallVector<Operation *> stores;
-      for (Operation *user : op->getUsers())
-        if (isa<ml_program::GlobalStoreOp>(user))
-          stores.push_back(user);
-      if (stores.size() != op->getNumResults())
-        return op->emitOpError("zero-pipeline-split: expected one store per result of "
-                               "the update");
+      // The update and what it feeds (the stores, and for a sharded step the
+      // gather of the updated shards): on each stage that holds the parameter.
+      llvm::SetVector<Operation *> chain;
+      chain.insert(op);
+      for (size_t i = 0; i < chain.size(); ++i)
+        for (Operation *user : chain[i]->getUsers())
+          if (user != term)
+            chain.insert(user);
+      SmallVector<Operation *> ordered(chain.begin(), chain.end());
+      llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
       bool first = true;
       for (int64_t st : it->second) {
         if (first) {
-          fixed[op] = st;
-          for (Operation *s : stores)
-            fixed[s] = st;
+          for (Operation *c : ordered)
+            fixed[c] = st;
           first = false;
           continue;
         }
-        b.setInsertionPointAfter(stores.back());
-        Operation *copy = b.clone(*op);
-        fixed[copy] = st;
-        slotOf[copy] = Slot{Slot::Epilogue, 0};
-        for (Operation *s : stores) {
-          IRMapping map;
-          map.map(op->getResults(), copy->getResults());
-          Operation *sc = b.clone(*s, map);
-          fixed[sc] = st;
-          slotOf[sc] = Slot{Slot::Epilogue, 0};
+        b.setInsertionPointAfter(ordered.back());
+        IRMapping map;
+        for (Operation *c : ordered) {
+          Operation *copy = b.clone(*c, map);
+          fixed[copy] = st;
+          slotOf[copy] = Slot{Slot::Epilogue, 0};
         }
       }
     }
@@ -303,41 +319,68 @@ struct ZeroPipelineSplitPass
       stageOf[op] = last;
     }
     connect(module, func, stageOf);
-    // The slots of what connect added: a send works in its value's slot, a
-    // receive or a repeated load in its first user's.
-    auto slotKey = [&](Operation *op) {
-      const Slot &s = slotOf[op];
-      return std::make_pair(int(s.phase), s.micro);
-    };
-    for (Operation &op : body) {
-      if (&op == term || slotOf.count(&op))
-        continue;
-      if (isa<::zero::dist::SendOp>(op)) {
-        if (Operation *d = op.getOperand(0).getDefiningOp())
-          slotOf[&op] = slotOf.lookup(d);
-        continue;
-      }
-      std::optional<Slot> best;
-      for (Operation *user : op.getUsers()) {
-        if (user == term || !slotOf.count(user))
-          continue;
-        if (!best || slotKey(user) < std::make_pair(int(best->phase), best->micro))
-          best = slotOf[user];
-      }
-      slotOf[&op] = best.value_or(Slot{Slot::Epilogue, 0});
-    }
-    // Each stage's ops in schedule order; the program interleaves the stages
-    // by step (each rank runs its own ops in program order).
+    // Each op's step on its stage. Tagged ops: their slot's position in the
+    // stage's schedule; before the first tagged op: first; after the last:
+    // last. An untagged op in between (a gather, a gradient collective, a
+    // send or receive the cut added) keeps the step of the tagged op that
+    // follows it, kept after its operands' steps and before its users'; a
+    // send goes as early as its value allows, a receive (or a repeated load)
+    // as late as its first user.
     SmallVector<Operation *> ops;
-    llvm::DenseMap<Operation *, int64_t> position;
+    llvm::DenseMap<Operation *, int64_t> position, stepOf;
     for (Operation &op : body)
       if (&op != term) {
         position[&op] = int64_t(ops.size());
         ops.push_back(&op);
       }
-    auto key = [&](Operation *op) {
+    const int64_t last = 2 * m;
+    for (Operation *op : ops)
+      if (auto it = slotOf.find(op); it != slotOf.end())
+        stepOf[op] = stepIndex(it->second, stageOf.lookup(op), m);
+    llvm::DenseMap<Operation *, int64_t> hi;
+    for (Operation *op : llvm::reverse(ops)) {
+      if (stepOf.count(op))
+        continue;
+      int64_t bound = last;
+      for (Operation *user : op->getUsers()) {
+        if (user == term)
+          continue;
+        auto known = stepOf.find(user);
+        bound = std::min(bound, known != stepOf.end() ? known->second : hi.lookup(user));
+      }
+      hi[op] = bound;
+    }
+    std::optional<Slot> next;
+    SmallVector<std::optional<Slot>> nextSlot(ops.size());
+    for (Operation *op : llvm::reverse(ops)) {
+      nextSlot[size_t(position[op])] = next;
+      if (op->hasAttr("zero.phase"))
+        next = slotOf.lookup(op);
+    }
+    for (Operation *op : ops) {
+      if (stepOf.count(op))
+        continue;
       const int64_t st = stageOf.lookup(op);
-      return std::make_tuple(stepIndex(slotOf.lookup(op), st, m), st, position[op]);
+      int64_t lo = -1;
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp())
+          lo = std::max(lo, stepOf.lookup(d));
+      int64_t step;
+      if (isa<::zero::dist::SendOp>(op))
+        step = lo;
+      else if (op->getNumOperands() == 0)
+        step = hi[op];
+      else {
+        const std::optional<Slot> &n = nextSlot[size_t(position[op])];
+        step = std::clamp(n ? stepIndex(*n, st, m) : last, lo, std::max(lo, hi[op]));
+      }
+      if (step > hi[op])
+        return op->emitOpError("zero-pipeline-split: its operands come later in the "
+                               "stage's schedule than its users");
+      stepOf[op] = step;
+    }
+    auto key = [&](Operation *op) {
+      return std::make_tuple(stepOf.lookup(op), stageOf.lookup(op), position[op]);
     };
     llvm::stable_sort(ops, [&](Operation *x, Operation *y) { return key(x) < key(y); });
     for (Operation *op : ops) {
@@ -574,7 +617,39 @@ struct ZeroPipelineSplitPass
         }
       }
     }
-    module->setAttr("zero.world_size", b.getI64IntegerAttr(stages));
+    module->setAttr("zero.world_size", b.getI64IntegerAttr(stages * dp));
+  }
+
+  /// With dp > 1: every collective of the data-parallel step runs over its
+  /// stage's replicas, the partitioned group @dp (world ranks in groups of
+  /// dp consecutive ranks, one group per stage).
+  LogicalResult groupCollectives(ModuleOp module, func::FuncOp func) {
+    if (dp == 1)
+      return success();
+    MLIRContext *ctx = module.getContext();
+    auto group = FlatSymbolRefAttr::get(ctx, "dp");
+    if (SymbolTable::lookupSymbolIn(module, "dp"))
+      return module.emitError("zero-pipeline-split: the module already has a symbol @dp");
+    WalkResult walked = func.walk([&](Operation *op) {
+      if (!isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp,
+               ::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
+               ::zero::dist::AllToAllOp, ::zero::dist::LocalShardOp,
+               ::zero::dist::BroadcastOp>(op))
+        return WalkResult::advance();
+      if (isa<::zero::dist::BroadcastOp>(op) || op->hasAttr("group")) {
+        op->emitOpError("zero-pipeline-split: a collective over a process group (hpZ, "
+                        "qgZ) or a broadcast cannot be split into pipeline stages yet");
+        return WalkResult::interrupt();
+      }
+      op->setAttr("group", group);
+      return WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return failure();
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    ::zero::dist::ProcessGroupOp::create(
+        b, module.getLoc(), "dp", llvm::to_vector(llvm::seq<int64_t>(0, stages * dp)), dp);
+    return success();
   }
 };
 

@@ -751,7 +751,9 @@ def mode_pp(a, tools, name, work):
     micro-batches=M schedule=SCHEDULE", trains --pp-steps steps of its data under
     mpirun -np STAGES and is compared with the 1-rank run over the same micro-batches
     (accumulation M): losses and grad norms rtol --dp-loss-rtol, weights and optimizer
-    state rtol --dp-w-rtol + atol --dp-w-atol. Both schedules backpropagate the
+    state rtol --dp-w-rtol + atol --dp-w-atol. With :DP:ZERO (pp x dp, DeepSpeed's
+    pipe-major topology: stage s on ranks [s*DP, (s+1)*DP)) the ZeRO stage runs inside
+    each stage's replicas and the 1-rank run accumulates all DP x M micro-batches. Both schedules backpropagate the
     micro-batches in order and sum a tied parameter's gradient once, so the run is
     expected to be bit-identical to the 1-rank one; that is reported, not required.
     A tied parameter's copies (GPT-2's wte / lm_head on the first and last stage) are
@@ -770,11 +772,16 @@ def mode_pp(a, tools, name, work):
     log(f"== train-pp {name}: {steps} steps of a global batch of {rows} rows, "
         f"configurations {a.pp_configs}")
 
-    def compile_(tag, micro, accum, zopts):
+    def compile_(tag, micro, accum, zopts, zero_stage=None):
         cfg = {k: v for k, v in cfg0.items() if k not in ("train_batch_size",
                "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")}
         cfg.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
                    gradient_accumulation_steps=accum)
+        if zero_stage is not None:
+            cfg["zero_optimization"] = {"stage": zero_stage}
+            if zero_stage == 3:  # every parameter partitioned (as --dp does)
+                cfg["zero_optimization"].update(stage3_param_persistence_threshold=0,
+                                                stage3_max_reuse_distance=0)
         cp = work / f"ds_{tag}.json"
         cp.write_text(json.dumps(cfg, indent=1) + "\n")
         shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
@@ -794,27 +801,36 @@ def mode_pp(a, tools, name, work):
             cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
         run(cmd, "zero-run")
         report = json.loads(rp.read_text())
+        ranks = sorted(report["ranks"], key=lambda r: r["rank"])
         peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
-                 for r in sorted(report["ranks"], key=lambda r: r["rank"])]
+                 for r in ranks]
+        resident[tag] = [r["param_bytes_resident"] for r in ranks]
         return read_log(lp, steps), load_file(str(sp)), \
             load_file(str(work / f"opt_{tag}.safetensors")), peaks
 
-    failures, refs, peaks = [], {}, {}
+    failures, refs, peaks, resident, zero_runs = [], {}, {}, {}, {}
     for spec in a.pp_configs.split(","):
-        schedule, stages, m = spec.split(":")
-        stages, m = int(stages), int(m)
-        if rows % m:
-            log(f"  skip {spec}: {rows} rows do not split into {m} micro-batches")
+        fields = spec.split(":")
+        schedule, stages, m = fields[0], int(fields[1]), int(fields[2])
+        dp = int(fields[3]) if len(fields) > 3 else 1
+        zero_stage = int(fields[4]) if len(fields) > 4 else None
+        micros = m * dp  # the 1-rank run's accumulation: every replica's micro-batches
+        if rows % micros:
+            log(f"  skip {spec}: {rows} rows do not split into {micros} micro-batches")
             continue
-        micro = rows // m
-        if m not in refs:
-            zrt, w = compile_(f"one_m{m}", micro, m, "")
-            refs[m] = train(f"one_m{m}", zrt, w, 1)
-        ref_rows, ref_w, ref_opt, _ = refs[m]
-        tag = f"{schedule}_s{stages}_m{m}"
-        zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}")
-        got_rows, got_w, got_opt, got_peaks = train(tag, zrt, w, stages)
-        peaks[(schedule, stages, m)] = got_peaks
+        micro = rows // micros
+        if micros not in refs:
+            zrt, w = compile_(f"one_m{micros}", micro, micros, "")
+            refs[micros] = train(f"one_m{micros}", zrt, w, 1)
+        ref_rows, ref_w, ref_opt, _ = refs[micros]
+        tag = f"{schedule}_s{stages}_m{m}" + (f"_dp{dp}_z{zero_stage}" if dp > 1 else "")
+        zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}",
+                          zero_stage)
+        got_rows, got_w, got_opt, got_peaks = train(tag, zrt, w, stages * dp)
+        if dp == 1:
+            peaks[(schedule, stages, m)] = got_peaks
+        else:
+            zero_runs[(stages, m, dp, zero_stage)] = tag
         bad = []
         lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
                    for x, y in zip(got_rows, ref_rows))
@@ -845,11 +861,30 @@ def mode_pp(a, tools, name, work):
             bad.append(f"weights/optimizer state error/tolerance {werr:.3g}")
         identical &= all(x["loss"] == y["loss"] for x, y in zip(got_rows, ref_rows))
         log(f"  {'FAIL' if bad else 'ok  '} {schedule} pp={stages} micro-batches={m} "
-            f"(micro-batch {micro}) vs 1 rank accumulation {m}: loss rel {lrel:.2g}, grad "
+            + (f"x dp={dp} ZeRO-{zero_stage} " if dp > 1 else "") +
+            f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, grad "
             f"norm rel {grel:.2g}, weights/state error/tolerance {werr:.3g}; "
             f"{'bit-identical' if identical else 'not bit-identical'}; peak live activation "
             f"bytes per stage {got_peaks}" + (f"   {'; '.join(bad)}" if bad else ""))
         failures += [f"{tag}: {b}" for b in bad]
+    # ZeRO inside the stages, from the runtime's resident bytes per rank against the
+    # paper's per-rank formulas for the stage's parameters Psi_s (AdamW: 2 Psi_s of
+    # state), Psi_s read off the replicated run (ZeRO-0 holds 3 Psi_s, + 8 bytes of
+    # step counter on the first stage): ZeRO-1/2 Psi_s (1 + 2/N), ZeRO-3 3 Psi_s / N;
+    # within 1% (the padding of each tensor to a multiple of N).
+    for (stages, m, dp, z), tag in zero_runs.items():
+        base = zero_runs.get((stages, m, dp, 0))
+        if z == 0 or base is None:
+            continue
+        for r, (got, full) in enumerate(zip(resident[tag], resident[base])):
+            psi = (full - (8 if r < dp else 0)) / 3
+            want = psi * (1 + 2 / dp) if z in (1, 2) else 3 * psi / dp
+            ok = abs(got - want) <= 0.01 * want + 8
+            log(f"  {'ok  ' if ok else 'FAIL'} pp={stages} x dp={dp} ZeRO-{z} rank {r}: "
+                f"{got} bytes of parameters + optimizer state, formula {want:.0f} "
+                f"(Psi_s = {psi:.0f} bytes)")
+            if not ok:
+                failures.append(f"{tag} rank {r}: resident {got}, formula {want:.0f}")
     # Memory at a size where activations, not the gradients and optimizer step
     # both schedules share, set the peak: the stored batches tiled --pp-memory-scale
     # times along the batch and the sequence, one step of each schedule.
@@ -1246,8 +1281,11 @@ def main():
     ap.add_argument("--dp-steps", type=int, default=10)
     ap.add_argument("--pp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="training through pipeline stages (GPipe, 1F1B) vs the 1-rank training")
-    ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2",
-                    help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES list")
+    ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2,"
+                    "1f1b:2:2:2:0,1f1b:2:2:2:1,gpipe:2:2:2:2,1f1b:2:2:2:3",
+                    help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES[:DP:ZERO_STAGE] list "
+                         "(DP replicas of the pipeline, ZeRO stage inside each stage's "
+                         "replicas: mpirun -np STAGES x DP)")
     ap.add_argument("--pp-steps", type=int, default=6)
     ap.add_argument("--pp-memory-scale", type=int, default=4,
                     help="with --pp: the memory comparison's batches, the stored ones tiled "

@@ -212,6 +212,10 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per forward: the model is imported at the micro-batch "
            "shape and the program takes this many stacked along dim 0">,
+    Option<"dp", "dp", "int64_t", "1",
+           "Data-parallel replicas of the pipeline (a training step compiled for "
+           "dp ranks): stage s runs on world ranks [s*dp, (s+1)*dp), its "
+           "collectives over the group of those ranks">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "A training step's order of micro-batch forwards and backwards on "
            "each stage: 1f1b or gpipe">,

@@ -108,6 +108,8 @@ std::optional<int64_t> ProcessGroupOp::positionStride() {
 }
 
 LogicalResult BucketAllGatherOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
   if (getShards().size() != getResults().size() || getShards().empty())
     return emitOpError() << "needs one result per shard and at least one shard";
   for (auto [s, r] : llvm::zip(getShards(), getResults()))
@@ -132,6 +134,8 @@ LogicalResult LocalShardOp::verify() {
 }
 
 LogicalResult AllReduceOp::verify() {
+  if (failed(verifyGroup(*this, getGroupAttr(), getWorld())))
+    return failure();
   return verifyFlatRatio(*this, getInput().getType(), getType(), getWorld(), 1, 1);
 }
 

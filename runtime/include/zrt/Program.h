@@ -225,6 +225,9 @@ struct Program {
   uint64_t contentHash = 0;
   uint32_t version = 0;
   int worldSize = 1;
+  /// A program cut into pipeline stages: each stage's data-parallel ranks
+  /// (stage s runs on world ranks [s*dp, (s+1)*dp)); 0: not a pipeline.
+  int pipelineDp = 0;
   std::vector<ArenaDesc> arenas;
   std::vector<BufferDesc> buffers;
   std::vector<ConstantDesc> constants;
@@ -250,18 +253,13 @@ struct Program {
   std::string describeInstruction(size_t index) const;
   /// "buffer 7 \"h1\" (f32[2x8] in arena 1 \"activations\" at offset 128)".
   std::string describeBuffer(uint32_t index) const;
-  /// Whether the program is cut into pipeline stages (some instructions run
-  /// on some ranks only). Every rank of such a program is one stage of the
-  /// same data-parallel replica (pipeline x data parallel is not compiled).
-  bool pipelined() const {
-    for (const Instruction &inst : instructions)
-      if (!inst.ranks.empty())
-        return true;
-    return false;
-  }
+  /// Whether the program is cut into pipeline stages.
+  bool pipelined() const { return pipelineDp > 0; }
   /// Ranks that each read their own rows of the global batch: the world, or
-  /// 1 for a pipeline (every stage reads the same rows).
-  int dataParallelSize() const { return pipelined() ? 1 : worldSize; }
+  /// in a pipeline the ranks of one stage (stage s runs on world ranks
+  /// [s*dp, (s+1)*dp); data-parallel replica d is rank s*dp + d of every
+  /// stage, and all its stages read the same rows).
+  int dataParallelSize() const { return pipelined() ? pipelineDp : worldSize; }
   /// Number of ranks in the group that a member of `group` uses (worldSize
   /// for -1).
   int64_t groupSize(int group) const {

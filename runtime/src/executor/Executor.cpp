@@ -52,6 +52,7 @@ struct Executor::Impl {
   void fail(Status error);
   /// The watchdog's report on instruction `index`.
   Status timeoutError(size_t index) const;
+  int peerRank(const Instruction &inst) const;
   Status checkRange(uint32_t index, uint64_t bytes, uint64_t offset) const;
 
   const Program &program;
@@ -246,6 +247,15 @@ Status Executor::Impl::timeoutError(size_t index) const {
   return Status::error(os.str());
 }
 
+/// A send's or receive's peer: `peer` names a pipeline stage, whose ranks
+/// (like this instruction's) are `dp` consecutive world ranks, one per
+/// data-parallel replica; the peer is the rank of the same replica there.
+int Executor::Impl::peerRank(const Instruction &inst) const {
+  const int peer = int(inst.attrs.getInt("peer", 0));
+  const int dp = inst.ranks.empty() ? 1 : int(inst.ranks.size());
+  return peer * dp + comm.rank() % dp;
+}
+
 Status Executor::Impl::execute(Step &step, Stream &stream) {
   const Instruction &inst = *step.inst;
   CommContext ctx{inst.group, step.channel, &stream, &cancelled};
@@ -270,11 +280,9 @@ Status Executor::Impl::execute(Step &step, Stream &stream) {
   case OpKind::AllToAll:
     return comm.allToAll(step.inputs[0], step.outputs[0], ctx);
   case OpKind::Send:
-    return comm.send(step.inputs[0], int(inst.attrs.getInt("peer", 0)),
-                     int(inst.attrs.getInt("tag", 0)), ctx);
+    return comm.send(step.inputs[0], peerRank(inst), int(inst.attrs.getInt("tag", 0)), ctx);
   case OpKind::Recv:
-    return comm.recv(step.outputs[0], int(inst.attrs.getInt("peer", 0)),
-                     int(inst.attrs.getInt("tag", 0)), ctx);
+    return comm.recv(step.outputs[0], peerRank(inst), int(inst.attrs.getInt("tag", 0)), ctx);
   }
   return Status::error("unknown instruction kind");
 }

@@ -71,7 +71,10 @@ Status zeroStateGlobals(Executor &executor) {
 
 std::vector<bool> globalsUsedOn(const Program &p, int rank) {
   std::vector<bool> used(p.globals.size(), true);
-  if (!p.pipelined())
+  bool limited = false; // instructions for some ranks only (a pipeline's)
+  for (const Instruction &inst : p.instructions)
+    limited |= !inst.ranks.empty();
+  if (!limited)
     return used;
   std::vector<bool> bufferUsed(p.buffers.size(), false);
   for (const Instruction &inst : p.instructions)
@@ -132,8 +135,8 @@ Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
     const BufferDesc &b = p.buffers[g.buffer];
     uint64_t elem = dtypeSize(g.dtype);
     uint64_t first = 0, last = uint64_t(e->numel());
-    if (g.shard)
-      std::tie(first, last) = g.shard->range(rank);
+    if (g.shard) // the rank's position among its stage's replicas (or the world)
+      std::tie(first, last) = g.shard->range(rank % p.dataParallelSize());
     uint64_t bytes = (last - first) * elem;
     ZRT_RETURN_IF_ERROR(fill(executor, g.buffer, 0, bytes, [&](void *dst) {
       return weights.read(*e, first * elem, bytes, dst);

@@ -139,6 +139,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
   p.path = name;
   p.version = fp.version();
   p.worldSize = fp.world_size();
+  p.pipelineDp = fp.pipeline_dp();
   p.numEvents = fp.num_events();
   auto badDType = [&](const std::string &what, int dt) {
     return Status::error(name + ": " + what + " has unknown dtype " +

@@ -120,10 +120,15 @@ Status ProgramValidator::checkGlobal(size_t index) {
     return Status::ok();
   }
   const ShardSpec &s = *g.shard;
-  if (s.world != p_.worldSize)
+  // Sharded over the data-parallel ranks: the world, or a pipeline stage's
+  // replicas.
+  if (s.world != p_.dataParallelSize())
     return error(where, "sharded over " + std::to_string(s.world) +
-                            " ranks but the program's world size is " +
-                            std::to_string(p_.worldSize));
+                            " ranks but the program's " +
+                            (p_.pipelined() ? "pipeline stages have " +
+                                                  std::to_string(p_.dataParallelSize()) +
+                                                  " data-parallel ranks"
+                                            : "world size is " + std::to_string(p_.worldSize)));
   if (s.numel != uint64_t(numel))
     return error(where, "shard spec numel " + std::to_string(s.numel) +
                             " but the shape [" + shapeString(g.shape) +
@@ -181,9 +186,20 @@ Status ProgramValidator::checkCollective(size_t index) {
   bool pointToPoint = inst.kind == OpKind::Send || inst.kind == OpKind::Recv;
   if (!inst.ranks.empty() && !pointToPoint) {
     std::vector<int> members;
-    if (inst.group >= 0)
-      members = p_.groups[size_t(inst.group)].ranks;
-    else
+    if (inst.group >= 0) {
+      // A partitioned group: the parts its runners use (the others are
+      // other groups' business, as a pipeline stage's replicas).
+      const ProcessGroupDesc &pg = p_.groups[size_t(inst.group)];
+      std::vector<bool> partUsed(pg.ranks.size(), false);
+      for (int r : inst.ranks)
+        if (int part = pg.partOf(r); part >= 0 && !partUsed[size_t(part)]) {
+          partUsed[size_t(part)] = true;
+          for (int m : pg.part(part))
+            members.push_back(m);
+        }
+      if (inst.ranks.empty())
+        members = pg.ranks;
+    } else
       for (int r = 0; r < p_.worldSize; ++r)
         members.push_back(r);
     for (int r : members)
@@ -356,6 +372,10 @@ Status ProgramValidator::run() {
   if (p_.worldSize < 1)
     return Status::error(p_.path + ": world size " +
                          std::to_string(p_.worldSize) + " is not positive");
+  if (p_.pipelineDp < 0 || (p_.pipelineDp > 0 && p_.worldSize % p_.pipelineDp != 0))
+    return Status::error(p_.path + ": pipeline stages of " + std::to_string(p_.pipelineDp) +
+                         " data-parallel ranks do not divide the world size " +
+                         std::to_string(p_.worldSize));
   // Every event worth having is recorded by an instruction; this also keeps a
   // corrupted count from sizing the executor's tables.
   if (p_.numEvents > p_.instructions.size())

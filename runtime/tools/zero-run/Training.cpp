@@ -179,31 +179,47 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
     std::vector<uint8_t> bytes(size_t(b.bytes()));
     if (g.shard || root || (pipelined && held[gi]))
       ZRT_RETURN_IF_ERROR(executor.readBuffer(g.buffer, bytes.data(), b.bytes()));
-    if (pipelined && !g.shard) {
-      std::vector<std::string> copies = comm.gatherToRoot(
+    if (pipelined) {
+      // Every rank's piece (empty where its stage does not hold the global);
+      // per stage (dp consecutive ranks) the whole tensor: the stage's dp
+      // shards in order, or its replicated copy.
+      std::vector<std::string> pieces = comm.gatherToRoot(
           held[gi] ? std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size())
                    : std::string());
       if (!root)
         continue;
+      const int dp = p.dataParallelSize();
       int from = -1;
-      for (int r = 0; r < int(copies.size()); ++r) {
-        if (copies[size_t(r)].empty())
+      std::string whole;
+      for (int first = 0; first + dp <= int(pieces.size()); first += dp) {
+        std::string mine;
+        bool complete = true;
+        for (int r = first; r < first + dp; ++r) {
+          complete &= !pieces[size_t(r)].empty();
+          if (g.shard)
+            mine += pieces[size_t(r)];
+          else if (r == first)
+            mine = pieces[size_t(r)];
+        }
+        if (!complete)
           continue;
         if (from < 0) {
-          from = r;
-          bytes.assign(copies[size_t(r)].begin(), copies[size_t(r)].end());
-        } else if (copies[size_t(r)] != copies[size_t(from)] && differ.isOk()) {
+          from = first / dp;
+          whole = std::move(mine);
+        } else if (mine != whole && differ.isOk()) {
           // Reported after the loop: every rank takes part in each gather.
           differ = Status::error("saving " + g.tensor + ": its copies on pipeline stages " +
-                               std::to_string(from) + " and " + std::to_string(r) +
-                               " differ (a tied parameter's copies must be stepped "
-                               "identically)");
+                                 std::to_string(from) + " and " + std::to_string(first / dp) +
+                                 " differ (a tied parameter's copies must be stepped "
+                                 "identically)");
         }
       }
       if (from < 0)
         continue; // no stage holds it (nothing reads it)
-    }
-    if (g.shard) {
+      bytes.assign(whole.begin(), whole.end());
+      if (g.shard)
+        bytes.resize(size_t(g.shard->numel * dtypeSize(g.dtype)));
+    } else if (g.shard) {
       // Every rank's shard, in rank order; the padding past numel dropped.
       std::vector<std::string> shards = comm.gatherToRoot(
           std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size()));

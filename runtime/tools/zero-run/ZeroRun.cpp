@@ -659,9 +659,19 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
           agreed[1] = std::max(agreed[1], theirs[1]);
         }
         agreed[0] /= world;
-        // A pipeline computes one loss, received by rank 0 (the output).
-        if (program.pipelined())
-          agreed[0] = double(*loss);
+        // A pipeline's losses are received by its first stage, one per
+        // data-parallel replica (ranks 0 .. dp-1).
+        if (program.pipelined()) {
+          const int dp = program.dataParallelSize();
+          agreed[0] = 0;
+          for (int r = 0; r < dp && r < int(all.size()); ++r) {
+            double theirs[2] = {0, 0};
+            std::memcpy(theirs, all[size_t(r)].data(),
+                        std::min(all[size_t(r)].size(), sizeof theirs));
+            agreed[0] += theirs[0];
+          }
+          agreed[0] /= dp;
+        }
       }
       status = comm.broadcastBytes(agreed, sizeof agreed, 0);
       if (!status.isOk())
@@ -850,10 +860,9 @@ int runMain(int argc, char **argv, Communicator &comm) {
   Expected<TrainingData> data = Status::error("no --data");
   int64_t totalSteps = 1;
   if (status.isOk() && training && !opts.data.empty()) {
-    // Every stage of a pipeline reads the same rows (the whole batch).
-    data = program->pipelined()
-               ? TrainingData::open(opts.data, *program, 1, 0)
-               : TrainingData::open(opts.data, *program, comm.worldSize(), comm.rank());
+    // Rank r reads its data-parallel replica's rows: r mod dp in a pipeline, whose stages all read them.
+    data = TrainingData::open(opts.data, *program, program->dataParallelSize(),
+                              comm.rank() % program->dataParallelSize());
     if (!data) {
       status = data.status();
     } else if (data->steps() == 0) {

@@ -61,9 +61,17 @@ def Zero_BucketAllGatherOp : Zero_Op<"bucket_all_gather", [CollectiveEffects]> {
     coalesced all-gather) and result i is shard i's gathered padded tensor,
     rebuilt from the per-rank slices.
   }];
-  let arguments = (ins Variadic<AnyRankedTensor>:$shards, I64Attr:$world);
+  let arguments = (ins Variadic<AnyRankedTensor>:$shards, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = "$shards attr-dict `:` type($shards) `->` type($results)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::ValueRange":$shards,
+                   "int64_t":$world), [{
+      build($_builder, $_state, results, shards, world, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -84,9 +92,16 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [CollectiveEffects]> {
 
 def Zero_AllReduceOp : Zero_Op<"all_reduce", [CollectiveEffects]> {
   let summary = "Elementwise sum across ranks";
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world);
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$world,
+                   OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // Over the world (no process group).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "int64_t":$world), [{
+      build($_builder, $_state, result, input, world, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
