@@ -1,12 +1,28 @@
 //===- matmul_bench.cpp - MatMul/Gemm kernels vs OpenBLAS sgemm -----------===//
 //
 // Times the runtime's MatMul and Gemm kernels at GPT-2-small's shapes
-// (128 tokens) and reports their throughput as a fraction of a direct
-// cblas_sgemm call on the same operands, in the same process.
-// Usage: zrt-matmul-bench [threads] [repeats]
+// (128 tokens by default) and reports their throughput as a fraction of a
+// direct cblas_sgemm call on the same operands (OpenBLAS's own threading at
+// the same thread count), in the same process.
+//
+// The kernel runs as in zero-run: on the CPU backend's persistent ThreadPool
+// (cpu/ThreadPool.h), with OpenBLAS single-threaded. Both sides are warmed up
+// (OpenBLAS's first call on a thread maps its buffers), then timed, `rounds`
+// times `repeats` calls each; each figure is the median over all timed calls,
+// fraction = sgemm median / kernel median. At one thread the kernel and sgemm
+// calls alternate one by one, and a second fraction compares the calling
+// thread's CPU time (robust to other processes sharing the cores). At more
+// threads they alternate in blocks of `repeats` calls: OpenBLAS's workers spin
+// for a while after a multi-threaded call (~0.1 s) and would take cores from
+// the kernel, so the bench sleeps `settle_ms` after each sgemm block.
+//
+// Usage: zrt-matmul-bench [threads] [repeats] [rounds] [tokens] [settle_ms]
+//   (defaults: 2 threads, 10 repeats, 5 rounds, 128 tokens, 300 ms); tokens
+//   > 128 also multiplies the attention products (tokens / 128 sequences).
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/ThreadPool.h"
 #include "zrt/Kernel.h"
 
 #include <cblas.h>
@@ -15,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -25,92 +42,162 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
-double seconds(const std::function<void()> &fn, int repeats) {
-  fn(); // warm up
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
-    auto start = std::chrono::steady_clock::now();
+using Clock = std::chrono::steady_clock;
+
+double threadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// Wall and calling-thread CPU seconds of each timed call.
+struct Times {
+  std::vector<double> wall, cpu;
+  /// Times one call of fn.
+  void time(const std::function<void()> &fn) {
+    const double c0 = threadCpuSeconds();
+    const auto start = Clock::now();
     fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    wall.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    cpu.push_back(threadCpuSeconds() - c0);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Case {
   std::string name;
   int64_t batch, m, k, n;
   bool gemmTransB; ///< run as Gemm(transB=1) with B stored [n, k]
+  bool bias;       ///< Gemm with C = a [n] bias (beta 1)
 };
 
 } // namespace
 
 int main(int argc, char **argv) {
-  int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  const int64_t t = argc > 4 ? std::atoll(argv[4]) : 128;
+  const int settleMs = argc > 5 ? std::atoi(argv[5]) : 300;
   zrt::KernelTable table;
   zrt::registerCpuKernels(table);
+  // The CPU backend's pool, as zero-run builds it for --threads.
+  zrt::cpu::ThreadPool pool(threads);
   zrt::KernelContext ctx;
   ctx.numThreads = threads;
-  // The runtime's CPU backend hands kernels a pool of `threads` workers; a
-  // fork/join over std::thread gives the kernel the same parallelism here.
-  ctx.parallelFor = [threads](int64_t n,
-                              const std::function<void(int64_t, int64_t)> &fn) {
-    int parts = int(std::min<int64_t>(n, threads));
-    std::vector<std::thread> workers;
-    for (int i = 1; i < parts; ++i)
-      workers.emplace_back([&, i] { fn(n * i / parts, n * (i + 1) / parts); });
-    fn(0, n / parts);
-    for (std::thread &t : workers)
-      t.join();
+  ctx.parallelFor = [&pool](int64_t n,
+                            const std::function<void(int64_t, int64_t)> &fn) {
+    pool.parallelFor(n, fn);
   };
+  const std::string tk = std::to_string(t);
   std::vector<Case> cases = {
-      {"c_attn  Gemm 128x768 * 768x2304", 1, 128, 768, 2304, false},
-      {"c_proj  Gemm 128x768 * 768x768", 1, 128, 768, 768, false},
-      {"c_fc    Gemm 128x768 * 768x3072", 1, 128, 768, 3072, false},
-      {"mlp out Gemm 128x3072 * 3072x768", 1, 128, 3072, 768, false},
-      {"lm_head Gemm 128x768 * (50257x768)^T", 1, 128, 768, 50257, true},
-      {"scores  MatMul 12 x 128x64 * 64x128", 12, 128, 64, 128, false},
-      {"context MatMul 12 x 128x128 * 128x64", 12, 128, 128, 64, false},
+      {"c_attn  Gemm " + tk + "x768 * 768x2304", 1, t, 768, 2304, false, false},
+      {"c_attn  Gemm " + tk + "x768 * 768x2304 +bias", 1, t, 768, 2304, false,
+       true},
+      {"c_proj  Gemm " + tk + "x768 * 768x768", 1, t, 768, 768, false, false},
+      {"c_fc    Gemm " + tk + "x768 * 768x3072", 1, t, 768, 3072, false, false},
+      {"mlp out Gemm " + tk + "x3072 * 3072x768", 1, t, 3072, 768, false,
+       false},
+      {"lm_head Gemm " + tk + "x768 * (50257x768)^T", 1, t, 768, 50257, true,
+       false},
+      {"scores  MatMul 12 x 128x64 * 64x128", 12 * (t / 128 > 0 ? t / 128 : 1),
+       128, 64, 128, false, false},
+      {"context MatMul 12 x 128x128 * 128x64",
+       12 * (t / 128 > 0 ? t / 128 : 1), 128, 128, 64, false, false},
   };
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::printf("%-40s %10s %10s %9s\n", "shape", "kernel GF/s", "sgemm GF/s", "fraction");
+  std::printf("threads %d, %d rounds x %d calls each side, medians\n", threads,
+              rounds, repeats);
+  std::printf("%-44s %9s %9s %9s %9s %8s%s\n", "shape", "kernel ms",
+              "sgemm ms", "kern GF/s", "sgemm GF/s", "fraction",
+              threads == 1 ? " cpu frac" : "");
   for (const Case &c : cases) {
-    std::vector<float> a(c.batch * c.m * c.k), b(c.batch * c.k * c.n), y(c.batch * c.m * c.n);
-    for (float &v : a) v = dist(rng);
-    for (float &v : b) v = dist(rng);
+    std::vector<float> a(size_t(c.batch * c.m * c.k)),
+        b(size_t(c.batch * c.k * c.n)), y(size_t(c.batch * c.m * c.n)),
+        bias(size_t(c.n));
+    for (float &v : a)
+      v = dist(rng);
+    for (float &v : b)
+      v = dist(rng);
+    for (float &v : bias)
+      v = dist(rng);
     zrt::TensorRef ta{a.data(), zrt::DType::F32, {c.batch, c.m, c.k}};
-    zrt::TensorRef tb{b.data(), zrt::DType::F32,
-                      c.gemmTransB ? std::vector<int64_t>{c.n, c.k}
-                                   : std::vector<int64_t>{c.batch, c.k, c.n}};
+    zrt::TensorRef tb{b.data(), zrt::DType::F32, {c.batch, c.k, c.n}};
     zrt::TensorRef ty{y.data(), zrt::DType::F32, {c.batch, c.m, c.n}};
+    std::vector<zrt::TensorRef> inputs = {ta, tb};
     zrt::AttrMap attrs;
     const char *op = "MatMul";
     if (c.batch == 1) {
       op = "Gemm";
-      ta.shape = {c.m, c.k};
+      inputs[0].shape = {c.m, c.k};
+      inputs[1].shape = c.gemmTransB ? std::vector<int64_t>{c.n, c.k}
+                                     : std::vector<int64_t>{c.k, c.n};
       ty.shape = {c.m, c.n};
-      if (!c.gemmTransB)
-        tb.shape = {c.k, c.n};
       attrs.set("transB", zrt::AttrValue{{c.gemmTransB ? 1 : 0}, {}, ""});
+      if (c.bias)
+        inputs.push_back(zrt::TensorRef{bias.data(), zrt::DType::F32, {c.n}});
     }
     zrt::KernelFn fn = table.lookup(op);
-    double tk = seconds([&] { (void)fn(ctx, {ta, tb}, {ty}, attrs); }, repeats);
-    openblas_set_num_threads(threads);
-    double tb_ = seconds(
-        [&] {
-          for (int64_t i = 0; i < c.batch; ++i)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                        c.gemmTransB ? CblasTrans : CblasNoTrans, int(c.m), int(c.n),
-                        int(c.k), 1.0f, a.data() + i * c.m * c.k, int(c.k),
-                        b.data() + i * c.k * c.n, c.gemmTransB ? int(c.k) : int(c.n), 0.0f,
-                        y.data() + i * c.m * c.n, int(c.n));
-        },
-        repeats);
-    double flops = 2.0 * c.batch * c.m * c.n * c.k;
-    std::printf("%-40s %10.1f %10.1f %9.2f\n", c.name.c_str(), flops / tk / 1e9,
-                flops / tb_ / 1e9, tb_ / tk);
+    auto kernel = [&] {
+      zrt::Status s = fn(ctx, inputs, {ty}, attrs);
+      if (!s.isOk()) {
+        std::fprintf(stderr, "%s: %s\n", c.name.c_str(), s.message().c_str());
+        std::exit(1);
+      }
+    };
+    // The reference: OpenBLAS at `threads` threads, the whole product in one
+    // call per batch matrix (beta 1 for the bias case: C's adds, no copy).
+    auto sgemm = [&] {
+      openblas_set_num_threads(threads);
+      for (int64_t i = 0; i < c.batch; ++i)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                    c.gemmTransB ? CblasTrans : CblasNoTrans, int(c.m),
+                    int(c.n), int(c.k), 1.0f, a.data() + i * c.m * c.k,
+                    int(c.k), b.data() + i * c.k * c.n,
+                    c.gemmTransB ? int(c.k) : int(c.n), c.bias ? 1.0f : 0.0f,
+                    y.data() + i * c.m * c.n, int(c.n));
+    };
+    auto settle = [&] {
+      if (threads > 1) // let OpenBLAS's workers stop spinning
+        std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
+    };
+    for (int i = 0; i < 3; ++i)
+      kernel();
+    for (int i = 0; i < 3; ++i)
+      sgemm();
+    settle();
+    Times tk, ts;
+    for (int r = 0; r < rounds; ++r) {
+      if (threads == 1) { // nothing spins: alternate call by call
+        for (int i = 0; i < repeats; ++i) {
+          tk.time(kernel);
+          ts.time(sgemm);
+        }
+        continue;
+      }
+      for (int i = 0; i < repeats; ++i)
+        tk.time(kernel);
+      for (int i = 0; i < repeats; ++i)
+        ts.time(sgemm);
+      settle();
+    }
+    const double mk = median(tk.wall), ms = median(ts.wall);
+    const double flops = 2.0 * double(c.batch * c.m * c.n * c.k);
+    std::printf("%-44s %9.3f %9.3f %9.1f %9.1f %8.2f", c.name.c_str(),
+                mk * 1e3, ms * 1e3, flops / mk / 1e9, flops / ms / 1e9,
+                ms / mk);
+    // At one thread all of both runs on this thread: its CPU time is immune
+    // to other processes taking the core (their cache traffic still counts).
+    if (threads == 1)
+      std::printf(" %8.2f", median(ts.cpu) / median(tk.cpu));
+    std::printf("\n");
+    std::fflush(stdout);
   }
   return 0;
 }

@@ -967,6 +967,50 @@ TEST(Gemm, TiledTransposedMatchesNaive) {
     }
 }
 
+// A product large enough to be cut into a 2 x 2 grid of tiles: Gemm's C
+// (every unidirectional broadcast, and C passed as Y itself) is copied into Y
+// tile by tile before each tile's product.
+TEST(Gemm, TiledBiasBroadcasts) {
+  const int64_t m = 1200, n = 1300, k = 8;
+  const std::vector<float> av = randomFloats(size_t(m * k), 44);
+  const std::vector<float> bv = randomFloats(size_t(k * n), 45);
+  const std::vector<float> cv = randomFloats(size_t(m * n), 46);
+  std::vector<double> ab(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += double(av[size_t(i * k + p)]) * double(bv[size_t(p * n + j)]);
+      ab[size_t(i * n + j)] = acc;
+    }
+  const std::vector<std::vector<int64_t>> cShapes = {
+      {}, {n}, {1, n}, {m, 1}, {m, n}, {1, 1, n}};
+  for (const std::vector<int64_t> &cShape : cShapes)
+    for (bool inPlace : {false, true}) {
+      if (inPlace && cShape != std::vector<int64_t>{m, n})
+        continue;
+      SCOPED_TRACE(zrt::shapeString(cShape) + (inPlace ? " in place" : ""));
+      const int64_t cRows = cShape.size() >= 2 ? cShape[cShape.size() - 2] : 1;
+      const int64_t cCols = cShape.empty() ? 1 : cShape.back();
+      Tensors t;
+      TensorRef a = t.input<float>({m, k}, av);
+      TensorRef b = t.input<float>({k, n}, bv);
+      TensorRef c = t.input<float>(
+          cShape, std::vector<float>(cv.begin(), cv.begin() + cRows * cCols));
+      TensorRef y = inPlace ? c : t.output<float>({m, n});
+      EXPECT_OK(run("Gemm", {a, b, c}, {y}, attrs({{"beta", floats({0.5})}}),
+                    threadedContext()));
+      std::vector<double> expected(size_t(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          expected[size_t(i * n + j)] =
+              ab[size_t(i * n + j)] +
+              0.5 * double(cv[size_t((cRows == 1 ? 0 : i) * cCols +
+                                     (cCols == 1 ? 0 : j))]);
+      expectNear(values<float>(y), expected, 1e-5);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -2123,6 +2167,15 @@ TEST(ThreadCount, SameBitsAtAnyThreadCount) {
        {{96, 256}, {700, 256}},
        {96, 700},
        attrs({{"transB", ints({1})}})},
+      // Row tiles (tall A), a 2 x 3 grid, wide column tiles with a short
+      // last one and a bias, products cut under OpenBLAS's small-matrix size.
+      {"MatMul", {{1024, 256}, {256, 768}}, {1024, 768}, {}},
+      {"MatMul", {{2048, 32}, {32, 3072}}, {2048, 3072}, {}},
+      {"Gemm",
+       {{64, 128}, {5000, 128}, {5000}},
+       {64, 5000},
+       attrs({{"transB", ints({1})}})},
+      {"MatMul", {{12, 128, 64}, {12, 64, 128}}, {12, 128, 128}, {}},
       {"ReduceSum",
        {{2, 300000}},
        {2, 1},

@@ -5,7 +5,10 @@
 // running single-threaded: the parallelism is ours, on the KernelContext's
 // threads (independent batch products, or tiles of C for one product), so
 // OpenBLAS's own spinning worker threads never compete with the runtime's and
-// the split of the work (hence the bits of C) is fixed by the shapes.
+// the split of the work (hence the bits of C) is fixed by the shapes. Each
+// tile is one OpenBLAS call, which packs its operands afresh, so the tiles are
+// few and large, cut where the repacking costs least (chooseGrid). Gemm's C
+// is copied into Y tile by tile, just before the tile's product.
 // Integer types use a plain row-accumulating loop, tiled the same way.
 // Batched MatMul folds A's batch into M when B has no batch.
 //
@@ -19,11 +22,42 @@ namespace zrt {
 namespace cpu {
 namespace {
 
-/// Products smaller than this (M*N*K) are not split across threads.
+/// Products smaller than this (M*N*K) are not split across threads, and no
+/// tile of a split product is smaller.
 constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
-/// Smallest tile of C worth a task: rows, and columns when rows run out.
+/// Smallest tile of C: rows, columns.
 constexpr int64_t kMinTileRows = 16;
-constexpr int64_t kMinTileCols = 128;
+constexpr int64_t kMinTileCols = 64;
+/// Tile edges fall on multiples of these, so that only the last tile of a
+/// row or column has OpenBLAS's edge blocks (its sgemm register blocks, 16 x 4
+/// on AVX-512 and smaller elsewhere, divide them).
+constexpr int64_t kTileRowAlign = 16;
+constexpr int64_t kTileColAlign = 16;
+/// The cost of packing one operand element, in multiply-adds of the product's
+/// own time: each tile is one OpenBLAS call, which packs its rows of A and
+/// its columns of B, so a column of tiles packs all of A (M x K) once more and
+/// a row of tiles all of B (K x N). Measured (OpenBLAS 0.3.21, SkylakeX
+/// kernels, one thread): a call costs ~30 us more than its multiply-adds at
+/// M = 128, K = 768, i.e. ~24 multiply-adds per element of A.
+constexpr double kPackCostMacs = 24;
+/// OpenBLAS runs a product of at most this many multiply-adds (M*N*K) on its
+/// "small matrix" kernels, which pack nothing: just under the threshold they
+/// are ~25% faster than the packed path just over it (0.3.21, SkylakeX: 12
+/// products 128x64x128 in 175 us whole, 138 us in halves). A product up to
+/// kSmallSplitMax times over it is cut into row tiles under it.
+constexpr double kSmallGemmMacs = 100.0 * 100.0 * 100.0;
+constexpr int64_t kSmallSplitMax = 4;
+/// Tile counts tried, fewest first: each divides evenly over 2 threads, and
+/// 6, 12 and 24 over 3 (12 and 24 over 4 and 6 as well).
+constexpr int64_t kTileCounts[] = {2, 4, 6, 12, 24};
+/// Most tasks (products x tiles) a call is split into.
+constexpr int64_t kGemmTasks = 24;
+/// Extra packing (a fraction of the product's time) more tiles may add.
+constexpr double kSplitBudget = 0.04;
+/// ... when the tasks would otherwise be one (or an odd number), so that two
+/// threads could not share them evenly: worth more, since then the split is
+/// what makes the second thread useful.
+constexpr double kEvenSplitBudget = 0.25;
 
 /// C = alpha * op(A) * op(B) + beta * C, row-major, C is M x N. With beta == 0
 /// C is not read.
@@ -84,21 +118,102 @@ template <typename T> struct GemmProblem {
   int64_t ldb = 0;
   T *c = nullptr;
   int64_t ldc = 0;
+  /// When set (beta != 0), C's initial value: element (i, j) is
+  /// cInit[i * cInitRowStride + j * cInitColStride] (a stride is 0 along a
+  /// broadcast dim). Each tile writes its own part of C just before its
+  /// product, while it stays in cache: no separate pass over C.
+  const T *cInit = nullptr;
+  int64_t cInitRowStride = 0, cInitColStride = 0;
 
   /// The product restricted to rows [i0, i1) and columns [j0, j1) of C.
   void runTile(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
+    T *cTile = c + i0 * ldc + j0;
+    if (cInit && !(cInit == c && cInitRowStride == ldc && cInitColStride == 1))
+      for (int64_t i = i0; i < i1; ++i) {
+        const T *src = cInit + i * cInitRowStride;
+        T *dst = c + i * ldc;
+        if (cInitColStride == 0)
+          std::fill(dst + j0, dst + j1, src[0]);
+        else
+          std::copy(src + j0, src + j1, dst + j0);
+      }
     const T *aTile = transA ? a + i0 : a + i0 * lda;
     const T *bTile = transB ? b + j0 * ldb : b + j0;
     gemm<T>(transA, transB, i1 - i0, j1 - j0, k, alpha, aTile, lda, bTile, ldb,
-            beta, c + i0 * ldc + j0, ldc);
+            beta, cTile, ldc);
   }
 };
 
-/// Runs `count` independent products (`problemAt(i)` gives the i-th) on the
-/// context's threads: whole products per task when there are enough of
-/// them, otherwise each product split into tiles of C. The tiling is chosen
-/// from the shapes alone (never from the thread count): each tile is one
-/// single-threaded BLAS call, so C's bits are the same at any --threads.
+/// C cut into rows x cols tiles.
+struct TileGrid {
+  int64_t rows = 1, cols = 1;
+  int64_t count() const { return rows * cols; }
+};
+
+/// Edge `i` of `parts` tiles over [0, total): on a multiple of `align`
+/// (save the end), as even as that allows.
+int64_t tileEdge(int64_t total, int64_t parts, int64_t i, int64_t align) {
+  const int64_t units = (total + align - 1) / align;
+  return std::min(total, units * i / parts * align);
+}
+
+/// The packing a grid adds to one product's, as a fraction of its
+/// multiply-adds: every column of tiles but one packs A again, every row of
+/// tiles but one B.
+double splitOverhead(int64_t m, int64_t n, const TileGrid &g) {
+  return kPackCostMacs *
+         (double(g.cols - 1) / double(n) + double(g.rows - 1) / double(m));
+}
+
+/// The grid of `tiles` tiles (none smaller than kMinTileRows x kMinTileCols)
+/// that adds the least packing; rows == 0 when there is none.
+TileGrid bestGrid(int64_t m, int64_t n, int64_t tiles) {
+  TileGrid best{0, 0};
+  for (int64_t rows = 1; rows <= tiles; ++rows) {
+    if (tiles % rows != 0)
+      continue;
+    const TileGrid g{rows, tiles / rows};
+    if (m / g.rows < kMinTileRows || n / g.cols < kMinTileCols)
+      continue;
+    if (best.rows == 0 || splitOverhead(m, n, g) < splitOverhead(m, n, best))
+      best = g;
+  }
+  return best;
+}
+
+/// How to cut each of `count` m x n x k products: into 2 or 4 row tiles when
+/// that brings a product just over kSmallGemmMacs under it; otherwise the
+/// most tiles (from kTileCounts, at most kGemmTasks tasks in all, each tile
+/// worth at least kMinParallelGemm) whose extra packing stays within
+/// kSplitBudget, or kEvenSplitBudget while the tasks are too few or too odd
+/// to share evenly over two threads. A function of the shapes only: never of
+/// the thread count, so C's bits are the same at any --threads.
+TileGrid chooseGrid(int64_t count, int64_t m, int64_t n, int64_t k) {
+  const double macs = double(m) * double(n) * double(k);
+  TileGrid grid;
+  if (macs > kSmallGemmMacs && macs <= kSmallSplitMax * kSmallGemmMacs)
+    for (int64_t rows = 2; rows <= kSmallSplitMax; rows *= 2)
+      if (macs / double(rows) <= kSmallGemmMacs && m / rows >= kMinTileRows)
+        return TileGrid{rows, 1};
+  for (int64_t tiles : kTileCounts) {
+    if (count * tiles > kGemmTasks || macs / double(tiles) < kMinParallelGemm)
+      break;
+    const TileGrid g = bestGrid(m, n, tiles);
+    if (g.rows == 0)
+      continue;
+    const double budget =
+        (count * grid.count()) % 2 == 1 ? kEvenSplitBudget : kSplitBudget;
+    if (splitOverhead(m, n, g) > budget)
+      break;
+    grid = g;
+  }
+  return grid;
+}
+
+/// Runs `count` independent products (`problemAt(i)` gives the i-th) of the
+/// same shape on the context's threads: whole products per task, or each
+/// product cut into the tiles of chooseGrid, each tile one single-threaded
+/// BLAS call (see chooseGrid: C's bits are the same at any --threads).
 template <typename T, typename ProblemAt>
 void runProducts(const KernelContext &ctx, int64_t count,
                  const ProblemAt &problemAt) {
@@ -106,23 +221,13 @@ void runProducts(const KernelContext &ctx, int64_t count,
   if (count <= 0)
     return;
   const GemmProblem<T> first = problemAt(0);
-  const double flops = double(first.m) * double(first.n) * double(first.k);
-  // Tiles per product: enough for kParallelTasks tasks in all, each worth at
-  // least kMinParallelGemm. Columns first: a column tile packs only its own
-  // panel of B (the weight) and all of the small A, so no operand is packed
-  // twice over; rows split only what columns cannot.
-  const int64_t want = std::min<int64_t>(
-      (kParallelTasks + count - 1) / count,
-      int64_t(std::max(flops / kMinParallelGemm, 1.0)));
-  const int64_t colBlocks =
-      std::max<int64_t>(1, std::min(want, first.n / kMinTileCols));
-  const int64_t rowBlocks = std::max<int64_t>(
-      1, std::min(want / colBlocks, first.m / kMinTileRows));
-  const int64_t tiles = rowBlocks * colBlocks;
+  const TileGrid grid = chooseGrid(count, first.m, first.n, first.k);
+  const int64_t tiles = grid.count();
   if (tiles == 1) {
+    const double macs = double(first.m) * double(first.n) * double(first.k);
     parallelRange(
         ctx, count,
-        std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(flops, 1.0))),
+        std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(macs, 1.0))),
         [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) {
             const GemmProblem<T> p = problemAt(i);
@@ -135,9 +240,11 @@ void runProducts(const KernelContext &ctx, int64_t count,
     for (int64_t t = b; t < e; ++t) {
       const GemmProblem<T> p = problemAt(t / tiles);
       const int64_t tile = t % tiles;
-      const int64_t ri = tile / colBlocks, ci = tile % colBlocks;
-      p.runTile(p.m * ri / rowBlocks, p.m * (ri + 1) / rowBlocks,
-                p.n * ci / colBlocks, p.n * (ci + 1) / colBlocks);
+      const int64_t ri = tile / grid.cols, ci = tile % grid.cols;
+      p.runTile(tileEdge(p.m, grid.rows, ri, kTileRowAlign),
+                tileEdge(p.m, grid.rows, ri + 1, kTileRowAlign),
+                tileEdge(p.n, grid.cols, ci, kTileColAlign),
+                tileEdge(p.n, grid.cols, ci + 1, kTileColAlign));
     }
   });
 }
@@ -199,16 +306,29 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   GemmLayout l;
   ZRT_RETURN_IF_ERROR(prepareGemm(in, out, attrs, l));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  if (l.hasC)
-    ZRT_RETURN_IF_ERROR(broadcastCopy(ctx, "Gemm", in[2], y));
+  // C broadcast to [M, N] as row and column strides (0 along a broadcast
+  // dim; prepareGemm checked the broadcast); each tile copies its part into
+  // Y before its product.
+  int64_t cRowStride = 0, cColStride = 0;
+  if (l.hasC) {
+    const TensorRef &c = in[2];
+    const int64_t cRows = c.rank() >= 2 ? c.shape[size_t(c.rank() - 2)] : 1;
+    const int64_t cCols = c.rank() >= 1 ? c.shape.back() : 1;
+    cRowStride = cRows == 1 ? 0 : cCols;
+    cColStride = cCols == 1 ? 0 : 1;
+  }
   if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        runProducts<T>(ctx, 1, [&](int64_t) {
-          return GemmProblem<T>{l.transA,   l.transB,  l.m,        l.n,
-                                l.k,        l.alpha,   l.beta,     a.as<T>(),
-                                a.shape[1], b.as<T>(), b.shape[1], y.as<T>(),
-                                l.n};
-        });
+        GemmProblem<T> p{l.transA,   l.transB,  l.m,        l.n,
+                         l.k,        l.alpha,   l.beta,     a.as<T>(),
+                         a.shape[1], b.as<T>(), b.shape[1], y.as<T>(),
+                         l.n};
+        if (l.hasC) {
+          p.cInit = in[2].as<T>();
+          p.cInitRowStride = cRowStride;
+          p.cInitColStride = cColStride;
+        }
+        runProducts<T>(ctx, 1, [&](int64_t) { return p; });
       }))
     return Status::error("unreachable: dtype checked by prepareGemm");
   return Status::ok();
