@@ -53,8 +53,8 @@ DictionaryAttr kernelParams(Operation *op, OpBuilder &b) {
   for (NamedAttribute a : op->getAttrDictionary()) {
     if (isa<TypeAttr>(a.getValue()))
       continue; // Cast's target: the output buffer's dtype says it.
-    if (a.getName() == "zero.stream" || a.getName() == "zero.pipeline_stage")
-      continue; // where it runs, not how
+    if (a.getName().getValue().starts_with("zero."))
+      continue; // where and when it runs (stream, stage, micro-batch), not how
     out.push_back(a);
   }
   return b.getDictionaryAttr(out);

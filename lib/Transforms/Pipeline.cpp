@@ -258,6 +258,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         "; the options are KEY=INTEGER for stage, dp, prefetch, "
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
         "max-reuse-distance, hpz, qwz, qgz, quant-block, pp, micro-batches, "
+        "activation-checkpoint-interval, schedule=1f1b|gpipe, "
         "and config=FILE, partition-method=parameters|uniform|type:REGEX");
 
   bool training = settings.training;
@@ -293,6 +294,8 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
       {"quant-block", options.quantBlock, settings.quantizeBlock, 1},
       {"pp", options.pp, settings.pp, 1},
       {"micro-batches", options.microBatches, settings.microBatches, 1},
+      {"activation-checkpoint-interval", options.activationCheckpointInterval,
+       settings.activationCheckpointInterval, 0},
   };
   for (Key &k : keys) {
     if (!given.contains(k.name))
@@ -308,6 +311,10 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   if (given.contains("partition-method"))
     settings.partitionMethod = options.partitionMethod;
   settings.microBatchesGiven = given.contains("micro-batches");
+  if (settings.activationCheckpointInterval > 0 && !settings.training)
+    return errorHandler("--zero-pipeline: activation-checkpoint-interval recomputes "
+                        "forward segments in a training step's backward; a forward "
+                        "program keeps no activations for backward (compile with --train)");
   if (given.contains("schedule")) {
     if (options.schedule != "1f1b" && options.schedule != "gpipe")
       return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +

@@ -227,8 +227,14 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.accumulation = settings.accumulation;
   ad.world = settings.step.world;
   ad.stage = settings.step.stage;
-  ad.tagMicroBatches = settings.zeroGiven && settings.zero.pp > 1;
+  const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
+  ad.tagMicroBatches = settings.zeroGiven && (settings.zero.pp > 1 || checkpoint > 0);
   pm.addPass(createZeroAutodiffPass(ad));
+  if (checkpoint > 0) {
+    ZeroActivationCheckpointPassOptions ck;
+    ck.interval = checkpoint;
+    pm.addPass(createZeroActivationCheckpointPass(ck));
+  }
   if (settings.optimizer)
     pm.addPass(createZeroOptimizerPass(settings.step));
   if (settings.zeroGiven)

@@ -901,13 +901,31 @@ def mode_pp(a, tools, name, work):
     for (schedule, stages, m) in list(peaks):
         if schedule != "1f1b" or m < stages or ("gpipe", stages, m) not in peaks:
             continue
-        got = {}
-        for sch in ("gpipe", "1f1b"):
+        got, weights = {}, {}
+        for sch in ("gpipe", "1f1b") + (("1f1b-ckpt",) if a.pp_ckpt == "on" else ()):
             micro = rows // m
             data = big
             tag = f"mem_{sch}_s{stages}_m{m}"
-            zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={sch}")
-            got[sch] = train(tag, zrt, w, stages)[3]
+            ckpt = " activation-checkpoint-interval=1" if sch.endswith("ckpt") else ""
+            zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} "
+                              f"schedule={sch.split('-')[0]}{ckpt}")
+            _, weights[sch], _, got[sch] = train(tag, zrt, w, stages)
+        # Activation checkpointing (every layer recomputed in backward): the same
+        # bits, and a lower activation peak on the stage that needs the most (a
+        # stage holding only an embedding has nothing to drop).
+        if "1f1b-ckpt" not in got:
+            continue
+        pc = got["1f1b-ckpt"]
+        same = all(weights["1f1b"][k].tobytes() == weights["1f1b-ckpt"][k].tobytes()
+                   for k in weights["1f1b"])
+        lower_ck = same and max(pc) < max(got["1f1b"])
+        log(f"  {'ok  ' if lower_ck else 'FAIL'} pp={stages} M={m} 1F1B with "
+            f"activation-checkpoint-interval=1: weights {'bit-identical' if same else 'DIFFER'}"
+            f", peak live activation bytes per stage {pc} vs {got['1f1b']} without "
+            f"(largest {max(pc)} vs {max(got['1f1b'])})")
+        if not lower_ck:
+            failures.append(f"pp={stages} M={m}: activation checkpointing: weights "
+                            f"{'same' if same else 'differ'}, peaks {pc} vs {got['1f1b']}")
         # 1F1B keeps at most S - s micro-batches in flight on stage s, GPipe all M:
         # below GPipe's where S - s < M, never above it.
         p1, pg = got["1f1b"], got["gpipe"]
@@ -1287,6 +1305,9 @@ def main():
                          "(DP replicas of the pipeline, ZeRO stage inside each stage's "
                          "replicas: mpirun -np STAGES x DP)")
     ap.add_argument("--pp-steps", type=int, default=6)
+    ap.add_argument("--pp-ckpt", choices=("on", "off"), default="on",
+                    help="with --pp: also compare activation-checkpoint-interval=1 with "
+                         "1F1B at the memory scale (bit-identical, lower largest peak)")
     ap.add_argument("--pp-memory-scale", type=int, default=4,
                     help="with --pp: the memory comparison's batches, the stored ones tiled "
                          "this many times along the batch and the sequence")

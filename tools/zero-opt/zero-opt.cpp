@@ -561,7 +561,8 @@ int main(int argc, char **argv) {
         settings.zero = zs;
         settings.zero.dp = settings.step.world;
         settings.zero.stage = settings.step.stage;
-        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1 || zs.pp > 1;
+        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1 || zs.pp > 1 ||
+                             zs.activationCheckpointInterval > 0;
         // Pipeline stages: the step's micro-batches are its gradient
         // accumulation steps (DeepSpeed's PipelineEngine takes
         // gradient_accumulation_steps as the micro-batches).

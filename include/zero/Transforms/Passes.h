@@ -80,6 +80,9 @@ struct ZeroSettings {
   /// A training step's pipeline schedule: 1f1b (DeepSpeed's TrainSchedule)
   /// or gpipe (every forward, then every backward).
   std::string schedule = "1f1b";
+  /// Layers per activation-checkpointed segment of a training step
+  /// (activation_checkpoint_interval; 0: off).
+  int64_t activationCheckpointInterval = 0;
   bool microBatchesGiven = false;
 };
 
@@ -145,6 +148,11 @@ struct ZeroPipelineOptions
                                               "the pipeline stages (zero-pipeline-"
                                               "split micro-batches)"),
                                llvm::cl::init(1)};
+  Option<int64_t> activationCheckpointInterval{
+      *this, "activation-checkpoint-interval",
+      llvm::cl::desc("A training step recomputes each segment of this many layers "
+                     "in backward (DeepSpeed's activation_checkpoint_interval; 0: off)"),
+      llvm::cl::init(0)};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("A training step's pipeline schedule: 1f1b (DeepSpeed's "

@@ -331,6 +331,29 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def ZeroActivationCheckpointPass : Pass<"zero-activation-checkpoint", "mlir::ModuleOp"> {
+  let summary = "Recompute each segment of layers' forward in backward";
+  let description = [{
+    DeepSpeed's PipelineModule `activation_checkpoint_interval=K`: the
+    model's layers (the exporter's module paths, as zero-pipeline-split
+    finds them) in consecutive segments of K; in @train_step (built by
+    zero-autodiff with tag-micro-batches), each micro-batch's backward reads
+    no activation from inside a segment's forward: right before the first
+    backward op that would, the segment's forward ops that it needs are
+    cloned (reading the kept segment inputs, the parameters and the
+    constants) and the backward reads the clones. The forward's values then
+    die at the end of their segment's forward, so a micro-batch keeps only
+    its segments' inputs until backward. Results are unchanged bit for bit
+    (the same kernels on the same operands; dropout masks are drawn from
+    their seed, stream and step).
+  }];
+  let options = [
+    Option<"interval", "interval", "int64_t", "1",
+           "Layers per checkpointed segment (DeepSpeed's "
+           "activation_checkpoint_interval)">,
+  ];
+}
+
 def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
   let summary = "Add clipping, the learning-rate schedule and the optimizer update";
   let description = [{
