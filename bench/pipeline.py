@@ -14,8 +14,18 @@ per rank (max over ranks), and for the pipelines the measured bubble of each sta
 (S-1)/(M+S-1). The pipeline outputs are checked bit-identical to the 1-rank run.
 No timing is asserted.
 
+With --train, the same comparison for an AdamW training step (causal-LM loss on the
+logits, the global batch B x S in every variant, --steps steps of random tokens):
+
+  1 rank     accumulation M over micro-batches of B/M rows, 2 threads
+  pp=2 M     --zero-pipeline "pp=2 micro-batches=M schedule=1f1b" (and gpipe),
+             2 ranks x 1 thread
+  dp=2 Z3    --zero-pipeline "stage=3 dp=2", accumulation M/2 per rank, 2 x 1 thread
+Time = the median step time after the first step (zero-run's --log-json, slowest
+rank); the pipelines' final weights are checked bit-identical to the 1-rank run's.
+
 Usage: build/pyenv/bin/python bench/pipeline.py [--batch 8] [--seq 128] [--repeat 3]
-       [--micro 1,2,4,8] [--quick]
+       [--micro 1,2,4,8] [--quick] [--train [--steps 4]]
 """
 import argparse
 import json
@@ -42,7 +52,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--micro", default="1,2,4,8")
     ap.add_argument("--quick", action="store_true", help="4 x 32, micro 1,4, 2 repeats")
+    ap.add_argument("--train", action="store_true", help="a training step instead")
+    ap.add_argument("--steps", type=int, default=4, help="with --train: steps per run")
     a = ap.parse_args()
+    if a.train:
+        return train_bench(a)
     if a.quick:
         a.batch, a.seq, a.repeat, a.micro = 4, 32, 2, "1,4"
     B, S = a.batch, a.seq
@@ -112,6 +126,84 @@ def main():
     print("|---|---|---|---|---|---|")
     for name, wall, ratio, rss, bub, pred in rows:
         print(f"| {name} | {wall:.3f} | {ratio:.2f}x | {rss:.0f} | {bub} | {pred} |")
+
+
+def train_bench(a):
+    if a.quick:
+        a.batch, a.seq, a.micro = 4, 32, "2,4"
+    B, S = a.batch, a.seq
+    micro = [int(m) for m in a.micro.split(",") if int(m) >= 2 and B % int(m) == 0]
+    model = a.model or os.path.join(a.build, "bench", "gpt2_small.onnx")
+    if not os.path.exists(model):
+        sys.exit(f"missing {model}; run bench/make_gpt2_small.sh")
+    work = a.work or os.path.join(a.build, "bench", "pipeline-train")
+    os.makedirs(work, exist_ok=True)
+    zero_opt = os.path.join(a.build, "bin", "zero-opt")
+    zero_run = os.path.join(a.build, "bin", "zero-run")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    from safetensors.numpy import load_file, save_file
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, VOCAB, size=(a.steps, B, S), dtype=np.int64)
+    data = os.path.join(work, f"data_{B}x{S}.safetensors")
+    save_file({"input_ids": ids, "labels": ids.copy()}, data)
+
+    def run(tag, rows, accum, pipeline, np_, threads):
+        zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
+        cfg = os.path.join(work, f"{tag}.json")
+        with open(cfg, "w") as f:
+            json.dump({"gradient_accumulation_steps": accum,
+                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
+        cmd = [zero_opt, model, f"--input-shape=input_ids={rows}x{S}", "--train",
+               "--loss", "causal-lm:labels", "--config", cfg, "--emit=zrt", "-o", zrt,
+               "--weights-out", w]
+        if pipeline:
+            cmd.append(f"--zero-pipeline={pipeline}")
+        sh(cmd)
+        rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
+        saved = os.path.join(work, f"{tag}.final.safetensors")
+        cmd = ["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
+               "--data", data, "--steps", str(a.steps), "--threads", str(threads),
+               "--log-json", log_, "--report-json", rep, "--save", saved]
+        sh(cmd, env=env)
+        times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
+        report = json.load(open(rep))
+        rss = max(r["peak_rss_bytes"] for r in report["ranks"]) / 2**20
+        bubbles = [r.get("pipeline_bubble") for r in report["ranks"]]
+        return times[len(times) // 2], rss, bubbles, saved
+
+    rows = []
+    for m in micro:
+        base, base_rss, _, base_w = run(f"np1_m{m}", B // m, m, "", 1, 2)
+        rows.append((f"1 rank x 2 threads, accumulation {m}", base, 1.0, base_rss, "", ""))
+        print(f"1 rank, accumulation {m}: {base:.3f} s/step, peak RSS {base_rss:.0f} MiB",
+              flush=True)
+        ref = load_file(base_w)
+        for sch in ("1f1b", "gpipe"):
+            tag = f"pp2_{sch}_m{m}"
+            t, rss, bubbles, saved = run(tag, B // m, m,
+                                         f"pp=2 micro-batches={m} schedule={sch}", 2, 1)
+            got = load_file(saved)
+            if any(got[k].tobytes() != ref[k].tobytes() for k in ref):
+                sys.exit(f"FAIL: {tag}: final weights differ from the 1-rank run")
+            predicted = (2 - 1) / (m + 2 - 1)
+            rows.append((f"pp=2 {sch} M={m}, 2 ranks x 1 thread", t, t / base, rss,
+                         " / ".join(f"{b:.2f}" for b in bubbles if b is not None),
+                         f"{predicted:.2f}"))
+            print(f"pp=2 {sch} M={m}: {t:.3f} s/step, peak RSS {rss:.0f} MiB, bubble "
+                  f"{bubbles} (predicted {predicted:.2f})", flush=True)
+        t, rss, _, _ = run(f"dp2_z3_m{m}", B // m, m // 2, "stage=3 dp=2", 2, 1)
+        rows.append((f"dp=2 ZeRO-3, accumulation {m // 2}, 2 ranks x 1 thread", t, t / base,
+                     rss, "", ""))
+        print(f"dp=2 ZeRO-3: {t:.3f} s/step, peak RSS {rss:.0f} MiB", flush=True)
+    print(f"\nGPT-2-small training step (AdamW), global batch {B} x {S}, median step "
+          f"time of steps 2-{a.steps}, slowest rank")
+    print("| run | s/step | vs 1 rank | peak RSS/rank (MiB) | bubble per stage | "
+          "(S-1)/(M+S-1) |")
+    print("|---|---|---|---|---|---|")
+    for name, t, ratio, rss, bub, pred in rows:
+        print(f"| {name} | {t:.3f} | {ratio:.2f}x | {rss:.0f} | {bub} | {pred} |")
 
 
 if __name__ == "__main__":
