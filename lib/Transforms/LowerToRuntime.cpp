@@ -486,6 +486,13 @@ LogicalResult RuntimeLowering::collect() {
     if (!stage && pipelined && first < instrs_.size())
       return op.emitOpError("has no zero.pipeline_stage in a program cut into pipeline "
                             "stages (a rewrite after zero-pipeline-split dropped it)");
+    // A training pipeline's step ("F3", "B1", ...): the trace's schedule track.
+    if (auto step = op.getAttrOfType<StringAttr>("zero.pipeline_step"))
+      for (size_t i = first; i < instrs_.size(); ++i) {
+        NamedAttrList params(instrs_[i].params);
+        params.set("pipeline_step", step);
+        instrs_[i].params = params.getDictionary(op.getContext());
+      }
     if (stage)
       for (size_t i = first; i < instrs_.size(); ++i) {
         // Stage s runs on its data-parallel replicas' ranks [s*dp, (s+1)*dp).

@@ -383,10 +383,23 @@ struct ZeroPipelineSplitPass
       return std::make_tuple(stepOf.lookup(op), stageOf.lookup(op), position[op]);
     };
     llvm::stable_sort(ops, [&](Operation *x, Operation *y) { return key(x) < key(y); });
+    // Each op's step by name (zero.pipeline_step: "F3", "B1", or "prologue" /
+    // "optimizer"), for the reader and for the runtime's trace.
+    std::map<int64_t, std::vector<::zero::PipelineStep>> orders;
     for (Operation *op : ops) {
       op->moveBefore(term);
       op->removeAttr("zero.phase");
       op->removeAttr("zero.micro_batch");
+      const int64_t st = stageOf.lookup(op), step = stepOf.lookup(op);
+      std::string name = step < 0 ? "prologue" : "optimizer";
+      if (step >= 0 && step < 2 * m) {
+        auto [it, inserted] = orders.try_emplace(st);
+        if (inserted)
+          it->second = ::zero::pipelineSchedule(schedule, stages, st, m);
+        const ::zero::PipelineStep &ps = it->second[size_t(step)];
+        name = (ps.forward ? "F" : "B") + std::to_string(ps.micro);
+      }
+      op->setAttr("zero.pipeline_step", StringAttr::get(module.getContext(), name));
     }
     return success();
   }

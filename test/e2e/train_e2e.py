@@ -743,6 +743,26 @@ def mode_dp(a, tools, name, work):
     return failures
 
 
+def deepspeed_train_schedule(micro_batches, stages, stage_id):
+    """The order of work on `stage_id` in DeepSpeed's TrainSchedule (1F1B), as its
+    _step_to_micro_batch walks 2 (M + S - 1) steps: forwards on steps of the stage's
+    parity, backwards on the others, micro-batch ids shifted by the stage."""
+    out = []
+    for step in range(2 * (micro_batches + stages - 1)):
+        even_step, even_stage = step % 2 == 0, stage_id % 2 == 0
+        if even_step and even_stage:
+            mb, fwd = step // 2 - stage_id // 2, True
+        elif not even_step and not even_stage:
+            mb, fwd = (step - 1) // 2 - stage_id // 2, True
+        elif even_step:
+            mb, fwd = step // 2 - stages + (stage_id + 1) // 2, False
+        else:
+            mb, fwd = (step - 1) // 2 - stages + 1 + stage_id // 2, False
+        if 0 <= mb < micro_batches:
+            out.append(("F" if fwd else "B") + str(mb))
+    return out
+
+
 def mode_pp(a, tools, name, work):
     """Training through pipeline stages equals the 1-rank training of the same global
     batch. Each configuration SCHEDULE:STAGES:M (schedule gpipe or 1f1b, M
@@ -798,8 +818,15 @@ def mode_pp(a, tools, name, work):
                "--report-json", str(rp),
                "--save-optimizer", str(work / f"opt_{tag}.safetensors")]
         if ranks > 1:
-            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd + [
+                "--trace", str(work / f"trace_{tag}.json")]
         run(cmd, "zero-run")
+        if ranks > 1:
+            trace = json.loads((work / f"trace_{tag}.json").read_text())
+            events = trace["traceEvents"] if isinstance(trace, dict) else trace
+            schedules[tag] = {r: [e["name"] for e in events if e.get("cat") == "schedule"
+                                  and e["pid"] == r and e["name"][0] in "FB"]
+                              for r in range(ranks)}
         report = json.loads(rp.read_text())
         ranks = sorted(report["ranks"], key=lambda r: r["rank"])
         peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
@@ -808,7 +835,7 @@ def mode_pp(a, tools, name, work):
         return read_log(lp, steps), load_file(str(sp)), \
             load_file(str(work / f"opt_{tag}.safetensors")), peaks
 
-    failures, refs, peaks, resident, zero_runs = [], {}, {}, {}, {}
+    failures, refs, peaks, resident, zero_runs, schedules = [], {}, {}, {}, {}, {}
     for spec in a.pp_configs.split(","):
         fields = spec.split(":")
         schedule, stages, m = fields[0], int(fields[1]), int(fields[2])
@@ -832,6 +859,15 @@ def mode_pp(a, tools, name, work):
         else:
             zero_runs[(stages, m, dp, zero_stage)] = tag
         bad = []
+        # The order each rank ran its steps in (zero-run --trace's schedule track)
+        # against DeepSpeed's TrainSchedule, or GPipe's all-forwards-then-backwards.
+        for r, got_order in schedules[tag].items():
+            st = r // dp
+            want = deepspeed_train_schedule(m, stages, st) if schedule == "1f1b" else \
+                [f"F{k}" for k in range(m)] + [f"B{k}" for k in range(m)]
+            if got_order != want:
+                bad.append(f"rank {r} ran {' '.join(got_order)}, the {schedule} order is "
+                           f"{' '.join(want)}")
         lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
                    for x, y in zip(got_rows, ref_rows))
         grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)

@@ -275,16 +275,47 @@ std::string formatReport(const nlohmann::json &run) {
 nlohmann::json traceEvents(const Executor &executor, int rank) {
   const Program &p = executor.program();
   nlohmann::json events = nlohmann::json::array();
+  // A pipeline: one process per stage replica, and a "schedule" track whose
+  // spans are the training schedule's steps (F3: micro-batch 3's forward,
+  // B1: micro-batch 1's backward), each from the first to the last compute
+  // instruction of that step.
+  std::string process = "rank " + std::to_string(rank);
+  if (p.pipelined())
+    process = "stage " + std::to_string(rank / p.dataParallelSize()) + " (" + process + ")";
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank},
-                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
+                    {"args", {{"name", process}}}});
   for (size_t s = 0; s < p.streams.size(); ++s)
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
                       {"tid", s}, {"args", {{"name", p.streams[s].name}}}});
+  const size_t scheduleTrack = p.streams.size();
+  std::string step;
+  double stepStart = 0, stepEnd = 0;
+  auto closeStep = [&] {
+    if (!step.empty())
+      events.push_back({{"name", step}, {"cat", "schedule"}, {"ph", "X"},
+                        {"ts", stepStart}, {"dur", stepEnd - stepStart}, {"pid", rank},
+                        {"tid", scheduleTrack}});
+  };
+  bool anyStep = false;
   for (const TraceEvent &e : executor.stats().trace) {
     const Instruction &inst = p.instructions[e.instruction];
     const char *cat = inst.kind == OpKind::Kernel  ? "kernel"
                       : isCollective(inst.kind) ? "collective"
                                                 : "sync";
+    nlohmann::json args = {{"loc", inst.loc}, {"instruction", e.instruction}};
+    std::string mine = inst.attrs.getString("pipeline_step", "");
+    if (!mine.empty()) {
+      args["step"] = mine;
+      anyStep = true;
+      if (p.streams[size_t(e.stream)].kind == StreamKind::Compute) {
+        if (mine != step) {
+          closeStep();
+          step = mine;
+          stepStart = stepEnd = double(e.startUs);
+        }
+        stepEnd = std::max(stepEnd, double(e.startUs + e.durationUs));
+      }
+    }
     events.push_back({{"name", inst.op},
                       {"cat", cat},
                       {"ph", "X"},
@@ -292,8 +323,12 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
                       {"dur", e.durationUs},
                       {"pid", rank},
                       {"tid", e.stream},
-                      {"args", {{"loc", inst.loc}, {"instruction", e.instruction}}}});
+                      {"args", args}});
   }
+  closeStep();
+  if (anyStep)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
+                      {"tid", scheduleTrack}, {"args", {{"name", "schedule"}}}});
   return events;
 }
 
