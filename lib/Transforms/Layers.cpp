@@ -1,10 +1,12 @@
-//===- Layers.cpp - Layers from module paths; DeepSpeed's partitions ------===//
+//===- Layers.cpp - Layers from module paths or cut points; partitions ---===//
 
 #include "Layers.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
@@ -58,13 +60,9 @@ bool isAncestorOrSelf(StringRef ancestor, StringRef path) {
   return path == ancestor || path.starts_with((ancestor + ".").str());
 }
 
-} // namespace
-
-zero::LayerStructure zero::recoverLayers(func::FuncOp func) {
-  LayerStructure result;
-  if (func.getBody().empty())
-    return result;
-  Block &body = func.getBody().front();
+/// The layers from the module paths (see Layers.h); empty when none.
+zero::LayerStructure fromModulePaths(Block &body) {
+  zero::LayerStructure result;
   // The repeated container: the parent of the first indexed module path.
   std::optional<std::string> container;
   for (Operation &op : body) {
@@ -132,6 +130,185 @@ zero::LayerStructure zero::recoverLayers(func::FuncOp func) {
         work.push_back(next);
     }
   }
+  return result;
+}
+
+/// The global a load reads when it is a trainable parameter (not one of the
+/// exporter's buffers), else null.
+ml_program::GlobalOp parameterOf(ml_program::GlobalLoadOp load) {
+  auto global =
+      SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, load.getGlobalAttr());
+  return global && !global->hasAttr("zero.buffer") ? global : ml_program::GlobalOp();
+}
+
+/// A parameter's elements (its full shape when sharded).
+int64_t elementsOf(ml_program::GlobalOp global) {
+  Type full = global.getType();
+  if (auto f = global->getAttrOfType<TypeAttr>("zero.full_type"))
+    full = f.getValue();
+  return cast<ShapedType>(full).getNumElements();
+}
+
+/// The values `op` reads: its operands and what its regions use from above.
+SmallVector<Value> readsOf(Operation *op) {
+  SmallVector<Value> reads(op->getOperands().begin(), op->getOperands().end());
+  if (op->getNumRegions()) {
+    llvm::SetVector<Value> above;
+    getUsedValuesDefinedAbove(op->getRegions(), above);
+    reads.append(above.begin(), above.end());
+  }
+  return reads;
+}
+
+/// The layers of a model without module paths: the segments between its
+/// single-activation cut points (the rule is in Layers.h).
+zero::LayerStructure fromCutPoints(Block &body) {
+  zero::LayerStructure result;
+  result.segments = true;
+  Operation *term = body.getTerminator();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body) {
+    // Already cut, or a training step: the fallback needs the forward.
+    if (op.hasAttr("zero.pipeline_stage") || op.hasAttr("zero.phase"))
+      return zero::LayerStructure();
+    if (&op != term)
+      ops.push_back(&op);
+  }
+  const int64_t n = int64_t(ops.size());
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = int64_t(i);
+  auto topLevel = [&](Operation *op) {
+    while (op->getBlock() != &body)
+      op = op->getParentOp();
+    return op;
+  };
+  // Free ops: loads, constants and what is computed from them only.
+  llvm::DenseSet<Operation *> free;
+  for (Operation *op : ops) {
+    bool isFree = isa<ml_program::GlobalLoadOp>(op) ||
+                  op->getName().getStringRef() == "onnx.Constant";
+    if (!isFree && op->getNumOperands() > 0 && op->getNumResults() > 0) {
+      isFree = llvm::all_of(readsOf(op), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def && def->getBlock() == &body && free.contains(def);
+      });
+    }
+    if (isFree)
+      free.insert(op);
+  }
+  // crossing[i]: the non-free values defined at or before op i (block
+  // arguments before op 0) and used after it (the return at position n).
+  std::vector<int64_t> crossing(size_t(n) + 1, 0);
+  auto addLiveRange = [&](Value v, int64_t def) {
+    int64_t last = def;
+    for (Operation *user : v.getUsers()) {
+      Operation *top = topLevel(user);
+      last = std::max(last, top == term ? n : position.lookup(top));
+    }
+    // v crosses the points after ops max(def, 0) .. last-1.
+    const int64_t from = std::max<int64_t>(def, 0);
+    if (last > from) {
+      crossing[size_t(from)] += 1;
+      crossing[size_t(last)] -= 1;
+    }
+  };
+  for (BlockArgument arg : body.getArguments())
+    addLiveRange(arg, -1);
+  for (Operation *op : ops)
+    if (!free.contains(op))
+      for (Value v : op->getResults())
+        addLiveRange(v, position[op]);
+  for (int64_t i = 1; i <= n; ++i)
+    crossing[size_t(i)] += crossing[size_t(i) - 1];
+  // Segments of non-free ops, cut after op i where one value crosses.
+  SmallVector<Operation *> nonFree;
+  for (Operation *op : ops)
+    if (!free.contains(op))
+      nonFree.push_back(op);
+  if (nonFree.empty())
+    return zero::LayerStructure();
+  std::vector<SmallVector<Operation *>> segments(1);
+  for (auto [k, op] : llvm::enumerate(nonFree)) {
+    segments.back().push_back(op);
+    if (k + 1 < nonFree.size() && crossing[size_t(position[op])] == 1)
+      segments.emplace_back();
+  }
+  // The parameters each segment's ops read (directly, through free ops, or
+  // from a load inside their regions).
+  std::vector<llvm::SetVector<Operation *>> globals(segments.size());
+  for (auto [k, segment] : llvm::enumerate(segments))
+    for (Operation *op : segment) {
+      SmallVector<Value> work = readsOf(op);
+      op->walk([&](ml_program::GlobalLoadOp load) { work.push_back(load.getResult()); });
+      llvm::DenseSet<Operation *> visited;
+      while (!work.empty()) {
+        Operation *def = work.pop_back_val().getDefiningOp();
+        if (!def || !visited.insert(def).second)
+          continue;
+        if (auto load = dyn_cast<ml_program::GlobalLoadOp>(def)) {
+          if (ml_program::GlobalOp global = parameterOf(load))
+            globals[k].insert(global);
+          continue;
+        }
+        if (def->getBlock() == &body && free.contains(def))
+          llvm::append_range(work, readsOf(def));
+      }
+    }
+  // Segments without parameters join the next one (trailing ones the last
+  // one with parameters); none with parameters: one layer.
+  std::vector<int64_t> layerOfSegment(segments.size(), 0);
+  int64_t layers = 0;
+  for (size_t k = 0; k < segments.size(); ++k) {
+    layerOfSegment[k] = layers;
+    if (!globals[k].empty())
+      ++layers;
+  }
+  if (layers == 0)
+    layers = 1;
+  for (size_t k = 0; k < segments.size(); ++k)
+    layerOfSegment[k] = std::min(layerOfSegment[k], layers - 1);
+  result.layers.resize(size_t(layers));
+  std::vector<llvm::SetVector<Operation *>> layerGlobals(static_cast<size_t>(layers));
+  for (auto [k, segment] : llvm::enumerate(segments))
+    for (Operation *op : segment) {
+      result.layerOf[op] = int(layerOfSegment[k]);
+      layerGlobals[size_t(layerOfSegment[k])].insert(globals[k].begin(), globals[k].end());
+    }
+  // Free ops: with their first non-free user, else the next non-free op.
+  int next = int(layers) - 1;
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!free.contains(op)) {
+      next = result.layerOf[op];
+      continue;
+    }
+    std::optional<int> first;
+    for (Operation *user : op->getUsers()) {
+      auto it = result.layerOf.find(topLevel(user));
+      if (it != result.layerOf.end())
+        first = std::min(first.value_or(it->second), it->second);
+    }
+    result.layerOf[op] = first.value_or(next);
+  }
+  for (Operation *op : ops)
+    result.layers[size_t(result.layerOf[op])].ops.push_back(op);
+  for (auto [l, layer] : llvm::enumerate(result.layers)) {
+    layer.name = "segment." + std::to_string(l);
+    for (Operation *global : layerGlobals[l])
+      layer.params += elementsOf(cast<ml_program::GlobalOp>(global));
+  }
+  return result;
+}
+
+} // namespace
+
+zero::LayerStructure zero::recoverLayers(func::FuncOp func) {
+  if (func.getBody().empty())
+    return zero::LayerStructure();
+  Block &body = func.getBody().front();
+  LayerStructure result = fromModulePaths(body);
+  if (result.layers.empty())
+    result = fromCutPoints(body);
   return result;
 }
 

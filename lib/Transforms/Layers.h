@@ -7,7 +7,11 @@
 // ending in an index, `transformer.h.3`) and their siblings at the same depth
 // (`transformer.wte`, `transformer.ln_f`, `lm_head`), in program order. Ops
 // of the enclosing modules only (the glue that computes masks and position
-// ids) belong to no layer. Internal to lib/Transforms.
+// ids) belong to no layer.
+//
+// A model that records no module paths (an exporter that keeps neither node
+// names nor name_scopes metadata) is cut only where a single activation
+// crosses: see `recoverLayers`. Internal to lib/Transforms.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZERO_LIB_TRANSFORMS_LAYERS_H
@@ -35,10 +39,33 @@ struct LayerStructure {
   std::vector<Layer> layers;
   /// The op's layer index; absent for glue and for ops without a module path.
   llvm::DenseMap<mlir::Operation *, int> layerOf;
+  /// True when the layers are the single-activation segments of a model
+  /// that records no module paths (named segment.0, segment.1, ...).
+  bool segments = false;
 };
 
-/// The layers of `func` from its ops' module paths; empty when the exporter
-/// recorded none.
+/// The layers of `func` from its ops' module paths. When the exporter
+/// recorded none, the segments between its single-activation cut points:
+///   * an op is *free* when it is an ml_program.global_load or an
+///     onnx.Constant, or when it has operands and every value it reads
+///     (operands, and values its regions use from above) is free: weights
+///     and what is computed from weights and constants only (a transposed
+///     weight). A stage can repeat those itself; they never make a cut.
+///   * between two consecutive non-free top-level ops (program order), a cut
+///     point is where exactly one non-free value (a block argument, or a
+///     result of a non-free op at or before the point) is still used after
+///     it (by a later op, or by the return). Integer side values (a mask,
+///     position ids computed from the inputs) count like any other value.
+///   * the non-free ops between consecutive cut points form a segment; a
+///     segment whose ops read no trainable parameter (a global without
+///     zero.buffer, directly or through free ops) joins the following one
+///     (trailing ones the preceding one), so every layer holds parameters;
+///     with no parameters at all, the whole function is one layer.
+///   * a free op belongs to the segment of its first non-free user (through
+///     other free ops), else to that of the next non-free op (else the last).
+/// Every top-level op but the return is in `layerOf`. The fallback needs an
+/// uncut forward function: on one that already carries zero.pipeline_stage
+/// or zero.phase (a training step) it finds nothing (empty result).
 LayerStructure recoverLayers(mlir::func::FuncOp func);
 
 /// DeepSpeed's partition methods (runtime/utils.py): the first layer index of

@@ -76,16 +76,27 @@ struct ZeroPipelineSplitPass
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
     const int64_t n = int64_t(ls.layers.size());
     if (n == 0) {
-      func.emitError("zero-pipeline-split: the model records no module paths (neither "
-                     "the dynamo exporter's name_scopes metadata nor the TorchScript "
-                     "exporter's /module/path node names), so it has no layers to "
-                     "split between; re-export it with torch.onnx.export");
+      // Without module paths the layers are the segments between the points
+      // where a single activation crosses (Layers.h), found on the forward
+      // function only.
+      func.emitError() << "zero-pipeline-split: the model records no module paths (neither "
+                          "the dynamo exporter's name_scopes metadata nor the TorchScript "
+                          "exporter's /module/path node names)"
+                       << (training ? ", and a training step is not cut at single-activation "
+                                      "points (only a forward function is)"
+                                    : ", and it has no op to cut between")
+                       << "; re-export it with torch.onnx.export";
       return signalPassFailure();
     }
     if (stages < 1 || stages > n) {
-      func.emitError() << "zero-pipeline-split: " << int64_t(stages)
-                       << " stages for a model of " << n
-                       << " layers; each stage needs at least one layer";
+      auto diag = func.emitError();
+      diag << "zero-pipeline-split: " << int64_t(stages) << " stages for a model of " << n
+           << (ls.segments ? " segment" : " layer") << (n == 1 ? "" : "s")
+           << "; each stage needs at least one " << (ls.segments ? "segment" : "layer");
+      if (ls.segments)
+        diag << " (the model records no module paths: its segments lie between the points "
+                "where a single activation crosses, each holding parameters; zero-opt "
+                "--report lists them)";
       return signalPassFailure();
     }
     std::vector<int64_t> weights, bounds;
@@ -112,7 +123,9 @@ struct ZeroPipelineSplitPass
       }
       if (!any) {
         func.emitError() << "zero-pipeline-split: partition=type:" << method
-                         << " matches no layer's class or module path (the layers: "
+                         << " matches no layer's class or module path"
+                         << (ls.segments ? " (the model records neither: its layers: "
+                                         : " (the layers: ")
                          << ls.layers.front().name << " ... " << ls.layers.back().name
                          << "; zero-opt --report lists them)";
         return signalPassFailure();

@@ -352,14 +352,32 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     if (funcs.empty() || std::next(funcs.begin()) != funcs.end())
       return;
     ::zero::LayerStructure ls = ::zero::recoverLayers(*funcs.begin());
+    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
+    bool fromPlan = false;
+    if (ls.layers.empty() && plan) {
+      // A model without module paths, already cut: its segments cannot be
+      // found again in the cut function, the plan names them.
+      auto names = plan.getAs<ArrayAttr>("layers");
+      auto params = plan.getAs<DenseI64ArrayAttr>("layer_params");
+      if (names && params && int64_t(names.size()) == int64_t(params.size()))
+        for (auto [name, p] : llvm::zip(names, params.asArrayRef())) {
+          ::zero::Layer l;
+          l.name = cast<StringAttr>(name).getValue().str();
+          l.params = p;
+          ls.layers.push_back(std::move(l));
+        }
+      ls.segments = fromPlan = true;
+    }
     if (ls.layers.empty())
       return;
-    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
     ArrayRef<int64_t> parts;
     if (plan)
       if (auto p = plan.getAs<DenseI64ArrayAttr>("parts"))
         parts = p.asArrayRef();
-    os << "layers (from the exporter's module paths): " << ls.layers.size() << "\n";
+    os << (ls.segments ? "layers (no module paths: segments between single-activation cut "
+                         "points): "
+                       : "layers (from the exporter's module paths): ")
+       << ls.layers.size() << "\n";
     int64_t stage = -1;
     for (auto [i, l] : llvm::enumerate(ls.layers)) {
       while (stage + 1 < int64_t(parts.size()) - 1 && int64_t(i) >= parts[size_t(stage) + 1]) {
@@ -371,9 +389,11 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
            << "): layers " << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1
            << ", " << params << " parameters\n";
       }
-      os << llvm::format("  %4zu  %-36s %-22s %12lld parameters, %zu ops\n", i,
-                         l.name.c_str(), l.cls.empty() ? "-" : l.cls.c_str(),
-                         (long long)l.params, l.ops.size());
+      os << llvm::format("  %4zu  %-36s %-22s %12lld parameters", i, l.name.c_str(),
+                         l.cls.empty() ? "-" : l.cls.c_str(), (long long)l.params);
+      if (!fromPlan)
+        os << ", " << l.ops.size() << " ops";
+      os << "\n";
     }
   }
 };

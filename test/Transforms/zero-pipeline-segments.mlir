@@ -1,0 +1,134 @@
+// The single-activation rule of the layer fallback (lib/Transforms/Layers.h)
+// on hand-written functions without module paths: a cut point lies between
+// two non-free ops where exactly one non-free value crosses; loads, constants
+// and what is computed from them alone are free (repeated by each stage).
+
+// RUN: zero-opt %s --split-input-file --report 2>&1 >/dev/null | FileCheck %s
+
+// A residual block: h = x + W2 relu(x W1 + b), then a head y = h W3.
+// The non-free ops (loads and the transpose of @w3 are free) and what crosses
+// after each:
+//   %a = MatMul(x, W1)   x (used by the residual Add) and %a: 2, no cut
+//   %b = Add(%a, b)      x and %b: 2, no cut
+//   %r = Relu(%b)        x and %r: 2, no cut
+//   %m = MatMul(%r, W2)  x and %m: 2, no cut
+//   %h = Add(%m, x)      %h only: cut
+//   %y = MatMul(%h, W3t) (the last op)
+// Two segments: the residual block (W1 4x4, b 4, W2 4x4: 36 parameters; 5
+// non-free ops and 3 loads) and the head (W3 4x2: 8 parameters; its load,
+// the free Transpose and the MatMul).
+// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 2
+// CHECK-NEXT:      0  segment.0 - 36 parameters, 8 ops
+// CHECK-NEXT:      1  segment.1 - 8 parameters, 3 ops
+// Split in two (the first function alone): the residual sum %h is the one
+// value sent; nothing inside the block (x, %a, %b, %r, %m) crosses.
+// RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="stages=2" | FileCheck %s --check-prefix=CUT
+// CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 36, 8>, layers = ["segment.0", "segment.1"]{{.+}}parts = array<i64: 0, 1, 2>
+// CUT:      %[[H:.+]] = onnx.Add %{{.+}}, %arg0 {zero.pipeline_stage = 0 : i64}
+// CUT-NEXT: zero.send %[[H]] {peer = 1 : i64, tag = 0 : i64, zero.pipeline_stage = 0 : i64}
+// CUT-NOT:  zero.send {{.+}}zero.pipeline_stage = 0
+// CUT:      %[[R:.+]] = zero.recv {peer = 0 : i64, tag = 0 : i64, zero.pipeline_stage = 1 : i64}
+// CUT:      onnx.MatMul %[[R]], %{{.+}}zero.pipeline_stage = 1 : i64
+module {
+  ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @b(#ml_program.extern : tensor<4xf32>) : tensor<4xf32>
+  ml_program.global private @w2(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @w3(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
+  func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %w1 = ml_program.global_load @w1 : tensor<4x4xf32>
+    %a = onnx.MatMul %x, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %bias = ml_program.global_load @b : tensor<4xf32>
+    %b = onnx.Add %a, %bias : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+    %r = onnx.Relu %b : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    %w2 = ml_program.global_load @w2 : tensor<4x4xf32>
+    %m = onnx.MatMul %r, %w2 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %h = onnx.Add %m, %x : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    %w3 = ml_program.global_load @w3 : tensor<2x4xf32>
+    %w3t = onnx.Transpose %w3 {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %y = onnx.MatMul %h, %w3t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    return %y : tensor<3x2xf32>
+  }
+}
+
+// -----
+
+// The same chain without the residual: every point between two non-free
+// ops has one value crossing, so each op is a segment. The segments of the
+// Add (bias 4) and of the second MatMul (W2) hold parameters; the Relu's
+// does not and joins the second MatMul's. So do the head's own loads: the
+// head reads @w3 and holds its 8 parameters. Four layers:
+//   [MatMul W1: 16] [Add b: 4] [Relu, MatMul W2: 16] [MatMul W3t: 8]
+// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 4
+// CHECK-NEXT:      0  segment.0 - 16 parameters, 2 ops
+// CHECK-NEXT:      1  segment.1 - 4 parameters, 2 ops
+// CHECK-NEXT:      2  segment.2 - 16 parameters, 3 ops
+// CHECK-NEXT:      3  segment.3 - 8 parameters, 3 ops
+module {
+  ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @b(#ml_program.extern : tensor<4xf32>) : tensor<4xf32>
+  ml_program.global private @w2(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @w3(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
+  func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %w1 = ml_program.global_load @w1 : tensor<4x4xf32>
+    %a = onnx.MatMul %x, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %bias = ml_program.global_load @b : tensor<4xf32>
+    %b = onnx.Add %a, %bias : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+    %r = onnx.Relu %b : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    %w2 = ml_program.global_load @w2 : tensor<4x4xf32>
+    %m = onnx.MatMul %r, %w2 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %w3 = ml_program.global_load @w3 : tensor<2x4xf32>
+    %w3t = onnx.Transpose %w3 {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %y = onnx.MatMul %m, %w3t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    return %y : tensor<3x2xf32>
+  }
+}
+
+// -----
+
+// A side value derived from an integer input (a mask, as attention masks
+// are) crosses like any activation: %mf, the mask cast to f32, is read by
+// the first op and again by the last, so at every point between two non-free
+// ops it crosses beside the activation (two values) and the whole function
+// is one layer: W1 16 + W2 8 = 24 parameters, 9 ops.
+// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 1
+// CHECK-NEXT:      0  segment.0 - 24 parameters, 9 ops
+module {
+  ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @w2(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
+  func.func @forward(%x: tensor<3x4xf32>, %mask: tensor<3x1xi64>) -> tensor<3x2xf32> {
+    %mf = onnx.Cast %mask {to = f32} : (tensor<3x1xi64>) -> tensor<3x1xf32>
+    %w1 = ml_program.global_load @w1 : tensor<4x4xf32>
+    %a = onnx.MatMul %x, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %b = onnx.Mul %a, %mf : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+    %r = onnx.Relu %b : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    %w2 = ml_program.global_load @w2 : tensor<2x4xf32>
+    %w2t = onnx.Transpose %w2 {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %y = onnx.MatMul %r, %w2t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    %z = onnx.Mul %y, %mf : (tensor<3x2xf32>, tensor<3x1xf32>) -> tensor<3x2xf32>
+    return %z : tensor<3x2xf32>
+  }
+}
+
+// -----
+
+// A buffer (zero.buffer, as the exporter's non-trainable tensors) is not a
+// parameter: the chain MatMul(W1) | Mul(@scale) | MatMul(W2) has three
+// single-value segments, the Mul's holds no parameter and joins the last:
+//   [MatMul W1: 16] [Mul scale, MatMul W2: 8]
+// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 2
+// CHECK-NEXT:      0  segment.0 - 16 parameters, 2 ops
+// CHECK-NEXT:      1  segment.1 - 8 parameters, 4 ops
+module {
+  ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
+  ml_program.global private @scale(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.buffer}
+  ml_program.global private @w2(#ml_program.extern : tensor<4x2xf32>) : tensor<4x2xf32>
+  func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %w1 = ml_program.global_load @w1 : tensor<4x4xf32>
+    %a = onnx.MatMul %x, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %s = ml_program.global_load @scale : tensor<4xf32>
+    %b = onnx.Mul %a, %s : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+    %w2 = ml_program.global_load @w2 : tensor<4x2xf32>
+    %y = onnx.MatMul %b, %w2 : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    return %y : tensor<3x2xf32>
+  }
+}
