@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GradientRules.h"
+#include "Layers.h"
 #include "ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
@@ -226,6 +227,23 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
           g->hasAttr("zero.role") || (!freeze.empty() && frozen.match(name)))
         continue;
       trainable.insert(g);
+    }
+
+    // A model without module paths, stepped through pipeline stages or
+    // checkpointed: its forward's single-activation segments (Layers.h) are
+    // written into the ops' locations as module paths (`segment.N`), which
+    // the reverse rules' ops inherit, so the training step has layers too.
+    if (tagMicroBatches) {
+      ::zero::LayerStructure ls = ::zero::recoverLayers(func);
+      if (ls.segments)
+        for (auto [op, layer] : ls.layerOf) {
+          Builder lb(ctx);
+          auto meta = lb.getDictionaryAttr(
+              {lb.getNamedAttr("module_scopes",
+                               lb.getArrayAttr({lb.getStringAttr(ls.layers[size_t(layer)].name)})),
+               lb.getNamedAttr("module_classes", lb.getArrayAttr({lb.getStringAttr("")}))});
+          op->setLoc(FusedLoc::get(ctx, {op->getLoc()}, meta));
+        }
     }
 
     // @train_step: the inputs hold `accumulation` micro-batches along dim 0.

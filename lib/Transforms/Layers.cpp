@@ -197,8 +197,8 @@ zero::LayerStructure fromCutPoints(Block &body) {
     if (isFree)
       free.insert(op);
   }
-  // crossing[i]: the non-free values defined at or before op i (block
-  // arguments before op 0) and used after it (the return at position n).
+  // crossing[i]: the non-free values defined at or before op i and used
+  // after it (the return at position n).
   std::vector<int64_t> crossing(size_t(n) + 1, 0);
   auto addLiveRange = [&](Value v, int64_t def) {
     int64_t last = def;
@@ -213,8 +213,8 @@ zero::LayerStructure fromCutPoints(Block &body) {
       crossing[size_t(last)] -= 1;
     }
   };
-  for (BlockArgument arg : body.getArguments())
-    addLiveRange(arg, -1);
+  // The inputs themselves never cross: every rank binds every input (a
+  // label read at the loss does not pin the whole forward into one segment).
   for (Operation *op : ops)
     if (!free.contains(op))
       for (Value v : op->getResults())

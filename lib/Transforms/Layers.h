@@ -52,10 +52,11 @@ struct LayerStructure {
 ///     and what is computed from weights and constants only (a transposed
 ///     weight). A stage can repeat those itself; they never make a cut.
 ///   * between two consecutive non-free top-level ops (program order), a cut
-///     point is where exactly one non-free value (a block argument, or a
-///     result of a non-free op at or before the point) is still used after
-///     it (by a later op, or by the return). Integer side values (a mask,
-///     position ids computed from the inputs) count like any other value.
+///     point is where exactly one non-free value (a result of a non-free op
+///     at or before the point) is still used after it (by a later op, or by
+///     the return). The inputs themselves do not count (every rank binds
+///     every input: labels read at the loss cross nothing); integer side
+///     values computed from them (a mask, position ids) count like any other.
 ///   * the non-free ops between consecutive cut points form a segment; a
 ///     segment whose ops read no trainable parameter (a global without
 ///     zero.buffer, directly or through free ops) joins the following one

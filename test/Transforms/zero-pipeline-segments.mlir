@@ -5,44 +5,54 @@
 
 // RUN: zero-opt %s --split-input-file --report 2>&1 >/dev/null | FileCheck %s
 
-// A residual block: h = x + W2 relu(x W1 + b), then a head y = h W3.
-// The non-free ops (loads and the transpose of @w3 are free) and what crosses
-// after each:
-//   %a = MatMul(x, W1)   x (used by the residual Add) and %a: 2, no cut
-//   %b = Add(%a, b)      x and %b: 2, no cut
-//   %r = Relu(%b)        x and %r: 2, no cut
-//   %m = MatMul(%r, W2)  x and %m: 2, no cut
-//   %h = Add(%m, x)      %h only: cut
-//   %y = MatMul(%h, W3t) (the last op)
-// Two segments: the residual block (W1 4x4, b 4, W2 4x4: 36 parameters; 5
-// non-free ops and 3 loads) and the head (W3 4x2: 8 parameters; its load,
-// the free Transpose and the MatMul).
-// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 2
-// CHECK-NEXT:      0  segment.0 - 36 parameters, 8 ops
-// CHECK-NEXT:      1  segment.1 - 8 parameters, 3 ops
-// Split in two (the first function alone): the residual sum %h is the one
-// value sent; nothing inside the block (x, %a, %b, %r, %m) crosses.
+// An input projection x0 = x W0, a residual block h = x0 + W2 relu(x0 W1 + b),
+// then a head y = h W3. The non-free ops (loads and the transpose of @w3 are
+// free; the input x itself never counts: every rank binds every input) and
+// what crosses after each:
+//   %x0 = MatMul(x, W0)   %x0: cut
+//   %a = MatMul(x0, W1)   x0 (used by the residual Add) and %a: 2, no cut
+//   %b = Add(%a, b)       x0 and %b: 2, no cut
+//   %r = Relu(%b)         x0 and %r: 2, no cut
+//   %m = MatMul(%r, W2)   x0 and %m: 2, no cut
+//   %h = Add(%m, x0)      %h only: cut
+//   %y = MatMul(%h, W3t)  (the last op)
+// Three segments: the projection (W0 4x4: 16 parameters; its load and
+// MatMul), the residual block (W1 4x4, b 4, W2 4x4: 36 parameters; 5
+// non-free ops and 3 loads) and the head (W3 4x2: 8 parameters; its load, the
+// free Transpose and the MatMul).
+// CHECK-LABEL: layers (no module paths: segments between single-activation cut points): 3
+// CHECK-NEXT:      0  segment.0 - 16 parameters, 2 ops
+// CHECK-NEXT:      1  segment.1 - 36 parameters, 8 ops
+// CHECK-NEXT:      2  segment.2 - 8 parameters, 3 ops
+// Split in two (the first function alone): DeepSpeed's balanced partition of
+// [16, 36, 8] puts the projection alone on stage 0 (spread 44 - 16 = 28,
+// against 52 - 8 = 44 the other way), so %x0 is the one value sent; nothing
+// inside the residual block crosses.
 // RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="stages=2" | FileCheck %s --check-prefix=CUT
-// CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 36, 8>, layers = ["segment.0", "segment.1"]{{.+}}parts = array<i64: 0, 1, 2>
-// CUT:      %[[H:.+]] = onnx.Add %{{.+}}, %arg0 {zero.pipeline_stage = 0 : i64}
-// CUT-NEXT: zero.send %[[H]] {peer = 1 : i64, tag = 0 : i64, zero.pipeline_stage = 0 : i64}
+// CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 16, 36, 8>, layers = ["segment.0", "segment.1", "segment.2"]{{.+}}parts = array<i64: 0, 1, 3>
+// CUT:      %[[X0:.+]] = onnx.MatMul %arg0, %{{.+}} {zero.pipeline_stage = 0 : i64}
+// CUT-NEXT: zero.send %[[X0]] {peer = 1 : i64, tag = 0 : i64, zero.pipeline_stage = 0 : i64}
 // CUT-NOT:  zero.send {{.+}}zero.pipeline_stage = 0
 // CUT:      %[[R:.+]] = zero.recv {peer = 0 : i64, tag = 0 : i64, zero.pipeline_stage = 1 : i64}
 // CUT:      onnx.MatMul %[[R]], %{{.+}}zero.pipeline_stage = 1 : i64
+// CUT:      onnx.Add %{{.+}}, %[[R]] {zero.pipeline_stage = 1 : i64}
 module {
+  ml_program.global private @w0(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
   ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
   ml_program.global private @b(#ml_program.extern : tensor<4xf32>) : tensor<4xf32>
   ml_program.global private @w2(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
   ml_program.global private @w3(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
   func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+    %w0 = ml_program.global_load @w0 : tensor<4x4xf32>
+    %x0 = onnx.MatMul %x, %w0 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
     %w1 = ml_program.global_load @w1 : tensor<4x4xf32>
-    %a = onnx.MatMul %x, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+    %a = onnx.MatMul %x0, %w1 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
     %bias = ml_program.global_load @b : tensor<4xf32>
     %b = onnx.Add %a, %bias : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
     %r = onnx.Relu %b : (tensor<3x4xf32>) -> tensor<3x4xf32>
     %w2 = ml_program.global_load @w2 : tensor<4x4xf32>
     %m = onnx.MatMul %r, %w2 : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
-    %h = onnx.Add %m, %x : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    %h = onnx.Add %m, %x0 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
     %w3 = ml_program.global_load @w3 : tensor<2x4xf32>
     %w3t = onnx.Transpose %w3 {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
     %y = onnx.MatMul %h, %w3t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
