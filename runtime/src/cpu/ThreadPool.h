@@ -56,6 +56,10 @@ private:
   std::condition_variable jobFinished_;
   std::deque<std::shared_ptr<Job>> jobs_;
   bool stopping_ = false;
+  /// Jobs queued (mirrors jobs_.size() for spinning readers) and the stop
+  /// flag, read without the mutex.
+  std::atomic<int> queued_{0};
+  std::atomic<bool> stoppingFlag_{false};
 };
 
 } // namespace cpu
