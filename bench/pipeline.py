@@ -53,6 +53,9 @@ def main():
     ap.add_argument("--micro", default="1,2,4,8")
     ap.add_argument("--quick", action="store_true", help="4 x 32, micro 1,4, 2 repeats")
     ap.add_argument("--train", action="store_true", help="a training step instead")
+    ap.add_argument("--partition", default="parameters",
+                    help="with --train: the pipelines' partition-method (parameters, "
+                         "uniform, type:REGEX, compute)")
     ap.add_argument("--steps", type=int, default=4, help="with --train: steps per run")
     a = ap.parse_args()
     if a.train:
@@ -183,7 +186,8 @@ def train_bench(a):
         for sch in ("1f1b", "gpipe"):
             tag = f"pp2_{sch}_m{m}"
             t, rss, bubbles, saved = run(tag, B // m, m,
-                                         f"pp=2 micro-batches={m} schedule={sch}", 2, 1)
+                                         f"pp=2 micro-batches={m} schedule={sch} "
+                                         f"partition-method={a.partition}", 2, 1)
             got = load_file(saved)
             if any(got[k].tobytes() != ref[k].tobytes() for k in ref):
                 sys.exit(f"FAIL: {tag}: final weights differ from the 1-rank run")
@@ -198,7 +202,8 @@ def train_bench(a):
                      rss, "", ""))
         print(f"dp=2 ZeRO-3: {t:.3f} s/step, peak RSS {rss:.0f} MiB", flush=True)
     print(f"\nGPT-2-small training step (AdamW), global batch {B} x {S}, median step "
-          f"time of steps 2-{a.steps}, slowest rank")
+          f"time of steps 2-{a.steps}, slowest rank; pipelines partition-method="
+          f"{a.partition}")
     print("| run | s/step | vs 1 rank | peak RSS/rank (MiB) | bubble per stage | "
           "(S-1)/(M+S-1) |")
     print("|---|---|---|---|---|---|")

@@ -384,3 +384,37 @@ std::vector<zero::PipelineStep> zero::pipelineSchedule(llvm::StringRef schedule,
     order.push_back({false, k});
   return order;
 }
+
+int64_t zero::layerMacs(const Layer &layer) {
+  int64_t macs = 0;
+  for (mlir::Operation *op : layer.ops) {
+    // Forward products only: a training step's backward repeats them in
+    // proportion (twice), and its recomputed clones are not the layer's.
+    if (auto phase = op->getAttrOfType<mlir::StringAttr>("zero.phase");
+        (phase && phase.getValue() != "forward") || op->hasAttr("zero.recompute"))
+      continue;
+    llvm::StringRef name = op->getName().getStringRef();
+    if (op->getNumResults() != 1 || op->getNumOperands() < 2)
+      continue;
+    auto out = llvm::dyn_cast<mlir::RankedTensorType>(op->getResult(0).getType());
+    auto a = llvm::dyn_cast<mlir::RankedTensorType>(op->getOperand(0).getType());
+    auto w = llvm::dyn_cast<mlir::RankedTensorType>(op->getOperand(1).getType());
+    if (!out || !a || !w || !out.hasStaticShape() || !a.hasStaticShape() ||
+        !w.hasStaticShape() || a.getRank() == 0)
+      continue;
+    int64_t k = 0;
+    if (name == "onnx.MatMul") {
+      k = a.getShape().back();
+    } else if (name == "onnx.Gemm" && a.getRank() == 2) {
+      auto transA = op->getAttrOfType<mlir::IntegerAttr>("transA");
+      k = transA && transA.getInt() ? a.getDimSize(0) : a.getDimSize(1);
+    } else if (name == "onnx.Conv" && w.getRank() >= 2) {
+      k = 1;
+      for (int64_t d = 1; d < w.getRank(); ++d)
+        k *= w.getDimSize(d);
+    }
+    macs += out.getNumElements() * k;
+  }
+  return macs;
+}
+

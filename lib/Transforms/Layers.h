@@ -79,6 +79,12 @@ std::vector<int64_t> partitionUniform(int64_t items, int64_t parts);
 std::vector<int64_t> partitionBalanced(const std::vector<int64_t> &weights,
                                        int64_t parts);
 
+/// The multiply-accumulates of a layer's forward products at the compiled
+/// shapes: MatMul and Gemm (result elements x K), Conv (result elements x
+/// input channels per group x kernel size). The weight of
+/// zero-pipeline-split's `partition=compute`.
+int64_t layerMacs(const Layer &layer);
+
 /// One step of a pipeline stage's training schedule: micro-batch `micro`'s
 /// forward or backward.
 struct PipelineStep {

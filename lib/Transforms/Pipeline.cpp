@@ -259,7 +259,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
         "max-reuse-distance, hpz, qwz, qgz, quant-block, pp, micro-batches, "
         "activation-checkpoint-interval, schedule=1f1b|gpipe, "
-        "and config=FILE, partition-method=parameters|uniform|type:REGEX");
+        "and config=FILE, partition-method=parameters|uniform|type:REGEX|compute");
 
   bool training = settings.training;
   settings = zero::ZeroSettings();

@@ -107,6 +107,13 @@ struct ZeroPipelineSplitPass
       bounds = ::zero::partitionBalanced(weights, stages);
     } else if (method == "uniform") {
       bounds = ::zero::partitionUniform(n, stages);
+    } else if (method == "compute") {
+      // Not DeepSpeed's: its balanced rule over each layer's multiply-
+      // accumulates, so a stage's work, not its weights, is balanced (a tied
+      // LM head weighs its GEMM where it runs, not on the embedding's stage).
+      for (const ::zero::Layer &l : ls.layers)
+        weights.push_back(::zero::layerMacs(l));
+      bounds = ::zero::partitionBalanced(weights, stages);
     } else if (method.consume_front("type:")) {
       llvm::Regex re(method, llvm::Regex::IgnoreCase);
       std::string error;
@@ -133,7 +140,7 @@ struct ZeroPipelineSplitPass
       bounds = ::zero::partitionBalanced(weights, stages);
     } else {
       func.emitError() << "zero-pipeline-split: partition must be parameters, uniform "
-                       << "or type:REGEX (DeepSpeed's partition_method), got '"
+                       << "or type:REGEX (DeepSpeed's partition_method), or compute, got '"
                        << partition << "'";
       return signalPassFailure();
     }
@@ -144,18 +151,19 @@ struct ZeroPipelineSplitPass
       names.push_back(b.getStringAttr(l.name));
       params.push_back(l.params);
     }
-    module->setAttr("zero.pipeline_plan",
-                    b.getDictionaryAttr(
-                        {b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-                         b.getNamedAttr("partition", b.getStringAttr(partition)),
-                         b.getNamedAttr("layers", b.getArrayAttr(names)),
-                         b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
-                         b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
-                         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
-                         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
-                         b.getNamedAttr("schedule",
-                                        b.getStringAttr(training ? StringRef(schedule)
-                                                                 : StringRef("fill-drain")))}));
+    SmallVector<NamedAttribute> plan{
+        b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+        b.getNamedAttr("partition", b.getStringAttr(partition)),
+        b.getNamedAttr("layers", b.getArrayAttr(names)),
+        b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
+        b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
+        b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
+        b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
+        b.getNamedAttr("schedule", b.getStringAttr(training ? StringRef(schedule)
+                                                            : StringRef("fill-drain")))};
+    if (StringRef(partition) == "compute") // the multiply-accumulates balanced
+      plan.push_back(b.getNamedAttr("layer_macs", b.getDenseI64ArrayAttr(weights)));
+    module->setAttr("zero.pipeline_plan", b.getDictionaryAttr(plan));
     if (training) {
       if (failed(cutTraining(module, func, ls, bounds, micro)))
         return signalPassFailure();

@@ -84,7 +84,43 @@ def node_scopes(node):
     return []
 
 
-def layers_of(model):
+def node_macs(model, shapes):
+    """Each node's (in graph order) multiply-accumulates at the given input shapes (onnx's own shape
+    inference): MatMul and Gemm result elements x K, Conv result elements x input
+    channels per group x kernel size; 0 for every other node."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for inp in m.graph.input:
+        if inp.name in shapes:
+            dims = inp.type.tensor_type.shape.dim
+            for d, v in zip(dims, shapes[inp.name]):
+                d.ClearField("dim_param")
+                d.dim_value = v
+    inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    known = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + \
+            list(inferred.graph.output):
+        known[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    for t in m.graph.initializer:
+        known[t.name] = list(t.dims)
+    macs = []
+    for node in m.graph.node:
+        out, a = known.get(node.output[0]), known.get(node.input[0]) if node.input else None
+        n = 0
+        if out and a and all(out) and all(a):
+            if node.op_type == "MatMul":
+                n = int(np.prod(out)) * a[-1]
+            elif node.op_type == "Gemm":
+                ta = next((x.i for x in node.attribute if x.name == "transA"), 0)
+                n = int(np.prod(out)) * (a[0] if ta else a[1])
+            elif node.op_type == "Conv":
+                w = known.get(node.input[1])
+                n = int(np.prod(out)) * int(np.prod(w[1:])) if w else 0
+        macs.append(n)
+    return macs
+
+
+def layers_of(model, shapes=None):
     indexed = lambda p: p.rsplit(".", 1)[-1].isdigit()
     container = None
     for node in model.graph.node:
@@ -103,8 +139,9 @@ def layers_of(model):
              and t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
                                 onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
              and len(t.dims) > 0}
-    order, classes, params = [], {}, {}
-    for node in model.graph.node:
+    order, classes, params, macs = [], {}, {}, {}
+    node_mac = node_macs(model, shapes or {})
+    for index, node in enumerate(model.graph.node):
         layer = None
         for path, cls in node_scopes(node):
             parent = path.rsplit(".", 1)[0] if "." in path else ""
@@ -120,8 +157,11 @@ def layers_of(model):
         if layer not in params:
             order.append(layer)
             params[layer] = set()
+            macs[layer] = 0
         params[layer].update(i for i in node.input if i in inits)
-    return order, [classes[l] for l in order], [sum(inits[i] for i in params[l]) for l in order]
+        macs[layer] += node_mac[index]
+    return order, [classes[l] for l in order], \
+        [sum(inits[i] for i in params[l]) for l in order], [macs[l] for l in order]
 
 
 def main():
@@ -133,7 +173,8 @@ def main():
     ap.add_argument("--case", action="append", required=True, help="STAGES:METHOD")
     a = ap.parse_args()
     model = onnx.load(a.model)
-    names, classes, params = layers_of(model)
+    shapes = {n: [int(d) for d in v.split("x")] for n, v in (x.split("=") for x in a.shape)}
+    names, classes, params, macs = layers_of(model, shapes)
     failures = []
     for case in a.case:
         stages, method = case.split(":", 1)
@@ -160,6 +201,15 @@ def main():
             want = partition_balanced(params, stages)
         elif method == "uniform":
             want = partition_uniform(len(names), stages)
+        elif method == "compute":
+            # Not DeepSpeed's: its balanced rule over the layers' multiply-
+            # accumulates, computed here from onnx's shape inference.
+            want = partition_balanced(macs, stages)
+            got_macs = [int(x) for x in re.search(r"layer_macs = array<i64: ([^>]*)>",
+                                                  plan).group(1).split(",")]
+            if got_macs != macs:
+                failures.append(f"{case}: multiply-accumulates per layer {got_macs}, "
+                                f"from the ONNX graph {macs}")
         else:
             rx = re.compile(method.split(":", 1)[1], re.IGNORECASE)
             want = partition_balanced([1 if rx.search(c) or rx.search(n) else 0

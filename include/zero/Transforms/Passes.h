@@ -161,7 +161,8 @@ struct ZeroPipelineOptions
   Option<std::string> partitionMethod{
       *this, "partition-method",
       llvm::cl::desc("How layers are balanced over pipeline stages: parameters, "
-                     "uniform or type:REGEX (DeepSpeed's partition_method)"),
+                     "uniform or type:REGEX (DeepSpeed's partition_method), or compute "
+                     "(their multiply-accumulates)"),
       llvm::cl::init("parameters")};
   Option<std::string> config{
       *this, "config",

@@ -208,7 +208,8 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
   let options = [
     Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
     Option<"partition", "partition", "std::string", "\"parameters\"",
-           "parameters | uniform | type:REGEX">,
+           "parameters | uniform | type:REGEX (DeepSpeed's) | compute (the layers' "
+           "multiply-accumulates)">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per forward: the model is imported at the micro-batch "
            "shape and the program takes this many stacked along dim 0">,
