@@ -317,28 +317,14 @@ struct ZeroPipelineSplitPass
     for (Operation &op : body)
       if (&op != term && !stageOf.count(&op))
         rest.push_back(&op);
-    SmallVector<Operation *> pending;
-    for (Operation *op : llvm::reverse(rest)) {
-      if (auto it = fixed.find(op); it != fixed.end()) {
-        stageOf[op] = it->second;
-        continue;
-      }
-      std::optional<int64_t> first;
-      for (Operation *user : op->getUsers())
-        if (auto it = stageOf.find(user); it != stageOf.end())
-          first = std::min(first.value_or(it->second), it->second);
-      if (first)
-        stageOf[op] = *first;
-      else
-        pending.push_back(op);
-    }
-    for (Operation *op : llvm::reverse(pending)) {
-      int64_t last = 0;
-      for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp())
-          last = std::max(last, stageOf.lookup(d));
-      stageOf[op] = last;
-    }
+    placeByUses(
+        rest,
+        [&](Operation *op) -> std::optional<int64_t> {
+          if (auto it = fixed.find(op); it != fixed.end())
+            return it->second;
+          return std::nullopt;
+        },
+        [](Operation *op) { return op; }, stageOf);
     connect(module, func, stageOf);
     // Each op's step on its stage. Tagged ops: their slot's position in the
     // stage's schedule; before the first tagged op: first; after the last:
@@ -561,24 +547,44 @@ struct ZeroPipelineSplitPass
         op = op->getParentOp();
       return op;
     };
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      if (&op != term && !skip.contains(&op))
+        ops.push_back(&op);
+    placeByUses(
+        ops,
+        [&](Operation *op) -> std::optional<int64_t> {
+          if (auto it = ls.layerOf.find(op); it != ls.layerOf.end())
+            return stageOfLayer[size_t(it->second)];
+          return std::nullopt;
+        },
+        topLevel, stageOf);
+  }
+
+  /// Places `ops` (in program order): where `preset` says, else on the
+  /// earliest stage among its users already placed (walking backwards), else
+  /// (users unplaced, or only the outputs) on the last stage its operands
+  /// come from.
+  static void placeByUses(ArrayRef<Operation *> ops,
+                          function_ref<std::optional<int64_t>(Operation *)> preset,
+                          function_ref<Operation *(Operation *)> topLevel,
+                          llvm::DenseMap<Operation *, int64_t> &stageOf) {
     SmallVector<Operation *> pending;
-    for (Operation &op : llvm::reverse(body)) {
-      if (&op == term || skip.contains(&op))
-        continue;
-      if (auto it = ls.layerOf.find(&op); it != ls.layerOf.end()) {
-        stageOf[&op] = stageOfLayer[size_t(it->second)];
+    for (Operation *op : llvm::reverse(ops)) {
+      if (std::optional<int64_t> st = preset(op)) {
+        stageOf[op] = *st;
         continue;
       }
       std::optional<int64_t> first;
-      for (Operation *user : op.getUsers()) {
+      for (Operation *user : op->getUsers()) {
         auto it = stageOf.find(topLevel(user));
         if (it != stageOf.end())
           first = std::min(first.value_or(it->second), it->second);
       }
       if (first)
-        stageOf[&op] = *first;
+        stageOf[op] = *first;
       else
-        pending.push_back(&op);
+        pending.push_back(op);
     }
     for (Operation *op : llvm::reverse(pending)) {
       int64_t last = 0;

@@ -533,6 +533,21 @@ def mode_train(a, tools, name, work):
     return failures
 
 
+def step_gaps(a, rows, ref_rows):
+    """The largest relative gaps of the logged losses and grad norms against the
+    1-rank run's, and what exceeds --dp-loss-rtol (10x that for grad norms)."""
+    lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
+               for x, y in zip(rows, ref_rows))
+    grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)
+               for x, y in zip(rows, ref_rows))
+    bad = []
+    if not lrel <= a.dp_loss_rtol:
+        bad.append(f"loss rel {lrel:.2g} > {a.dp_loss_rtol:g}")
+    if not grel <= a.dp_loss_rtol * 10:
+        bad.append(f"grad norm rel {grel:.2g} > {a.dp_loss_rtol * 10:g}")
+    return lrel, grel, bad
+
+
 def mode_dp(a, tools, name, work):
     """Training over ranks (ZeRO stages 0-2) equals the 1-rank training of the same
     global batch. Each configuration S:N[:K] (stage, ranks, accumulation per rank) runs
@@ -612,14 +627,8 @@ def mode_dp(a, tools, name, work):
         if [r["loss"] for r in rows_a] != [r["loss"] for r in rows_b] or \
                 any(w_a[k].tobytes() != w_b[k].tobytes() for k in w_a):
             bad.append("not bit-identical run to run")
-        lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
-                   for x, y in zip(rows_a, ref_rows))
-        grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)
-                   for x, y in zip(rows_a, ref_rows))
-        if not lrel <= a.dp_loss_rtol:
-            bad.append(f"loss rel {lrel:.2g} > {a.dp_loss_rtol:g}")
-        if not grel <= a.dp_loss_rtol * 10:
-            bad.append(f"grad norm rel {grel:.2g} > {a.dp_loss_rtol * 10:g}")
+        lrel, grel, gaps = step_gaps(a, rows_a, ref_rows)
+        bad += gaps
         if set(w_a) != set(ref_w):
             bad.append("parameter set")
         werr = 0.0
@@ -868,14 +877,8 @@ def mode_pp(a, tools, name, work):
             if got_order != want:
                 bad.append(f"rank {r} ran {' '.join(got_order)}, the {schedule} order is "
                            f"{' '.join(want)}")
-        lrel = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-30)
-                   for x, y in zip(got_rows, ref_rows))
-        grel = max(abs(x["grad_norm"] - y["grad_norm"]) / max(abs(y["grad_norm"]), 1e-30)
-                   for x, y in zip(got_rows, ref_rows))
-        if not lrel <= a.dp_loss_rtol:
-            bad.append(f"loss rel {lrel:.2g} > {a.dp_loss_rtol:g}")
-        if not grel <= a.dp_loss_rtol * 10:
-            bad.append(f"grad norm rel {grel:.2g} > {a.dp_loss_rtol * 10:g}")
+        lrel, grel, gaps = step_gaps(a, got_rows, ref_rows)
+        bad += gaps
         if set(got_w) != set(ref_w):
             bad.append(f"parameter set {sorted(set(got_w) ^ set(ref_w))}")
         if set(got_opt) != set(ref_opt):
