@@ -54,6 +54,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 namespace zrt {
@@ -102,6 +103,8 @@ class DeviceAllocator final : public Allocator {
 public:
   explicit DeviceAllocator(int device) : device_(device) {}
   ~DeviceAllocator() override {
+    for (auto &entry : cached_)
+      cudaFree(entry.second);
     for (cudaEvent_t e : halfDone_)
       if (e)
         cudaEventDestroy(e);
@@ -113,23 +116,52 @@ public:
   Expected<void *> allocate(uint64_t bytes, const std::string &what) override {
     std::lock_guard<std::mutex> lock(mutex_);
     ZRT_RETURN_IF_ERROR(prepare());
+    // Caching: a block freed earlier (an executor's arenas, released when a
+    // program is replaced) is reused when it fits without wasting more than
+    // its request again; cudaMalloc/cudaFree synchronise the device.
+    const uint64_t want = std::max<uint64_t>(bytes, 1);
     void *p = nullptr;
-    cudaError_t err = cudaMalloc(&p, size_t(std::max<uint64_t>(bytes, 1)));
-    if (err != cudaSuccess)
-      return Status::error("cannot allocate " + std::to_string(bytes) +
-                           " bytes of GPU memory for " + what + ": " +
-                           cudaGetErrorString(err));
+    if (auto it = cached_.lower_bound(want); it != cached_.end() && it->first <= 2 * want) {
+      p = it->second;
+      sizes_[p] = it->first;
+      cached_.erase(it);
+    } else {
+      cudaError_t err = cudaMalloc(&p, size_t(want));
+      if (err == cudaErrorMemoryAllocation && !cached_.empty()) {
+        // Out of memory: give the cached blocks back and try once more.
+        (void)cudaGetLastError();
+        for (auto &entry : cached_)
+          cudaFree(entry.second);
+        cached_.clear();
+        err = cudaMalloc(&p, size_t(want));
+      }
+      if (err != cudaSuccess)
+        return Status::error("cannot allocate " + std::to_string(bytes) +
+                             " bytes of GPU memory for " + what + ": " +
+                             cudaGetErrorString(err));
+      sizes_[p] = want;
+    }
     Status st =
         check(cudaMemsetAsync(p, 0, size_t(bytes), stream_), "cudaMemsetAsync");
     if (st.isOk())
       st = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     if (!st.isOk()) {
+      sizes_.erase(p);
       cudaFree(p);
       return st;
     }
     return p;
   }
-  void deallocate(void *ptr) override { cudaFree(ptr); }
+  void deallocate(void *ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sizes_.find(ptr);
+    if (it == sizes_.end()) {
+      cudaFree(ptr);
+      return;
+    }
+    cached_.emplace(it->second, ptr);
+    sizes_.erase(it);
+  }
   bool hostAccessible() const override { return false; }
   Status copyFromHost(void *dst, const void *src, uint64_t bytes) override {
     return copy(dst, src, bytes, cudaMemcpyHostToDevice);
@@ -198,6 +230,9 @@ private:
   }
 
   int device_;
+  /// Freed blocks by size, and the size of each block handed out.
+  std::multimap<uint64_t, void *> cached_;
+  std::unordered_map<void *, uint64_t> sizes_;
   std::mutex mutex_;
   cudaStream_t stream_ = nullptr;
   void *pinned_ = nullptr;
