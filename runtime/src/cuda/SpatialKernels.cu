@@ -91,6 +91,18 @@ template <typename T> struct Col2imFn {
   }
 };
 
+/// Scratch for the column matrices (im2col / col2im) of `chunk` images at a
+/// time, `colImage` elements each: as many images as fit in
+/// kConvScratchBytes, at least one.
+template <typename T>
+Status colScratch(int64_t batch, int64_t colImage, int64_t &chunk,
+                  std::shared_ptr<void> &scratch) {
+  chunk = std::max<int64_t>(
+      1, std::min<int64_t>(batch, kConvScratchBytes /
+                                      std::max<int64_t>(colImage * int64_t(sizeof(T)), 1)));
+  return CudaLoops::allocate(uint64_t(chunk * colImage) * sizeof(T), scratch);
+}
+
 template <typename T>
 Status convForward(const KernelContext &ctx, const cpu::ConvGeometry &g,
                    const T *x, const T *w, const T *bias, T *y) {
@@ -127,14 +139,9 @@ Status convForward(const KernelContext &ctx, const cpu::ConvGeometry &g,
             y + n * yImage, G, mg * rows, cg * g.inSize, mg * g.outSize));
   } else {
     const int64_t colImage = G * rows * g.outSize;
-    const int64_t chunk = std::max<int64_t>(
-        1,
-        std::min<int64_t>(
-            g.batch, kConvScratchBytes /
-                         std::max<int64_t>(colImage * int64_t(sizeof(T)), 1)));
+    int64_t chunk = 0;
     std::shared_ptr<void> scratch;
-    ZRT_RETURN_IF_ERROR(
-        CudaLoops::allocate(uint64_t(chunk * colImage) * sizeof(T), scratch));
+    ZRT_RETURN_IF_ERROR(colScratch<T>(g.batch, colImage, chunk, scratch));
     T *col = static_cast<T *>(scratch.get());
     for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
       const int64_t count = std::min(chunk, g.batch - n0);
@@ -180,13 +187,9 @@ Status convTransposeForward(const KernelContext &ctx,
   const math::Window win = g.window();
   const int64_t xImage = g.inChannels * g.inSize;
   const int64_t colImage = G * rows * g.inSize;
-  const int64_t chunk = std::max<int64_t>(
-      1, std::min<int64_t>(
-             g.batch, kConvScratchBytes /
-                          std::max<int64_t>(colImage * int64_t(sizeof(T)), 1)));
+  int64_t chunk = 0;
   std::shared_ptr<void> scratch;
-  ZRT_RETURN_IF_ERROR(
-      CudaLoops::allocate(uint64_t(chunk * colImage) * sizeof(T), scratch));
+  ZRT_RETURN_IF_ERROR(colScratch<T>(g.batch, colImage, chunk, scratch));
   T *col = static_cast<T *>(scratch.get());
   for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     const int64_t count = std::min(chunk, g.batch - n0);
