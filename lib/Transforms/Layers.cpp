@@ -418,3 +418,10 @@ int64_t zero::layerMacs(const Layer &layer) {
   return macs;
 }
 
+
+std::optional<int64_t> zero::pipelineStageOf(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage"))
+      return st.getInt();
+  return std::nullopt;
+}

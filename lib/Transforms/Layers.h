@@ -21,6 +21,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,11 @@ struct PipelineStep {
 /// backwards. Backwards go in micro-batch order in both.
 std::vector<PipelineStep> pipelineSchedule(llvm::StringRef schedule, int64_t stages,
                                            int64_t stage, int64_t m);
+
+/// The pipeline stage an op runs on: its own zero.pipeline_stage, else that
+/// of the stage function holding it (zero-pipeline-split's @<name>_stage<s>);
+/// nothing outside a cut program.
+std::optional<int64_t> pipelineStageOf(mlir::Operation *op);
 
 } // namespace zero
 

@@ -25,6 +25,8 @@
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
@@ -529,15 +531,55 @@ namespace {
 struct ZeroLowerToRuntimePass
     : public ::zero::impl::ZeroLowerToRuntimePassBase<ZeroLowerToRuntimePass> {
   using Base::Base;
+
+  /// A program cut into pipeline stages (zero-pipeline-split): the driver
+  /// calls one function per stage. The program is one instruction stream in
+  /// which each instruction names the ranks that run it, so every stage's
+  /// body is lowered in place of its call, each op marked with the stage
+  /// (its ranks), one stage after the other: a rank runs its stage's ops in
+  /// the stage function's order, and the memory plan lets blocks of
+  /// different stages share bytes.
+  static LogicalResult inlineStages(ModuleOp module, func::FuncOp driver) {
+    SmallVector<func::FuncOp> inlined;
+    for (auto call : llvm::make_early_inc_range(driver.getOps<func::CallOp>())) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
+      if (!callee || !callee->hasAttr("zero.pipeline_stage"))
+        continue; // not lowered: a clear error when the lowering meets it
+      if (!callee.getBody().hasOneBlock())
+        return callee.emitOpError("must have a single block to be lowered");
+      Attribute stage = callee->getAttr("zero.pipeline_stage");
+      OpBuilder b(call);
+      IRMapping map;
+      Block &body = callee.getBody().front();
+      map.map(body.getArguments(), call.getOperands());
+      for (Operation &op : body.without_terminator()) {
+        Operation *copy = b.clone(op, map);
+        copy->setAttr("zero.pipeline_stage", stage);
+      }
+      for (auto [result, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
+        result.replaceAllUsesWith(map.lookupOrDefault(v));
+      call.erase();
+      inlined.push_back(callee);
+    }
+    for (func::FuncOp f : inlined)
+      if (SymbolTable::symbolKnownUseEmpty(f, module))
+        f.erase();
+    return success();
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp func;
     if (!function.empty()) {
       func = module.lookupSymbol<func::FuncOp>(function);
     } else {
-      auto funcs = module.getOps<func::FuncOp>();
-      if (!funcs.empty() && std::next(funcs.begin()) == funcs.end())
-        func = *funcs.begin();
+      // The one function that is not a pipeline stage (a cut program's
+      // driver), else @forward.
+      SmallVector<func::FuncOp> entries;
+      for (func::FuncOp f : module.getOps<func::FuncOp>())
+        if (!f->hasAttr("zero.pipeline_stage"))
+          entries.push_back(f);
+      if (entries.size() == 1)
+        func = entries.front();
       else
         func = module.lookupSymbol<func::FuncOp>("forward");
     }
@@ -551,6 +593,8 @@ struct ZeroLowerToRuntimePass
       func.emitOpError("must have a single block to be lowered");
       return signalPassFailure();
     }
+    if (failed(inlineStages(module, func)))
+      return signalPassFailure();
     // Kernel-level simplifications first (e.g. MatMul of a transposed weight
     // becomes a Gemm that reads the weight as stored).
     RewritePatternSet patterns(&getContext());

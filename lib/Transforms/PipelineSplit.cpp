@@ -145,10 +145,11 @@ struct ZeroPipelineSplitPass
       return signalPassFailure();
     }
     Builder b(module.getContext());
-    SmallVector<Attribute> names;
+    SmallVector<Attribute> names, classes;
     SmallVector<int64_t> params;
     for (const ::zero::Layer &l : ls.layers) {
       names.push_back(b.getStringAttr(l.name));
+      classes.push_back(b.getStringAttr(l.cls));
       params.push_back(l.params);
     }
     SmallVector<NamedAttribute> plan{
@@ -161,16 +162,130 @@ struct ZeroPipelineSplitPass
         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
         b.getNamedAttr("schedule", b.getStringAttr(training ? StringRef(schedule)
                                                             : StringRef("fill-drain")))};
+    if (llvm::any_of(ls.layers, [](const ::zero::Layer &l) { return !l.cls.empty(); }))
+      plan.push_back(b.getNamedAttr("layer_classes", b.getArrayAttr(classes)));
     if (StringRef(partition) == "compute") // the multiply-accumulates balanced
       plan.push_back(b.getNamedAttr("layer_macs", b.getDenseI64ArrayAttr(weights)));
     module->setAttr("zero.pipeline_plan", b.getDictionaryAttr(plan));
     if (training) {
       if (failed(cutTraining(module, func, ls, bounds, micro)))
         return signalPassFailure();
-      return;
-    }
-    if (failed(cut(module, func, ls, bounds)) || failed(unroll(func)))
+    } else if (failed(cut(module, func, ls, bounds)) || failed(unroll(func))) {
       return signalPassFailure();
+    }
+    if (failed(outlineStages(module, func)))
+      return signalPassFailure();
+  }
+
+  /// Each stage becomes its own function, @<name>_stage<s> (attribute
+  /// zero.pipeline_stage = s), holding that stage's ops in its order of work;
+  /// it takes every input of the model (each rank binds them all) and the
+  /// stage that receives the outputs returns them. The original function
+  /// becomes the pipeline's driver: one call per stage, which the stages'
+  /// ranks run concurrently (their zero.send / zero.recv pairs meet by peer
+  /// and tag). A stage's membership is now its function's, so no later
+  /// rewrite can lose it; zero-lower-to-runtime lowers each stage's body onto
+  /// its ranks.
+  LogicalResult outlineStages(ModuleOp module, func::FuncOp func) {
+    Block &body = func.getBody().front();
+    Operation *term = body.getTerminator();
+    auto stageAttr = [&](Operation *op) -> FailureOr<int64_t> {
+      auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
+      if (!st || st.getInt() < 0 || st.getInt() >= stages)
+        return failure();
+      return st.getInt();
+    };
+    // The stage whose ops compute the outputs returns them.
+    int64_t returning = -1;
+    for (Value v : term->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        continue;
+      FailureOr<int64_t> st = stageAttr(def);
+      if (failed(st) || (returning >= 0 && returning != *st))
+        return def->emitOpError("zero-pipeline-split: the outputs must be computed by one "
+                                "stage (the one that receives them)");
+      returning = *st;
+    }
+    if (returning < 0)
+      returning = 0;
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(func);
+    SmallVector<func::FuncOp> stageFuncs;
+    SmallVector<Type> argTypes(body.getArgumentTypes());
+    for (int64_t s = 0; s < stages; ++s) {
+      SmallVector<Type> results;
+      if (s == returning)
+        results = llvm::to_vector(func.getFunctionType().getResults());
+      auto f = func::FuncOp::create(b, func.getLoc(),
+                                    (func.getSymName() + "_stage" + Twine(s)).str(),
+                                    b.getFunctionType(argTypes, results));
+      f.setPrivate();
+      f->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(s));
+      if (ArrayAttr args = func.getAllArgAttrs())
+        f.setAllArgAttrs(args);
+      if (s == returning)
+        if (ArrayAttr res = func.getAllResultAttrs())
+          f.setAllResultAttrs(res);
+      f.addEntryBlock();
+      stageFuncs.push_back(f);
+      b.setInsertionPointAfter(f);
+    }
+    // Move each op, in order, to its stage's function.
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (&op == term)
+        continue;
+      FailureOr<int64_t> st = stageAttr(&op);
+      if (failed(st))
+        return op.emitOpError("zero-pipeline-split: has no pipeline stage after the cut");
+      op.removeAttr("zero.pipeline_stage");
+      op.moveBefore(&stageFuncs[size_t(*st)].getBody().front(),
+                    stageFuncs[size_t(*st)].getBody().front().end());
+    }
+    for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+      for (func::FuncOp f : stageFuncs)
+        arg.replaceUsesWithIf(f.getArgument(unsigned(i)), [&](OpOperand &use) {
+          return use.getOwner()->getParentOfType<func::FuncOp>() == f;
+        });
+    // Every value a stage reads is its own (a send / recv pair carries the
+    // rest): checked here, since a use across functions would not verify.
+    for (func::FuncOp f : stageFuncs) {
+      WalkResult crossed = f.walk([&](Operation *op) {
+        for (Value v : op->getOperands()) {
+          Region *home = v.getParentRegion();
+          if (home && home->getParentOfType<func::FuncOp>() != f &&
+              home->getParentOp() != f.getOperation()) {
+            op->emitOpError("zero-pipeline-split: reads a value of another stage without "
+                            "a zero.recv");
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+      if (crossed.wasInterrupted())
+        return failure();
+    }
+    SmallVector<Value> outputs(term->getOperands());
+    for (auto [s, f] : llvm::enumerate(stageFuncs)) {
+      b.setInsertionPointToEnd(&f.getBody().front());
+      SmallVector<Value> returned;
+      if (int64_t(s) == returning)
+        for (Value v : outputs)
+          returned.push_back(isa<BlockArgument>(v) && v.getParentBlock() == &body
+                                 ? Value(f.getArgument(cast<BlockArgument>(v).getArgNumber()))
+                                 : v);
+      func::ReturnOp::create(b, func.getLoc(), returned);
+    }
+    // The driver: one call per stage.
+    b.setInsertionPoint(term);
+    SmallVector<Value> results;
+    for (auto [s, f] : llvm::enumerate(stageFuncs)) {
+      auto call = func::CallOp::create(b, func.getLoc(), f, body.getArguments());
+      if (int64_t(s) == returning)
+        results.assign(call.getResults().begin(), call.getResults().end());
+    }
+    term->setOperands(results);
+    return success();
   }
 
   /// Where a training step's op sits in the step: before the micro-batches

@@ -303,10 +303,10 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
         sends(size_t(stages), 0);
     module.walk([&](Operation *op) {
-      auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
-      if (!st || st.getInt() < 0 || st.getInt() >= stages)
+      std::optional<int64_t> st = ::zero::pipelineStageOf(op);
+      if (!st || *st < 0 || *st >= stages)
         return;
-      size_t s = size_t(st.getInt());
+      size_t s = size_t(*st);
       if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
         if (loaded[s].insert(load.getGlobal().getLeafReference()).second)
           paramBytes[s] += ::zero::tensorBytes(load.getType());
@@ -348,25 +348,31 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
   /// The layers a pipeline split works with (Layers.h) and, after
   /// zero-pipeline-split, which stage holds which.
   static void printLayers(ModuleOp module, raw_ostream &os) {
-    auto funcs = module.getOps<func::FuncOp>();
-    if (funcs.empty() || std::next(funcs.begin()) != funcs.end())
-      return;
-    ::zero::LayerStructure ls = ::zero::recoverLayers(*funcs.begin());
     auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
+    auto funcs = module.getOps<func::FuncOp>();
+    ::zero::LayerStructure ls;
     bool fromPlan = false;
-    if (ls.layers.empty() && plan) {
-      // A model without module paths, already cut: its segments cannot be
-      // found again in the cut function, the plan names them.
+    if (plan) {
+      // Already cut (the ops live in one function per stage): the plan names
+      // the layers it cut between.
       auto names = plan.getAs<ArrayAttr>("layers");
       auto params = plan.getAs<DenseI64ArrayAttr>("layer_params");
+      auto classes = plan.getAs<ArrayAttr>("layer_classes");
       if (names && params && int64_t(names.size()) == int64_t(params.size()))
-        for (auto [name, p] : llvm::zip(names, params.asArrayRef())) {
+        for (auto [i, name] : llvm::enumerate(names)) {
           ::zero::Layer l;
           l.name = cast<StringAttr>(name).getValue().str();
-          l.params = p;
+          l.params = params[i];
+          if (classes && i < classes.size())
+            l.cls = cast<StringAttr>(classes[i]).getValue().str();
           ls.layers.push_back(std::move(l));
         }
-      ls.segments = fromPlan = true;
+      ls.segments = llvm::all_of(ls.layers, [](const ::zero::Layer &l) {
+        return StringRef(l.name).starts_with("segment.");
+      });
+      fromPlan = true;
+    } else if (!funcs.empty() && std::next(funcs.begin()) == funcs.end()) {
+      ls = ::zero::recoverLayers(*funcs.begin());
     }
     if (ls.layers.empty())
       return;

@@ -30,12 +30,14 @@
 // inside the residual block crosses.
 // RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="stages=2" | FileCheck %s --check-prefix=CUT
 // CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 16, 36, 8>, layers = ["segment.0", "segment.1", "segment.2"]{{.+}}parts = array<i64: 0, 1, 3>
-// CUT:      %[[X0:.+]] = onnx.MatMul %arg0, %{{.+}} {zero.pipeline_stage = 0 : i64}
-// CUT-NEXT: zero.send %[[X0]] {peer = 1 : i64, tag = 0 : i64, zero.pipeline_stage = 0 : i64}
-// CUT-NOT:  zero.send {{.+}}zero.pipeline_stage = 0
-// CUT:      %[[R:.+]] = zero.recv {peer = 0 : i64, tag = 0 : i64, zero.pipeline_stage = 1 : i64}
-// CUT:      onnx.MatMul %[[R]], %{{.+}}zero.pipeline_stage = 1 : i64
-// CUT:      onnx.Add %{{.+}}, %[[R]] {zero.pipeline_stage = 1 : i64}
+// CUT-LABEL: func.func private @forward_stage0
+// CUT:      %[[X0:.+]] = onnx.MatMul %arg0, %{{.+}} :
+// CUT-NEXT: zero.send %[[X0]] {peer = 1 : i64, tag = 0 : i64}
+// CUT-NOT:  zero.send
+// CUT-LABEL: func.func private @forward_stage1
+// CUT:      %[[R:.+]] = zero.recv {peer = 0 : i64, tag = 0 : i64}
+// CUT:      onnx.MatMul %[[R]], %{{.+}} :
+// CUT:      onnx.Add %{{.+}}, %[[R]] :
 module {
   ml_program.global private @w0(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
   ml_program.global private @w1(#ml_program.extern : tensor<4x4xf32>) : tensor<4x4xf32>
