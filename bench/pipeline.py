@@ -173,13 +173,16 @@ def train_bench(a):
         times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
         report = json.load(open(rep))
         rss = max(r["peak_rss_bytes"] for r in report["ranks"]) / 2**20
-        bubbles = [r.get("pipeline_bubble") for r in report["ranks"]]
+        # Per stage: the whole step's idle fraction, and the schedule's alone
+        # (the forward and backward steps, without the optimizer).
+        bubbles = [(r.get("pipeline_bubble"), r.get("pipeline_schedule_bubble"))
+                   for r in sorted(report["ranks"], key=lambda r: r["rank"])]
         return times[len(times) // 2], rss, bubbles, saved
 
     rows = []
     for m in micro:
         base, base_rss, _, base_w = run(f"np1_m{m}", B // m, m, "", 1, 2)
-        rows.append((f"1 rank x 2 threads, accumulation {m}", base, 1.0, base_rss, "", ""))
+        rows.append((f"1 rank x 2 threads, accumulation {m}", base, 1.0, base_rss, "", "", ""))
         print(f"1 rank, accumulation {m}: {base:.3f} s/step, peak RSS {base_rss:.0f} MiB",
               flush=True)
         ref = load_file(base_w)
@@ -193,22 +196,23 @@ def train_bench(a):
                 sys.exit(f"FAIL: {tag}: final weights differ from the 1-rank run")
             predicted = (2 - 1) / (m + 2 - 1)
             rows.append((f"pp=2 {sch} M={m}, 2 ranks x 1 thread", t, t / base, rss,
-                         " / ".join(f"{b:.2f}" for b in bubbles if b is not None),
+                         " / ".join(f"{b:.2f}" for b, _ in bubbles if b is not None),
+                         " / ".join(f"{b:.2f}" for _, b in bubbles if b is not None),
                          f"{predicted:.2f}"))
             print(f"pp=2 {sch} M={m}: {t:.3f} s/step, peak RSS {rss:.0f} MiB, bubble "
                   f"{bubbles} (predicted {predicted:.2f})", flush=True)
         t, rss, _, _ = run(f"dp2_z3_m{m}", B // m, m // 2, "stage=3 dp=2", 2, 1)
         rows.append((f"dp=2 ZeRO-3, accumulation {m // 2}, 2 ranks x 1 thread", t, t / base,
-                     rss, "", ""))
+                     rss, "", "", ""))
         print(f"dp=2 ZeRO-3: {t:.3f} s/step, peak RSS {rss:.0f} MiB", flush=True)
     print(f"\nGPT-2-small training step (AdamW), global batch {B} x {S}, median step "
           f"time of steps 2-{a.steps}, slowest rank; pipelines partition-method="
           f"{a.partition}")
-    print("| run | s/step | vs 1 rank | peak RSS/rank (MiB) | bubble per stage | "
-          "(S-1)/(M+S-1) |")
-    print("|---|---|---|---|---|---|")
-    for name, t, ratio, rss, bub, pred in rows:
-        print(f"| {name} | {t:.3f} | {ratio:.2f}x | {rss:.0f} | {bub} | {pred} |")
+    print("| run | s/step | vs 1 rank | peak RSS/rank (MiB) | idle per stage (step) | "
+          "bubble per stage (schedule) | (S-1)/(M+S-1) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, t, ratio, rss, bub, sched, pred in rows:
+        print(f"| {name} | {t:.3f} | {ratio:.2f}x | {rss:.0f} | {bub} | {sched} | {pred} |")
 
 
 if __name__ == "__main__":

@@ -535,10 +535,19 @@ struct ZeroPipelineSplitPass
     const int64_t m = microBatches;
     if (m < 1)
       return func.emitError() << "zero-pipeline-split: micro-batches must be >= 1, got " << m;
-    if (m == 1)
-      return success();
     Block &body = func.getBody().front();
     Operation *term = body.getTerminator();
+    if (m == 1)
+      return success();
+    // Micro-batch k's ops are its forward step, F<k> (the trace's schedule
+    // track, and how zero-run's report counts M for the predicted bubble).
+    OpBuilder marks(func.getContext());
+    auto mark = [&](Operation *op, int64_t k) {
+      op->setAttr("zero.pipeline_step", marks.getStringAttr("F" + Twine(k)));
+    };
+    for (Operation &op : body)
+      if (&op != term)
+        mark(&op, 0);
     auto stacked = [&](Type t) -> FailureOr<RankedTensorType> {
       auto rt = cast<RankedTensorType>(t);
       if (rt.getRank() == 0)
@@ -582,6 +591,7 @@ struct ZeroPipelineSplitPass
       ends[0] = (k + 1) * per;
       auto slice = ::zero::onnx::SliceOp::create(b, func.getLoc(), t, arg, starts, ends, steps);
       slice->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(0));
+      mark(slice, k);
       return slice;
     };
     SmallVector<SmallVector<Value>> outputs(term->getNumOperands());
@@ -599,6 +609,7 @@ struct ZeroPipelineSplitPass
         map.map(rows0, rows(arg, k));
       for (Operation *op : ops) {
         Operation *copy = b.clone(*op, map);
+        mark(copy, k);
         if (auto t = copy->getAttrOfType<IntegerAttr>("tag"))
           copy->setAttr("tag", b.getI64IntegerAttr(t.getInt() + k * tags));
       }

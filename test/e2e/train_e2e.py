@@ -838,13 +838,43 @@ def mode_pp(a, tools, name, work):
                               for r in range(ranks)}
         report = json.loads(rp.read_text())
         ranks = sorted(report["ranks"], key=lambda r: r["rank"])
+        if len(ranks) > 1:
+            bubbles[tag] = (ranks, schedule_bubbles(events, len(ranks)))
         peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
                  for r in ranks]
         resident[tag] = [r["param_bytes_resident"] for r in ranks]
         return read_log(lp, steps), load_file(str(sp)), \
             load_file(str(work / f"opt_{tag}.safetensors")), peaks
 
+    def schedule_bubbles(events, nranks):
+        """Per rank, the schedule's bubble re-derived from the trace: over each run
+        of compute-stream events of forward / backward steps (F<k>, B<k>), from the
+        first one's start to the last one's end, the fraction with no kernel."""
+        out = {}
+        for r in range(nranks):
+            compute = next(e["tid"] for e in events if e.get("ph") == "M" and e["pid"] == r
+                           and e["name"] == "thread_name" and e["args"]["name"] == "compute")
+            span = busy = 0.0
+            cur = None  # [start, end, kernel time]
+            for e in events:
+                if e["pid"] != r or e.get("ph") != "X" or e["tid"] != compute:
+                    continue
+                step = e.get("args", {}).get("step", "")
+                if not (len(step) > 1 and step[0] in "FB" and step[1].isdigit()):
+                    if cur:
+                        span, busy, cur = span + cur[1] - cur[0], busy + cur[2], None
+                    continue
+                if cur is None:
+                    cur = [e["ts"], e["ts"] + e["dur"], 0.0]
+                cur[1] = max(cur[1], e["ts"] + e["dur"])
+                cur[2] += e["dur"] if e["cat"] == "kernel" else 0.0
+            if cur:
+                span, busy = span + cur[1] - cur[0], busy + cur[2]
+            out[r] = 1 - busy / span if span else None
+        return out
+
     failures, refs, peaks, resident, zero_runs, schedules = [], {}, {}, {}, {}, {}
+    bubbles = {}
     for spec in a.pp_configs.split(","):
         fields = spec.split(":")
         schedule, stages, m = fields[0], int(fields[1]), int(fields[2])
@@ -877,6 +907,22 @@ def mode_pp(a, tools, name, work):
             if got_order != want:
                 bad.append(f"rank {r} ran {' '.join(got_order)}, the {schedule} order is "
                            f"{' '.join(want)}")
+        # zero-run's report per rank: its stage, the predicted bubble
+        # (S-1)/(M+S-1), and the schedule's measured bubble, which must be the
+        # one the trace shows.
+        rank_reports, derived = bubbles[tag]
+        for rk in rank_reports:
+            r = rk["rank"]
+            want_pred = (stages - 1) / (m + stages - 1)
+            if rk.get("pipeline_stage") != r // dp:
+                bad.append(f"rank {r}: report says stage {rk.get('pipeline_stage')}, "
+                           f"expected {r // dp}")
+            if abs(rk.get("pipeline_predicted_bubble", -1) - want_pred) > 1e-12:
+                bad.append(f"rank {r}: predicted bubble {rk.get('pipeline_predicted_bubble')}"
+                           f", (S-1)/(M+S-1) = {want_pred}")
+            got_b = rk.get("pipeline_schedule_bubble")
+            if got_b is None or derived[r] is None or abs(got_b - derived[r]) > 1e-3:
+                bad.append(f"rank {r}: schedule bubble {got_b}, the trace shows {derived[r]}")
         lrel, grel, gaps = step_gaps(a, got_rows, ref_rows)
         bad += gaps
         if set(got_w) != set(ref_w):

@@ -8,6 +8,7 @@
 #include "RunReport.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -107,6 +108,62 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
           kernels += e.durationUs * 1e-6;
       rank["pipeline_kernel_s"] = kernels;
       rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
+      // A training pipeline: the bubble of its schedule alone, as
+      // (S-1)/(M+S-1) counts it. Over each run of forward and backward steps
+      // (F<k>, B<k>; between them the prologue and the optimizer step, which
+      // every stage runs on its own), from its first to its last compute-
+      // stream instruction, the fraction of the time no kernel ran.
+      double span = 0, busy = 0, start = 0, end = 0, inRun = 0;
+      bool open = false;
+      auto close = [&] {
+        if (open) {
+          span += end - start;
+          busy += inRun;
+        }
+        open = false;
+      };
+      for (const TraceEvent &e : stats.trace) {
+        if (p.streams[size_t(e.stream)].kind != StreamKind::Compute)
+          continue;
+        const Instruction &inst = p.instructions[e.instruction];
+        std::string step = inst.attrs.getString("pipeline_step", "");
+        const bool scheduled = step.size() > 1 && (step[0] == 'F' || step[0] == 'B') &&
+                               std::isdigit(static_cast<unsigned char>(step[1]));
+        if (!scheduled) {
+          close();
+          continue;
+        }
+        const double from = double(e.startUs), to = double(e.startUs + e.durationUs);
+        if (!open) {
+          open = true;
+          start = from;
+          end = to;
+          inRun = 0;
+        }
+        end = std::max(end, to);
+        if (inst.kind == OpKind::Kernel)
+          inRun += double(e.durationUs);
+      }
+      close();
+      // The prediction: S stages, M micro-batches (the highest F<k> + 1).
+      int64_t micro = 0;
+      for (const Instruction &inst : p.instructions) {
+        std::string step = inst.attrs.getString("pipeline_step", "");
+        if (step.size() > 1 && step[0] == 'F' &&
+            std::isdigit(static_cast<unsigned char>(step[1])))
+          micro = std::max<int64_t>(micro, std::atoll(step.c_str() + 1) + 1);
+      }
+      if (p.pipelined()) {
+        micro = std::max<int64_t>(micro, 1); // a forward without micro-batches
+        const int64_t stages = p.worldSize / std::max(1, p.dataParallelSize());
+        rank["pipeline_stage"] = comm.rank() / std::max(1, p.dataParallelSize());
+        rank["pipeline_predicted_bubble"] =
+            double(stages - 1) / double(micro + stages - 1);
+      }
+      if (span > 0) {
+        rank["pipeline_schedule_s"] = span * 1e-6;
+        rank["pipeline_schedule_bubble"] = std::max(0.0, 1.0 - busy / span);
+      }
     }
   }
   if (iterationSeconds.size() > 1) {
@@ -242,10 +299,27 @@ std::string formatReport(const nlohmann::json &run) {
       }
     if (r.contains("pipeline_bubble")) {
       std::snprintf(line, sizeof line,
-                    "  [rank %d] pipeline stage: kernels %.6f s of the wall time, "
+                    "  [rank %d] pipeline stage %s: kernels %.6f s of the wall time, "
+                    "bubble %.3f",
+                    r["rank"].get<int>(),
+                    r.contains("pipeline_stage")
+                        ? std::to_string(r["pipeline_stage"].get<int>()).c_str()
+                        : "?",
+                    r["pipeline_kernel_s"].get<double>(), r["pipeline_bubble"].get<double>());
+      os << line;
+      if (r.contains("pipeline_predicted_bubble")) {
+        std::snprintf(line, sizeof line, " (predicted (S-1)/(M+S-1) = %.3f)",
+                      r["pipeline_predicted_bubble"].get<double>());
+        os << line;
+      }
+      os << "\n";
+    }
+    if (r.contains("pipeline_schedule_bubble")) {
+      std::snprintf(line, sizeof line,
+                    "  [rank %d] pipeline schedule (forward and backward steps): %.6f s, "
                     "bubble %.3f\n",
-                    r["rank"].get<int>(), r["pipeline_kernel_s"].get<double>(),
-                    r["pipeline_bubble"].get<double>());
+                    r["rank"].get<int>(), r["pipeline_schedule_s"].get<double>(),
+                    r["pipeline_schedule_bubble"].get<double>());
       os << line;
     }
     if (r.contains("peak_gathered_bytes"))
