@@ -173,6 +173,7 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     // autodiff unrolled them); a forward program's are made by the split.
     split.microBatches = opts.training ? 1 : opts.microBatches;
     split.schedule = opts.schedule;
+    split.tiedGrads = opts.tiedGrads;
     split.dp = std::max<int64_t>(opts.dp, 1);
     pm.addPass(createZeroPipelineSplitPass(split));
   };
@@ -259,6 +260,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
         "prefetch-bytes, bucket-bytes, persistence-threshold, "
         "max-reuse-distance, hpz, qwz, qgz, quant-block, pp, micro-batches, "
         "activation-checkpoint-interval, schedule=1f1b|gpipe, "
+        "tied-grads=micro-batch|step, "
         "and config=FILE, partition-method=parameters|uniform|type:REGEX|compute");
 
   bool training = settings.training;
@@ -327,6 +329,16 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
       return errorHandler("--zero-pipeline: schedule=" + options.schedule +
                           " needs pipeline stages (pp > 1)");
     settings.schedule = options.schedule;
+  }
+  if (given.contains("tied-grads")) {
+    if (options.tiedGrads != "micro-batch" && options.tiedGrads != "step")
+      return errorHandler("--zero-pipeline: tied-grads must be micro-batch or step, got '" +
+                          options.tiedGrads + "'");
+    if (!settings.training || settings.pp <= 1)
+      return errorHandler("--zero-pipeline: tied-grads=" + options.tiedGrads +
+                          " sums a tied parameter's gradient over pipeline stages; it "
+                          "needs a training step (--train) cut into stages (pp > 1)");
+    settings.tiedGrads = options.tiedGrads;
   }
   if (settings.pp > 1) {
     if (settings.dp > 1 && !settings.training)

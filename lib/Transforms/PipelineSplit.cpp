@@ -19,6 +19,7 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/Support/Regex.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -314,6 +315,104 @@ struct ZeroPipelineSplitPass
   /// Per stage: the position of (micro-batch k, forward | backward) at 2k | 2k+1.
   std::map<int64_t, std::vector<int64_t>> stepIndices;
 
+  /// tied-grads=step (DeepSpeed's reduction of tied gradients): the sum that
+  /// makes a tied parameter's gradient (the Adds over its micro-batches and
+  /// over its uses) is regrouped so that each stage adds up its own terms, in
+  /// their order, as its backwards produce them, and the stages' partial sums
+  /// are added once, in stage order, on the first holder (which sends the
+  /// total to the others with the update). A stage sends its part once per
+  /// step instead of once per micro-batch; the sum's rounding differs from
+  /// the 1-rank step's.
+  void sumTiedPerStage(Block &body, ArrayRef<Operation *> epilogue,
+                       const llvm::DenseMap<Attribute, std::set<int64_t>> &usedOn,
+                       llvm::DenseMap<Operation *, int64_t> &stageOf,
+                       llvm::DenseMap<Operation *, Slot> &slotOf) {
+    OpBuilder b(body.getParentOp()->getContext());
+    for (Operation *update : epilogue) {
+      if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(update))
+        continue;
+      auto load = update->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
+      if (!load)
+        continue; // a sharded step's parameter: its gradient is reduced first
+      auto used = usedOn.find(load.getGlobalAttr());
+      if (used == usedOn.end() || used->second.size() < 2)
+        continue;
+      auto root = update->getOperand(1).getDefiningOp<::zero::onnx::AddOp>();
+      if (!root)
+        continue;
+      // The terms of the sum, left to right, and the Adds that combine them.
+      SmallVector<Value> terms;
+      SmallVector<Operation *> adds;
+      std::function<void(Value)> collect = [&](Value v) {
+        auto add = v.getDefiningOp<::zero::onnx::AddOp>();
+        if (add && (add == root || v.hasOneUse()) && add->getBlock() == &body &&
+            add.getA().getType() == add.getType() && add.getB().getType() == add.getType() &&
+            slotOf.count(add) && slotOf[add].phase == Slot::Backward) {
+          adds.push_back(add);
+          collect(add.getA());
+          collect(add.getB());
+          return;
+        }
+        terms.push_back(v);
+      };
+      collect(root.getResult());
+      auto termStage = [&](Value v) -> std::optional<int64_t> {
+        Operation *d = v.getDefiningOp();
+        if (!d || !stageOf.count(d) || !slotOf.count(d))
+          return std::nullopt;
+        return stageOf.lookup(d);
+      };
+      std::map<int64_t, SmallVector<Value>> byStage;
+      bool known = true;
+      for (Value t : terms) {
+        std::optional<int64_t> st = termStage(t);
+        known &= st.has_value();
+        if (st)
+          byStage[*st].push_back(t);
+      }
+      if (!known || byStage.size() < 2)
+        continue;
+      // A new Add after both operands, on `st`, in the later operand's slot.
+      auto later = [&](Value x, Value y) {
+        Operation *dx = x.getDefiningOp(), *dy = y.getDefiningOp();
+        return dx->isBeforeInBlock(dy) ? dy : dx;
+      };
+      auto laterSlot = [&](Value x, Value y) {
+        Slot sx = slotOf.lookup(x.getDefiningOp()), sy = slotOf.lookup(y.getDefiningOp());
+        auto key = [](const Slot &sl) { return std::make_pair(int(sl.phase), sl.micro); };
+        return key(sx) < key(sy) ? sy : sx;
+      };
+      auto makeAdd = [&](Value x, Value y, int64_t st, Slot slot) -> Value {
+        b.setInsertionPointAfter(later(x, y));
+        auto add = ::zero::onnx::AddOp::create(b, root.getLoc(), root.getType(), x, y);
+        add->setAttr("zero.phase", b.getStringAttr("backward"));
+        add->setAttr("zero.micro_batch", b.getI64IntegerAttr(slot.micro));
+        stageOf[add] = st;
+        slotOf[add] = slot;
+        return add.getResult();
+      };
+      SmallVector<Value> partials;
+      for (auto &[st, list] : byStage) {
+        Value acc = list.front();
+        for (Value t : ArrayRef<Value>(list).drop_front())
+          acc = makeAdd(acc, t, st, laterSlot(acc, t));
+        partials.push_back(acc);
+      }
+      const int64_t holder = *used->second.begin();
+      Value total = partials.front();
+      for (Value p : ArrayRef<Value>(partials).drop_front())
+        total = makeAdd(total, p, holder, laterSlot(total, p));
+      root.getResult().replaceAllUsesWith(total);
+      for (Operation *add : adds) {
+        stageOf.erase(add);
+        slotOf.erase(add);
+      }
+      // Root first: each Add's user is erased before it.
+      for (Operation *add : adds)
+        add->erase();
+    }
+  }
+
   /// Cuts a training step: forward and backward ops of a layer go to its
   /// stage (a reverse rule's ops carry the location of the op they
   /// differentiate), glue by the forward rule of `assignStages`; each
@@ -373,6 +472,12 @@ struct ZeroPipelineSplitPass
         for (Operation *user : load->getUsers())
           if (auto it = stageOf.find(user); it != stageOf.end())
             usedOn[load.getGlobalAttr()].insert(it->second);
+    if (tiedGrads == "step")
+      sumTiedPerStage(body, epilogue, usedOn, stageOf, slotOf);
+    else if (tiedGrads != "micro-batch")
+      return module.emitError() << "zero-pipeline-split: tied-grads must be micro-batch or "
+                                   "step, got '"
+                                << tiedGrads << "'";
     // The epilogue: updates on their parameters' stages (cloned, with their
     // stores, for a parameter held by several), squared norms where their
     // gradients are; the rest by the forward rule.

@@ -785,6 +785,9 @@ def mode_pp(a, tools, name, work):
     each stage's replicas and the 1-rank run accumulates all DP x M micro-batches. Both schedules backpropagate the
     micro-batches in order and sum a tied parameter's gradient once, so the run is
     expected to be bit-identical to the 1-rank one; that is reported, not required.
+    SCHEDULE/step (tied-grads=step, DeepSpeed's reduction of tied gradients: each
+    stage accumulates its part, the parts are summed once per step) rounds that sum
+    differently: within the tolerances, not bit-identical.
     A tied parameter's copies (GPT-2's wte / lm_head on the first and last stage) are
     compared by zero-run --save itself, which fails when the stages' copies differ.
     Memory, from the runtime's own counters (--report-json: peak live bytes of the
@@ -877,7 +880,8 @@ def mode_pp(a, tools, name, work):
     bubbles = {}
     for spec in a.pp_configs.split(","):
         fields = spec.split(":")
-        schedule, stages, m = fields[0], int(fields[1]), int(fields[2])
+        schedule, _, tied = fields[0].partition("/")
+        stages, m = int(fields[1]), int(fields[2])
         dp = int(fields[3]) if len(fields) > 3 else 1
         zero_stage = int(fields[4]) if len(fields) > 4 else None
         micros = m * dp  # the 1-rank run's accumulation: every replica's micro-batches
@@ -889,11 +893,12 @@ def mode_pp(a, tools, name, work):
             zrt, w = compile_(f"one_m{micros}", micro, micros, "")
             refs[micros] = train(f"one_m{micros}", zrt, w, 1)
         ref_rows, ref_w, ref_opt, _ = refs[micros]
-        tag = f"{schedule}_s{stages}_m{m}" + (f"_dp{dp}_z{zero_stage}" if dp > 1 else "")
-        zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}",
-                          zero_stage)
+        tag = f"{schedule}_s{stages}_m{m}" + (f"_dp{dp}_z{zero_stage}" if dp > 1 else "") \
+            + (f"_tied_{tied}" if tied else "")
+        zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}"
+                          + (f" tied-grads={tied}" if tied else ""), zero_stage)
         got_rows, got_w, got_opt, got_peaks = train(tag, zrt, w, stages * dp)
-        if dp == 1:
+        if dp == 1 and not tied:
             peaks[(schedule, stages, m)] = got_peaks
         else:
             zero_runs[(stages, m, dp, zero_stage)] = tag
@@ -946,6 +951,7 @@ def mode_pp(a, tools, name, work):
             bad.append(f"weights/optimizer state error/tolerance {werr:.3g}")
         identical &= all(x["loss"] == y["loss"] for x, y in zip(got_rows, ref_rows))
         log(f"  {'FAIL' if bad else 'ok  '} {schedule} pp={stages} micro-batches={m} "
+            + (f"tied-grads={tied} " if tied else "")
             + (f"x dp={dp} ZeRO-{zero_stage} " if dp > 1 else "") +
             f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, grad "
             f"norm rel {grel:.2g}, weights/state error/tolerance {werr:.3g}; "
@@ -1385,6 +1391,7 @@ def main():
     ap.add_argument("--pp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="training through pipeline stages (GPipe, 1F1B) vs the 1-rank training")
     ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2,"
+                    "1f1b/step:2:4,"
                     "1f1b:2:2:2:0,1f1b:2:2:2:1,gpipe:2:2:2:2,1f1b:2:2:2:3",
                     help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES[:DP:ZERO_STAGE] list "
                          "(DP replicas of the pipeline, ZeRO stage inside each stage's "

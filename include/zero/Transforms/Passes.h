@@ -80,6 +80,9 @@ struct ZeroSettings {
   /// A training step's pipeline schedule: 1f1b (DeepSpeed's TrainSchedule)
   /// or gpipe (every forward, then every backward).
   std::string schedule = "1f1b";
+  /// How a tied parameter's gradient is summed over its stages: micro-batch
+  /// or step (zero-pipeline-split's tied-grads).
+  std::string tiedGrads = "micro-batch";
   /// Layers per activation-checkpointed segment of a training step
   /// (activation_checkpoint_interval; 0: off).
   int64_t activationCheckpointInterval = 0;
@@ -158,6 +161,13 @@ struct ZeroPipelineOptions
       llvm::cl::desc("A training step's pipeline schedule: 1f1b (DeepSpeed's "
                      "TrainSchedule) or gpipe"),
       llvm::cl::init("1f1b")};
+  Option<std::string> tiedGrads{
+      *this, "tied-grads",
+      llvm::cl::desc("A tied parameter's gradient over its pipeline stages: "
+                     "micro-batch (summed each micro-batch, the 1-rank step's bits) or "
+                     "step (DeepSpeed's: each stage's part accumulated, summed once "
+                     "per step)"),
+      llvm::cl::init("micro-batch")};
   Option<std::string> partitionMethod{
       *this, "partition-method",
       llvm::cl::desc("How layers are balanced over pipeline stages: parameters, "

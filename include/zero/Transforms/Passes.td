@@ -220,6 +220,11 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "A training step's order of micro-batch forwards and backwards on "
            "each stage: 1f1b or gpipe">,
+    Option<"tiedGrads", "tied-grads", "std::string", "\"micro-batch\"",
+           "A tied parameter's gradient over its stages: micro-batch (its parts "
+           "summed each micro-batch in the 1-rank order: the 1-rank step's bits) "
+           "or step (DeepSpeed's: each stage accumulates its part over the "
+           "micro-batches, the parts are summed once per step)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
