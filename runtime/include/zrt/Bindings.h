@@ -33,6 +33,13 @@ struct WeightsStats {
 /// bytes counts (views alias it).
 std::vector<bool> globalsUsedOn(const Program &p, int rank);
 
+/// For each global, the pipeline stages holding a copy of it: those all of
+/// whose ranks use it (globalsUsedOn), ascending. Two stages for a tied
+/// parameter (GPT-2's wte / lm_head on the first and the last), none for a
+/// global that nothing reads. A program not cut into stages is one stage of
+/// every rank, which holds every global: {0} each.
+std::vector<std::vector<int>> stagesHoldingGlobals(const Program &p);
+
 /// Reads every Parameter and Frozen global of the executor's program from
 /// `weights` into its buffer: the whole tensor for replicated globals, world
 /// rank `rank`'s shard for sharded ones. OptimizerState and Counter globals

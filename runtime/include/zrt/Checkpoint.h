@@ -7,8 +7,10 @@
 // `manifest.json`, written last, which says for every tensor its dtype, full
 // shape, kind (model or optimizer) and pieces: which rank's file holds which
 // element range of the flattened tensor. A replicated tensor is one piece in
-// rank 0's file. Reading a range (resume at any world size) or a whole tensor
-// (consolidation) reads the pieces that overlap it.
+// rank 0's file (in a pipeline program's checkpoint, in the file of the first
+// rank of the first stage holding it; a sharded one in that stage's ranks').
+// Reading a range (resume at any world size or pipeline layout) or a whole
+// tensor (consolidation) reads the pieces that overlap it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +48,7 @@ struct CheckpointManifest {
   std::string path; ///< DIR/step-NNNNNNNN
   int64_t step = 0;
   int worldSize = 1;
+  std::string program; ///< the program that saved it, as zero-run was given it
   std::vector<CheckpointTensor> tensors;
   const CheckpointTensor *find(const std::string &name) const;
 };

@@ -74,6 +74,8 @@ Expected<CheckpointManifest> readCheckpointManifest(const std::string &checkpoin
   manifest.path = checkpointDir;
   manifest.step = m["step"].get<int64_t>();
   manifest.worldSize = m.value("world_size", 1);
+  if (m.contains("program") && m["program"].is_string())
+    manifest.program = m["program"].get<std::string>();
   if (!m["tensors"].is_array())
     return bad("no tensors");
   for (const nlohmann::json &t : m["tensors"]) {

@@ -99,6 +99,25 @@ std::vector<bool> globalsUsedOn(const Program &p, int rank) {
   return used;
 }
 
+std::vector<std::vector<int>> stagesHoldingGlobals(const Program &p) {
+  if (!p.pipelined())
+    return std::vector<std::vector<int>>(p.globals.size(), std::vector<int>{0});
+  const int dp = p.dataParallelSize();
+  std::vector<std::vector<int>> stages(p.globals.size());
+  for (int s = 0; s < p.worldSize / dp; ++s) {
+    std::vector<bool> everyRank(p.globals.size(), true);
+    for (int r = s * dp; r < (s + 1) * dp; ++r) {
+      const std::vector<bool> used = globalsUsedOn(p, r);
+      for (size_t gi = 0; gi < used.size(); ++gi)
+        everyRank[gi] = everyRank[gi] && used[gi];
+    }
+    for (size_t gi = 0; gi < everyRank.size(); ++gi)
+      if (everyRank[gi])
+        stages[gi].push_back(s);
+  }
+  return stages;
+}
+
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats) {
   const Program &p = executor.program();

@@ -13,6 +13,7 @@
 #include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -160,84 +161,174 @@ Expected<float> readScalarOutput(const Executor &executor,
   return value;
 }
 
+namespace {
+
+/// Where a saved global (Parameter, OptimizerState, Counter) is taken from,
+/// by --save and by the checkpoints alike: the first pipeline stage that
+/// holds it (a program not cut into stages: the world), its elements split
+/// among that stage's ranks as they hold them, each replica's shard of a
+/// sharded global (padding dropped) or a replicated one whole on the stage's
+/// first rank. The other stages' copies are only compared with it.
+struct SavedGlobal {
+  size_t global = 0;
+  std::vector<int> stages;             ///< every stage holding a copy
+  std::vector<CheckpointPiece> pieces; ///< world ranks; the tensor, in order
+};
+
+/// The saved globals of one kind (`parameters`, else optimizer state and
+/// counters) that some stage holds, in program order; every rank computes
+/// the same plan, so each knows which collectives the others take part in.
+std::vector<SavedGlobal> planSavedGlobals(const Program &p, bool parameters) {
+  const int dp = p.dataParallelSize();
+  const std::vector<std::vector<int>> holding = stagesHoldingGlobals(p);
+  std::vector<SavedGlobal> plan;
+  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+    const GlobalDesc &g = p.globals[gi];
+    if (!isSaved(g, parameters) || holding[gi].empty())
+      continue; // no stage holds it: nothing reads it
+    SavedGlobal saved{gi, holding[gi], {}};
+    const int first = holding[gi].front() * dp;
+    if (g.shard) {
+      for (int d = 0; d < dp; ++d) {
+        auto [b, e] = g.shard->range(d);
+        if (e > b)
+          saved.pieces.push_back({first + d, b, e - b});
+      }
+    } else {
+      saved.pieces.push_back({first, 0, uint64_t(p.buffers[g.buffer].numel())});
+    }
+    plan.push_back(std::move(saved));
+  }
+  return plan;
+}
+
+/// The first `count` elements of global `g`'s buffer on this rank: its shard
+/// without the padding, or the replicated tensor.
+Status readHeld(const Executor &executor, const GlobalDesc &g, uint64_t count,
+                std::vector<uint8_t> &bytes) {
+  bytes.resize(size_t(executor.program().buffers[g.buffer].bytes()));
+  ZRT_RETURN_IF_ERROR(
+      executor.readBuffer(g.buffer, bytes.data(), bytes.size()));
+  bytes.resize(size_t(count * dtypeSize(g.dtype)));
+  return Status::ok();
+}
+
+/// The elements of global `g` that `rank` holds (its replica's shard, or the
+/// whole tensor): its piece, or what the piece on an earlier stage must equal.
+uint64_t heldCount(const Program &p, const GlobalDesc &g, int rank) {
+  if (!g.shard)
+    return uint64_t(p.buffers[g.buffer].numel());
+  auto [b, e] = g.shard->range(rank % p.dataParallelSize());
+  return e - b;
+}
+
+/// Whether every stage holding a copy of a global holds the same bytes (a
+/// tied parameter's copies are stepped from one summed gradient, so they
+/// must): each rank hashes the copies it holds, rank 0 compares them replica
+/// by replica, so the copies never travel. Every rank calls it (one gather);
+/// the failure is reported on rank 0.
+Status checkCopiesAgree(const Executor &executor, Communicator &comm,
+                        const std::vector<SavedGlobal> &plan) {
+  const Program &p = executor.program();
+  if (!p.pipelined() || comm.worldSize() == 1)
+    return Status::ok();
+  const int dp = p.dataParallelSize(), stage = comm.rank() / dp;
+  Status read = Status::ok();
+  // Per global with copies on several stages: 0 where this rank holds none.
+  std::vector<uint64_t> hashes;
+  std::vector<uint8_t> bytes;
+  for (const SavedGlobal &saved : plan) {
+    if (saved.stages.size() < 2)
+      continue;
+    uint64_t hash = 0;
+    const GlobalDesc &g = p.globals[saved.global];
+    if (std::find(saved.stages.begin(), saved.stages.end(), stage) !=
+        saved.stages.end()) {
+      Status s = readHeld(executor, g, heldCount(p, g, comm.rank()), bytes);
+      if (s.isOk())
+        hash = hashBytes(bytes.data(), bytes.size()) | 1;
+      else if (read.isOk())
+        read = s;
+    }
+    hashes.push_back(hash);
+  }
+  std::vector<std::string> all = comm.gatherToRoot(std::string(
+      reinterpret_cast<const char *>(hashes.data()), hashes.size() * 8));
+  ZRT_RETURN_IF_ERROR(read);
+  if (comm.rank() != 0)
+    return Status::ok();
+  auto hashOf = [&](int rank, size_t k) {
+    uint64_t h = 0;
+    if (all[size_t(rank)].size() >= (k + 1) * 8)
+      std::memcpy(&h, all[size_t(rank)].data() + k * 8, 8);
+    return h;
+  };
+  size_t k = 0;
+  for (const SavedGlobal &saved : plan) {
+    if (saved.stages.size() < 2)
+      continue;
+    for (int d = 0; d < dp; ++d) {
+      const int first = saved.stages.front();
+      for (int other : saved.stages)
+        if (hashOf(other * dp + d, k) != hashOf(first * dp + d, k))
+          return Status::error(
+              "saving " + p.globals[saved.global].tensor +
+              ": its copies on pipeline stages " + std::to_string(first) +
+              " and " + std::to_string(other) +
+              " differ (a tied parameter's copies must be stepped "
+              "identically)");
+    }
+    ++k;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters,
                    const std::string &path) {
   const Program &p = executor.program();
   const bool root = comm.rank() == 0;
-  // A pipeline: each global from the stages that hold it, which must agree
-  // (a tied parameter's copies are stepped from one summed gradient).
-  const bool pipelined = p.pipelined() && comm.worldSize() > 1;
-  const std::vector<bool> held = globalsUsedOn(p, comm.rank());
-  Status differ = Status::ok();
+  const std::vector<SavedGlobal> plan = planSavedGlobals(p, parameters);
+  Status failed = checkCopiesAgree(executor, comm, plan);
   std::vector<std::vector<uint8_t>> storage;
   std::vector<NamedTensor> tensors;
-  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
-    const GlobalDesc &g = p.globals[gi];
-    if (!isSaved(g, parameters))
-      continue;
-    const BufferDesc &b = p.buffers[g.buffer];
-    std::vector<uint8_t> bytes(size_t(b.bytes()));
-    if (g.shard || root || (pipelined && held[gi]))
-      ZRT_RETURN_IF_ERROR(executor.readBuffer(g.buffer, bytes.data(), b.bytes()));
-    if (pipelined) {
-      // Every rank's piece (empty where its stage does not hold the global);
-      // per stage (dp consecutive ranks) the whole tensor: the stage's dp
-      // shards in order, or its replicated copy.
-      std::vector<std::string> pieces = comm.gatherToRoot(
-          held[gi] ? std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size())
-                   : std::string());
-      if (!root)
-        continue;
-      const int dp = p.dataParallelSize();
-      int from = -1;
-      std::string whole;
-      for (int first = 0; first + dp <= int(pieces.size()); first += dp) {
-        std::string mine;
-        bool complete = true;
-        for (int r = first; r < first + dp; ++r) {
-          complete &= !pieces[size_t(r)].empty();
-          if (g.shard)
-            mine += pieces[size_t(r)];
-          else if (r == first)
-            mine = pieces[size_t(r)];
-        }
-        if (!complete)
-          continue;
-        if (from < 0) {
-          from = first / dp;
-          whole = std::move(mine);
-        } else if (mine != whole && differ.isOk()) {
-          // Reported after the loop: every rank takes part in each gather.
-          differ = Status::error("saving " + g.tensor + ": its copies on pipeline stages " +
-                                 std::to_string(from) + " and " + std::to_string(first / dp) +
-                                 " differ (a tied parameter's copies must be stepped "
-                                 "identically)");
-        }
+  for (const SavedGlobal &saved : plan) {
+    const GlobalDesc &g = p.globals[saved.global];
+    const uint64_t elem = dtypeSize(g.dtype);
+    std::vector<uint8_t> bytes; // this rank's piece, if it has one
+    for (const CheckpointPiece &piece : saved.pieces)
+      if (piece.rank == comm.rank()) {
+        Status read = readHeld(executor, g, piece.count, bytes);
+        if (!read.isOk() && failed.isOk())
+          failed = read;
       }
-      if (from < 0)
-        continue; // no stage holds it (nothing reads it)
-      bytes.assign(whole.begin(), whole.end());
-      if (g.shard)
-        bytes.resize(size_t(g.shard->numel * dtypeSize(g.dtype)));
-    } else if (g.shard) {
-      // Every rank's shard, in rank order; the padding past numel dropped.
-      std::vector<std::string> shards = comm.gatherToRoot(
-          std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+    // The pieces gathered to rank 0 (unless they are all its own), in order.
+    bool allOnRoot = true;
+    for (const CheckpointPiece &piece : saved.pieces)
+      allOnRoot &= piece.rank == 0;
+    if (!allOnRoot) {
+      std::vector<std::string> got = comm.gatherToRoot(std::string(
+          reinterpret_cast<const char *>(bytes.data()), bytes.size()));
       if (!root)
         continue;
-      std::vector<uint8_t> full;
-      for (const std::string &s : shards)
-        full.insert(full.end(), s.begin(), s.end());
-      full.resize(size_t(g.shard->numel * dtypeSize(g.dtype)));
-      bytes = std::move(full);
+      bytes.clear();
+      for (const CheckpointPiece &piece : saved.pieces) {
+        const std::string &s = got[size_t(piece.rank)];
+        if (s.size() != piece.count * elem && failed.isOk())
+          failed = Status::error("saving " + g.tensor + ": rank " +
+                                 std::to_string(piece.rank) +
+                                 " could not read its " +
+                                 std::to_string(piece.count) + " elements");
+        bytes.insert(bytes.end(), s.begin(), s.end());
+      }
     }
     if (!root)
       continue;
-    const uint64_t numel = g.shard ? g.shard->numel : uint64_t(b.numel());
     DType dtype = g.dtype;
     if (parameters && (dtype == DType::F16 || dtype == DType::BF16 ||
                        dtype == DType::F64)) {
-      std::vector<float> f32 = toF32(dtype, bytes.data(), size_t(numel));
+      std::vector<float> f32 = toF32(dtype, bytes.data(), bytes.size() / elem);
       bytes.assign(reinterpret_cast<const uint8_t *>(f32.data()),
                    reinterpret_cast<const uint8_t *>(f32.data() + f32.size()));
       dtype = DType::F32;
@@ -245,7 +336,7 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
     storage.push_back(std::move(bytes));
     tensors.push_back({g.tensor, dtype, g.shape, storage.back().data()});
   }
-  ZRT_RETURN_IF_ERROR(differ);
+  ZRT_RETURN_IF_ERROR(failed);
   // `storage` does not reallocate the byte vectors' data when it grows, so
   // the pointers above stay valid.
   return root ? writeSafetensors(path, tensors) : Status::ok();
@@ -295,31 +386,35 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
                              ec.message());
   }
   comm.barrier(); // the directory exists before any rank writes into it
-  // Each rank writes its own pieces: its shard of every sharded global (the
-  // elements it owns, padding dropped), and rank 0 the replicated ones whole.
+  // Each rank writes its own pieces (planSavedGlobals: its shard of every
+  // sharded global, padding dropped; a stage's first rank the replicated
+  // ones whole), each global from the first pipeline stage holding it.
   const Program &p = executor.program();
   const int rank = comm.rank();
   Status mine = Status::ok();
+  std::vector<SavedGlobal> plans[2];
   for (bool parameters : {true, false}) {
+    std::vector<SavedGlobal> &plan = plans[parameters ? 0 : 1];
+    plan = planSavedGlobals(p, parameters);
+    // Another stage's copy of a global (a tied parameter's) is not written,
+    // so it is compared with the written one here.
+    Status same = checkCopiesAgree(executor, comm, plan);
+    if (!same.isOk() && mine.isOk())
+      mine = same;
     std::vector<std::vector<uint8_t>> storage;
     std::vector<NamedTensor> tensors;
-    for (const GlobalDesc &g : p.globals) {
-      if (!isSaved(g, parameters) || (!g.shard && !root))
-        continue;
-      const BufferDesc &b = p.buffers[g.buffer];
-      uint64_t first = 0, last = uint64_t(b.numel());
-      if (g.shard)
-        std::tie(first, last) = g.shard->range(rank);
-      std::vector<uint8_t> bytes(size_t(b.bytes()));
-      Status read = executor.readBuffer(g.buffer, bytes.data(), b.bytes());
-      if (!read.isOk()) {
-        mine = read;
-        break;
+    for (const SavedGlobal &saved : plan) {
+      const GlobalDesc &g = p.globals[saved.global];
+      for (const CheckpointPiece &piece : saved.pieces) {
+        if (piece.rank != rank || !mine.isOk())
+          continue;
+        std::vector<uint8_t> bytes;
+        mine = readHeld(executor, g, piece.count, bytes);
+        storage.push_back(std::move(bytes));
+        std::vector<int64_t> shape =
+            g.shard ? std::vector<int64_t>{int64_t(piece.count)} : g.shape;
+        tensors.push_back({g.tensor, g.dtype, shape, storage.back().data()});
       }
-      bytes.resize(size_t((last - first) * dtypeSize(g.dtype)));
-      storage.push_back(std::move(bytes));
-      std::vector<int64_t> shape = g.shard ? std::vector<int64_t>{int64_t(last - first)} : g.shape;
-      tensors.push_back({g.tensor, g.dtype, shape, storage.back().data()});
     }
     if (mine.isOk()) {
       std::string path = checkpointRankFile(tmp, parameters ? "model" : "optimizer", rank);
@@ -335,35 +430,45 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
   std::vector<std::string> statuses = comm.gatherToRoot(mine.isOk() ? "" : mine.message());
   if (!root)
     return Status::ok();
-  ZRT_RETURN_IF_ERROR(status);
+  // A failed checkpoint leaves no directory behind, only the previous ones.
+  auto discard = [&](const Status &error) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return error;
+  };
+  if (!status.isOk())
+    return discard(status);
   for (size_t r = 0; r < statuses.size(); ++r)
     if (!statuses[r].empty())
-      return Status::error("--save-dir " + dir + ": rank " + std::to_string(r) +
-                           " could not write its checkpoint files: " + statuses[r]);
+      return discard(Status::error(
+          "--save-dir " + dir + ": rank " + std::to_string(r) +
+          " could not write its checkpoint files: " + statuses[r]));
   // The manifest last: a directory with one is complete.
+  const int dp = p.dataParallelSize();
+  std::vector<const SavedGlobal *> inProgramOrder;
+  for (const std::vector<SavedGlobal> &plan : plans)
+    for (const SavedGlobal &saved : plan)
+      inProgramOrder.push_back(&saved);
+  std::sort(inProgramOrder.begin(), inProgramOrder.end(),
+            [](const SavedGlobal *a, const SavedGlobal *b) {
+              return a->global < b->global;
+            });
   nlohmann::json tensors = nlohmann::json::array();
-  for (const GlobalDesc &g : p.globals) {
-    bool model = isSaved(g, true);
-    if (!model && !isSaved(g, false))
-      continue;
-    uint64_t numel = 1;
-    for (int64_t d : g.shape)
-      numel *= uint64_t(d);
+  for (const SavedGlobal *saved : inProgramOrder) {
+    const GlobalDesc &g = p.globals[saved->global];
     nlohmann::json pieces = nlohmann::json::array();
-    if (g.shard) {
-      for (int r = 0; r < g.shard->world; ++r) {
-        auto [first, last] = g.shard->range(r);
-        if (last > first)
-          pieces.push_back({{"rank", r}, {"offset", first}, {"count", last - first}});
-      }
-    } else {
-      pieces.push_back({{"rank", 0}, {"offset", 0}, {"count", numel}});
-    }
-    tensors.push_back({{"name", g.tensor},
-                       {"dtype", safetensorsDTypeName(g.dtype)},
-                       {"shape", g.shape},
-                       {"kind", model ? "model" : "optimizer"},
-                       {"pieces", pieces}});
+    for (const CheckpointPiece &piece : saved->pieces)
+      pieces.push_back({{"rank", piece.rank},
+                        {"offset", piece.offset},
+                        {"count", piece.count}});
+    nlohmann::json entry = {{"name", g.tensor},
+                            {"dtype", safetensorsDTypeName(g.dtype)},
+                            {"shape", g.shape},
+                            {"kind", isSaved(g, true) ? "model" : "optimizer"},
+                            {"pieces", pieces}};
+    if (p.pipelined())
+      entry["stages"] = saved->stages; // every stage holding a copy
+    tensors.push_back(std::move(entry));
   }
   nlohmann::json manifest = {{"format", "zero-checkpoint-2"},
                              {"step", step},
@@ -373,15 +478,20 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
                              {"scheduler", "the lr is a function of optimizer.step"},
                              {"rng", "rng.step in the optimizer files (Dropout masks)"},
                              {"tensors", tensors}};
-  ZRT_RETURN_IF_ERROR(writeTextFile(tmp + "/manifest.json", manifest.dump(1) + "\n"));
+  if (p.pipelined())
+    manifest["pipeline"] = {{"stages", p.worldSize / dp}, {"dp", dp}};
+  Status written =
+      writeTextFile(tmp + "/manifest.json", manifest.dump(1) + "\n");
+  if (!written.isOk())
+    return discard(written);
   syncDirectory(tmp);
   std::error_code ec;
   if (fs::exists(final, ec))
     fs::remove_all(final, ec);
   fs::rename(tmp, final, ec);
   if (ec)
-    return Status::error("--save-dir " + dir + ": cannot rename " + tmp + " to " + final +
-                         ": " + ec.message());
+    return discard(Status::error("--save-dir " + dir + ": cannot rename " +
+                                 tmp + " to " + final + ": " + ec.message()));
   syncDirectory(dir);
   ZRT_RETURN_IF_ERROR(writeTextFile(dir + "/latest", name + "\n"));
   syncDirectory(dir);
@@ -394,7 +504,10 @@ Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir) {
     return Status::error("--resume " + path.status().message());
   Expected<CheckpointManifest> manifest = readCheckpointManifest(*path);
   if (!manifest)
-    return Status::error("--resume " + dir + ": " + manifest.status().message());
+    return Status::error(
+        "--resume " + dir + ": " + manifest.status().message() +
+        "; resume from another of its step-NNNNNNNN checkpoints "
+        "(--resume DIR/step-NNNNNNNN)");
   CheckpointInfo info;
   info.path = *path;
   info.step = manifest->step;
@@ -408,25 +521,42 @@ Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int 
     return manifest.status();
   CheckpointReader reader(*manifest);
   const Program &p = executor.program();
-  for (const GlobalDesc &g : p.globals) {
-    if (!isSaved(g, true) && !isSaved(g, false))
+  const std::string other =
+      "; it was saved from " +
+      (manifest->program.empty() ? "another program" : manifest->program) +
+      ": resume with that program, or train from --weights without "
+      "--resume";
+  // Each rank reads its own globals (a pipeline stage's), and of a sharded
+  // one its replica's element range, from whichever pieces hold it: the
+  // checkpoint may come from another world size or pipeline layout.
+  const std::vector<bool> held = globalsUsedOn(p, rank);
+  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+    const GlobalDesc &g = p.globals[gi];
+    if ((!isSaved(g, true) && !isSaved(g, false)) || !held[gi])
       continue;
     const CheckpointTensor *t = manifest->find(g.tensor);
     if (!t)
-      return Status::error(checkpoint.path + ": no tensor \"" + g.tensor + "\" (global " +
-                           g.name + "); the checkpoint was saved from another program");
+      return Status::error(checkpoint.path + ": no tensor \"" + g.tensor +
+                           "\" (global " + g.name + ")" + other);
     if (t->dtype != g.dtype || t->shape != g.shape)
-      return Status::error(checkpoint.path + ": tensor \"" + g.tensor + "\" is " +
-                           safetensorsDTypeName(t->dtype) + "[" + shapeString(t->shape) +
-                           "], the program expects " + safetensorsDTypeName(g.dtype) + "[" +
-                           shapeString(g.shape) + "]");
+      return Status::error(checkpoint.path + ": tensor \"" + g.tensor +
+                           "\" is " + safetensorsDTypeName(t->dtype) + "[" +
+                           shapeString(t->shape) + "], the program expects " +
+                           safetensorsDTypeName(g.dtype) + "[" +
+                           shapeString(g.shape) + "]" + other);
     const BufferDesc &b = p.buffers[g.buffer];
     uint64_t first = 0, last = t->numel();
     if (g.shard)
-      std::tie(first, last) = g.shard->range(rank);
+      std::tie(first, last) = g.shard->range(rank % p.dataParallelSize());
     std::vector<uint8_t> bytes(size_t(b.bytes()), 0);
-    if (last > first)
-      ZRT_RETURN_IF_ERROR(reader.read(*t, first, last, bytes.data()));
+    if (last > first) {
+      Status read = reader.read(*t, first, last, bytes.data());
+      if (!read.isOk())
+        return Status::error(
+            checkpoint.path + " is damaged: " + read.message() +
+            "; resume from another of its directory's step-NNNNNNNN "
+            "checkpoints (--resume DIR/step-NNNNNNNN)");
+    }
     ZRT_RETURN_IF_ERROR(executor.writeBuffer(g.buffer, bytes.data(), b.bytes()));
   }
   return Status::ok();

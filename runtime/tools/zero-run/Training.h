@@ -63,7 +63,9 @@ Expected<float> readScalarOutput(const Executor &executor,
 /// OptimizerState and Counter global in its own dtype, under its tensor name
 /// and full shape, to a safetensors file at `path` (atomically). Every rank
 /// calls it: a sharded global's shards are gathered to rank 0 (rank-major,
-/// the padding dropped), which writes the file.
+/// the padding dropped), which writes the file. In a pipeline program each
+/// global comes from the first stage holding it, and it fails if another
+/// stage's copy (a tied parameter's) differs.
 Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters,
                    const std::string &path);
 
@@ -74,13 +76,15 @@ struct CheckpointInfo {
   int worldSize = 1;  ///< the world it was saved from
 };
 
-/// Writes the checkpoint of `step` under `dir` (every rank calls it: sharded
-/// globals are gathered to rank 0): model.safetensors (the trained
-/// parameters, whole, under their initializer names), optimizer.safetensors
-/// (optimizer state and counters, whole) and manifest.json, first into
+/// Writes the checkpoint of `step` under `dir` (every rank calls it): each
+/// rank's model-rank-R.safetensors and optimizer-rank-R.safetensors (its
+/// pieces: its shard of every sharded global, padding dropped, and on a
+/// stage's first rank the replicated ones whole; in a pipeline each global
+/// from the first stage holding it, the others' copies only compared with
+/// it) and manifest.json (zrt/Checkpoint.h), first into
 /// DIR/.step-NNNNNNNN.tmp (files fsynced), then renamed into place, then
 /// DIR/latest updated. A crash before the end leaves the previous checkpoint
-/// and DIR/latest as they were.
+/// and DIR/latest as they were; a failure removes the tmp directory.
 Status saveCheckpoint(const Executor &executor, Communicator &comm,
                       const std::string &dir, int64_t step);
 
@@ -88,8 +92,9 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
 Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir);
 
 /// Loads a checkpoint's parameters and optimizer state into the executor's
-/// globals; whole tensors, so the world size may differ from the saving one
-/// (each rank reads its shard's elements).
+/// globals; whole tensors, so the world size and pipeline layout may differ
+/// from the saving one (each rank reads the globals its stage holds, of a
+/// sharded one its replica's elements).
 Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank);
 
 } // namespace zrt

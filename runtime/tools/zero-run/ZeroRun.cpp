@@ -97,7 +97,8 @@ const char *kUsage =
     "  --save-every K               a checkpoint every K steps (default: after "
     "the last step)\n"
     "  --resume DIR                 continue from DIR's newest checkpoint up to "
-    "--steps (any world size)\n"
+    "--steps (any world\n"
+    "                               size or pipeline layout)\n"
 #ifdef ZRT_HAVE_CUDA
     "  --backend cpu|cuda           where to run (default cpu)\n"
 #endif
@@ -885,13 +886,6 @@ int runMain(int argc, char **argv, Communicator &comm) {
                              "--input for a single step)");
     }
   }
-  // Checkpoints hold each rank's shards, or rank 0's replicated globals; a
-  // pipeline stage's parameters live on its own rank only.
-  if (status.isOk() && program->pipelined() && (!opts.saveDir.empty() || !opts.resume.empty()))
-    status = Status::error(opts.model + " is cut into pipeline stages: checkpoints "
-                           "(--save-dir, --resume) of pipeline programs are not "
-                           "supported yet; save the trained parameters with --save "
-                           "(and --save-optimizer)");
   // --resume: the checkpoint's parameters and optimizer state replace the
   // weights' (frozen parameters and buffers still come from --weights), and
   // the run goes on from the step after it.
