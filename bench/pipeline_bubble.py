@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The pipeline bubble against its prediction on a model whose stages are equal.
+
+(S-1)/(M+S-1) assumes S stages that each take the same time per micro-batch and
+transfers that cost nothing. This benchmark builds such a model in the work
+folder: L identical blocks (Linear H x H + GELU, exported by torch.onnx with
+their module paths layers.0 .. layers.L-1) and a small classifier head, trained
+with cross-entropy and AdamW. zero-opt cuts it at pp=2 with partition-method=
+uniform (L/2 blocks a stage) for each schedule and M, zero-run trains it on 2
+ranks x 1 thread, and its report gives each stage's measured schedule bubble
+(`pipeline_schedule_bubble`: over the runs of forward and backward steps, the
+fraction with no kernel running) next to the prediction. Also printed: the
+whole step's idle fraction (`pipeline_bubble`, optimizer included). The final
+weights are checked bit-identical to the 1-rank run of the same micro-batches
+(accumulation M). Nothing is asserted about time.
+
+Usage: build/pyenv/bin/python bench/pipeline_bubble.py [--layers 8] [--hidden 1024]
+       [--rows 256] [--micro 2,4,8] [--steps 4] [--schedules 1f1b,gpipe]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sh(cmd, env=None):
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
+    return r.stdout
+
+
+def export(path, layers, hidden, classes, rows):
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(hidden, hidden)
+
+        def forward(self, x):
+            return torch.nn.functional.gelu(self.fc(x))
+
+    class Deep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([Block() for _ in range(layers)])
+            self.head = torch.nn.Linear(hidden, classes)
+
+        def forward(self, x):
+            for block in self.layers:
+                x = block(x)
+            return self.head(x)
+
+    torch.manual_seed(0)
+    model = Deep().eval()
+    torch.onnx.export(model, (torch.randn(rows, hidden),), path, input_names=["x"],
+                      output_names=["logits"], opset_version=17, dynamo=False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--classes", type=int, default=16)
+    ap.add_argument("--rows", type=int, default=256, help="rows per micro-batch")
+    ap.add_argument("--micro", default="2,4,8")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--schedules", default="1f1b,gpipe")
+    a = ap.parse_args()
+    work = a.work or os.path.join(a.build, "bench", "pipeline-bubble")
+    os.makedirs(work, exist_ok=True)
+    zero_opt = os.path.join(a.build, "bin", "zero-opt")
+    zero_run = os.path.join(a.build, "bin", "zero-run")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    from safetensors.numpy import load_file, save_file
+
+    model = os.path.join(work, f"deep{a.layers}x{a.hidden}.onnx")
+    export(model, a.layers, a.hidden, a.classes, a.rows)
+    rng = np.random.default_rng(0)
+    rows = []
+    for m in [int(x) for x in a.micro.split(",")]:
+        data = os.path.join(work, f"data_m{m}.safetensors")
+        save_file({"x": rng.standard_normal((a.steps, m * a.rows, a.hidden), dtype=np.float32),
+                   "labels": rng.integers(0, a.classes, (a.steps, m * a.rows),
+                                          dtype=np.int64)}, data)
+
+        def run(tag, pipeline, np_, threads):
+            zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
+            cfg = os.path.join(work, f"{tag}.json")
+            with open(cfg, "w") as f:
+                json.dump({"gradient_accumulation_steps": m,
+                           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
+            cmd = [zero_opt, model, f"--input-shape=x={a.rows}x{a.hidden}", "--train",
+                   "--loss", "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", zrt,
+                   "--weights-out", w]
+            if pipeline:
+                cmd.append(f"--zero-pipeline={pipeline}")
+            sh(cmd)
+            rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
+            saved = os.path.join(work, f"{tag}.final.safetensors")
+            sh(["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
+                "--data", data, "--steps", str(a.steps), "--threads", str(threads),
+                "--log-json", log_, "--report-json", rep, "--save", saved], env=env)
+            times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
+            report = sorted(json.load(open(rep))["ranks"], key=lambda r: r["rank"])
+            return times[len(times) // 2], report, saved
+
+        base, _, base_w = run(f"np1_m{m}", "", 1, 1)
+        ref = load_file(base_w)
+        for sch in a.schedules.split(","):
+            t, report, saved = run(f"pp2_{sch}_m{m}",
+                                   f"pp=2 micro-batches={m} schedule={sch} "
+                                   "partition-method=uniform", 2, 1)
+            got = load_file(saved)
+            if any(got[k].tobytes() != ref[k].tobytes() for k in ref):
+                sys.exit(f"FAIL: pp=2 {sch} M={m}: final weights differ from the 1-rank run")
+            pred = report[0]["pipeline_predicted_bubble"]
+            sched = [r["pipeline_schedule_bubble"] for r in report]
+            step = [r["pipeline_bubble"] for r in report]
+            rows.append((sch, m, t, base, step, sched, pred))
+            print(f"pp=2 {sch} M={m}: {t:.3f} s/step (1 rank x 1 thread {base:.3f}), schedule "
+                  f"bubble {['%.3f' % b for b in sched]}, predicted {pred:.3f}", flush=True)
+    print(f"\n{a.layers} blocks of Linear {a.hidden}x{a.hidden} + GELU, {a.rows} rows per "
+          f"micro-batch, AdamW; pp=2 (uniform), 2 ranks x 1 thread; median of steps "
+          f"2-{a.steps}")
+    print("| schedule | M | s/step | vs 1 rank x 1 thread | idle per stage (step) | "
+          "bubble per stage (schedule) | (S-1)/(M+S-1) | schedule bubble / predicted |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sch, m, t, base, step, sched, pred in rows:
+        print(f"| {sch} | {m} | {t:.3f} | {t / base:.2f}x | "
+              f"{' / '.join('%.3f' % b for b in step)} | "
+              f"{' / '.join('%.3f' % b for b in sched)} | {pred:.3f} | "
+              f"{' / '.join('%.2f' % (b / pred) for b in sched)} |")
+
+
+if __name__ == "__main__":
+    main()
