@@ -232,8 +232,17 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     qgz.group = opts.hpz;
     pm.addPass(createZeroQuantizeReducePass(qgz));
   }
-  if (opts.pp > 1)
+  if (opts.pp > 1) {
     addSplit();
+    // Each stage is now its own function, in its schedule's order: prefetch
+    // moves each stage's gathers ahead of its own compute.
+    if (opts.stage == 3 && opts.prefetchDepth > 0) {
+      ZeroPrefetchPassOptions prefetch;
+      prefetch.depth = opts.prefetchDepth;
+      prefetch.bytes = opts.prefetchBytes;
+      pm.addPass(createZeroPrefetchPass(prefetch));
+    }
+  }
 }
 
 LogicalResult

@@ -785,9 +785,10 @@ def mode_pp(a, tools, name, work):
     each stage's replicas and the 1-rank run accumulates all DP x M micro-batches. Both schedules backpropagate the
     micro-batches in order and sum a tied parameter's gradient once, so the run is
     expected to be bit-identical to the 1-rank one; that is reported, not required.
-    SCHEDULE/step (tied-grads=step, DeepSpeed's reduction of tied gradients: each
-    stage accumulates its part, the parts are summed once per step) rounds that sum
-    differently: within the tolerances, not bit-identical.
+    SCHEDULE/KEY=VALUE adds a --zero-pipeline option: tied-grads=step (DeepSpeed's
+    reduction of tied gradients: each stage accumulates its part, the parts are
+    summed once per step) rounds that sum differently: within the tolerances, not
+    bit-identical; prefetch=N moves each stage's gathers ahead of its compute.
     A tied parameter's copies (GPT-2's wte / lm_head on the first and last stage) are
     compared by zero-run --save itself, which fails when the stages' copies differ.
     Memory, from the runtime's own counters (--report-json: peak live bytes of the
@@ -880,7 +881,9 @@ def mode_pp(a, tools, name, work):
     bubbles = {}
     for spec in a.pp_configs.split(","):
         fields = spec.split(":")
-        schedule, _, tied = fields[0].partition("/")
+        # SCHEDULE/KEY=VALUE/...: more --zero-pipeline options.
+        schedule, *extra = fields[0].split("/")
+        tied = next((e.split("=", 1)[1] for e in extra if e.startswith("tied-grads=")), "")
         stages, m = int(fields[1]), int(fields[2])
         dp = int(fields[3]) if len(fields) > 3 else 1
         zero_stage = int(fields[4]) if len(fields) > 4 else None
@@ -894,13 +897,13 @@ def mode_pp(a, tools, name, work):
             refs[micros] = train(f"one_m{micros}", zrt, w, 1)
         ref_rows, ref_w, ref_opt, _ = refs[micros]
         tag = f"{schedule}_s{stages}_m{m}" + (f"_dp{dp}_z{zero_stage}" if dp > 1 else "") \
-            + (f"_tied_{tied}" if tied else "")
+            + "".join("_" + e.replace("=", "") for e in extra)
         zrt, w = compile_(tag, micro, m, f"pp={stages} micro-batches={m} schedule={schedule}"
-                          + (f" tied-grads={tied}" if tied else ""), zero_stage)
+                          + "".join(" " + e for e in extra), zero_stage)
         got_rows, got_w, got_opt, got_peaks = train(tag, zrt, w, stages * dp)
-        if dp == 1 and not tied:
+        if dp == 1 and not extra:
             peaks[(schedule, stages, m)] = got_peaks
-        else:
+        elif not extra:
             zero_runs[(stages, m, dp, zero_stage)] = tag
         bad = []
         # The order each rank ran its steps in (zero-run --trace's schedule track)
@@ -951,7 +954,7 @@ def mode_pp(a, tools, name, work):
             bad.append(f"weights/optimizer state error/tolerance {werr:.3g}")
         identical &= all(x["loss"] == y["loss"] for x, y in zip(got_rows, ref_rows))
         log(f"  {'FAIL' if bad else 'ok  '} {schedule} pp={stages} micro-batches={m} "
-            + (f"tied-grads={tied} " if tied else "")
+            + "".join(e + " " for e in extra)
             + (f"x dp={dp} ZeRO-{zero_stage} " if dp > 1 else "") +
             f"(micro-batch {micro}) vs 1 rank accumulation {micros}: loss rel {lrel:.2g}, grad "
             f"norm rel {grel:.2g}, weights/state error/tolerance {werr:.3g}; "
@@ -1391,8 +1394,9 @@ def main():
     ap.add_argument("--pp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="training through pipeline stages (GPipe, 1F1B) vs the 1-rank training")
     ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2,"
-                    "1f1b/step:2:4,"
-                    "1f1b:2:2:2:0,1f1b:2:2:2:1,gpipe:2:2:2:2,1f1b:2:2:2:3",
+                    "1f1b/tied-grads=step:2:4,"
+                    "1f1b:2:2:2:0,1f1b:2:2:2:1,gpipe:2:2:2:2,1f1b:2:2:2:3,"
+                    "1f1b/prefetch=2:2:2:2:3",
                     help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES[:DP:ZERO_STAGE] list "
                          "(DP replicas of the pipeline, ZeRO stage inside each stage's "
                          "replicas: mpirun -np STAGES x DP)")
