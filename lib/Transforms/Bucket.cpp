@@ -59,8 +59,10 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
     bool adjacent = false; // no compute since the current group's last member
     for (Operation &op : func.getBody().front()) {
       auto g = dyn_cast<AllGatherOp>(op);
-      // hpZ's in-group gathers use another communicator: never bucketed.
-      if (g && (!::zero::isGather(g) || g.getGroupAttr()))
+      // A gather over a process group (a pipeline stage's replicas, hpZ's
+      // in-group re-gathers) uses that group's communicator: it joins only
+      // a bucket of the same group.
+      if (g && !::zero::isGather(g))
         g = nullptr;
       if (!g) {
         adjacent &= isa<ml_program::GlobalLoadOp>(op) || ::zero::isParameterView(&op);
@@ -79,6 +81,7 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
       bool fits = adjacent && withinLive && !groups.empty() &&
                   groupBytes + n <= bytes &&
                   groups.back().front().getWorld() == g.getWorld() &&
+                  groups.back().front().getGroupAttr() == g.getGroupAttr() &&
                   getElementTypeOrSelf(groups.back().front().getType()) ==
                       getElementTypeOrSelf(g.getType());
       if (!fits) {
@@ -106,6 +109,10 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
       b.setInsertionPoint(first);
       auto bucket = ::zero::dist::BucketAllGatherOp::create(b, first.getLoc(), types,
                                                             shards, first.getWorld());
+      if (first.getGroupAttr())
+        bucket.setGroupAttr(first.getGroupAttr());
+      if (Attribute step = first->getAttr("zero.pipeline_step"))
+        bucket->setAttr("zero.pipeline_step", step);
       for (auto [g, r] : llvm::zip(group, bucket.getResults())) {
         g.getResult().replaceAllUsesWith(r);
         g.erase();

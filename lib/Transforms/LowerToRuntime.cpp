@@ -390,6 +390,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         int gathered = newStorage(ArenaKind::Activations, byteSize(flatType));
         Instr gather{true, "AllGather", kComm, {}, {}, {}, {},
                      b.getDictionaryAttr({}), op->getLoc()};
+        gather.group = g.getGroupAttr();
         if (inPlace) {
           gather.ins.push_back({g.getShards().front(), inType});
         } else {

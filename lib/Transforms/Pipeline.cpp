@@ -242,6 +242,14 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       prefetch.bytes = opts.prefetchBytes;
       pm.addPass(createZeroPrefetchPass(prefetch));
     }
+    // ... and bucketing coalesces the gathers it put together (over the
+    // stage's replicas, @dp).
+    if (opts.stage == 3 && opts.bucketBytes > 0) {
+      ZeroBucketPassOptions bucket;
+      bucket.bytes = opts.bucketBytes;
+      bucket.maxLiveBytes = opts.prefetchBytes;
+      pm.addPass(createZeroBucketPass(bucket));
+    }
   }
 }
 

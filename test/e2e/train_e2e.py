@@ -1396,7 +1396,7 @@ def main():
     ap.add_argument("--pp-configs", default="gpipe:2:4,1f1b:2:4,gpipe:4:4,1f1b:4:4,1f1b:3:2,"
                     "1f1b/tied-grads=step:2:4,"
                     "1f1b:2:2:2:0,1f1b:2:2:2:1,gpipe:2:2:2:2,1f1b:2:2:2:3,"
-                    "1f1b/prefetch=2:2:2:2:3",
+                    "1f1b/prefetch=2/bucket-bytes=65536:2:2:2:3",
                     help="with --pp: SCHEDULE:STAGES:MICRO_BATCHES[:DP:ZERO_STAGE] list "
                          "(DP replicas of the pipeline, ZeRO stage inside each stage's "
                          "replicas: mpirun -np STAGES x DP)")
