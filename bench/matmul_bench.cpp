@@ -16,6 +16,13 @@
 // for a while after a multi-threaded call (~0.1 s) and would take cores from
 // the kernel, so the bench sleeps `settle_ms` after each sgemm block.
 //
+// Each product runs twice through the kernel: with B an ordinary operand
+// (OpenBLAS tiles, B packed again by every call) and with B a constant
+// operand (KernelContext::constants: B packed once, PackedGemm's AVX-512
+// kernel over the panels, as zero-run runs an inference program's weights;
+// "packed" columns). Operands are hot in cache in both: the bench measures
+// the kernels, not the cold weight reads of a whole model.
+//
 // Usage: zrt-matmul-bench [threads] [repeats] [rounds] [tokens] [settle_ms]
 //   (defaults: 2 threads, 10 repeats, 5 rounds, 128 tokens, 300 ms); tokens
 //   > 128 also multiplies the attention products (tokens / 128 sequences).
@@ -33,6 +40,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -69,6 +79,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Every operand constant; prepared forms kept by (address, layout).
+class BenchConstants final : public zrt::ConstantOperands {
+public:
+  ~BenchConstants() override {
+    for (auto &kv : prepared_)
+      ::operator delete(kv.second, std::align_val_t{64});
+  }
+  bool isConstant(const zrt::TensorRef &) const override { return true; }
+  const void *prepared(const zrt::TensorRef &source, const std::string &layout,
+                       size_t bytes,
+                       const std::function<void(void *)> &prepare) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    void *&slot = prepared_[{source.data, layout}];
+    if (!slot) {
+      slot = ::operator new(bytes ? bytes : 1, std::align_val_t{64});
+      prepare(slot);
+    }
+    return slot;
+  }
+
+private:
+  std::mutex mutex_;
+  std::map<std::pair<const void *, std::string>, void *> prepared_;
+};
+
 struct Case {
   std::string name;
   int64_t batch, m, k, n;
@@ -94,6 +129,9 @@ int main(int argc, char **argv) {
                             const std::function<void(int64_t, int64_t)> &fn) {
     pool.parallelFor(n, fn);
   };
+  BenchConstants constants;
+  zrt::KernelContext packedCtx = ctx;
+  packedCtx.constants = &constants;
   const std::string tk = std::to_string(t);
   std::vector<Case> cases = {
       {"c_attn  Gemm " + tk + "x768 * 768x2304", 1, t, 768, 2304, false, false},
@@ -114,9 +152,9 @@ int main(int argc, char **argv) {
   std::uniform_real_distribution<float> dist(-1, 1);
   std::printf("threads %d, %d rounds x %d calls each side, medians\n", threads,
               rounds, repeats);
-  std::printf("%-44s %9s %9s %9s %9s %8s%s\n", "shape", "kernel ms",
-              "sgemm ms", "kern GF/s", "sgemm GF/s", "fraction",
-              threads == 1 ? " cpu frac" : "");
+  std::printf("%-44s %9s %9s %9s %9s %9s %8s %8s%s\n", "shape", "kernel ms",
+              "packed ms", "sgemm ms", "kern GF/s", "pack GF/s", "fraction",
+              "packed", threads == 1 ? " cpu frac cpu pack" : "");
   for (const Case &c : cases) {
     std::vector<float> a(size_t(c.batch * c.m * c.k)),
         b(size_t(c.batch * c.k * c.n)), y(size_t(c.batch * c.m * c.n)),
@@ -144,13 +182,15 @@ int main(int argc, char **argv) {
         inputs.push_back(zrt::TensorRef{bias.data(), zrt::DType::F32, {c.n}});
     }
     zrt::KernelFn fn = table.lookup(op);
-    auto kernel = [&] {
-      zrt::Status s = fn(ctx, inputs, {ty}, attrs);
+    auto call = [&](const zrt::KernelContext &context) {
+      zrt::Status s = fn(context, inputs, {ty}, attrs);
       if (!s.isOk()) {
         std::fprintf(stderr, "%s: %s\n", c.name.c_str(), s.message().c_str());
         std::exit(1);
       }
     };
+    auto kernel = [&] { call(ctx); };
+    auto packed = [&] { call(packedCtx); };
     // The reference: OpenBLAS at `threads` threads, the whole product in one
     // call per batch matrix (beta 1 for the bias case: C's adds, no copy).
     auto sgemm = [&] {
@@ -167,35 +207,42 @@ int main(int argc, char **argv) {
       if (threads > 1) // let OpenBLAS's workers stop spinning
         std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
     };
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 3; ++i) {
       kernel();
+      packed(); // the first call packs B
+    }
     for (int i = 0; i < 3; ++i)
       sgemm();
     settle();
-    Times tk, ts;
+    Times tk, tp, ts;
     for (int r = 0; r < rounds; ++r) {
       if (threads == 1) { // nothing spins: alternate call by call
         for (int i = 0; i < repeats; ++i) {
           tk.time(kernel);
+          tp.time(packed);
           ts.time(sgemm);
         }
         continue;
       }
-      for (int i = 0; i < repeats; ++i)
+      for (int i = 0; i < repeats; ++i) {
         tk.time(kernel);
+        tp.time(packed);
+      }
       for (int i = 0; i < repeats; ++i)
         ts.time(sgemm);
       settle();
     }
-    const double mk = median(tk.wall), ms = median(ts.wall);
+    const double mk = median(tk.wall), mp = median(tp.wall),
+                 ms = median(ts.wall);
     const double flops = 2.0 * double(c.batch * c.m * c.n * c.k);
-    std::printf("%-44s %9.3f %9.3f %9.1f %9.1f %8.2f", c.name.c_str(),
-                mk * 1e3, ms * 1e3, flops / mk / 1e9, flops / ms / 1e9,
-                ms / mk);
+    std::printf("%-44s %9.3f %9.3f %9.3f %9.1f %9.1f %8.2f %8.2f",
+                c.name.c_str(), mk * 1e3, mp * 1e3, ms * 1e3, flops / mk / 1e9,
+                flops / mp / 1e9, ms / mk, ms / mp);
     // At one thread all of both runs on this thread: its CPU time is immune
     // to other processes taking the core (their cache traffic still counts).
     if (threads == 1)
-      std::printf(" %8.2f", median(ts.cpu) / median(tk.cpu));
+      std::printf(" %8.2f %8.2f", median(ts.cpu) / median(tk.cpu),
+                  median(ts.cpu) / median(tp.cpu));
     std::printf("\n");
     std::fflush(stdout);
   }

@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
@@ -80,6 +81,118 @@ TEST(Executor, RunsTwoStreamsSynchronisedByAnEvent) {
     ASSERT_TRUE(s.isOk()) << s.message();
     EXPECT_EQ(readFloats(**exec, 3),
               (std::vector<float>{11, 22, 33, 44, 55, 66, 77, 88}));
+  }
+}
+
+/// y = x @ w with x: f32[9x20] input, w: f32[20x50] in the constants arena;
+/// with `writtenB`, the product's B is instead v = Add(w, u), u: f32[20x50]
+/// a second input: a buffer an instruction writes.
+Program constantWeightProgram(bool writtenB, const std::vector<float> &w) {
+  Program p;
+  p.path = "constant-weight.zrt";
+  p.version = kFormatVersion;
+  p.arenas = {{"constants", 4000, 4000, 4000},
+              {"activations", 12320, 12320, 12320}};
+  p.buffers = {{"w", DType::F32, {20, 50}, 0, 0},
+               {"x", DType::F32, {9, 20}, 1, 0},
+               {"y", DType::F32, {9, 50}, 1, 720},
+               {"u", DType::F32, {20, 50}, 1, 2520},
+               {"v", DType::F32, {20, 50}, 1, 6520}};
+  p.constants = {{0, bytesOf(w)}};
+  p.streams = {{"compute", StreamKind::Compute}};
+  p.inputs = {{"x", 1}};
+  p.outputs = {{"y", 2}};
+  if (writtenB) {
+    p.inputs.push_back({"u", 3});
+    p.instructions = {makeInstruction("Add", 0, {0, 3}, {4}, "v"),
+                      makeInstruction("MatMul", 0, {1, 4}, {2}, "y")};
+  } else {
+    p.instructions = {makeInstruction("MatMul", 0, {1, 0}, {2}, "y")};
+  }
+  return p;
+}
+
+/// x @ w for x [9x20], w [20x50], in double.
+std::vector<float> naiveProduct(const std::vector<float> &x,
+                                const std::vector<float> &w) {
+  std::vector<float> y(9 * 50);
+  for (size_t i = 0; i < 9; ++i)
+    for (size_t j = 0; j < 50; ++j) {
+      double acc = 0;
+      for (size_t p = 0; p < 20; ++p)
+        acc += double(x[i * 20 + p]) * double(w[p * 50 + j]);
+      y[i * 50 + j] = float(acc);
+    }
+  return y;
+}
+
+std::vector<float> rampFloats(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = scale * float(int(i % 13) - 6);
+  return v;
+}
+
+void expectClose(const std::vector<float> &actual,
+                 const std::vector<float> &expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i],
+                1e-4 * std::max(1.0f, std::fabs(expected[i])))
+        << "at " << i;
+}
+
+// Tests that a weight no instruction writes is prepared once (packed, on a
+// CPU with AVX-512) and kept across runs, counted in preparedOperandBytes;
+// that writing it from outside (writeBuffer, or through hostAddress) drops
+// the prepared form, so the next run sees the new values; and that a B an
+// instruction writes is never prepared, its new values used in every run.
+TEST(Executor, PreparesOnlyConstantOperandsAndDropsThemOnWrites) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const bool packs =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+  const bool packs = false;
+#endif
+  auto backend = createCpuBackend(2);
+  auto comm = createLocalCommunicator();
+  const std::vector<float> w = rampFloats(20 * 50, 0.25f);
+  const std::vector<float> x = rampFloats(9 * 20, 0.5f);
+  {
+    Program p = constantWeightProgram(false, w);
+    auto exec = Executor::create(p, *backend, *comm);
+    ASSERT_TRUE(exec.isOk()) << exec.status().message();
+    Executor &e = **exec;
+    ASSERT_TRUE(e.writeBuffer(1, x.data(), x.size() * 4).isOk());
+    ASSERT_TRUE(e.run().isOk());
+    expectClose(readFloats(e, 2), naiveProduct(x, w));
+    EXPECT_EQ(e.stats().preparedOperandBytes, packs ? 20u * 96 * 4 : 0u);
+    ASSERT_TRUE(e.run().isOk());
+    expectClose(readFloats(e, 2), naiveProduct(x, w));
+    // New weights through writeBuffer, then through hostAddress.
+    const std::vector<float> w2 = rampFloats(20 * 50, -0.5f);
+    ASSERT_TRUE(e.writeBuffer(0, w2.data(), w2.size() * 4).isOk());
+    ASSERT_TRUE(e.run().isOk());
+    expectClose(readFloats(e, 2), naiveProduct(x, w2));
+    const std::vector<float> w3 = rampFloats(20 * 50, 2.0f);
+    std::memcpy(e.hostAddress(0), w3.data(), w3.size() * 4);
+    ASSERT_TRUE(e.run().isOk());
+    expectClose(readFloats(e, 2), naiveProduct(x, w3));
+  }
+  Program p = constantWeightProgram(true, w);
+  auto exec = Executor::create(p, *backend, *comm);
+  ASSERT_TRUE(exec.isOk()) << exec.status().message();
+  Executor &e = **exec;
+  ASSERT_TRUE(e.writeBuffer(1, x.data(), x.size() * 4).isOk());
+  for (float scale : {0.0f, 1.0f, -3.0f}) {
+    const std::vector<float> u = rampFloats(20 * 50, scale);
+    ASSERT_TRUE(e.writeBuffer(3, u.data(), u.size() * 4).isOk());
+    ASSERT_TRUE(e.run().isOk());
+    std::vector<float> v(w.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = w[i] + u[i];
+    expectClose(readFloats(e, 2), naiveProduct(x, v));
+    EXPECT_EQ(e.stats().preparedOperandBytes, 0u);
   }
 }
 

@@ -11,6 +11,8 @@
 #include "zrt/Kernel.h"
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +44,48 @@ inline KernelContext contextWithThreads(int k) {
     for (std::thread &th : threads)
       th.join();
   };
+  return ctx;
+}
+
+/// ConstantOperands for kernel tests: every operand is constant unless
+/// listed in `written`; prepared forms are kept by (address, layout) and
+/// counted, so a test can see that a kernel prepared its operand once.
+class TestConstants final : public ConstantOperands {
+public:
+  ~TestConstants() override {
+    for (auto &kv : prepared_)
+      ::operator delete(kv.second, std::align_val_t{64});
+  }
+  bool isConstant(const TensorRef &t) const override {
+    for (const void *w : written)
+      if (w == t.data)
+        return false;
+    return true;
+  }
+  const void *prepared(const TensorRef &source, const std::string &layout,
+                       size_t bytes,
+                       const std::function<void(void *)> &prepare) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    void *&slot = prepared_[{source.data, layout}];
+    if (!slot) {
+      slot = ::operator new(bytes ? bytes : 1, std::align_val_t{64});
+      prepare(slot);
+      ++preparations;
+    }
+    return slot;
+  }
+  std::vector<const void *> written; ///< operands that are not constant
+  int preparations = 0;              ///< prepared forms made so far
+
+private:
+  std::mutex mutex_;
+  std::map<std::pair<const void *, std::string>, void *> prepared_;
+};
+
+/// contextWithThreads(k) whose kernels see `constants`.
+inline KernelContext contextWithConstants(int k, ConstantOperands *constants) {
+  KernelContext ctx = contextWithThreads(k);
+  ctx.constants = constants;
   return ctx;
 }
 

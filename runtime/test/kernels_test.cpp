@@ -1012,6 +1012,183 @@ TEST(Gemm, TiledBiasBroadcasts) {
 }
 
 //===----------------------------------------------------------------------===//
+// Products over a packed constant B (cpu/kernels/PackedGemm.h)
+//===----------------------------------------------------------------------===//
+
+/// Whether the CPU runs the packed kernel (else the kernels keep OpenBLAS
+/// even for a constant B, and the tests below check that path instead).
+bool cpuPacksConstantB() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+/// One Gemm case: shapes, transposes, C's shape, alpha, beta.
+struct PackedGemmCase {
+  int64_t m, n, k;
+  bool transA, transB;
+  std::vector<int64_t> cShape; ///< {0}: no C
+  double alpha, beta;
+};
+
+std::vector<PackedGemmCase> packedGemmCases() {
+  // Edges: M not a multiple of the 8-row block nor of the 256-row task, N
+  // not a multiple of the 48-column panel (and under one panel), K of 1.
+  return {
+      {1, 16, 1, false, false, {0}, 1, 0},
+      {7, 47, 5, false, true, {47}, 1, 1},
+      {8, 48, 70, true, false, {1, 48}, 0.5, 2},
+      {9, 49, 70, false, false, {9, 1}, 1, 1},
+      {37, 100, 33, true, true, {37, 100}, -1.5, 0.25},
+      {300, 130, 70, false, true, {}, 1, 1},
+      {130, 291, 64, false, false, {291}, 1, 1},
+      {513, 97, 20, false, true, {513, 97}, 2, -1},
+  };
+}
+
+/// Runs Gemm case `c` on `ctx`; returns Y.
+std::vector<float> runPackedGemmCase(const PackedGemmCase &c,
+                                     const KernelContext &ctx,
+                                     std::vector<double> *expected = nullptr) {
+  const std::vector<float> av = randomFloats(size_t(c.m * c.k), 51);
+  const std::vector<float> bv = randomFloats(size_t(c.k * c.n), 52);
+  const bool hasC = c.cShape != std::vector<int64_t>{0};
+  const std::vector<float> cv = randomFloats(size_t(product(c.cShape)), 53);
+  Tensors t;
+  TensorRef a = t.input<float>(c.transA ? std::vector<int64_t>{c.k, c.m}
+                                        : std::vector<int64_t>{c.m, c.k},
+                               av);
+  TensorRef b = t.input<float>(c.transB ? std::vector<int64_t>{c.n, c.k}
+                                        : std::vector<int64_t>{c.k, c.n},
+                               bv);
+  std::vector<TensorRef> in = {a, b};
+  if (hasC)
+    in.push_back(t.input<float>(c.cShape, cv));
+  TensorRef y = t.output<float>({c.m, c.n});
+  EXPECT_OK(run("Gemm", in, {y},
+                attrs({{"transA", ints({c.transA})},
+                       {"transB", ints({c.transB})},
+                       {"alpha", floats({c.alpha})},
+                       {"beta", floats({c.beta})}}),
+                ctx));
+  if (expected) {
+    const int64_t cRows =
+        c.cShape.size() >= 2 ? c.cShape[c.cShape.size() - 2] : 1;
+    const int64_t cCols = c.cShape.empty() ? 1 : c.cShape.back();
+    expected->clear();
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < c.k; ++p)
+          acc += double(av[size_t(c.transA ? p * c.m + i : i * c.k + p)]) *
+                 double(bv[size_t(c.transB ? j * c.k + p : p * c.n + j)]);
+        const double init =
+            hasC ? double(cv[size_t((cRows == 1 ? 0 : i) * cCols +
+                                    (cCols == 1 ? 0 : j))])
+                 : 0.0;
+        expected->push_back(c.alpha * acc + (hasC ? c.beta * init : 0.0));
+      }
+  }
+  return values<float>(y);
+}
+
+// Tests that Gemm over a packed constant B matches a double-precision
+// product at every edge of the blocking (rows, panels, K), with transposes,
+// alpha, beta and every broadcast of C, and that B is packed once and reused.
+TEST(PackedGemm, MatchesNaiveAtEdges) {
+  for (const PackedGemmCase &c : packedGemmCases()) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                 std::to_string(c.k) + " transA " + std::to_string(c.transA) +
+                 " transB " + std::to_string(c.transB) + " C " +
+                 zrt::shapeString(c.cShape));
+    zrt::test::TestConstants constants;
+    std::vector<double> expected;
+    const std::vector<float> y = runPackedGemmCase(
+        c, zrt::test::contextWithConstants(2, &constants), &expected);
+    expectNear(y, expected, 3e-5);
+    EXPECT_EQ(constants.preparations, cpuPacksConstantB() ? 1 : 0);
+  }
+}
+
+// Tests that the packed path gives the same bits at 1, 2, 3 and 8 threads
+// (every element of C is the same FMA sequence whichever task computes it),
+// for Gemm and for MatMul with A's batch folded into M.
+TEST(PackedGemm, SameBitsAtAnyThreadCount) {
+  for (const PackedGemmCase &c : packedGemmCases()) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 3, 8}) {
+      zrt::test::TestConstants constants;
+      const std::vector<float> y = runPackedGemmCase(
+          c, zrt::test::contextWithConstants(threads, &constants));
+      if (threads == 1)
+        first = y;
+      else
+        EXPECT_TRUE(y == first)
+            << c.m << "x" << c.n << "x" << c.k << ": the output at " << threads
+            << " threads differs from the 1-thread output";
+    }
+  }
+  const std::vector<float> av = randomFloats(3 * 45 * 70, 54);
+  const std::vector<float> bv = randomFloats(70 * 200, 55);
+  std::vector<float> first;
+  for (int threads : {1, 2, 3, 8}) {
+    Tensors t;
+    zrt::test::TestConstants constants;
+    TensorRef a = t.input<float>({3, 45, 70}, av);
+    TensorRef b = t.input<float>({70, 200}, bv);
+    TensorRef y = t.output<float>({3, 45, 200});
+    EXPECT_OK(run("MatMul", {a, b}, {y}, {},
+                  zrt::test::contextWithConstants(threads, &constants)));
+    EXPECT_EQ(constants.preparations, cpuPacksConstantB() ? 1 : 0);
+    if (threads == 1)
+      first = values<float>(y);
+    else
+      EXPECT_TRUE(values<float>(y) == first)
+          << "MatMul [3x45x70] x [70x200] at " << threads << " threads";
+  }
+}
+
+// Tests that a B the context does not call constant is never packed (a
+// ZeRO-3 gather's output, a trained weight), and that a constant B is packed
+// on its first use only: a later call with the same B reuses its panels.
+TEST(PackedGemm, PacksConstantOperandsOnceAndOthersNever) {
+  const int64_t m = 64, n = 200, k = 70;
+  const std::vector<float> av = randomFloats(size_t(m * k), 56);
+  const std::vector<float> bv = randomFloats(size_t(n * k), 57);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += double(av[size_t(i * k + p)]) * double(bv[size_t(j * k + p)]);
+      expected.push_back(acc);
+    }
+  for (bool written : {true, false}) {
+    SCOPED_TRACE(written ? "B written by the program" : "B constant");
+    Tensors t;
+    zrt::test::TestConstants constants;
+    TensorRef a = t.input<float>({m, k}, av);
+    TensorRef b = t.input<float>({n, k}, bv);
+    if (written)
+      constants.written = {b.data};
+    const KernelContext ctx = zrt::test::contextWithConstants(2, &constants);
+    std::vector<float> first;
+    for (int call = 0; call < 3; ++call) {
+      TensorRef y = t.output<float>({m, n});
+      EXPECT_OK(run("Gemm", {a, b}, {y}, attrs({{"transB", ints({1})}}), ctx));
+      expectNear(values<float>(y), expected, 3e-5);
+      if (call == 0)
+        first = values<float>(y);
+      else
+        EXPECT_TRUE(values<float>(y) == first) << "call " << call;
+    }
+    EXPECT_EQ(constants.preparations, !written && cpuPacksConstantB() ? 1 : 0);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

@@ -53,6 +53,10 @@ public:
                         const AttrMap &attrs) = 0;
   /// Blocks until everything issued on this stream so far has finished.
   virtual Status synchronize() = 0;
+  /// Hands the stream's kernels the executor's constant operands (kept by
+  /// the executor, which outlives the stream); a backend that prepares no
+  /// operand ignores it.
+  virtual void setConstantOperands(ConstantOperands *constants) {}
 };
 
 /// A one-shot synchronisation point between streams: recorded once per run on

@@ -28,6 +28,10 @@ struct ExecutorOptions {
   bool trackMemory = false;
   /// Record a start/duration for every instruction.
   bool trace = false;
+  /// Kernels may keep prepared forms of constant operands (packed GEMM
+  /// weights, ConstantOperands in zrt/Kernel.h) beside them: faster
+  /// products for the memory of a second copy. Off: none are kept.
+  bool prepareConstants = true;
   /// Called once with the first error, on the thread that hit it, before the
   /// other streams are cancelled (zero-run aborts the MPI job here, since other
   /// ranks may be blocked in a collective with this one).
@@ -76,6 +80,10 @@ struct RunStats {
   /// bound of the measured one). Zero unless memory is tracked.
   uint64_t peakGatheredBytes = 0;
   uint64_t plannedPeakGatheredBytes = 0;
+  /// Bytes of the forms kernels prepared of constant operands and keep
+  /// beside them (packed GEMM weights; ConstantOperands in zrt/Kernel.h),
+  /// held at the end of the run.
+  uint64_t preparedOperandBytes = 0;
   /// Per arena: one past the highest byte any executed instruction touched.
   std::vector<uint64_t> highWaterBytes;
   /// Every executed instruction, in stream order then time order.
@@ -101,7 +109,9 @@ public:
   /// A view of buffer `index` (device memory on a GPU backend).
   TensorRef buffer(uint32_t index) const;
   /// The buffer's host address, or null when the backend's memory is not host
-  /// accessible.
+  /// accessible. The caller may write the buffer through it before the next
+  /// run: the forms kernels prepared of it (ConstantOperands) are dropped,
+  /// as by writeBuffer.
   void *hostAddress(uint32_t index) const;
   /// Copies `bytes` from host memory into buffer `index` at `byteOffset`.
   Status writeBuffer(uint32_t index, const void *src, uint64_t bytes,

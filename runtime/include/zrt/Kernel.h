@@ -60,12 +60,38 @@ private:
 using ParallelFor =
     std::function<void(int64_t n, const std::function<void(int64_t, int64_t)> &fn)>;
 
+/// The operands of a program that no instruction writes (an inference
+/// program's weights), and forms of them a kernel prepares once and keeps
+/// across calls and runs (packed GEMM panels). The executor decides what is
+/// constant from the program alone: a buffer is constant when no
+/// instruction's output overlaps its bytes and it is no program input; a
+/// write to it from outside the program (Executor::writeBuffer) drops its
+/// prepared forms. A ZeRO-3 gather's output or a trained parameter is written
+/// by an instruction, so it is never constant and never has a stale copy.
+class ConstantOperands {
+public:
+  virtual ~ConstantOperands() = default;
+  /// Whether the bytes of `t` lie in a constant buffer.
+  virtual bool isConstant(const TensorRef &t) const = 0;
+  /// The prepared form of constant `source` named `layout` (the preparation
+  /// and every parameter it depends on, e.g. "gemm-b48 k=768 n=2304 t=0"):
+  /// `bytes` bytes, 64-byte aligned, filled by `prepare` on the first call
+  /// and shared by later ones (calls may come from several streams at once).
+  /// Null when it cannot be allocated; the caller then uses `source` itself.
+  virtual const void *prepared(const TensorRef &source,
+                               const std::string &layout, size_t bytes,
+                               const std::function<void(void *)> &prepare) = 0;
+};
+
 /// What a kernel may use besides its operands.
 struct KernelContext {
   ParallelFor parallelFor; ///< never null; runs serially when there is one thread
   int numThreads = 1;
   int rank = 0;      ///< this process's rank in the world (LocalShard)
   int worldSize = 1; ///< ranks in the world
+  /// The program's constant operands; null when unknown (kernels called
+  /// outside an executor, or a backend that prepares nothing).
+  ConstantOperands *constants = nullptr;
 };
 
 /// A kernel: reads `inputs`, writes `outputs` (preallocated with their final

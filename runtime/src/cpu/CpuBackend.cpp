@@ -87,6 +87,9 @@ public:
     return fn(context_, inputs, outputs, attrs);
   }
   Status synchronize() override { return Status::ok(); }
+  void setConstantOperands(ConstantOperands *constants) override {
+    context_.constants = constants;
+  }
 
 private:
   KernelContext context_;

@@ -11,6 +11,7 @@
 
 #include "zrt/Executor.h"
 
+#include "executor/ConstantOperandCache.h"
 #include "executor/LiveBytes.h"
 
 #include "zrt/Watchdog.h"
@@ -64,6 +65,9 @@ struct Executor::Impl {
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<std::unique_ptr<Event>> events;
   std::vector<std::vector<Step>> steps; // per stream
+  /// The constant buffers and kernels' prepared forms of them (host memory
+  /// only; streams get it through Stream::setConstantOperands).
+  std::unique_ptr<ConstantOperandCache> constants;
   std::unique_ptr<LiveBytesTracker> liveBytes;
   std::vector<std::vector<TraceEvent>> trace; // per stream
   int numChannels = 0;
@@ -134,11 +138,14 @@ Status Executor::Impl::init() {
   for (const Instruction &inst : p.instructions)
     if (isCollective(inst.kind) && channelOf[inst.stream] < 0)
       channelOf[inst.stream] = numChannels++;
+  if (alloc.hostAccessible() && options.prepareConstants)
+    constants = std::make_unique<ConstantOperandCache>(p, arenaBase);
   for (size_t s = 0; s < p.streams.size(); ++s) {
     Expected<std::unique_ptr<Stream>> stream =
         backend.createStream(int(s), p.streams[s]);
     if (!stream)
       return stream.status();
+    (*stream)->setConstantOperands(constants.get());
     streams.push_back(std::move(*stream));
   }
   for (uint32_t e = 0; e < p.numEvents; ++e) {
@@ -402,7 +409,12 @@ void *Executor::hostAddress(uint32_t index) const {
   if (index >= impl_->buffers.size() ||
       !impl_->backend.allocator().hostAccessible())
     return nullptr;
-  return impl_->buffers[index].data;
+  // The caller may write through it (weights bound in place).
+  TensorRef &b = impl_->buffers[index];
+  if (impl_->constants)
+    impl_->constants->invalidate(b.data,
+                                 static_cast<uint8_t *>(b.data) + b.bytes());
+  return b.data;
 }
 
 Status Executor::Impl::checkRange(uint32_t index, uint64_t bytes,
@@ -422,9 +434,11 @@ Status Executor::writeBuffer(uint32_t index, const void *src, uint64_t bytes,
   ZRT_RETURN_IF_ERROR(impl_->checkRange(index, bytes, byteOffset));
   if (bytes == 0)
     return Status::ok();
-  return impl_->backend.allocator().copyFromHost(
-      static_cast<uint8_t *>(impl_->buffers[index].data) + byteOffset, src,
-      bytes);
+  uint8_t *dst =
+      static_cast<uint8_t *>(impl_->buffers[index].data) + byteOffset;
+  if (impl_->constants)
+    impl_->constants->invalidate(dst, dst + bytes);
+  return impl_->backend.allocator().copyFromHost(dst, src, bytes);
 }
 
 Status Executor::readBuffer(uint32_t index, void *dst, uint64_t bytes,
@@ -488,6 +502,8 @@ Status Executor::run() {
                                             : std::vector<uint64_t>();
   impl.stats.peakGatheredBytes =
       impl.liveBytes ? impl.liveBytes->peakGatheredBytes() : 0;
+  impl.stats.preparedOperandBytes =
+      impl.constants ? impl.constants->preparedBytes() : 0;
   return impl.firstError;
 }
 

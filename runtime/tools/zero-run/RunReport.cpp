@@ -176,6 +176,7 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   }
   rank["peak_rss_bytes"] = peakRssBytes();
   rank["param_bytes_resident"] = weights.residentBytes;
+  rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
   rank["weights_bytes_read"] = weights.bytesRead;
   nlohmann::json sent, calls;
   uint64_t totalSent = 0;
@@ -282,9 +283,10 @@ std::string formatReport(const nlohmann::json &run) {
     }
   os << "per rank:\n";
   for (const nlohmann::json &r : run["ranks"]) {
-    os << "  [rank " << r["rank"] << "] wall "
-       << r["wall_time_s"].get<double>() << " s, parameters resident "
-       << humanBytes(r["param_bytes_resident"]) << ", weights read "
+    os << "  [rank " << r["rank"] << "] wall " << r["wall_time_s"].get<double>()
+       << " s, parameters resident " << humanBytes(r["param_bytes_resident"])
+       << " (+ " << humanBytes(r["prepared_operand_bytes"])
+       << " packed copies of constant operands), weights read "
        << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
        << humanBytes(r["peak_rss_bytes"]) << "\n";
     if (r.contains("streams"))

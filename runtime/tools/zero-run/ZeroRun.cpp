@@ -70,6 +70,8 @@ const char *kUsage =
     "  --repeat K                   run the program K times, timing each "
     "(default 1); the report gives min and median\n"
     "  --warmup W                   untimed runs first (default 0)\n"
+    "  --no-prepack                 keep no packed copy of constant GEMM weights\n"
+    "                               (less memory, slower products)\n"
     "  --timeout SECONDS            end the job when one collective takes "
     "longer (default 600; 0: wait forever)\n"
     "  --check-collectives          compare every rank's collectives (kind, bytes, "
@@ -128,6 +130,7 @@ struct Options {
   int64_t saveEvery = 0;  ///< --save-every; 0: after the last step only
   std::string resume;     ///< --resume
   bool checkCollectives = false; ///< --check-collectives
+  bool noPrepack = false;        ///< --no-prepack
   /// The training options given, for "only for training programs".
   std::vector<std::string> trainingFlags;
   double timeout = 600; ///< seconds a collective may take; 0: no limit
@@ -167,6 +170,8 @@ Status parseArguments(int argc, char **argv, Options &opts) {
       ZRT_RETURN_IF_ERROR(flag(opts.report));
     } else if (arg == "--check-collectives") {
       ZRT_RETURN_IF_ERROR(flag(opts.checkCollectives));
+    } else if (arg == "--no-prepack") {
+      ZRT_RETURN_IF_ERROR(flag(opts.noPrepack));
     } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
                arg == "--report-json" || arg == "--trace" ||
                arg == "--threads" || arg == "--backend" || arg == "--overlap" ||
@@ -820,6 +825,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // Instruction timings also give the report's per-stream busy/idle times.
   execOptions.trace = !opts.trace.empty() || execOptions.trackMemory;
   execOptions.collectiveTimeoutSeconds = opts.timeout;
+  execOptions.prepareConstants = !opts.noPrepack;
   // --overlap auto: the streams take turns when this rank has no core to
   // spare for its communication thread (its kernel threads take all of its
   // cores), so a collective never spins against the kernels.

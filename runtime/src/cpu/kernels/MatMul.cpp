@@ -12,9 +12,16 @@
 // Integer types use a plain row-accumulating loop, tiled the same way.
 // Batched MatMul folds A's batch into M when B has no batch.
 //
+// An f32 B that the program never writes (a weight of an inference program:
+// KernelContext::constants) is packed once, at its first use, and kept by the
+// executor; its products run PackedGemm's AVX-512 kernel over the packed
+// panels instead (no re-packing per call, the next panel prefetched while one
+// runs), where the CPU has AVX-512.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelLayouts.h"
+#include "PackedGemm.h"
 
 #include <cblas.h>
 
@@ -125,9 +132,9 @@ template <typename T> struct GemmProblem {
   const T *cInit = nullptr;
   int64_t cInitRowStride = 0, cInitColStride = 0;
 
-  /// The product restricted to rows [i0, i1) and columns [j0, j1) of C.
-  void runTile(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
-    T *cTile = c + i0 * ldc + j0;
+  /// Writes C's initial value (cInit) into rows [i0, i1) and columns
+  /// [j0, j1) of C, if it has one and is not C itself.
+  void initTile(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
     if (cInit && !(cInit == c && cInitRowStride == ldc && cInitColStride == 1))
       for (int64_t i = i0; i < i1; ++i) {
         const T *src = cInit + i * cInitRowStride;
@@ -137,6 +144,12 @@ template <typename T> struct GemmProblem {
         else
           std::copy(src + j0, src + j1, dst + j0);
       }
+  }
+
+  /// The product restricted to rows [i0, i1) and columns [j0, j1) of C.
+  void runTile(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
+    T *cTile = c + i0 * ldc + j0;
+    initTile(i0, i1, j0, j1);
     const T *aTile = transA ? a + i0 : a + i0 * lda;
     const T *bTile = transB ? b + j0 * ldb : b + j0;
     gemm<T>(transA, transB, i1 - i0, j1 - j0, k, alpha, aTile, lda, bTile, ldb,
@@ -249,6 +262,62 @@ void runProducts(const KernelContext &ctx, int64_t count,
   });
 }
 
+/// Rows of C per task of a packed product (a multiple of the micro-kernel's
+/// 8): A's rows a task reads stay in L2 while it streams one panel of B.
+constexpr int64_t kPackedTaskRows = 256;
+/// Narrower products keep OpenBLAS: a panel would be mostly padding.
+constexpr int64_t kPackedMinCols = 16;
+
+/// Runs the f32 product `p`, whose B is the tensor `b`, over B's packed form
+/// when `b` is a constant operand and the CPU has the packed kernel (see
+/// PackedGemm.h); returns false, having done nothing, otherwise. The path
+/// and the work split depend on the shapes and on `b` being constant, never
+/// on the thread count; each element of C is computed the same way in any
+/// task, so its bits are the same at any --threads.
+bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
+                      const TensorRef &b) {
+  if (!ctx.constants || p.n < kPackedMinCols || p.k == 0 ||
+      !packedGemmSupported() || !ctx.constants->isConstant(b))
+    return false;
+  const int64_t panels = packedPanels(p.n);
+  const std::string layout =
+      "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(p.k) +
+      " n=" + std::to_string(p.n) + " ldb=" + std::to_string(p.ldb) +
+      " t=" + std::to_string(int(p.transB));
+  const auto *packed = static_cast<const float *>(ctx.constants->prepared(
+      b, layout, packedFloats(p.k, p.n) * sizeof(float), [&](void *dst) {
+        parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
+          packB(p.b, p.ldb, p.transB, p.k, p.n, p0, p1,
+                static_cast<float *>(dst));
+        });
+      }));
+  if (!packed)
+    return false;
+  const int64_t rowChunks = (p.m + kPackedTaskRows - 1) / kPackedTaskRows;
+  const double taskMacs =
+      double(std::min(p.m, kPackedTaskRows)) * double(kPanelCols) * double(p.k);
+  const int64_t aRowStride = p.transA ? 1 : p.lda;
+  const int64_t aColStride = p.transA ? p.lda : 1;
+  // Task t: panel t / rowChunks, rows chunk t % rowChunks (consecutive tasks
+  // share a panel while it is in cache).
+  parallelRange(
+      ctx, panels * rowChunks,
+      std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t panel = t / rowChunks, chunk = t % rowChunks;
+          const int64_t i0 = chunk * kPackedTaskRows;
+          const int64_t i1 = std::min(p.m, i0 + kPackedTaskRows);
+          const int64_t j0 = panel * kPanelCols;
+          p.initTile(i0, i1, j0, std::min(p.n, j0 + kPanelCols));
+          packedGemmBlock(i0, i1, panel, panel + 1, p.n, p.k, float(p.alpha),
+                          p.a, aRowStride, aColStride, packed,
+                          p.cInit ? float(p.beta) : 0.0f, p.c, p.ldc);
+        }
+      });
+  return true;
+}
+
 Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &) {
   MatMulLayout l;
@@ -267,11 +336,13 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
         const int64_t aBatchNumel = productOf(aBatch, 0, aBatch.size());
         if (bBatchNumel == 1 && aBatchNumel == plan.numel) {
           // B is one matrix: fold A's batch into M, one product.
-          runProducts<T>(ctx, 1, [&](int64_t) {
-            return GemmProblem<T>{
-                false, false, plan.numel * m, n, k, 1.0, 0.0, pa, k, pb, n,
-                py,    n};
-          });
+          const GemmProblem<T> p{
+              false, false, plan.numel * m, n, k, 1.0, 0.0, pa, k, pb, n,
+              py,    n};
+          if constexpr (std::is_same_v<T, float>)
+            if (runPackedProduct(ctx, p, b))
+              return;
+          runProducts<T>(ctx, 1, [&](int64_t) { return p; });
           return;
         }
         // Offsets (in matrices) of A and B for each batch index.
@@ -328,6 +399,9 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
           p.cInitRowStride = cRowStride;
           p.cInitColStride = cColStride;
         }
+        if constexpr (std::is_same_v<T, float>)
+          if (runPackedProduct(ctx, p, b))
+            return;
         runProducts<T>(ctx, 1, [&](int64_t) { return p; });
       }))
     return Status::error("unreachable: dtype checked by prepareGemm");
