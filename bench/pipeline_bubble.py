@@ -6,7 +6,8 @@ transfers that cost nothing. This benchmark builds such a model in the work
 folder: L identical blocks (Linear H x H + GELU, exported by torch.onnx with
 their module paths layers.0 .. layers.L-1) and a small classifier head, trained
 with cross-entropy and AdamW. zero-opt cuts it at pp=2 with partition-method=
-uniform (L/2 blocks a stage) for each schedule and M, zero-run trains it on 2
+type:layers (DeepSpeed's type: balancing, L/2 blocks a stage, the head with the
+last) for each schedule and M, zero-run trains it on 2
 ranks x 1 thread, and its report gives each stage's measured schedule bubble
 (`pipeline_schedule_bubble`: over the runs of forward and backward steps, the
 fraction with no kernel running) next to the prediction. Also printed: the
@@ -120,7 +121,7 @@ def main():
         for sch in a.schedules.split(","):
             t, report, saved = run(f"pp2_{sch}_m{m}",
                                    f"pp=2 micro-batches={m} schedule={sch} "
-                                   "partition-method=uniform", 2, 1)
+                                   "partition-method=type:layers", 2, 1)
             got = load_file(saved)
             if any(got[k].tobytes() != ref[k].tobytes() for k in ref):
                 sys.exit(f"FAIL: pp=2 {sch} M={m}: final weights differ from the 1-rank run")
@@ -131,7 +132,7 @@ def main():
             print(f"pp=2 {sch} M={m}: {t:.3f} s/step (1 rank x 1 thread {base:.3f}), schedule "
                   f"bubble {['%.3f' % b for b in sched]}, predicted {pred:.3f}", flush=True)
     print(f"\n{a.layers} blocks of Linear {a.hidden}x{a.hidden} + GELU, {a.rows} rows per "
-          f"micro-batch, AdamW; pp=2 (uniform), 2 ranks x 1 thread; median of steps "
+          f"micro-batch, AdamW; pp=2 (type:layers), 2 ranks x 1 thread; median of steps "
           f"2-{a.steps}")
     print("| schedule | M | s/step | vs 1 rank x 1 thread | idle per stage (step) | "
           "bubble per stage (schedule) | (S-1)/(M+S-1) | schedule bubble / predicted |")
