@@ -32,6 +32,8 @@
 #include "cpu/ThreadPool.h"
 #include "zrt/Kernel.h"
 
+#include "KernelHarness.h" // TestConstants: a ConstantOperands keeping prepared forms
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -79,31 +81,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// Every operand constant; prepared forms kept by (address, layout).
-class BenchConstants final : public zrt::ConstantOperands {
-public:
-  ~BenchConstants() override {
-    for (auto &kv : prepared_)
-      ::operator delete(kv.second, std::align_val_t{64});
-  }
-  bool isConstant(const zrt::TensorRef &) const override { return true; }
-  const void *prepared(const zrt::TensorRef &source, const std::string &layout,
-                       size_t bytes,
-                       const std::function<void(void *)> &prepare) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    void *&slot = prepared_[{source.data, layout}];
-    if (!slot) {
-      slot = ::operator new(bytes ? bytes : 1, std::align_val_t{64});
-      prepare(slot);
-    }
-    return slot;
-  }
-
-private:
-  std::mutex mutex_;
-  std::map<std::pair<const void *, std::string>, void *> prepared_;
-};
-
 struct Case {
   std::string name;
   int64_t batch, m, k, n;
@@ -129,7 +106,7 @@ int main(int argc, char **argv) {
                             const std::function<void(int64_t, int64_t)> &fn) {
     pool.parallelFor(n, fn);
   };
-  BenchConstants constants;
+  zrt::test::TestConstants constants; // every operand constant
   zrt::KernelContext packedCtx = ctx;
   packedCtx.constants = &constants;
   const std::string tk = std::to_string(t);

@@ -41,6 +41,32 @@ from train_step import sh  # noqa: E402
 VOCAB = 50257
 
 
+def train_run(zero_opt, zero_run, work, tag, model, shapes, loss, accum, pipeline, np_,
+              threads, data, steps, env):
+    """Compiles `model` for an AdamW training step (accumulation `accum`, lr 1e-4,
+    --zero-pipeline `pipeline` if given), trains `steps` steps of `data` on `np_`
+    ranks x `threads` threads and returns the median step time after the first, the
+    report's ranks in rank order, and the saved final weights' path."""
+    zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
+    cfg = os.path.join(work, f"{tag}.json")
+    with open(cfg, "w") as f:
+        json.dump({"gradient_accumulation_steps": accum,
+                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
+    cmd = [zero_opt, model] + shapes + ["--train", "--loss", loss, "--config", cfg,
+                                        "--emit=zrt", "-o", zrt, "--weights-out", w]
+    if pipeline:
+        cmd.append(f"--zero-pipeline={pipeline}")
+    sh(cmd)
+    rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
+    saved = os.path.join(work, f"{tag}.final.safetensors")
+    sh(["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
+        "--data", data, "--steps", str(steps), "--threads", str(threads),
+        "--log-json", log_, "--report-json", rep, "--save", saved], env=env)
+    times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
+    ranks = sorted(json.load(open(rep))["ranks"], key=lambda r: r["rank"])
+    return times[len(times) // 2], ranks, saved
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -158,31 +184,17 @@ def train_bench(a):
     save_file({"input_ids": ids, "labels": ids.copy()}, data)
 
     def run(tag, rows, accum, pipeline, np_, threads):
-        zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
-        cfg = os.path.join(work, f"{tag}.json")
-        with open(cfg, "w") as f:
-            json.dump({"gradient_accumulation_steps": accum,
-                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
-        cmd = [zero_opt, model, f"--input-shape=input_ids={rows}x{S}", "--train",
-               "--loss", "causal-lm:labels", "--config", cfg, "--emit=zrt", "-o", zrt,
-               "--weights-out", w]
-        if pipeline:
-            cmd.append(f"--zero-pipeline={pipeline}")
-        sh(cmd)
-        rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
-        saved = os.path.join(work, f"{tag}.final.safetensors")
-        cmd = ["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
-               "--data", data, "--steps", str(a.steps), "--threads", str(threads),
-               "--log-json", log_, "--report-json", rep, "--save", saved]
-        sh(cmd, env=env)
-        times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
-        report = json.load(open(rep))
+        t, ranks, saved = train_run(zero_opt, zero_run, work, tag, model,
+                                    [f"--input-shape=input_ids={rows}x{S}"],
+                                    "causal-lm:labels", accum, pipeline, np_, threads,
+                                    data, a.steps, env)
+        report = {"ranks": ranks}
         rss = max(r["peak_rss_bytes"] for r in report["ranks"]) / 2**20
         # Per stage: the whole step's idle fraction, and the schedule's alone
         # (the forward and backward steps, without the optimizer).
         bubbles = [(r.get("pipeline_bubble"), r.get("pipeline_schedule_bubble"))
                    for r in sorted(report["ranks"], key=lambda r: r["rank"])]
-        return times[len(times) // 2], rss, bubbles, saved
+        return t, rss, bubbles, saved
 
     rows = []
     for m in micro:

@@ -21,19 +21,13 @@ Usage: build/pyenv/bin/python bench/pipeline_bubble.py [--layers 8] [--hidden 10
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def sh(cmd, env=None):
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
-    return r.stdout
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from pipeline import train_run  # noqa: E402
 
 
 def export(path, layers, hidden, classes, rows):
@@ -96,25 +90,9 @@ def main():
                                           dtype=np.int64)}, data)
 
         def run(tag, pipeline, np_, threads):
-            zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
-            cfg = os.path.join(work, f"{tag}.json")
-            with open(cfg, "w") as f:
-                json.dump({"gradient_accumulation_steps": m,
-                           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
-            cmd = [zero_opt, model, f"--input-shape=x={a.rows}x{a.hidden}", "--train",
-                   "--loss", "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", zrt,
-                   "--weights-out", w]
-            if pipeline:
-                cmd.append(f"--zero-pipeline={pipeline}")
-            sh(cmd)
-            rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
-            saved = os.path.join(work, f"{tag}.final.safetensors")
-            sh(["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
-                "--data", data, "--steps", str(a.steps), "--threads", str(threads),
-                "--log-json", log_, "--report-json", rep, "--save", saved], env=env)
-            times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
-            report = sorted(json.load(open(rep))["ranks"], key=lambda r: r["rank"])
-            return times[len(times) // 2], report, saved
+            return train_run(zero_opt, zero_run, work, tag, model,
+                             [f"--input-shape=x={a.rows}x{a.hidden}"], "cross-entropy:labels",
+                             m, pipeline, np_, threads, data, a.steps, env)
 
         base, _, base_w = run(f"np1_m{m}", "", 1, 1)
         ref = load_file(base_w)
