@@ -3,19 +3,24 @@
 
 (S-1)/(M+S-1) assumes S stages that each take the same time per micro-batch and
 transfers that cost nothing. This benchmark builds such a model in the work
-folder: L identical blocks (Linear H x H + GELU, exported by torch.onnx with
-their module paths layers.0 .. layers.L-1) and a small classifier head, trained
-with cross-entropy and AdamW. zero-opt cuts it at pp=2 with partition-method=
+folder: a token embedding (V x H), L identical blocks (Linear H x H + GELU,
+exported by torch.onnx with their module paths layers.0 .. layers.L-1) and a
+small classifier head, trained with cross-entropy and AdamW. The embedding
+makes the first stage's first block compute its input's gradient as every other
+block does (a data input needs none, which would leave the first stage one
+product short in every backward); the embedding's lookup and the head's small
+product then weigh about the same. zero-opt cuts it at pp=2 with partition-method=
 type:layers (DeepSpeed's type: balancing, L/2 blocks a stage, the head with the
 last) for each schedule and M, zero-run trains it on 2
 ranks x 1 thread, and its report gives each stage's measured schedule bubble
-(`pipeline_schedule_bubble`: over the runs of forward and backward steps, the
-fraction with no kernel running) next to the prediction. Also printed: the
+(`pipeline_schedule_bubble`: of the step less the stage's own optimizer work,
+the fraction with no kernel of a forward or backward step running) next to the
+prediction. Also printed: the
 whole step's idle fraction (`pipeline_bubble`, optimizer included). The final
 weights are checked bit-identical to the 1-rank run of the same micro-batches
 (accumulation M). Nothing is asserted about time.
 
-Usage: build/pyenv/bin/python bench/pipeline_bubble.py [--layers 8] [--hidden 1024]
+Usage: build/pyenv/bin/python bench/pipeline_bubble.py [--layers 8] [--hidden 1024] [--vocab 512]
        [--rows 256] [--micro 2,4,8] [--steps 4] [--schedules 1f1b,gpipe]
 """
 import argparse
@@ -30,7 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from pipeline import train_run  # noqa: E402
 
 
-def export(path, layers, hidden, classes, rows):
+def export(path, layers, hidden, classes, rows, vocab):
     import torch
 
     class Block(torch.nn.Module):
@@ -44,17 +49,19 @@ def export(path, layers, hidden, classes, rows):
     class Deep(torch.nn.Module):
         def __init__(self):
             super().__init__()
+            self.embed = torch.nn.Embedding(vocab, hidden)
             self.layers = torch.nn.ModuleList([Block() for _ in range(layers)])
             self.head = torch.nn.Linear(hidden, classes)
 
-        def forward(self, x):
+        def forward(self, ids):
+            x = self.embed(ids)
             for block in self.layers:
                 x = block(x)
             return self.head(x)
 
     torch.manual_seed(0)
     model = Deep().eval()
-    torch.onnx.export(model, (torch.randn(rows, hidden),), path, input_names=["x"],
+    torch.onnx.export(model, (torch.randint(0, vocab, (rows,)),), path, input_names=["ids"],
                       output_names=["logits"], opset_version=17, dynamo=False)
 
 
@@ -66,6 +73,7 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--classes", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--rows", type=int, default=256, help="rows per micro-batch")
     ap.add_argument("--micro", default="2,4,8")
     ap.add_argument("--steps", type=int, default=4)
@@ -79,19 +87,19 @@ def main():
                OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
     from safetensors.numpy import load_file, save_file
 
-    model = os.path.join(work, f"deep{a.layers}x{a.hidden}.onnx")
-    export(model, a.layers, a.hidden, a.classes, a.rows)
+    model = os.path.join(work, f"deep{a.layers}x{a.hidden}v{a.vocab}.onnx")
+    export(model, a.layers, a.hidden, a.classes, a.rows, a.vocab)
     rng = np.random.default_rng(0)
     rows = []
     for m in [int(x) for x in a.micro.split(",")]:
         data = os.path.join(work, f"data_m{m}.safetensors")
-        save_file({"x": rng.standard_normal((a.steps, m * a.rows, a.hidden), dtype=np.float32),
+        save_file({"ids": rng.integers(0, a.vocab, (a.steps, m * a.rows), dtype=np.int64),
                    "labels": rng.integers(0, a.classes, (a.steps, m * a.rows),
                                           dtype=np.int64)}, data)
 
         def run(tag, pipeline, np_, threads):
             return train_run(zero_opt, zero_run, work, tag, model,
-                             [f"--input-shape=x={a.rows}x{a.hidden}"], "cross-entropy:labels",
+                             [f"--input-shape=ids={a.rows}"], "cross-entropy:labels",
                              m, pipeline, np_, threads, data, a.steps, env)
 
         base, _, base_w = run(f"np1_m{m}", "", 1, 1)
@@ -109,7 +117,8 @@ def main():
             rows.append((sch, m, t, base, step, sched, pred))
             print(f"pp=2 {sch} M={m}: {t:.3f} s/step (1 rank x 1 thread {base:.3f}), schedule "
                   f"bubble {['%.3f' % b for b in sched]}, predicted {pred:.3f}", flush=True)
-    print(f"\n{a.layers} blocks of Linear {a.hidden}x{a.hidden} + GELU, {a.rows} rows per "
+    print(f"\nembedding {a.vocab}x{a.hidden}, {a.layers} blocks of Linear {a.hidden}x{a.hidden} "
+          f"+ GELU, {a.rows} rows per "
           f"micro-batch, AdamW; pp=2 (type:layers), 2 ranks x 1 thread; median of steps "
           f"2-{a.steps}")
     print("| schedule | M | s/step | vs 1 rank x 1 thread | idle per stage (step) | "

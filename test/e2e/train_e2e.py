@@ -843,38 +843,36 @@ def mode_pp(a, tools, name, work):
         report = json.loads(rp.read_text())
         ranks = sorted(report["ranks"], key=lambda r: r["rank"])
         if len(ranks) > 1:
-            bubbles[tag] = (ranks, schedule_bubbles(events, len(ranks)))
+            bubbles[tag] = (ranks, schedule_bubbles(events, [r["wall_time_s"] for r in ranks]))
         peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
                  for r in ranks]
         resident[tag] = [r["param_bytes_resident"] for r in ranks]
         return read_log(lp, steps), load_file(str(sp)), \
             load_file(str(work / f"opt_{tag}.safetensors")), peaks
 
-    def schedule_bubbles(events, nranks):
-        """Per rank, the schedule's bubble re-derived from the trace: over each run
-        of compute-stream events of forward / backward steps (F<k>, B<k>), from the
-        first one's start to the last one's end, the fraction with no kernel."""
+    def schedule_bubbles(events, walls):
+        """Per rank, the schedule's bubble re-derived from the trace and the step's
+        wall time (walls[r], the report's wall_time_s): of the step less the
+        compute-stream instructions of its other steps (prologue, optimizer;
+        receives there excepted: they wait for another stage), the fraction with no
+        kernel of a forward / backward step (F<k>, B<k>)."""
         out = {}
-        for r in range(nranks):
+        for r, wall in enumerate(walls):
             compute = next(e["tid"] for e in events if e.get("ph") == "M" and e["pid"] == r
                            and e["name"] == "thread_name" and e["args"]["name"] == "compute")
-            span = busy = 0.0
-            cur = None  # [start, end, kernel time]
+            busy = outside = 0.0
+            scheduled_any = False
             for e in events:
                 if e["pid"] != r or e.get("ph") != "X" or e["tid"] != compute:
                     continue
                 step = e.get("args", {}).get("step", "")
-                if not (len(step) > 1 and step[0] in "FB" and step[1].isdigit()):
-                    if cur:
-                        span, busy, cur = span + cur[1] - cur[0], busy + cur[2], None
-                    continue
-                if cur is None:
-                    cur = [e["ts"], e["ts"] + e["dur"], 0.0]
-                cur[1] = max(cur[1], e["ts"] + e["dur"])
-                cur[2] += e["dur"] if e["cat"] == "kernel" else 0.0
-            if cur:
-                span, busy = span + cur[1] - cur[0], busy + cur[2]
-            out[r] = 1 - busy / span if span else None
+                if len(step) > 1 and step[0] in "FB" and step[1].isdigit():
+                    scheduled_any = True
+                    busy += e["dur"] if e["cat"] == "kernel" else 0.0
+                elif step and e["name"] != "Recv":
+                    outside += e["dur"]
+            span = wall * 1e6 - outside
+            out[r] = 1 - busy / span if scheduled_any and span > 0 else None
         return out
 
     failures, refs, peaks, resident, zero_runs, schedules = [], {}, {}, {}, {}, {}

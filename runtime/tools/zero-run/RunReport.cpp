@@ -108,20 +108,19 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
           kernels += e.durationUs * 1e-6;
       rank["pipeline_kernel_s"] = kernels;
       rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
-      // A training pipeline: the bubble of its schedule alone, as
-      // (S-1)/(M+S-1) counts it. Over each run of forward and backward steps
-      // (F<k>, B<k>; between them the prologue and the optimizer step, which
-      // every stage runs on its own), from its first to its last compute-
-      // stream instruction, the fraction of the time no kernel ran.
-      double span = 0, busy = 0, start = 0, end = 0, inRun = 0;
-      bool open = false;
-      auto close = [&] {
-        if (open) {
-          span += end - start;
-          busy += inRun;
-        }
-        open = false;
-      };
+      // The bubble of the schedule alone, as (S-1)/(M+S-1) counts it: of the
+      // step, less the stage's own work outside the forward and backward
+      // steps (F<k>, B<k>; the instructions of the prologue and the optimizer
+      // step, which every stage runs on its own), the fraction in which no
+      // kernel of those steps ran. A receive outside them stays in: there the
+      // stage waits for another one (the last stage's drain ends in the
+      // optimizer's exchange of gradient norms, which waits for the first
+      // stage's last backward). Every stage is measured over the same window
+      // this way (the steps of all stages end together at that exchange),
+      // where the time from a stage's first to its last scheduled instruction
+      // would leave out the drain of every stage but the first.
+      double busy = 0, outside = 0;
+      bool scheduledAny = false;
       for (const TraceEvent &e : stats.trace) {
         if (p.streams[size_t(e.stream)].kind != StreamKind::Compute)
           continue;
@@ -129,22 +128,13 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
         std::string step = inst.attrs.getString("pipeline_step", "");
         const bool scheduled = step.size() > 1 && (step[0] == 'F' || step[0] == 'B') &&
                                std::isdigit(static_cast<unsigned char>(step[1]));
-        if (!scheduled) {
-          close();
-          continue;
-        }
-        const double from = double(e.startUs), to = double(e.startUs + e.durationUs);
-        if (!open) {
-          open = true;
-          start = from;
-          end = to;
-          inRun = 0;
-        }
-        end = std::max(end, to);
-        if (inst.kind == OpKind::Kernel)
-          inRun += double(e.durationUs);
+        scheduledAny |= scheduled;
+        if (scheduled && inst.kind == OpKind::Kernel)
+          busy += double(e.durationUs);
+        else if (!scheduled && !step.empty() && inst.kind != OpKind::Recv)
+          outside += double(e.durationUs); // a prologue or optimizer instruction
       }
-      close();
+      const double span = stats.wallSeconds * 1e6 - outside;
       // The prediction: S stages, M micro-batches (the highest F<k> + 1).
       int64_t micro = 0;
       for (const Instruction &inst : p.instructions) {
@@ -160,7 +150,7 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
         rank["pipeline_predicted_bubble"] =
             double(stages - 1) / double(micro + stages - 1);
       }
-      if (span > 0) {
+      if (scheduledAny && span > 0) {
         rank["pipeline_schedule_s"] = span * 1e-6;
         rank["pipeline_schedule_bubble"] = std::max(0.0, 1.0 - busy / span);
       }
@@ -318,7 +308,7 @@ std::string formatReport(const nlohmann::json &run) {
     }
     if (r.contains("pipeline_schedule_bubble")) {
       std::snprintf(line, sizeof line,
-                    "  [rank %d] pipeline schedule (forward and backward steps): %.6f s, "
+                    "  [rank %d] pipeline schedule (the step less its own optimizer): %.6f s, "
                     "bubble %.3f\n",
                     r["rank"].get<int>(), r["pipeline_schedule_s"].get<double>(),
                     r["pipeline_schedule_bubble"].get<double>());
