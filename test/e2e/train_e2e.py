@@ -929,6 +929,11 @@ def mode_pp(a, tools, name, work):
             got_b = rk.get("pipeline_schedule_bubble")
             if got_b is None or derived[r] is None or abs(got_b - derived[r]) > 1e-3:
                 bad.append(f"rank {r}: schedule bubble {got_b}, the trace shows {derived[r]}")
+            # Every step's bubble, the last one the trace's.
+            per_step = rk.get("iteration_schedule_bubble", [])
+            if len(per_step) != steps or (per_step and per_step[-1] != got_b):
+                bad.append(f"rank {r}: per-step schedule bubbles {per_step}, expected "
+                           f"{steps} ending in {got_b}")
         lrel, grel, gaps = step_gaps(a, got_rows, ref_rows)
         bad += gaps
         if set(got_w) != set(ref_w):

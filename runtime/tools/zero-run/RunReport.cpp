@@ -66,9 +66,43 @@ std::string humanBytes(uint64_t bytes) {
 
 } // namespace
 
+std::optional<ScheduleBubble> scheduleBubble(const Program &p, const RunStats &stats) {
+  // The bubble of the schedule alone, as (S-1)/(M+S-1) counts it: of the
+  // step, less the stage's own work outside the forward and backward
+  // steps (F<k>, B<k>; the instructions of the prologue and the optimizer
+  // step, which every stage runs on its own), the fraction in which no
+  // kernel of those steps ran. A receive outside them stays in: there the
+  // stage waits for another one (the last stage's drain ends in the
+  // optimizer's exchange of gradient norms, which waits for the first
+  // stage's last backward). Every stage is measured over the same window
+  // this way (the steps of all stages end together at that exchange),
+  // where the time from a stage's first to its last scheduled instruction
+  // would leave out the drain of every stage but the first.
+  double busy = 0, outside = 0;
+  bool scheduledAny = false;
+  for (const TraceEvent &e : stats.trace) {
+    if (p.streams[size_t(e.stream)].kind != StreamKind::Compute)
+      continue;
+    const Instruction &inst = p.instructions[e.instruction];
+    std::string step = inst.attrs.getString("pipeline_step", "");
+    const bool scheduled = step.size() > 1 && (step[0] == 'F' || step[0] == 'B') &&
+                           std::isdigit(static_cast<unsigned char>(step[1]));
+    scheduledAny |= scheduled;
+    if (scheduled && inst.kind == OpKind::Kernel)
+      busy += double(e.durationUs);
+    else if (!scheduled && !step.empty() && inst.kind != OpKind::Recv)
+      outside += double(e.durationUs); // a prologue or optimizer instruction
+  }
+  const double span = stats.wallSeconds * 1e6 - outside;
+  if (!scheduledAny || span <= 0)
+    return std::nullopt;
+  return ScheduleBubble{span * 1e-6, std::max(0.0, 1.0 - busy / span)};
+}
+
 nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             const WeightsStats &weights,
-                            const std::vector<double> &iterationSeconds) {
+                            const std::vector<double> &iterationSeconds,
+                            const std::vector<double> &iterationBubbles) {
   const Program &p = executor.program();
   const RunStats &stats = executor.stats();
   nlohmann::json rank;
@@ -108,33 +142,6 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
           kernels += e.durationUs * 1e-6;
       rank["pipeline_kernel_s"] = kernels;
       rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
-      // The bubble of the schedule alone, as (S-1)/(M+S-1) counts it: of the
-      // step, less the stage's own work outside the forward and backward
-      // steps (F<k>, B<k>; the instructions of the prologue and the optimizer
-      // step, which every stage runs on its own), the fraction in which no
-      // kernel of those steps ran. A receive outside them stays in: there the
-      // stage waits for another one (the last stage's drain ends in the
-      // optimizer's exchange of gradient norms, which waits for the first
-      // stage's last backward). Every stage is measured over the same window
-      // this way (the steps of all stages end together at that exchange),
-      // where the time from a stage's first to its last scheduled instruction
-      // would leave out the drain of every stage but the first.
-      double busy = 0, outside = 0;
-      bool scheduledAny = false;
-      for (const TraceEvent &e : stats.trace) {
-        if (p.streams[size_t(e.stream)].kind != StreamKind::Compute)
-          continue;
-        const Instruction &inst = p.instructions[e.instruction];
-        std::string step = inst.attrs.getString("pipeline_step", "");
-        const bool scheduled = step.size() > 1 && (step[0] == 'F' || step[0] == 'B') &&
-                               std::isdigit(static_cast<unsigned char>(step[1]));
-        scheduledAny |= scheduled;
-        if (scheduled && inst.kind == OpKind::Kernel)
-          busy += double(e.durationUs);
-        else if (!scheduled && !step.empty() && inst.kind != OpKind::Recv)
-          outside += double(e.durationUs); // a prologue or optimizer instruction
-      }
-      const double span = stats.wallSeconds * 1e6 - outside;
       // The prediction: S stages, M micro-batches (the highest F<k> + 1).
       int64_t micro = 0;
       for (const Instruction &inst : p.instructions) {
@@ -150,9 +157,15 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
         rank["pipeline_predicted_bubble"] =
             double(stages - 1) / double(micro + stages - 1);
       }
-      if (scheduledAny && span > 0) {
-        rank["pipeline_schedule_s"] = span * 1e-6;
-        rank["pipeline_schedule_bubble"] = std::max(0.0, 1.0 - busy / span);
+      if (std::optional<ScheduleBubble> b = scheduleBubble(p, stats)) {
+        rank["pipeline_schedule_s"] = b->windowSeconds;
+        rank["pipeline_schedule_bubble"] = b->bubble;
+      }
+      if (iterationBubbles.size() > 1) {
+        std::vector<double> sorted = iterationBubbles;
+        std::sort(sorted.begin(), sorted.end());
+        rank["iteration_schedule_bubble"] = iterationBubbles;
+        rank["pipeline_schedule_bubble_median"] = sorted[sorted.size() / 2];
       }
     }
   }

@@ -13,15 +13,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace zrt {
 
-/// This rank's figures (the "ranks" entries of --report-json).
+/// A pipeline stage's schedule in the executor's last run (which needs its
+/// trace): the window (the run less the stage's own prologue and optimizer
+/// instructions) and the fraction of it in which no kernel of a forward or
+/// backward step ran. Nothing when the run has no such steps.
+struct ScheduleBubble {
+  double windowSeconds = 0;
+  double bubble = 0;
+};
+std::optional<ScheduleBubble> scheduleBubble(const Program &program, const RunStats &stats);
+
+/// This rank's figures (the "ranks" entries of --report-json). With more
+/// than one timed run: `iterationSeconds` and, for a pipeline stage, each
+/// run's scheduleBubble() in `iterationBubbles`.
 nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             const WeightsStats &weights,
-                            const std::vector<double> &iterationSeconds = {});
+                            const std::vector<double> &iterationSeconds = {},
+                            const std::vector<double> &iterationBubbles = {});
 
 /// The whole --report-json document from every rank's describeRank().
 nlohmann::json describeRun(const Program &program, const std::string &backend,

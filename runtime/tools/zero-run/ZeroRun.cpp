@@ -624,7 +624,7 @@ int failDuringRun(Communicator &comm, const Status &status) {
 /// `checkpoint`, when set, runs on every rank after each step.
 int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t first,
                int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
-               TrainingLog &log, const std::function<Status(int64_t)> &checkpoint) {
+               std::vector<double> &iterationBubbles, TrainingLog &log, const std::function<Status(int64_t)> &checkpoint) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
@@ -644,6 +644,9 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
       return failDuringRun(comm, status);
     double seconds = executor.stats().wallSeconds;
     iterationSeconds.push_back(seconds);
+    if (program.pipelined())
+      if (std::optional<ScheduleBubble> b = scheduleBubble(program, executor.stats()))
+        iterationBubbles.push_back(b->bubble);
     Expected<float> loss = readScalarOutput(executor, training.loss);
     if (!loss)
       return failDuringRun(comm, loss.status());
@@ -926,7 +929,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // plan may reuse an input's bytes after its last read, so inputs are bound
   // again before every run after the first. A failure here may leave other
   // ranks inside a collective with this one, so it ends the whole job.
-  std::vector<double> iterationSeconds;
+  std::vector<double> iterationSeconds, iterationBubbles;
   std::unique_ptr<TrainingLog> trainingLog;
   if (training) {
     trainingLog = std::make_unique<TrainingLog>(
@@ -947,7 +950,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
         return saveCheckpoint(**executor, comm, opts.saveDir, step);
       };
     int code = trainSteps(comm, **executor, data ? &*data : nullptr, firstStep,
-                          totalSteps, watchdog.get(), iterationSeconds,
+                          totalSteps, watchdog.get(), iterationSeconds, iterationBubbles,
                           *trainingLog, checkpoint);
     if (code != 0)
       return code;
@@ -974,8 +977,12 @@ int runMain(int argc, char **argv, Communicator &comm) {
         comm.abortJob(1);
       return 1;
     }
-    if (iteration >= opts.warmup)
+    if (iteration >= opts.warmup) {
       iterationSeconds.push_back((*executor)->stats().wallSeconds);
+      if (program->pipelined())
+        if (auto b = scheduleBubble(*program, (*executor)->stats()))
+          iterationBubbles.push_back(b->bubble);
+    }
   }
 
   // Phase 4: outputs and reports, written by rank 0.
@@ -1003,7 +1010,8 @@ int runMain(int argc, char **argv, Communicator &comm) {
     std::vector<std::string> ranks;
     {
       auto watched = watch(kGatherReports);
-      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights, iterationSeconds).dump());
+      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights, iterationSeconds,
+                                                iterationBubbles).dump());
     }
     if (comm.rank() == 0) {
       std::vector<nlohmann::json> parsed;
