@@ -15,7 +15,8 @@
 //  - the root (the op whose result leaves the group) is its last op in
 //    program order; every other member's result is read by members only
 //    (never by another op, a view or the function's return);
-//  - every member has the root's zero.stream and zero.pipeline_stage;
+//  - every member has the root's zero.stream, zero.pipeline_stage and
+//    zero.pipeline_step;
 //  - no zero.release, ml_program.global_store or in-place optimizer update
 //    lies between the group's first op and its root (the fused kernel runs at
 //    the root, so it must still see what its first op saw).
@@ -90,8 +91,11 @@ bool fusible(Operation *op) {
   std::optional<int64_t> code = fusedOpcode(op);
   if (!code || op->getNumResults() != 1 || !isStaticF32(op->getResult(0).getType()))
     return false;
+  // The placement marks (stream, pipeline stage and step) may be there; the
+  // members of a group share them (findFusionGroups).
   for (NamedAttribute a : op->getAttrDictionary())
-    if (a.getName() != "zero.stream" && a.getName() != "zero.pipeline_stage")
+    if (a.getName() != "zero.stream" && a.getName() != "zero.pipeline_stage" &&
+        a.getName() != "zero.pipeline_step")
       return false;
   if (op->getNumOperands() != (isBinary(*code) ? 2u : 1u))
     return false;
@@ -140,7 +144,8 @@ std::vector<FusionGroup> findFusionGroups(Block &body) {
               assigned.contains(def) || !fusible(def) ||
               def->getResult(0).getType() != type ||
               !sameAttr(def, root, "zero.stream") ||
-              !sameAttr(def, root, "zero.pipeline_stage"))
+              !sameAttr(def, root, "zero.pipeline_stage") ||
+              !sameAttr(def, root, "zero.pipeline_step"))
             continue;
           if (!llvm::all_of(def->getResult(0).getUsers(),
                             [&](Operation *u) { return members.contains(u); }))

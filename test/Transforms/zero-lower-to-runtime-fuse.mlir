@@ -50,3 +50,20 @@ func.func @limits(%x: tensor<4xf32>, %e: tensor<4xf32>) -> (tensor<4xf32>, tenso
   %g = onnx.Sigmoid %s : (tensor<4xf32>) -> tensor<4xf32>
   return %a, %v, %g : tensor<4xf32>, tensor<2x2xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that a pipeline's step marks (zero.pipeline_step) do not stop fusion:
+// each step's chain fuses, no group spans two steps (the schedule runs them
+// apart), and the fused instruction keeps its step.
+// CHECK-LABEL: zrt.program @steps
+// CHECK: zrt.kernel "FusedElementwise" on @compute [@{{.+}}] -> [@[[F0:.+]]] {ops = array<i64: 5, 0, 0, 10, 1, 0>, pipeline_step = "F0"}
+// CHECK: zrt.kernel "FusedElementwise" on @compute [@[[F0]]] -> [@{{.+}}] {ops = array<i64: {{.+}}>, pipeline_step = "B0"}
+// CHECK-NOT: zrt.kernel
+func.func @steps(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = onnx.Neg %x {zero.pipeline_step = "F0"} : (tensor<4xf32>) -> tensor<4xf32>
+  %b = onnx.Exp %a {zero.pipeline_step = "F0"} : (tensor<4xf32>) -> tensor<4xf32>
+  %c = onnx.Relu %b {zero.pipeline_step = "B0"} : (tensor<4xf32>) -> tensor<4xf32>
+  %d = onnx.Sigmoid %c {zero.pipeline_step = "B0"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %d : tensor<4xf32>
+}
