@@ -64,6 +64,12 @@ std::string humanBytes(uint64_t bytes) {
   return text;
 }
 
+/// The middle value (the upper one of an even count).
+double upperMedian(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 } // namespace
 
 std::optional<ScheduleBubble> scheduleBubble(const Program &p, const RunStats &stats) {
@@ -162,20 +168,17 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
         rank["pipeline_schedule_bubble"] = b->bubble;
       }
       if (iterationBubbles.size() > 1) {
-        std::vector<double> sorted = iterationBubbles;
-        std::sort(sorted.begin(), sorted.end());
         rank["iteration_schedule_bubble"] = iterationBubbles;
-        rank["pipeline_schedule_bubble_median"] = sorted[sorted.size() / 2];
+        rank["pipeline_schedule_bubble_median"] = upperMedian(iterationBubbles);
       }
     }
   }
   if (iterationSeconds.size() > 1) {
     // --repeat: every timed run, and the min and median of them.
-    std::vector<double> sorted = iterationSeconds;
-    std::sort(sorted.begin(), sorted.end());
     rank["iteration_wall_s"] = iterationSeconds;
-    rank["wall_time_min_s"] = sorted.front();
-    rank["wall_time_median_s"] = sorted[sorted.size() / 2];
+    rank["wall_time_min_s"] =
+        *std::min_element(iterationSeconds.begin(), iterationSeconds.end());
+    rank["wall_time_median_s"] = upperMedian(iterationSeconds);
   }
   rank["peak_rss_bytes"] = peakRssBytes();
   rank["param_bytes_resident"] = weights.residentBytes;

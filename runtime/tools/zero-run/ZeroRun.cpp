@@ -624,7 +624,8 @@ int failDuringRun(Communicator &comm, const Status &status) {
 /// `checkpoint`, when set, runs on every rank after each step.
 int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t first,
                int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
-               std::vector<double> &iterationBubbles, TrainingLog &log, const std::function<Status(int64_t)> &checkpoint) {
+               std::vector<double> &iterationBubbles, TrainingLog &log,
+               const std::function<Status(int64_t)> &checkpoint) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
