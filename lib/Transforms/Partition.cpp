@@ -72,8 +72,8 @@ struct ZeroPartitionPass
           << " partitions optimizer state"
           << (stage == 2 ? " and gradients" : "")
           << ", which this program does not have: it is a forward (inference) "
-             "program and training programs are not supported yet; use stage=3 "
-             "to partition parameters, or stage=0 to replicate them";
+             "program (compile with zero-opt --train for a training step); use "
+             "stage=3 to partition parameters, or stage=0 to replicate them";
       return signalPassFailure();
     }
     if (stage != 0 && stage != 3) {

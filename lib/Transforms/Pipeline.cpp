@@ -214,7 +214,11 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       bucket.maxLiveBytes = opts.prefetchBytes;
       pm.addPass(createZeroBucketPass(bucket));
     }
-    pm.addPass(createZeroReleasePass());
+    // A forward program cut into stages is released after the cut: a
+    // parameter two stages read is gathered on each, and each stage's copy
+    // dies at its last use there.
+    if (!inStages || opts.training)
+      pm.addPass(createZeroReleasePass());
     // qwZ last: it wraps each world gather, bucketed or not, where the
     // passes above left it.
     if (opts.quantizeWeights > 0) {
@@ -250,6 +254,8 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
       bucket.maxLiveBytes = opts.prefetchBytes;
       pm.addPass(createZeroBucketPass(bucket));
     }
+    if (opts.stage == 3 && !opts.training)
+      pm.addPass(createZeroReleasePass());
   }
 }
 
@@ -358,12 +364,6 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     settings.tiedGrads = options.tiedGrads;
   }
   if (settings.pp > 1) {
-    if (settings.dp > 1 && !settings.training)
-      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
-                          Twine(settings.dp) +
-                          ": pipeline x data parallel is implemented for training "
-                          "steps (--train); a forward program uses pp alone (mpirun -np " +
-                          Twine(settings.pp) + ") or dp alone");
     if (settings.dp > 1 && (settings.hpz > 1 || settings.quantizeWeights > 0 ||
                             settings.quantizeGradients > 0))
       return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +

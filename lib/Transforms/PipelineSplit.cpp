@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GatherPlan.h"
 #include "Layers.h"
 
 #include "zero/Dialect/Zero/ZeroDialect.h"
@@ -413,6 +414,22 @@ struct ZeroPipelineSplitPass
     }
   }
 
+  /// The program's data-parallel world (zero.world_size, 1 when unsharded)
+  /// is the split's dp: the ZeRO passes ran over each stage's replicas.
+  LogicalResult checkWorld(ModuleOp module, StringRef what) {
+    if (dp < 1)
+      return module.emitError() << "zero-pipeline-split: dp must be >= 1, got " << int64_t(dp);
+    auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
+    if ((w ? w.getInt() : 1) != dp)
+      return module.emitError()
+             << "zero-pipeline-split: the " << what << " is compiled for "
+             << (w ? w.getInt() : 1) << " data-parallel ranks but the split has dp=" << int64_t(dp)
+             << "; give the split dp=" << (w ? w.getInt() : 1)
+             << ", or use --zero-pipeline=\"pp=S dp=" << (w ? w.getInt() : 1)
+             << " stage=Z\", which runs the ZeRO passes and the split together";
+    return success();
+  }
+
   /// Cuts a training step: forward and backward ops of a layer go to its
   /// stage (a reverse rule's ops carry the location of the op they
   /// differentiate), glue by the forward rule of `assignStages`; each
@@ -423,13 +440,8 @@ struct ZeroPipelineSplitPass
   LogicalResult cutTraining(ModuleOp module, func::FuncOp func,
                             const ::zero::LayerStructure &ls,
                             const std::vector<int64_t> &bounds, int64_t m) {
-    if (dp < 1)
-      return module.emitError() << "zero-pipeline-split: dp must be >= 1, got " << int64_t(dp);
-    auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
-    if ((w ? w.getInt() : 1) != dp)
-      return module.emitError()
-             << "zero-pipeline-split: the training step is compiled for "
-             << (w ? w.getInt() : 1) << " data-parallel ranks but the split has dp=" << int64_t(dp);
+    if (failed(checkWorld(module, "training step")))
+      return failure();
     if (failed(groupCollectives(module, func)))
       return failure();
     Block &body = func.getBody().front();
@@ -748,12 +760,8 @@ struct ZeroPipelineSplitPass
   /// The outputs are received by stage 0 (rank 0 writes them).
   LogicalResult cut(ModuleOp module, func::FuncOp func, const ::zero::LayerStructure &ls,
                     const std::vector<int64_t> &bounds) {
-    if (auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
-        w && w.getInt() != 1) {
-      return module.emitError("zero-pipeline-split: the program is already compiled for "
-                              "data parallelism; pipeline x data parallel is not "
-                              "implemented yet (split first, on the unsharded model)");
-    }
+    if (failed(checkWorld(module, "forward program")) || failed(groupCollectives(module, func)))
+      return failure();
     llvm::DenseMap<Operation *, int64_t> stageOf;
     assignStages(func.getBody().front(), ls, bounds, stageOf, {});
     connect(module, func, stageOf);
@@ -826,6 +834,21 @@ struct ZeroPipelineSplitPass
     }
   }
 
+  /// True for an op every stage can repeat rather than receive: a load, a
+  /// constant, or a gathered parameter (the all-gather of loaded shards over
+  /// the stage's replicas, and its views), which each stage's ranks gather
+  /// from the shards they hold.
+  static bool repeatable(Operation *op) {
+    if (isa<ml_program::GlobalLoadOp>(op) || op->getName().getStringRef() == "onnx.Constant")
+      return true;
+    if (!::zero::isGather(op) && !::zero::isParameterView(op))
+      return false;
+    return llvm::all_of(op->getOperands(), [](Value v) {
+      Operation *d = v.getDefiningOp();
+      return d && repeatable(d);
+    });
+  }
+
   /// Marks every op with its stage (zero.pipeline_stage) and connects the
   /// stages with zero.send / zero.recv (see `cut`).
   void connect(ModuleOp module, func::FuncOp func,
@@ -850,8 +873,7 @@ struct ZeroPipelineSplitPass
     for (Operation *op : ops) {
       const int64_t own = stageOf.lookup(op);
       op->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(own));
-      const bool free = isa<ml_program::GlobalLoadOp>(op) ||
-                        op->getName().getStringRef() == "onnx.Constant";
+      const bool free = repeatable(op);
       Operation *lastSend = op;
       for (Value v : op->getResults()) {
         // The first user on each other stage, in program order.
@@ -866,10 +888,19 @@ struct ZeroPipelineSplitPass
           Value there;
           b.setInsertionPoint(user);
           if (free) {
-            Operation *copy = b.clone(*op);
-            copy->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
-            stageOf[copy] = st;
-            there = copy->getResult(cast<OpResult>(v).getResultNumber());
+            // The op and what it is made of (a gathered parameter's gather
+            // and loads), on stage `st`.
+            IRMapping map;
+            std::function<void(Operation *)> copy = [&](Operation *o) {
+              for (Value in : o->getOperands())
+                if (Operation *d = in.getDefiningOp(); d && !map.contains(in))
+                  copy(d);
+              Operation *c = b.clone(*o, map);
+              c->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
+              stageOf[c] = st;
+            };
+            copy(op);
+            there = map.lookup(v);
           } else {
             b.setInsertionPointAfter(lastSend);
             lastSend = ::zero::dist::SendOp::create(b, op->getLoc(), v, st, tag);

@@ -290,9 +290,11 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       file->keep();
   }
 
-  /// After zero-pipeline-split: per stage (one rank each) the parameter
-  /// bytes it holds (a tied weight on every stage that reads it), what it
-  /// sends per forward, and the fill/drain schedule's bubble.
+  /// After zero-pipeline-split: per stage (per rank of its dp replicas) the
+  /// parameter bytes it holds (a tied weight on every stage that reads it; a
+  /// shard of each sharded one), what it sends per forward, with replicas the
+  /// peak of gathered bytes and what its gathers send, and the schedule's
+  /// bubble.
   static void printPipeline(ModuleOp module, raw_ostream &os) {
     auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
     const int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
@@ -301,7 +303,26 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       micro = m.getInt();
     std::vector<llvm::StringSet<>> loaded{size_t(stages)};
     std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
-        sends(size_t(stages), 0);
+        sends(size_t(stages), 0), gatherPeak(size_t(stages), 0), gatherSent(size_t(stages), 0);
+    int64_t dp = 1;
+    if (auto d = plan.getAs<IntegerAttr>("dp"))
+      dp = d.getInt();
+    // With replicas (dp > 1), each stage's rank holds its shards and gathers
+    // the rest over the stage's replicas: the peak of gathered bytes live at
+    // once in the stage's order of work, and the bytes its gathers send.
+    for (auto f : module.getOps<func::FuncOp>()) {
+      auto st = f->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
+      if (!st || st.getInt() < 0 || st.getInt() >= stages || f.getBody().empty())
+        continue;
+      Block &body = f.getBody().front();
+      gatherPeak[size_t(st.getInt())] = ::zero::GatherLiveness(body).peakBytes();
+      for (Operation &op : body)
+        if (::zero::isGather(&op)) {
+          auto w = op.getAttrOfType<IntegerAttr>("world");
+          const int64_t g = w ? w.getInt() : dp;
+          gatherSent[size_t(st.getInt())] += ::zero::gatheredBytes(&op) / g * (g - 1);
+        }
+    }
     module.walk([&](Operation *op) {
       std::optional<int64_t> st = ::zero::pipelineStageOf(op);
       if (!st || *st < 0 || *st >= stages)
@@ -321,17 +342,25 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       schedule = sch.getValue();
     const bool training = schedule == "gpipe" || schedule == "1f1b";
     StringRef per = training ? "step" : "forward";
-    os << "== zero-report: pipeline, " << stages << " stages x 1 rank, " << micro
-       << " micro-batch" << (micro == 1 ? "" : "es") << " per " << per << " ==\n";
+    os << "== zero-report: pipeline, " << stages << " stages x " << dp << " rank"
+       << (dp == 1 ? "" : "s") << ", " << micro << " micro-batch" << (micro == 1 ? "" : "es")
+       << " per " << per << " ==\n";
     os << llvm::format("%s bubble (S-1)/(M+S-1): %.3f\n",
                        training ? schedule.str().c_str() : "fill/drain",
                        double(stages - 1) / double(micro + stages - 1));
-    os << "per stage                 " << (training ? "params+state" : "  parameters")
-       << " (bytes)   sent per " << per << " (bytes, sends)\n";
-    for (int64_t s = 0; s < stages; ++s)
-      os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld\n", (long long)s,
+    os << "per stage" << (dp > 1 ? ", per rank" : "          ") << "       "
+       << (training ? "params+state" : "  parameters") << " (bytes)   sent per " << per
+       << " (bytes, sends)" << (dp > 1 ? "   peak gathered   all_gather sent (bytes)" : "")
+       << "\n";
+    for (int64_t s = 0; s < stages; ++s) {
+      os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld", (long long)s,
                          (long long)paramBytes[size_t(s)], (long long)sendBytes[size_t(s)],
                          (long long)sends[size_t(s)]);
+      if (dp > 1)
+        os << llvm::format("   %14lld   %14lld", (long long)gatherPeak[size_t(s)],
+                           (long long)gatherSent[size_t(s)]);
+      os << "\n";
+    }
     if (training) {
       os << "order of work per stage (F: forward, B: backward of micro-batch k)\n";
       for (int64_t s = 0; s < stages; ++s) {

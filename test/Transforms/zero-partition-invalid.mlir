@@ -8,7 +8,7 @@
 // Tests the configuration errors of zero-partition: stages 1 and 2 need a
 // training program (they name what is missing), dp must be positive and
 // bounded (a huge dp used to abort or allocate until the kernel killed it).
-// STAGE2: error: zero-partition: stage 2 partitions optimizer state and gradients, which this program does not have: it is a forward (inference) program and training programs are not supported yet; use stage=3 to partition parameters, or stage=0 to replicate them
+// STAGE2: error: zero-partition: stage 2 partitions optimizer state and gradients, which this program does not have: it is a forward (inference) program (compile with zero-opt --train for a training step); use stage=3 to partition parameters, or stage=0 to replicate them
 // DP0: error: zero-partition: dp must be between 1 and 65536 (the ranks of one data-parallel group), got 0
 // DPBIG: error: zero-partition: dp must be between 1 and 65536 (the ranks of one data-parallel group), got 9223372036854775807
 // PIPEBIG: zero-opt: error: --zero-pipeline: dp must be at most 65536, got 2147483648

@@ -129,18 +129,27 @@ def main():
     compiled = run(cmd)
     planned_peak = None
     stage_sends = {}  # pipeline report: stage -> (bytes, sends) per forward
-    stage_params = {}  # pipeline report: stage -> parameter bytes it holds
+    stage_params = {}  # pipeline report: stage -> parameter bytes a rank of it holds
+    stage_gathers = {}  # with replicas: stage -> (peak gathered, all-gather bytes sent)
+    replicas = 1  # a pipeline's ranks per stage (stage s on ranks [s*dp, (s+1)*dp))
     for line in compiled.stderr.splitlines():
         if line.strip().startswith("peak gathered parameters (bytes)"):
             planned_peak = int(line.split()[-1])
-        if line.startswith("== zero-report: pipeline"):
+        m = re.match(r"== zero-report: pipeline, \d+ stages x (\d+) ranks?", line)
+        if m:
             planned_peak = 0  # whole parameters on each stage, none gathered
-        m = re.match(r"\s+stage (\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
+            replicas = int(m.group(1))
+        m = re.match(r"\s+stage (\d+)\s+(\d+)\s+(\d+)\s+(\d+)(?:\s+(\d+)\s+(\d+))?$", line)
         if m:
             stage_sends[int(m.group(1))] = (int(m.group(3)), int(m.group(4)))
             stage_params[int(m.group(1))] = int(m.group(2))
+            if m.group(5) is not None:
+                stage_gathers[int(m.group(1))] = (int(m.group(5)), int(m.group(6)))
     if planned_peak is None:
         sys.exit("FAIL: zero-opt --report printed no 'peak gathered parameters' line")
+    if replicas > 1 and len(stage_gathers) != len(stage_sends):
+        sys.exit("FAIL: zero-opt's pipeline report with replicas gives no gathered bytes "
+                 "per stage")
 
     run_cmd = ["mpirun", "-np", str(a.np), "--oversubscribe", a.zero_run, zrt,
                "--weights", weights, "--output", out, "--report-json", report]
@@ -177,6 +186,8 @@ def main():
     with open(report) as f:
         rep = json.load(f)
     for r in rep["ranks"]:
+        if stage_gathers:
+            planned_peak = stage_gathers[r["rank"] // replicas][0]
         if r["planned_peak_gathered_bytes"] != planned_peak:
             sys.exit(f"FAIL: rank {r['rank']}: the program's peak of gathered bytes in "
                      f"program order is {r['planned_peak_gathered_bytes']}, zero-opt's "
@@ -186,25 +197,43 @@ def main():
                      f"bytes live at once, above the plan's {planned_peak}")
     # A pipeline stage sends what zero-opt's report says it sends per
     # forward, as the runtime's own counters measure it.
+    # Every rank of a stage (its replicas, with dp > 1) does.
+    by_rank = {r["rank"]: r for r in rep["ranks"]}
+    stage_ranks = {st: [by_rank[st * replicas + d] for d in range(replicas)]
+                   for st in stage_sends}
     for stage, (nbytes, nsends) in stage_sends.items():
-        r = rep["ranks"][stage]
-        got_bytes, got_calls = r["bytes_sent"]["Send"], r["collective_calls"]["Send"]
-        if (got_bytes, got_calls) != (nbytes, nsends):
-            sys.exit(f"FAIL: stage {stage} sent {got_bytes} bytes in {got_calls} sends; "
-                     f"zero-opt's report says {nbytes} in {nsends}")
+        for r in stage_ranks[stage]:
+            got_bytes, got_calls = r["bytes_sent"]["Send"], r["collective_calls"]["Send"]
+            if (got_bytes, got_calls) != (nbytes, nsends):
+                sys.exit(f"FAIL: stage {stage} (rank {r['rank']}) sent {got_bytes} bytes in "
+                         f"{got_calls} sends; zero-opt's report says {nbytes} in {nsends}")
     # Each stage loads only its own weights (a tied one on each stage that
-    # reads it): what the runtime holds is what zero-opt's report says.
+    # reads it; with replicas, its shard of each): what the runtime holds is
+    # what zero-opt's report says.
     for stage, nbytes in stage_params.items():
-        held = rep["ranks"][stage]["param_bytes_resident"]
-        if held != nbytes:
-            sys.exit(f"FAIL: stage {stage} holds {held} parameter bytes; zero-opt's "
-                     f"report says {nbytes}")
+        for r in stage_ranks[stage]:
+            held = r["param_bytes_resident"]
+            if held != nbytes:
+                sys.exit(f"FAIL: stage {stage} (rank {r['rank']}) holds {held} parameter "
+                         f"bytes; zero-opt's report says {nbytes}")
+    # ... and gathers over its replicas the bytes zero-opt's report says.
+    for stage, (_, nbytes) in stage_gathers.items():
+        for r in stage_ranks[stage]:
+            got = r["bytes_sent"].get("AllGather", 0)
+            if got != nbytes:
+                sys.exit(f"FAIL: stage {stage} (rank {r['rank']}) sent {got} all-gather "
+                         f"bytes; zero-opt's report says {nbytes}")
+    if stage_gathers:
+        print(f"PASS {a.model} np={a.np}: every stage's replicas gathered the bytes zero-opt "
+              f"reports ({', '.join(str(v[1]) for _, v in sorted(stage_gathers.items()))})")
     if stage_sends:
         print(f"PASS {a.model} np={a.np}: every stage holds the parameter bytes zero-opt "
               f"reports ({', '.join(str(v) for _, v in sorted(stage_params.items()))})")
         print(f"PASS {a.model} np={a.np}: every stage sent the bytes zero-opt reports "
               f"({', '.join(str(v[0]) for _, v in sorted(stage_sends.items()))})")
-    print(f"PASS {a.model} np={a.np}: peak gathered bytes {planned_peak} as zero-opt "
+    planned = (", ".join(str(v[0]) for _, v in sorted(stage_gathers.items())) + " per stage"
+               if stage_gathers else str(planned_peak))
+    print(f"PASS {a.model} np={a.np}: peak gathered bytes {planned} as zero-opt "
           f"reports; measured " + ", ".join(str(r["peak_gathered_bytes"]) for r in rep["ranks"]))
     if a.threads_sweep:
         counts = [int(t) for t in a.threads_sweep.split(",")]
