@@ -420,13 +420,13 @@ struct ZeroPipelineSplitPass
     if (dp < 1)
       return module.emitError() << "zero-pipeline-split: dp must be >= 1, got " << int64_t(dp);
     auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
-    if ((w ? w.getInt() : 1) != dp)
+    const int64_t world = w ? w.getInt() : 1;
+    if (world != dp)
       return module.emitError()
-             << "zero-pipeline-split: the " << what << " is compiled for "
-             << (w ? w.getInt() : 1) << " data-parallel ranks but the split has dp=" << int64_t(dp)
-             << "; give the split dp=" << (w ? w.getInt() : 1)
-             << ", or use --zero-pipeline=\"pp=S dp=" << (w ? w.getInt() : 1)
-             << " stage=Z\", which runs the ZeRO passes and the split together";
+             << "zero-pipeline-split: the " << what << " is compiled for " << world
+             << " data-parallel ranks but the split has dp=" << int64_t(dp)
+             << "; give the split dp=" << world << ", or use --zero-pipeline=\"pp=S dp="
+             << world << " stage=Z\", which runs the ZeRO passes and the split together";
     return success();
   }
 

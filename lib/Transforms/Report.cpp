@@ -34,6 +34,14 @@ namespace {
 struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> {
   using Base::Base;
 
+  /// Bytes a gather over groups of g (its `world`, else `world`) sends per
+  /// rank: (g-1)/g of what the group ends up holding.
+  static int64_t gatherSentBytes(Operation *gather, int64_t world) {
+    auto w = gather->getAttrOfType<IntegerAttr>("world");
+    const int64_t g = w ? w.getInt() : world;
+    return ::zero::gatheredBytes(gather) / g * (g - 1);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t world = 1, stage = 0;
@@ -90,10 +98,6 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
         // Bytes a collective over groups of g sends per rank: (g-1)/g of
         // what the group ends up holding (a gather's result, an
         // all-to-all's input).
-        auto groupSize = [&](Operation *c) {
-          auto w = c->getAttrOfType<IntegerAttr>("world");
-          return w ? w.getInt() : world;
-        };
         if (auto dq = dyn_cast<::zero::dist::DequantizeOp>(op)) {
           // qwZ: the bytes moved are the quantized data and scales' gathers.
           if (::zero::isGather(&op) && quantBits == 0) {
@@ -103,7 +107,6 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
           continue;
         }
         if (::zero::isGather(&op)) {
-          int64_t g = groupSize(&op);
           StringRef kind = op.hasAttr("group")
                                ? "all_gather (hpZ, in group)"
                                : isa<::zero::dist::BucketAllGatherOp>(op)
@@ -111,7 +114,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
                                      : "all_gather";
           auto &entry = sent[kind.str()];
           entry.first += 1;
-          entry.second += ::zero::gatheredBytes(&op) / g * (g - 1);
+          entry.second += gatherSentBytes(&op, world);
           continue;
         }
         if (isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op) &&
@@ -120,8 +123,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
             })) {
           auto &entry = sent["all_gather (qwZ data + scales)"];
           entry.first += 1;
-          int64_t g = groupSize(&op);
-          entry.second += ::zero::gatheredBytes(&op) / g * (g - 1);
+          entry.second += gatherSentBytes(&op, world);
           continue;
         }
         if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
@@ -317,11 +319,8 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       Block &body = f.getBody().front();
       gatherPeak[size_t(st.getInt())] = ::zero::GatherLiveness(body).peakBytes();
       for (Operation &op : body)
-        if (::zero::isGather(&op)) {
-          auto w = op.getAttrOfType<IntegerAttr>("world");
-          const int64_t g = w ? w.getInt() : dp;
-          gatherSent[size_t(st.getInt())] += ::zero::gatheredBytes(&op) / g * (g - 1);
-        }
+        if (::zero::isGather(&op))
+          gatherSent[size_t(st.getInt())] += gatherSentBytes(&op, dp);
     }
     module.walk([&](Operation *op) {
       std::optional<int64_t> st = ::zero::pipelineStageOf(op);
