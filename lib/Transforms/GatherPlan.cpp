@@ -148,6 +148,30 @@ zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
   live_.assign(size_t(n) + 1, 0);
   for (const Gather &g : gathers_)
     addRange(g, live_, +1);
+  // qwZ's buffers on the way in: the quantized shard and its scales, then
+  // their all-gathered forms, each live from where it is made to its last
+  // reader (the gather, the zero.dequantize), as the runtime counts them.
+  for (Operation &op : block) {
+    bool transfer = false;
+    if (auto q = dyn_cast<dist::QuantizeOp>(op))
+      transfer = isParameterShard(q.getInput());
+    else if (isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op) && op.getNumOperands() > 0)
+      transfer = llvm::all_of(op.getOperands(), [](Value v) {
+        auto q = v.getDefiningOp<dist::QuantizeOp>();
+        return q && isParameterShard(q.getInput());
+      });
+    if (!transfer)
+      continue;
+    for (Value r : op.getResults()) {
+      int64_t last = -1;
+      for (Operation *u : r.getUsers())
+        last = std::max(last, position(inBlock(u, block)));
+      if (last < 0)
+        continue;
+      live_[size_t(position(&op))] += tensorBytes(r.getType());
+      live_[size_t(last) + 1] -= tensorBytes(r.getType());
+    }
+  }
   for (int64_t p = 1; p <= n; ++p)
     live_[size_t(p)] += live_[size_t(p - 1)];
 }

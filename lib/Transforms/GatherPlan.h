@@ -61,6 +61,19 @@ inline bool isGather(mlir::Operation *op) {
   return true;
 }
 
+/// The process group zero-pipeline-split puts a stage's data-parallel
+/// collectives on (each stage's replicas).
+inline constexpr llvm::StringLiteral kStageReplicasGroup = "dp";
+
+/// True for a collective over the whole data-parallel world: one without a
+/// process group, or, in a program cut into pipeline stages, one over the
+/// stage's replicas (@dp). ZeRO++'s passes rewrite these and leave the
+/// collectives over their own groups (hpZ's, qgZ's) alone.
+inline bool overDataParallelWorld(mlir::Operation *op) {
+  auto group = op->getAttrOfType<mlir::FlatSymbolRefAttr>("group");
+  return !group || group.getValue() == kStageReplicasGroup;
+}
+
 /// Bytes of a ranked tensor type.
 int64_t tensorBytes(mlir::Type type);
 

@@ -41,7 +41,7 @@ struct ZeroHierarchicalPass
       return;
     SmallVector<AllGatherOp> gathers;
     module.walk([&](AllGatherOp g) {
-      if (::zero::isGather(g) && !g.getGroupAttr())
+      if (::zero::isGather(g) && ::zero::overDataParallelWorld(g))
         gathers.push_back(g);
     });
     if (gathers.empty())
@@ -58,9 +58,16 @@ struct ZeroHierarchicalPass
     MLIRContext *ctx = module.getContext();
     auto hpz = FlatSymbolRefAttr::get(ctx, "hpz");
     if (!SymbolTable::lookupSymbolIn(module, "hpz")) {
+      // Consecutive groups over every rank: in a program cut into pipeline
+      // stages (@dp: each stage's `world` consecutive replicas) a group
+      // never straddles two stages, since it divides `world`.
+      int64_t ranks = world;
+      if (auto replicas = SymbolTable::lookupSymbolIn(module, ::zero::kStageReplicasGroup))
+        if (auto pg = dyn_cast<::zero::dist::ProcessGroupOp>(replicas))
+          ranks = int64_t(pg.getRanks().size());
       OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
       ::zero::dist::ProcessGroupOp::create(
-          b, module.getLoc(), "hpz", llvm::to_vector(llvm::seq<int64_t>(0, world)),
+          b, module.getLoc(), "hpz", llvm::to_vector(llvm::seq<int64_t>(0, ranks)),
           group);
     }
 

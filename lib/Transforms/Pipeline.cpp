@@ -188,45 +188,52 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   partition.persistenceThreshold = opts.persistenceThreshold;
   partition.maxReuseDistance = opts.maxReuseDistance;
   pm.addPass(createZeroPartitionPass(partition));
-  if (opts.stage == 3) {
-    // Inside pipeline stages a gather runs where its use is: prefetch and
-    // bucketing work on one program order, which the split then reorders
-    // per stage (and a bucket could mix parameters of two stages).
-    const bool inStages = opts.pp > 1;
-    // Prefetch decides where each gather runs (under its byte budget); bucket
-    // then only coalesces gathers that already sit together.
-    if (opts.prefetchDepth > 0 && !inStages) {
+
+  // Stage 3's gather passes, in one order: prefetch decides where each gather
+  // runs (under its byte budget); hpZ then turns the later gathers of a
+  // parameter into re-gathers inside its group (they stay where prefetch put
+  // them); bucket only coalesces gathers that already sit together (never
+  // world ones with in-group ones); release frees each at its last use; qwZ
+  // last wraps each world gather, bucketed or not, where the passes above
+  // left it. In a program cut into pipeline stages they run after the cut,
+  // on each stage's function in its schedule's order (a bucket of one stage's
+  // parameters, a prefetch ahead of that stage's compute, a parameter two
+  // stages read gathered and released on each, hpZ's secondary shard kept
+  // per stage); a training step's releases are placed before the cut, which
+  // moves each with the backward op it follows.
+  const bool inStages = opts.pp > 1;
+  auto addGatherPasses = [&](bool release) {
+    if (opts.prefetchDepth > 0) {
       ZeroPrefetchPassOptions prefetch;
       prefetch.depth = opts.prefetchDepth;
       prefetch.bytes = opts.prefetchBytes;
       pm.addPass(createZeroPrefetchPass(prefetch));
     }
-    // hpZ after prefetch (re-gathers stay where it put them), before bucket
-    // (in-group gathers are never coalesced with world ones) and release.
     if (opts.hpz > 1) {
       ZeroHierarchicalPassOptions hpz;
       hpz.group = opts.hpz;
       pm.addPass(createZeroHierarchicalPass(hpz));
     }
-    if (opts.bucketBytes > 0 && !inStages) {
+    if (opts.bucketBytes > 0) {
       ZeroBucketPassOptions bucket;
       bucket.bytes = opts.bucketBytes;
       bucket.maxLiveBytes = opts.prefetchBytes;
       pm.addPass(createZeroBucketPass(bucket));
     }
-    // A forward program cut into stages is released after the cut: a
-    // parameter two stages read is gathered on each, and each stage's copy
-    // dies at its last use there.
-    if (!inStages || opts.training)
+    if (release)
       pm.addPass(createZeroReleasePass());
-    // qwZ last: it wraps each world gather, bucketed or not, where the
-    // passes above left it.
     if (opts.quantizeWeights > 0) {
       ZeroQuantizeGatherPassOptions qwz;
       qwz.bits = opts.quantizeWeights;
       qwz.block = opts.quantizeBlock;
       pm.addPass(createZeroQuantizeGatherPass(qwz));
     }
+  };
+  if (opts.stage == 3) {
+    if (!inStages)
+      addGatherPasses(/*release=*/true);
+    else if (opts.training)
+      pm.addPass(createZeroReleasePass());
   }
   if (opts.quantizeGradients > 0 && opts.training) {
     ZeroQuantizeReducePassOptions qgz;
@@ -236,26 +243,12 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     qgz.group = opts.hpz;
     pm.addPass(createZeroQuantizeReducePass(qgz));
   }
-  if (opts.pp > 1) {
+  if (inStages) {
+    // The split lays each collective on its stage's replicas (@dp) and
+    // qgZ's groups over every stage.
     addSplit();
-    // Each stage is now its own function, in its schedule's order: prefetch
-    // moves each stage's gathers ahead of its own compute.
-    if (opts.stage == 3 && opts.prefetchDepth > 0) {
-      ZeroPrefetchPassOptions prefetch;
-      prefetch.depth = opts.prefetchDepth;
-      prefetch.bytes = opts.prefetchBytes;
-      pm.addPass(createZeroPrefetchPass(prefetch));
-    }
-    // ... and bucketing coalesces the gathers it put together (over the
-    // stage's replicas, @dp).
-    if (opts.stage == 3 && opts.bucketBytes > 0) {
-      ZeroBucketPassOptions bucket;
-      bucket.bytes = opts.bucketBytes;
-      bucket.maxLiveBytes = opts.prefetchBytes;
-      pm.addPass(createZeroBucketPass(bucket));
-    }
-    if (opts.stage == 3 && !opts.training)
-      pm.addPass(createZeroReleasePass());
+    if (opts.stage == 3)
+      addGatherPasses(/*release=*/!opts.training);
   }
 }
 
@@ -364,12 +357,6 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     settings.tiedGrads = options.tiedGrads;
   }
   if (settings.pp > 1) {
-    if (settings.dp > 1 && (settings.hpz > 1 || settings.quantizeWeights > 0 ||
-                            settings.quantizeGradients > 0))
-      return errorHandler("--zero-pipeline: pp=" + Twine(settings.pp) + " with dp=" +
-                          Twine(settings.dp) +
-                          ": ZeRO++ (hpz, qwz, qgz) inside pipeline stages is not "
-                          "implemented yet");
     // The world is the stages times their replicas (stage s on ranks
     // [s*dp, (s+1)*dp), DeepSpeed's pipe-major topology).
     if (settings.dp < 1)

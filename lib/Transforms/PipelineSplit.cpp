@@ -924,7 +924,11 @@ struct ZeroPipelineSplitPass
 
   /// With dp > 1: every collective of the data-parallel step runs over its
   /// stage's replicas, the partitioned group @dp (world ranks in groups of
-  /// dp consecutive ranks, one group per stage).
+  /// dp consecutive ranks, one group per stage). A collective already over a
+  /// process group of the dp ranks (ZeRO++: hpZ's nodes, qgZ's two levels)
+  /// keeps it, and the group is laid over every stage: replica rank r of the
+  /// group's list becomes world rank s * dp + r on stage s, so each stage's
+  /// ranks form the same groups among themselves.
   LogicalResult groupCollectives(ModuleOp module, func::FuncOp func) {
     if (dp == 1)
       return success();
@@ -932,18 +936,42 @@ struct ZeroPipelineSplitPass
     auto group = FlatSymbolRefAttr::get(ctx, "dp");
     if (SymbolTable::lookupSymbolIn(module, "dp"))
       return module.emitError("zero-pipeline-split: the module already has a symbol @dp");
+    llvm::SmallPtrSet<Operation *, 4> laidOver;
     WalkResult walked = func.walk([&](Operation *op) {
       if (!isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp,
                ::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
                ::zero::dist::AllToAllOp, ::zero::dist::LocalShardOp,
                ::zero::dist::BroadcastOp>(op))
         return WalkResult::advance();
-      if (isa<::zero::dist::BroadcastOp>(op) || op->hasAttr("group")) {
-        op->emitOpError("zero-pipeline-split: a collective over a process group (hpZ, "
-                        "qgZ) or a broadcast cannot be split into pipeline stages yet");
+      if (isa<::zero::dist::BroadcastOp>(op)) {
+        op->emitOpError("zero-pipeline-split: a broadcast cannot be split into pipeline "
+                        "stages yet");
         return WalkResult::interrupt();
       }
-      op->setAttr("group", group);
+      auto named = op->getAttrOfType<FlatSymbolRefAttr>("group");
+      if (!named) {
+        op->setAttr("group", group);
+        return WalkResult::advance();
+      }
+      auto pg = SymbolTable::lookupNearestSymbolFrom<::zero::dist::ProcessGroupOp>(op, named);
+      if (!pg) {
+        op->emitOpError() << "zero-pipeline-split: no process group " << named;
+        return WalkResult::interrupt();
+      }
+      if (!laidOver.insert(pg).second)
+        return WalkResult::advance();
+      ArrayRef<int64_t> ranks = pg.getRanks();
+      if (int64_t(ranks.size()) != dp || llvm::any_of(ranks, [&](int64_t r) { return r >= dp; })) {
+        op->emitOpError() << "zero-pipeline-split: process group " << named
+                          << " does not list the " << dp
+                          << " data-parallel ranks of one stage";
+        return WalkResult::interrupt();
+      }
+      SmallVector<int64_t> world;
+      for (int64_t s = 0; s < stages; ++s)
+        for (int64_t r : ranks)
+          world.push_back(s * dp + r);
+      pg.setRanks(world);
       return WalkResult::advance();
     });
     if (walked.wasInterrupted())

@@ -84,7 +84,7 @@ struct ZeroQuantizeGatherPass
       // stay exact (they are the cheap, intra-node ones).
       if (!::zero::isGather(op) || isa<DequantizeOp>(op))
         return;
-      if (auto g = dyn_cast<AllGatherOp>(op); g && g.getGroupAttr())
+      if (!::zero::overDataParallelWorld(op))
         return;
       if (llvm::all_of(op->getResultTypes(), isF32))
         gathers.push_back(op);
@@ -102,17 +102,26 @@ struct ZeroQuantizeGatherPass
         auto t = cast<RankedTensorType>(v.getType());
         return RankedTensorType::get({world * t.getNumElements()}, t.getElementType());
       };
+      // Over the gather's own group (a pipeline stage's replicas), if any.
+      auto grouped = [&](Operation *g) {
+        if (Attribute group = op->getAttr("group"))
+          g->setAttr("group", group);
+        return g;
+      };
       SmallVector<Value> gotData, gotScales;
       if (isa<AllGatherOp>(op)) {
-        gotData.push_back(AllGatherOp::create(b, gatheredType(data[0]), data[0], world));
+        gotData.push_back(grouped(AllGatherOp::create(b, gatheredType(data[0]), data[0], world))
+                              ->getResult(0));
         gotScales.push_back(
-            AllGatherOp::create(b, gatheredType(scales[0]), scales[0], world));
+            grouped(AllGatherOp::create(b, gatheredType(scales[0]), scales[0], world))
+                ->getResult(0));
       } else {
         auto types = [&](ArrayRef<Value> vs) {
           return llvm::map_to_vector(vs, [&](Value v) -> Type { return gatheredType(v); });
         };
-        gotData = BucketAllGatherOp::create(b, types(data), data, world).getResults();
-        gotScales = BucketAllGatherOp::create(b, types(scales), scales, world).getResults();
+        gotData = grouped(BucketAllGatherOp::create(b, types(data), data, world))->getResults();
+        gotScales =
+            grouped(BucketAllGatherOp::create(b, types(scales), scales, world))->getResults();
       }
       for (auto [i, result] : llvm::enumerate(op->getResults())) {
         int64_t n = cast<RankedTensorType>(result.getType()).getNumElements();

@@ -42,6 +42,20 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
     return ::zero::gatheredBytes(gather) / g * (g - 1);
   }
 
+  /// The all-gathers that bring parameters in, as they go over the wire:
+  /// fp32 shards, or with qwZ the quantized data and scales (not the
+  /// zero.dequantize after them, which isGather names for the passes).
+  static bool movesParameter(Operation &op) {
+    if (isa<::zero::dist::DequantizeOp>(op))
+      return false;
+    if (::zero::isGather(&op))
+      return true;
+    return isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op) &&
+           llvm::all_of(op.getOperands(), [](Value v) {
+             return v.getDefiningOp<::zero::dist::QuantizeOp>() != nullptr;
+           });
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t world = 1, stage = 0;
@@ -117,10 +131,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
           entry.second += gatherSentBytes(&op, world);
           continue;
         }
-        if (isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op) &&
-            llvm::all_of(op.getOperands(), [](Value v) {
-              return v.getDefiningOp<::zero::dist::QuantizeOp>() != nullptr;
-            })) {
+        if (movesParameter(op)) {
           auto &entry = sent["all_gather (qwZ data + scales)"];
           entry.first += 1;
           entry.second += gatherSentBytes(&op, world);
@@ -319,7 +330,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       Block &body = f.getBody().front();
       gatherPeak[size_t(st.getInt())] = ::zero::GatherLiveness(body).peakBytes();
       for (Operation &op : body)
-        if (::zero::isGather(&op))
+        if (movesParameter(op))
           gatherSent[size_t(st.getInt())] += gatherSentBytes(&op, dp);
     }
     module.walk([&](Operation *op) {
