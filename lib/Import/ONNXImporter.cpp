@@ -1168,7 +1168,12 @@ void GraphImporter::findTiedInitializers() {
   // initializers, one the transpose of the other (GPT-2, OPT, BLOOM, ...):
   // trained and sharded as two tensors that PyTorch keeps as one. Find 2-D
   // float initializers whose numbers are the transpose of an earlier one and
-  // import them as that parameter seen through a Transpose.
+  // import them as that parameter seen through a Transpose. Only a tensor
+  // the exporter made qualifies: the folded transpose has the exporter's own
+  // name ("onnx::MatMul_592"), while a module's parameter keeps its path
+  // (an autoencoder's "dec.weight" may start as the transpose of
+  // "enc.weight" and still be trained on its own).
+  auto exporterMade = [](StringRef name) { return name.starts_with("onnx::"); };
   using TP = ::onnx::TensorProto;
   struct Candidate {
     const TP *tensor;
@@ -1202,13 +1207,13 @@ void GraphImporter::findTiedInitializers() {
       continue;
     std::vector<Candidate> &same = bySize[{t.data_type(), numel}];
     for (const Candidate &earlier : same) {
-      // Only non-square transposes with varying values: equal copies (two
-      // LayerNorm scales of ones) and symmetric matrices can be independent
-      // parameters that merely start out equal.
+      // Only transposes with varying values, square or not (a tied d x d
+      // embedding too): an exporter-made copy of a constant (all ones) may
+      // equal a parameter that merely starts out so.
       const TP &a = *earlier.tensor;
       bool transposed = false;
-      if (a.dims_size() == 2 && t.dims_size() == 2 && a.dims(0) != a.dims(1) &&
-          a.dims(0) == t.dims(1) && a.dims(1) == t.dims(0) &&
+      if (exporterMade(t.name()) && !exporterMade(a.name()) && a.dims_size() == 2 &&
+          t.dims_size() == 2 && a.dims(0) == t.dims(1) && a.dims(1) == t.dims(0) &&
           !allElementsEqual(bytes, elem)) {
         const int64_t rows = a.dims(0), cols = a.dims(1);
         transposed = true;

@@ -277,20 +277,20 @@ def zero3_closed_form(model_path, world, threshold):
     from onnx import numpy_helper
     m = onnx.load(model_path)
     used = {i for n in m.graph.node for i in n.input}
-    # A 2-D initializer holding the transpose of an earlier one (non-square,
-    # not constant) is the same parameter (an exporter-untied embedding / LM
-    # head): one parameter, as PyTorch has it.
+    # A 2-D initializer the exporter made ("onnx::MatMul_592") holding the
+    # transpose of a parameter (not constant) is that parameter (an
+    # exporter-untied embedding / LM head): one parameter, as PyTorch has it.
     seen, untied = [], set()
     for t in m.graph.initializer:
-        if len(t.dims) != 2 or t.dims[0] == t.dims[1]:
+        if len(t.dims) != 2:
             continue
         arr = numpy_helper.to_array(t)
         if np.all(arr == arr.flat[0]):
             continue
-        if any(o.shape == arr.T.shape and np.array_equal(o, arr.T) for o in seen):
-            untied.add(t.name)
-        else:
+        if not t.name.startswith("onnx::"):
             seen.append(arr)
+        elif any(o.shape == arr.T.shape and np.array_equal(o, arr.T) for o in seen):
+            untied.add(t.name)
     sizes = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2,
              TensorProto.BFLOAT16: 2}
     resident = sent = read = 0
