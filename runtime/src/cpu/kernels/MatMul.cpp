@@ -269,28 +269,50 @@ constexpr int64_t kPackedTaskRows = 256;
 constexpr int64_t kPackedMinCols = 16;
 
 /// Runs the f32 product `p`, whose B is the tensor `b`, over B's packed form
-/// when `b` is a constant operand and the CPU has the packed kernel (see
-/// PackedGemm.h); returns false, having done nothing, otherwise. The path
-/// and the work split depend on the shapes and on `b` being constant, never
-/// on the thread count; each element of C is computed the same way in any
-/// task, so its bits are the same at any --threads.
+/// when the CPU has the packed kernel (see PackedGemm.h): a constant `b` is
+/// packed once and kept, any other B is packed for this call; returns false,
+/// having done nothing, when the kernel does not apply. Constant or not, the
+/// product takes the same kernel: OpenBLAS sums some products in another
+/// order than the kernel (small ones against a transposed B, K = 100 in the
+/// plain layout), so a weight gathered by ZeRO-3 (written by a collective,
+/// never constant) would otherwise round differently from the same weight
+/// held whole on one rank. The path and the work split depend on the shapes
+/// and on packing being on (not --no-prepack), never on the thread count or
+/// the rank; each element of C is computed the same way in any task, so its
+/// bits are the same at any --threads.
 bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
                       const TensorRef &b) {
-  if (!ctx.constants || p.n < kPackedMinCols || p.k == 0 ||
-      !packedGemmSupported() || !ctx.constants->isConstant(b))
+  if (!ctx.constants || p.n < kPackedMinCols || p.k == 0 || !packedGemmSupported())
     return false;
+  const bool constant = ctx.constants->isConstant(b);
   const int64_t panels = packedPanels(p.n);
-  const std::string layout =
-      "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(p.k) +
-      " n=" + std::to_string(p.n) + " ldb=" + std::to_string(p.ldb) +
-      " t=" + std::to_string(int(p.transB));
-  const auto *packed = static_cast<const float *>(ctx.constants->prepared(
-      b, layout, packedFloats(p.k, p.n) * sizeof(float), [&](void *dst) {
-        parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
-          packB(p.b, p.ldb, p.transB, p.k, p.n, p0, p1,
-                static_cast<float *>(dst));
-        });
-      }));
+  auto pack = [&](void *dst) {
+    parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
+      packB(p.b, p.ldb, p.transB, p.k, p.n, p0, p1, static_cast<float *>(dst));
+    });
+  };
+  const float *packed = nullptr;
+  if (constant) {
+    const std::string layout =
+        "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(p.k) +
+        " n=" + std::to_string(p.n) + " ldb=" + std::to_string(p.ldb) +
+        " t=" + std::to_string(int(p.transB));
+    packed = static_cast<const float *>(ctx.constants->prepared(
+        b, layout, packedFloats(p.k, p.n) * sizeof(float), pack));
+  }
+  if (!packed) {
+    // One buffer per calling (stream) thread, reused call after call,
+    // aligned as the kernel's panel loads need (a cache line).
+    thread_local std::vector<float> scratch;
+    constexpr size_t kAlignFloats = 64 / sizeof(float);
+    scratch.resize(packedFloats(p.k, p.n) + kAlignFloats);
+    const size_t skip =
+        (kAlignFloats - (reinterpret_cast<uintptr_t>(scratch.data()) / sizeof(float)) %
+                            kAlignFloats) %
+        kAlignFloats;
+    pack(scratch.data() + skip);
+    packed = scratch.data() + skip;
+  }
   if (!packed)
     return false;
   const int64_t rowChunks = (p.m + kPackedTaskRows - 1) / kPackedTaskRows;
