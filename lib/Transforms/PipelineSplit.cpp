@@ -558,6 +558,31 @@ struct ZeroPipelineSplitPass
         },
         [](Operation *op) { return op; }, stageOf);
     connect(module, func, stageOf);
+    // 1F1B interleaves a stage's forwards with its backwards on the
+    // assumption that activations flow to later stages and gradients to
+    // earlier ones; a forward value sent back to an earlier stage (a
+    // parameter's functional use outside its module, placed with that
+    // parameter's layer) would leave two stages each waiting for the other.
+    if (schedule == "1f1b") {
+      for (Operation &op : body) {
+        auto recv = dyn_cast<::zero::dist::RecvOp>(&op);
+        if (!recv || recv.getPeer() <= stageOf.lookup(recv))
+          continue;
+        for (Operation *user : recv->getUsers()) {
+          auto slot = slotOf.find(user);
+          if (slot == slotOf.end() || slot->second.phase != Slot::Forward)
+            continue;
+          return user->emitError()
+                 << "zero-pipeline-split: schedule=1f1b needs the forward to run from "
+                    "each stage to the next, but this op (stage "
+                 << stageOf.lookup(recv) << ") reads a value of stage " << recv.getPeer()
+                 << " in the forward of micro-batch " << slot->second.micro
+                 << " (an op outside the modules is placed with the layer whose "
+                    "parameter it reads, e.g. a head multiplying by a tied embedding's "
+                    "weight); use schedule=gpipe, or give that op a module of its own";
+        }
+      }
+    }
     // Each op's step on its stage. Tagged ops: their slot's position in the
     // stage's schedule; before the first tagged op: first; after the last:
     // last. An untagged op in between (a gather, a gradient collective, a
