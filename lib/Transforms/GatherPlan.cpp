@@ -152,15 +152,8 @@ zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
   // their all-gathered forms, each live from where it is made to its last
   // reader (the gather, the zero.dequantize), as the runtime counts them.
   for (Operation &op : block) {
-    bool transfer = false;
-    if (auto q = dyn_cast<dist::QuantizeOp>(op))
-      transfer = isParameterShard(q.getInput());
-    else if (isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op) && op.getNumOperands() > 0)
-      transfer = llvm::all_of(op.getOperands(), [](Value v) {
-        auto q = v.getDefiningOp<dist::QuantizeOp>();
-        return q && isParameterShard(q.getInput());
-      });
-    if (!transfer)
+    auto q = dyn_cast<dist::QuantizeOp>(op);
+    if (!(q && isParameterShard(q.getInput())) && !isQuantizedShardGather(&op))
       continue;
     for (Value r : op.getResults()) {
       int64_t last = -1;

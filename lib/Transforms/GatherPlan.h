@@ -41,18 +41,23 @@ inline bool isParameterShard(mlir::Value v) {
 /// The all-gather of a training step's updated shards (zero-optimizer, stages
 /// 1-2) gathers a computed value: it is not a parameter fetch to prefetch,
 /// bucket or release.
-inline bool isGather(mlir::Operation *op) {
-  if (auto dq = llvm::dyn_cast<dist::DequantizeOp>(op)) {
-    mlir::Operation *g = dq.getData().getDefiningOp();
-    if (!g || !llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(g))
+/// True for qwZ's all-gather (single or bucketed) of quantized parameter
+/// shards (data or scales): the transfer before a zero.dequantize.
+inline bool isQuantizedShardGather(mlir::Operation *op) {
+  if (!op || !llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op) ||
+      op->getNumOperands() == 0)
+    return false;
+  for (mlir::Value v : op->getOperands()) {
+    auto q = v.getDefiningOp<dist::QuantizeOp>();
+    if (!q || !isParameterShard(q.getInput()))
       return false;
-    for (mlir::Value v : g->getOperands()) {
-      auto q = v.getDefiningOp<dist::QuantizeOp>();
-      if (!q || !isParameterShard(q.getInput()))
-        return false;
-    }
-    return true;
   }
+  return true;
+}
+
+inline bool isGather(mlir::Operation *op) {
+  if (auto dq = llvm::dyn_cast<dist::DequantizeOp>(op))
+    return isQuantizedShardGather(dq.getData().getDefiningOp());
   if (!llvm::isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op))
     return false;
   for (mlir::Value v : op->getOperands())

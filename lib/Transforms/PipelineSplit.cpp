@@ -958,8 +958,8 @@ struct ZeroPipelineSplitPass
     if (dp == 1)
       return success();
     MLIRContext *ctx = module.getContext();
-    auto group = FlatSymbolRefAttr::get(ctx, "dp");
-    if (SymbolTable::lookupSymbolIn(module, "dp"))
+    auto group = FlatSymbolRefAttr::get(ctx, ::zero::kStageReplicasGroup);
+    if (SymbolTable::lookupSymbolIn(module, ::zero::kStageReplicasGroup))
       return module.emitError("zero-pipeline-split: the module already has a symbol @dp");
     llvm::SmallPtrSet<Operation *, 4> laidOver;
     WalkResult walked = func.walk([&](Operation *op) {

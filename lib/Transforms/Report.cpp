@@ -48,12 +48,7 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
   static bool movesParameter(Operation &op) {
     if (isa<::zero::dist::DequantizeOp>(op))
       return false;
-    if (::zero::isGather(&op))
-      return true;
-    return isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op) &&
-           llvm::all_of(op.getOperands(), [](Value v) {
-             return v.getDefiningOp<::zero::dist::QuantizeOp>() != nullptr;
-           });
+    return ::zero::isGather(&op) || ::zero::isQuantizedShardGather(&op);
   }
 
   void runOnOperation() override {

@@ -25,6 +25,9 @@
 
 #include <cblas.h>
 
+#include <memory>
+#include <vector>
+
 namespace zrt {
 namespace cpu {
 namespace {
@@ -284,7 +287,6 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
                       const TensorRef &b) {
   if (!ctx.constants || p.n < kPackedMinCols || p.k == 0 || !packedGemmSupported())
     return false;
-  const bool constant = ctx.constants->isConstant(b);
   const int64_t panels = packedPanels(p.n);
   auto pack = [&](void *dst) {
     parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
@@ -292,7 +294,7 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
     });
   };
   const float *packed = nullptr;
-  if (constant) {
+  if (ctx.constants->isConstant(b)) {
     const std::string layout =
         "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(p.k) +
         " n=" + std::to_string(p.n) + " ldb=" + std::to_string(p.ldb) +
@@ -304,17 +306,15 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
     // One buffer per calling (stream) thread, reused call after call,
     // aligned as the kernel's panel loads need (a cache line).
     thread_local std::vector<float> scratch;
-    constexpr size_t kAlignFloats = 64 / sizeof(float);
-    scratch.resize(packedFloats(p.k, p.n) + kAlignFloats);
-    const size_t skip =
-        (kAlignFloats - (reinterpret_cast<uintptr_t>(scratch.data()) / sizeof(float)) %
-                            kAlignFloats) %
-        kAlignFloats;
-    pack(scratch.data() + skip);
-    packed = scratch.data() + skip;
+    constexpr size_t kAlign = 64;
+    const size_t bytes = packedFloats(p.k, p.n) * sizeof(float);
+    scratch.resize((bytes + kAlign) / sizeof(float));
+    void *start = scratch.data();
+    size_t space = scratch.size() * sizeof(float);
+    void *dst = std::align(kAlign, bytes, start, space);
+    pack(dst);
+    packed = static_cast<const float *>(dst);
   }
-  if (!packed)
-    return false;
   const int64_t rowChunks = (p.m + kPackedTaskRows - 1) / kPackedTaskRows;
   const double taskMacs =
       double(std::min(p.m, kPackedTaskRows)) * double(kPanelCols) * double(p.k);
