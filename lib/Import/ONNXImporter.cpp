@@ -203,6 +203,13 @@ private:
   /// the transpose of a 2-D one): name -> (that one's name, transposed).
   llvm::StringMap<std::pair<std::string, bool>> ties_;
   void findTiedInitializers();
+  /// What torch.export recorded of each initializer it lifted from the
+  /// module ("PARAMETER", "BUFFER"), from the value_info metadata; and
+  /// whether the model came from torch.export at all.
+  llvm::StringMap<std::string> exportKinds_;
+  bool torchExport_ = false;
+  void readExportKinds();
+  bool isParameter(const ::onnx::TensorProto &t) const;
   LogicalResult checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets);
   /// The node (as named in messages) that produced each value so far.
   llvm::StringMap<std::string> producers_;
@@ -530,21 +537,73 @@ Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
   return NameLoc::get(StringAttr::get(&ctx_, name), file);
 }
 
+/// An initializer name an exporter made up for a scalar it stored: the
+/// TorchScript exporter's "onnx::Mul_12" and "/Constant_output_0", ONNX
+/// Script's "val_12", torch's "_tensor_constant0".
+static bool isExporterScalarName(StringRef name) {
+  if (name.starts_with("onnx::") || name.starts_with("/") ||
+      name.starts_with("_tensor_constant"))
+    return true;
+  StringRef rest = name;
+  if (!rest.consume_front("val_") && !rest.consume_front("_val_"))
+    return false;
+  return !rest.empty() && llvm::all_of(rest, llvm::isDigit);
+}
+
 /// Parameters (float tensors, large integer tables) become globals; small
-/// integer/bool initializers are shapes and indices, and 0-d initializers are
-/// the exporter's scalar constants: both become constants so they can fold.
-static bool isParameter(const ::onnx::TensorProto &t) {
+/// integer/bool initializers are shapes and indices and become constants so
+/// they can fold. A 0-d float initializer is a parameter when its module owns
+/// it (a learnable temperature, CLIP's logit_scale): torch.export says so, and
+/// without torch.export's record its name is the module's, not one the
+/// exporter made up for a scalar it stored (eps, a scale, 0, -inf), which
+/// stays a constant.
+bool GraphImporter::isParameter(const ::onnx::TensorProto &t) const {
   using TP = ::onnx::TensorProto;
   bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
                  t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
   int64_t n = 1;
   for (int64_t d : t.dims())
     n *= d;
-  // 0-d tensors are the exporter's scalar constants (eps, scale, 0, -inf).
-  if (t.dims_size() == 0 && t.data_location() != TP::EXTERNAL)
-    return false;
+  if (t.dims_size() == 0 && t.data_location() != TP::EXTERNAL) {
+    if (!isFloat)
+      return false;
+    if (exportKinds_.count(t.name()))
+      return true;
+    return !torchExport_ && !isExporterScalarName(t.name());
+  }
   return isFloat || n > zero::onnx::kMaxFoldElements ||
          t.data_location() == TP::EXTERNAL;
+}
+
+/// The metadata_props entries a message keeps in field `number`, a field
+/// newer than the onnx headers we build with (ValueInfoProto's 4 and
+/// GraphProto's 16, IR version 10): read from the unknown fields.
+template <typename Fn>
+static void forEachNewerMetadataProp(const google::protobuf::Message &msg, int number,
+                                     Fn fn) {
+  const auto &unknown = msg.GetReflection()->GetUnknownFields(msg);
+  for (int f = 0; f < unknown.field_count(); ++f) {
+    const auto &field = unknown.field(f);
+    if (field.number() != number ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::StringStringEntryProto prop;
+    if (prop.ParseFromString(field.length_delimited()))
+      fn(prop);
+  }
+}
+
+void GraphImporter::readExportKinds() {
+  forEachNewerMetadataProp(model_->graph(), 16, [&](const ::onnx::StringStringEntryProto &p) {
+    torchExport_ |= p.key() == "pkg.torch.export.ExportedProgram.graph_signature";
+  });
+  for (const auto &vi : model_->graph().value_info())
+    forEachNewerMetadataProp(vi, 4, [&](const ::onnx::StringStringEntryProto &p) {
+      if (p.key() == "pkg.torch.export.graph_signature.InputSpec.kind") {
+        exportKinds_[vi.name()] = p.value();
+        torchExport_ = true;
+      }
+    });
 }
 
 Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
@@ -650,25 +709,9 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     // torch.export records which initializers are module buffers (rotary
     // frequencies, position ids): state, not parameters; training leaves
     // them alone as PyTorch does.
-    for (const auto &vi : model_->graph().value_info()) {
-      if (vi.name() != t.name())
-        continue;
-      // ValueInfoProto.metadata_props (field 4, IR version 10) is newer than
-      // the onnx headers we build with: read it from the unknown fields.
-      const auto &unknown = vi.unknown_fields();
-      for (int f = 0; f < unknown.field_count(); ++f) {
-        const auto &field = unknown.field(f);
-        if (field.number() != 4 ||
-            field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-          continue;
-        ::onnx::StringStringEntryProto prop;
-        if (prop.ParseFromString(field.length_delimited()) &&
-            prop.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
-            prop.value() == "BUFFER")
-          global->setAttr("zero.buffer", builder_.getUnitAttr());
-      }
-      break;
-    }
+    if (auto kind = exportKinds_.find(t.name());
+        kind != exportKinds_.end() && kind->second == "BUFFER")
+      global->setAttr("zero.buffer", builder_.getUnitAttr());
     symbols_->insert(global);
   }
   return ml_program::GlobalLoadOp::create(builder_, loc, type,
@@ -1246,6 +1289,7 @@ FailureOr<ImportedModel> GraphImporter::run() {
   const ::onnx::GraphProto &graph = model_->graph();
   for (const auto &t : graph.initializer())
     initializers_[t.name()] = &t;
+  readExportKinds();
   findTiedInitializers();
   if (failed(importGraphInputs()))
     return failure();

@@ -2,10 +2,11 @@
 """Per-operator checks of zero-opt's reverse-mode rules (`--train --optimizer none`).
 
 For every case a tiny ONNX model (opset 20) is built with onnx.helper: the float
-tensors to differentiate are INITIALIZERS (random, small shapes; a 0-d float
-initializer is not one of them: the importer makes 0-d initializers constants, as
-exporters store scalars like 0.5 or sqrt(d) that way), and the output is the
-scalar
+tensors to differentiate are INITIALIZERS (random, small shapes; 0-d ones too, a
+module's learnable scalar; but not a 0-d float initializer under a name an exporter
+makes up for a scalar it stored, "val_N" or "onnx::Mul_N": those are the exporter's
+constants, 0.5 or sqrt(d), and the importer keeps them constants), and the output is
+the scalar
 
     loss = ReduceSum(Mul(op_output, r))        (r: a float graph input, no gradient)
 
@@ -21,8 +22,8 @@ Per case:
      zero-run m.zrt --weights w.safetensors --input in.safetensors --output out.safetensors
   4. every grad.<float initializer> equals torch.autograd's gradient in float64:
      |got - want| <= rtol*|want| + atol*max(1, max|want|)   (rtol 1e-4, atol 1e-5);
-     integer / bool initializers (indices, masks) and 0-d float initializers (scalar
-     constants, e.g. the scalar operand of Add_scalar_rhs) must have no grad.* output;
+     integer / bool initializers (indices, masks) and the exporter's 0-d scalars
+     (e.g. the operand of Add_exporter_scalar_rhs) must have no grad.* output;
      a float initializer that does not reach the loss must have a zero gradient or none
      (which one the compiler does is reported; PyTorch gives None).
 
@@ -104,8 +105,7 @@ class G:
         return f"{p}{self._n}"
 
     def param(self, shape, name=None, low=None, high=None, scale=1.0):
-        """A random float32 initializer: differentiated, unless it is 0-d (shape []): the
-        importer makes 0-d initializers constants, so those must get no gradient."""
+        """A random float32 initializer: differentiated (0-d ones too)."""
         name = name or self._name("w")
         if low is not None:
             a = self.rng.uniform(low, high, size=shape)
@@ -113,6 +113,11 @@ class G:
             a = self.rng.standard_normal(shape) * scale
         self.inits[name] = np.asarray(a, dtype=np.float32)
         return name
+
+    def exporter_name(self):
+        """A name the way ONNX Script names a scalar it stores ("val_N")."""
+        self._n += 1
+        return f"val_{self._n}"
 
     def ints(self, values, name=None, dtype=np.int64):
         name = name or self._name("i")
@@ -226,11 +231,14 @@ _gemm("Gemm_no_bias", 0, 1, 2.0, 1.0, None)
 
 BINARY = {"Add": lambda x, y: x + y, "Sub": lambda x, y: x - y,
           "Mul": lambda x, y: x * y, "Div": lambda x, y: x / y}
-# scalar_*: the 0-d operand is a constant (importer rule), only the tensor is trained;
-# one_*: a trained single-element [1] operand (its gradient is the full reduction).
+# scalar_*: a trained 0-d operand (a module's learnable scalar; its gradient is the
+# full reduction); exporter_scalar_*: a 0-d operand stored under an exporter's name
+# ("val_N"), a constant for the importer, so only the tensor is trained;
+# one_*: a trained single-element [1] operand.
 BROADCASTS = [("same", [3, 4], [3, 4]), ("rowvec", [2, 3, 4], [4]), ("rowvec_rev", [4], [2, 3, 4]),
               ("1xN_Mx1", [1, 4], [3, 1]), ("Mx1_1xN", [3, 1], [1, 4]),
               ("scalar_rhs", [3, 4], []), ("scalar_lhs", [], [3, 4]),
+              ("exporter_scalar_rhs", [3, 4], None), ("exporter_scalar_lhs", None, [3, 4]),
               ("one_rhs", [3, 4], [1]), ("one_lhs", [1], [3, 4]),
               ("mid", [2, 3, 4], [3, 1])]
 for _op in BINARY:
@@ -238,10 +246,13 @@ for _op in BINARY:
         def _mk(op=_op, sa=_sa, sb=_sb, tag=_tag):
             @case(f"{op}_{tag}", op)
             def _(g):
-                a = g.param(sa)
-                b = g.param(sb, low=0.5, high=2.0) if op == "Div" else g.param(sb)
+                a = g.param([], name=g.exporter_name()) if sa is None else g.param(sa)
+                if sb is None:
+                    b = g.param([], name=g.exporter_name(), low=0.5, high=2.0)
+                else:
+                    b = g.param(sb, low=0.5, high=2.0) if op == "Div" else g.param(sb)
                 if op == "Div":  # denominators away from 0, both signs
-                    g.inits[b] *= np.where(g.rng.random(sb) < 0.5, -1, 1).astype(np.float32)
+                    g.inits[b] *= np.where(g.rng.random([] if sb is None else sb) < 0.5, -1, 1).astype(np.float32)
                 g.ys = [g.op(op, [a, b])]
                 return lambda T: [BINARY[op](T[a], T[b])]
         _mk()
@@ -510,7 +521,7 @@ def _(g):
 @case("Where_scalar_branch", "Where")
 def _(g):
     cond = g.ints(g.rng.random([2, 3]) < 0.5, dtype=bool)
-    a, b = g.param([]), g.param([2, 3])     # a: 0-d, a constant (no gradient)
+    a, b = g.param([]), g.param([2, 3])     # a: 0-d, trained
     g.ys = [g.op("Where", [cond, a, b])]
     return lambda T: [_t().where(T[cond], T[a].expand(2, 3), T[b])]
 
@@ -669,8 +680,10 @@ class Stale(Exception):
 
 
 def scalar_consts(g):
-    """0-d float initializers: constants for the importer, so no gradient."""
-    return {k for k, v in g.inits.items() if v.dtype == np.float32 and v.ndim == 0}
+    """0-d float initializers under an exporter's name: constants for the importer,
+    so no gradient."""
+    return {k for k, v in g.inits.items()
+            if v.dtype == np.float32 and v.ndim == 0 and k.startswith(("val_", "onnx::"))}
 
 
 def r_names(g):
@@ -892,8 +905,8 @@ def check_case(a, name, fn, work, seed, stats, stored=None):
         if k in c["consts"]:
             if key in got:
                 bad = True
-                msgs.append(f"{key}: a gradient for a 0-d initializer (the importer makes those "
-                            f"constants, so none is expected)")
+                msgs.append(f"{key}: a gradient for an exporter's 0-d scalar (the importer "
+                            f"makes those constants, so none is expected)")
             continue
         if k in g.unused:
             if key not in got:
@@ -937,7 +950,7 @@ def check_case(a, name, fn, work, seed, stats, stored=None):
     n_const = len(c["consts"])
     return "PASS", f"{sum(1 for k, v in g.inits.items() if v.dtype == np.float32 and k not in g.unused and k not in c['consts'])} " \
                    f"gradients, worst error/tolerance {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else "") + \
-                   (f"; no gradient for the 0-d constant{'s' if n_const > 1 else ''} "
+                   (f"; no gradient for the exporter's scalar{'s' if n_const > 1 else ''} "
                     f"{', '.join(sorted(c['consts']))}" if n_const else "")
 
 
