@@ -247,6 +247,78 @@ LogicalResult softplusRule(RuleArgs &a) {
   return success();
 }
 
+LogicalResult eluRule(RuleArgs &a) {
+  // elu_backward: dy where x > 0, else dy * alpha * exp(x).
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
+  Value pos = onnx::GreaterOp::create(a.b, x, scalar(a.b, 0.0, elem(x)));
+  Value neg = mul(a.b, dy, mulc(a.b, onnx::ExpOp::create(a.b, x), alpha));
+  set(a, 0, onnx::WhereOp::create(a.b, pos, dy, neg));
+  return success();
+}
+LogicalResult hardSigmoidRule(RuleArgs &a) {
+  // hardsigmoid_backward: dy * alpha where 0 < alpha * x + beta < 1, else 0.
+  ImplicitLocOpBuilder &b = a.b;
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
+  double beta = a.op->getAttrOfType<FloatAttr>("beta").getValueAsDouble();
+  Value t = add(b, mulc(b, x, alpha), scalar(b, beta, elem(x)));
+  Value inside = onnx::AndOp::create(b, onnx::GreaterOp::create(b, t, scalar(b, 0.0, elem(x))),
+                                     onnx::LessOp::create(b, t, scalar(b, 1.0, elem(x))));
+  set(a, 0, onnx::WhereOp::create(b, inside, mulc(b, dy, alpha), scalar(b, 0.0, elem(x))));
+  return success();
+}
+LogicalResult hardSwishRule(RuleArgs &a) {
+  // hardswish_backward: 0 for x < -3, dy * (x / 3 + 1/2) up to 3, dy above.
+  ImplicitLocOpBuilder &b = a.b;
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  Type t = elem(x);
+  Value mid = mul(b, dy, add(b, div(b, x, scalar(b, 3.0, t)), scalar(b, 0.5, t)));
+  Value upper = onnx::WhereOp::create(
+      b, onnx::LessOrEqualOp::create(b, x, scalar(b, 3.0, t)), mid, dy);
+  set(a, 0, onnx::WhereOp::create(b, onnx::LessOp::create(b, x, scalar(b, -3.0, t)),
+                                  scalar(b, 0.0, t), upper));
+  return success();
+}
+LogicalResult clipRule(RuleArgs &a) {
+  // clamp's backward: dy where min <= x <= max (both ends included), else 0.
+  auto clip = cast<onnx::ClipOp>(a.op);
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  Value keep;
+  if (auto lo = clip.getMin())
+    keep = onnx::GreaterOrEqualOp::create(a.b, x, scalar(a.b, lo->convertToDouble(), elem(x)));
+  if (auto hi = clip.getMax()) {
+    Value below = onnx::LessOrEqualOp::create(a.b, x, scalar(a.b, hi->convertToDouble(), elem(x)));
+    keep = keep ? Value(onnx::AndOp::create(a.b, keep, below)) : below;
+  }
+  set(a, 0, keep ? Value(onnx::WhereOp::create(a.b, keep, dy, scalar(a.b, 0.0, elem(x))))
+                 : dy);
+  return success();
+}
+/// Floor, Ceil, Round, Sign: piecewise constant, a zero gradient (PyTorch's).
+LogicalResult zeroGradientRule(RuleArgs &a) {
+  set(a, 0, zeros(a.b, tt(operand(a, 0))));
+  return success();
+}
+/// PyTorch's maximum / minimum: the gradient goes to the operand that wins,
+/// half to each where they are equal.
+LogicalResult maxMinRule(RuleArgs &a, bool isMax) {
+  ImplicitLocOpBuilder &b = a.b;
+  Value x = operand(a, 0), y = operand(a, 1), dy = a.dOuts[0];
+  Value zero = scalar(b, 0.0, elem(dy));
+  Value tie = onnx::EqualOp::create(b, x, y);
+  Value half = mulc(b, dy, 0.5);
+  Value xWins = isMax ? Value(onnx::GreaterOp::create(b, x, y)) : onnx::LessOp::create(b, x, y);
+  Value yWins = isMax ? Value(onnx::LessOp::create(b, x, y)) : onnx::GreaterOp::create(b, x, y);
+  if (needs(a, 0))
+    set(a, 0, sumTo(b, onnx::WhereOp::create(b, tie, half, onnx::WhereOp::create(b, xWins, dy, zero)), x));
+  if (needs(a, 1))
+    set(a, 1, sumTo(b, onnx::WhereOp::create(b, tie, half, onnx::WhereOp::create(b, yWins, dy, zero)), y));
+  return success();
+}
+LogicalResult maxRule(RuleArgs &a) { return maxMinRule(a, true); }
+LogicalResult minRule(RuleArgs &a) { return maxMinRule(a, false); }
+
 LogicalResult geluRule(RuleArgs &a) {
   // PyTorch's GeluBackward (aten/src/ATen/native/cpu/Activation.cpp).
   ImplicitLocOpBuilder &b = a.b;
@@ -523,6 +595,42 @@ LogicalResult reduceSumSquareRule(RuleArgs &a) {
   return success();
 }
 
+/// The reduced result brought back to the operand's rank (keepdims form).
+Value keepDimsResult(ImplicitLocOpBuilder &b, Operation *op) {
+  return keepDims(b, op, op->getResult(0));
+}
+
+/// amax / amin: the gradient split evenly between the elements equal to the
+/// extreme (PyTorch's scale_grad_by_count).
+LogicalResult reduceMaxMinRule(RuleArgs &a) {
+  ImplicitLocOpBuilder &b = a.b;
+  Value x = operand(a, 0);
+  auto axes = a.op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  Value hit = castTo(b, onnx::EqualOp::create(b, x, keepDimsResult(b, a.op)), elem(x));
+  Value count = reduceSum(b, hit, axes, /*keep=*/true);
+  set(a, 0, mul(b, hit, div(b, keepDims(b, a.op, a.dOuts[0]), count)));
+  return success();
+}
+
+LogicalResult reduceLogSumExpRule(RuleArgs &a) {
+  // dy * exp(x - y)
+  Value x = operand(a, 0);
+  Value e = onnx::ExpOp::create(a.b, sub(a.b, x, keepDimsResult(a.b, a.op)));
+  set(a, 0, mul(a.b, e, keepDims(a.b, a.op, a.dOuts[0])));
+  return success();
+}
+
+LogicalResult reduceL2Rule(RuleArgs &a) {
+  // PyTorch's norm backward: x * dy / y, and 0 where the norm is 0.
+  ImplicitLocOpBuilder &b = a.b;
+  Value x = operand(a, 0), y = keepDimsResult(b, a.op);
+  Value zero = scalar(b, 0.0, elem(x));
+  Value scale = div(b, keepDims(b, a.op, a.dOuts[0]), y);
+  scale = onnx::WhereOp::create(b, onnx::EqualOp::create(b, y, zero), zero, scale);
+  set(a, 0, mul(b, x, scale));
+  return success();
+}
+
 LogicalResult cumSumRule(RuleArgs &a) {
   auto cs = cast<onnx::CumSumOp>(a.op);
   auto op = onnx::CumSumOp::create(a.b, a.dOuts[0], cs.getAxis(), cs.getExclusive(),
@@ -550,6 +658,23 @@ LogicalResult transposeRule(RuleArgs &a) {
 
 LogicalResult expandRule(RuleArgs &a) {
   set(a, 0, sumTo(a.b, a.dOuts[0], operand(a, 0)));
+  return success();
+}
+
+LogicalResult tileRule(RuleArgs &a) {
+  // dy seen as [r0, d0, r1, d1, ...], summed over the repeats.
+  ArrayRef<int64_t> repeats = cast<onnx::TileOp>(a.op).getRepeats();
+  ArrayRef<int64_t> dims = tt(operand(a, 0)).getShape();
+  SmallVector<int64_t> split, axes;
+  for (auto [i, r] : llvm::enumerate(repeats)) {
+    if (r != 1)
+      axes.push_back(int64_t(split.size()));
+    if (r != 1)
+      split.push_back(r);
+    split.push_back(dims[i]);
+  }
+  Value g = reshape(a.b, a.dOuts[0], split);
+  set(a, 0, axes.empty() ? g : reduceSum(a.b, g, axes, /*keep=*/false));
   return success();
 }
 
@@ -707,25 +832,33 @@ const Rule kRules[] = {
     {"onnx.Abs", absRule},
     {"onnx.Add", addRule},
     {"onnx.Cast", castRule},
+    {"onnx.Ceil", zeroGradientRule},
+    {"onnx.Clip", clipRule},
     {"onnx.Concat", concatRule},
     {"onnx.Cos", cosRule},
     {"onnx.CumSum", cumSumRule},
     {"onnx.Div", divRule},
     {"onnx.Dropout", reshapeRule}, // inference mode: the identity
+    {"onnx.Elu", eluRule},
     {"onnx.Erf", erfRule},
     {"onnx.Exp", expRule},
     {"onnx.Expand", expandRule},
     {"onnx.Flatten", reshapeRule},
+    {"onnx.Floor", zeroGradientRule},
     {"onnx.Gather", gatherRule},
     {"onnx.GatherElements", gatherElementsRule},
     {"onnx.Gelu", geluRule},
     {"onnx.Gemm", gemmRule},
+    {"onnx.HardSigmoid", hardSigmoidRule},
+    {"onnx.HardSwish", hardSwishRule},
     {"onnx.Identity", reshapeRule},
     {"onnx.LayerNormalization", layerNormRule},
     {"onnx.LeakyRelu", leakyReluRule},
     {"onnx.Log", logRule},
     {"onnx.LogSoftmax", logSoftmaxRule},
     {"onnx.MatMul", matmulRule},
+    {"onnx.Max", maxRule},
+    {"onnx.Min", minRule},
     {"onnx.Mul", mulRule},
     {"onnx.Neg", negRule},
     {"onnx.NegativeLogLikelihoodLoss", nllRule},
@@ -733,12 +866,18 @@ const Rule kRules[] = {
     {"onnx.Pow", powRule},
     {"onnx.RMSNormalization", rmsNormRule},
     {"onnx.Reciprocal", reciprocalRule},
+    {"onnx.ReduceL2", reduceL2Rule},
+    {"onnx.ReduceLogSumExp", reduceLogSumExpRule},
+    {"onnx.ReduceMax", reduceMaxMinRule},
     {"onnx.ReduceMean", reduceMeanRule},
+    {"onnx.ReduceMin", reduceMaxMinRule},
     {"onnx.ReduceSum", reduceSumRule},
     {"onnx.ReduceSumSquare", reduceSumSquareRule},
     {"onnx.Relu", reluRule},
     {"onnx.Reshape", reshapeRule},
+    {"onnx.Round", zeroGradientRule},
     {"onnx.Sigmoid", sigmoidRule},
+    {"onnx.Sign", zeroGradientRule},
     {"onnx.Sin", sinRule},
     {"onnx.Slice", sliceRule},
     {"onnx.Softmax", softmaxRule},
@@ -749,6 +888,7 @@ const Rule kRules[] = {
     {"onnx.Squeeze", reshapeRule},
     {"onnx.Sub", subRule},
     {"onnx.Tanh", tanhRule},
+    {"onnx.Tile", tileRule},
     {"onnx.TrainingDropout", trainingDropoutRule},
     {"onnx.Transpose", transposeRule},
     {"onnx.Trilu", triluRule},

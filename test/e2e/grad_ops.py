@@ -302,6 +302,69 @@ for _op, (_kw, _fn) in UNARY.items():
     _mk()
 
 
+# Piecewise activations and clamps: x spread over both sides of every kink, none on one.
+def _spread(g, x, kinks):
+    v = g.inits[x]
+    for k in kinks:
+        v = np.where(np.abs(v - k) < 0.05, v + 0.1, v)
+    g.inits[x] = v.astype(np.float32)
+
+
+PIECEWISE = {
+    "Elu": (dict(alpha=0.7), [0.0], lambda x: _F().elu(x, alpha=0.7)),
+    "HardSigmoid": (dict(alpha=0.25, beta=0.4), [-1.6, 2.4],
+                    lambda x: _t().clamp(0.25 * x + 0.4, 0.0, 1.0)),
+    "HardSwish": (dict(), [-3.0, 3.0], lambda x: _F().hardswish(x)),
+}
+for _op, (_attrs, _kinks, _fn) in PIECEWISE.items():
+    def _mk(op=_op, attrs=_attrs, kinks=_kinks, fn=_fn):
+        @case(op, op)
+        def _(g):
+            x = g.param([4, 6], scale=3.0)
+            _spread(g, x, kinks)
+            g.ys = [g.op(op, [x], **attrs)]
+            return lambda T: [fn(T[x])]
+    _mk()
+
+for _tag, _lo, _hi in (("min_max", -0.5, 0.8), ("min", 0.0, None), ("max", None, 6.0)):
+    def _mk(tag=_tag, lo=_lo, hi=_hi):
+        @case(f"Clip_{tag}", "Clip")
+        def _(g):
+            x = g.param([4, 6], scale=4.0 if hi == 6.0 else 1.0)
+            _spread(g, x, [k for k in (lo, hi) if k is not None])
+            ins = [x, g.const(lo) if lo is not None else "", g.const(hi) if hi is not None else ""]
+            while ins[-1] == "":
+                ins.pop()
+            g.ys = [g.op("Clip", ins)]
+            return lambda T: [_t().clamp(T[x], lo, hi)]
+    _mk()
+
+for _op in ("Floor", "Sign"):
+    def _mk(op=_op):
+        @case(op, op)   # piecewise constant: a zero gradient, as PyTorch's
+        def _(g):
+            x = g.param([3, 5], scale=2.0)
+            _spread(g, x, [-2.0, -1.0, 0.0, 1.0, 2.0])
+            y = g.op(op, [x])
+            g.ys = [g.op("Mul", [y, x])]
+            fn = _t().floor if op == "Floor" else _t().sign
+            return lambda T: [fn(T[x]) * T[x]]
+    _mk()
+
+for _op, _fn in (("Max", lambda a, b: _t().maximum(a, b)), ("Min", lambda a, b: _t().minimum(a, b))):
+    for _tag, _sa, _sb, _ties in (("same", [3, 4], [3, 4], False), ("rowvec", [3, 4], [4], False),
+                                  ("ties", [3, 4], [3, 4], True)):
+        def _mk(op=_op, fn=_fn, tag=_tag, sa=_sa, sb=_sb, ties=_ties):
+            @case(f"{op}_{tag}", op)   # equal operands: half the gradient to each
+            def _(g):
+                a, b = g.param(sa), g.param(sb)
+                if ties:
+                    g.inits[b] = np.where(g.rng.random(sb) < 0.5, g.inits[a], g.inits[b]).astype(np.float32)
+                g.ys = [g.op(op, [a, b])]
+                return lambda T: [fn(T[a], T[b])]
+        _mk()
+
+
 @case("Dropout_inference", "Dropout")
 def _(g):
     x = g.param([3, 5])
@@ -386,6 +449,43 @@ for _op in ("ReduceMean", "ReduceSum"):
                         return [y]
                     return f
             _mk()
+
+
+for _op in ("ReduceMax", "ReduceMin"):
+    for _axes, _keep, _ties in (([1], 0, False), ([0, 2], 1, False), ([-1], 1, True)):
+        def _mk(op=_op, axes=_axes, keep=_keep, ties=_ties):
+            tag = "_".join(str(x).replace("-", "m") for x in axes) + ("_ties" if ties else "")
+            @case(f"{op}_axes{tag}_keep{keep}", op)   # ties: the gradient split evenly (amax)
+            def _(g):
+                x = g.param([2, 3, 4], scale=1.5)
+                if ties:
+                    g.inits[x] = np.round(g.inits[x]).astype(np.float32)
+                g.ys = [g.op(op, [x, g.ints(axes)], keepdims=keep)]
+                dims = tuple(a % 3 for a in axes)
+                fn = _t().amax if op == "ReduceMax" else _t().amin
+                return lambda T: [fn(T[x], dim=dims, keepdim=bool(keep))]
+        _mk()
+
+
+@case("ReduceL2_axes1_keep0", "ReduceL2")
+def _(g):
+    x = g.param([2, 3, 4])
+    g.ys = [g.op("ReduceL2", [x, g.ints([1])], keepdims=0)]
+    return lambda T: [T[x].norm(dim=1)]
+
+
+@case("ReduceLogSumExp_axesm1_keep1", "ReduceLogSumExp")
+def _(g):
+    x = g.param([2, 3, 4], scale=2.0)
+    g.ys = [g.op("ReduceLogSumExp", [x, g.ints([-1])], keepdims=1)]
+    return lambda T: [_t().logsumexp(T[x], dim=-1, keepdim=True)]
+
+
+@case("Tile", "Tile")
+def _(g):
+    x = g.param([2, 3, 2])
+    g.ys = [g.op("Tile", [x, g.ints([2, 1, 3])])]
+    return lambda T: [T[x].repeat(2, 1, 3)]
 
 
 # Shape ops --------------------------------------------------------------------------------
