@@ -203,12 +203,23 @@ private:
   /// the transpose of a 2-D one): name -> (that one's name, transposed).
   llvm::StringMap<std::pair<std::string, bool>> ties_;
   void findTiedInitializers();
+  /// An external-data initializer's bytes, or nothing if they cannot be read.
+  std::optional<std::string> externalBytes(const ::onnx::TensorProto &t) const;
   /// What torch.export recorded of each initializer it lifted from the
   /// module ("PARAMETER", "BUFFER"), from the value_info metadata; and
   /// whether the model came from torch.export at all.
   llvm::StringMap<std::string> exportKinds_;
   bool torchExport_ = false;
+  /// Initializers ONNX Script's optimizer folded, and the values it folded
+  /// them from (`pkg.onnxscript.optimizer.folded_from`).
+  llvm::StringMap<SmallVector<std::string>> foldedFrom_;
+  /// The module parameters torch.export's graph signature lists.
+  llvm::StringSet<> signatureParameters_;
+  /// A folded initializer made from parameters (a transposed weight standing
+  /// in for it), not only from constants and buffers (a causal mask).
+  bool foldedFromParameter(StringRef name) const;
   void readExportKinds();
+  void warnMergedParameters();
   bool isParameter(const ::onnx::TensorProto &t) const;
   LogicalResult checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets);
   /// The node (as named in messages) that produced each value so far.
@@ -595,15 +606,78 @@ static void forEachNewerMetadataProp(const google::protobuf::Message &msg, int n
 
 void GraphImporter::readExportKinds() {
   forEachNewerMetadataProp(model_->graph(), 16, [&](const ::onnx::StringStringEntryProto &p) {
-    torchExport_ |= p.key() == "pkg.torch.export.ExportedProgram.graph_signature";
+    if (p.key() != "pkg.torch.export.ExportedProgram.graph_signature")
+      return;
+    torchExport_ = true;
+    // "p_fc_weight: PARAMETER target='fc.weight'" per line.
+    SmallVector<StringRef> lines;
+    StringRef(p.value()).split(lines, '\n');
+    for (StringRef line : lines) {
+      auto [head, target] = line.split(": PARAMETER target='");
+      if (!target.empty())
+        signatureParameters_.insert(target.take_until([](char c) { return c == '\''; }));
+    }
   });
   for (const auto &vi : model_->graph().value_info())
     forEachNewerMetadataProp(vi, 4, [&](const ::onnx::StringStringEntryProto &p) {
       if (p.key() == "pkg.torch.export.graph_signature.InputSpec.kind") {
         exportKinds_[vi.name()] = p.value();
         torchExport_ = true;
+      } else if (p.key() == "pkg.onnxscript.optimizer.folded_from") {
+        // A Python list of names: ['a', 'b'].
+        SmallVector<StringRef> parts;
+        StringRef(p.value()).trim("[] ").split(parts, ',');
+        auto &sources = foldedFrom_[vi.name()];
+        for (StringRef part : parts)
+          if (StringRef n = part.trim(" '\""); !n.empty())
+            sources.push_back(n.str());
       }
     });
+}
+
+void GraphImporter::warnMergedParameters() {
+  // ONNX Script's optimizer keeps one initializer of several with equal
+  // values: a freshly initialised model's LayerNorm weights and zero biases
+  // all become one tensor, trained as one. PyTorch's tied parameters (an
+  // LM head and its embedding) look the same in the file.
+  llvm::StringSet<> folded;
+  for (const auto &entry : foldedFrom_)
+    for (const std::string &src : entry.getValue())
+      folded.insert(src);
+  SmallVector<StringRef> missing;
+  for (const auto &p : signatureParameters_)
+    if (!initializers_.count(p.getKey()) && !folded.count(p.getKey()))
+      missing.push_back(p.getKey());
+  // One missing name is most often a tie (GPT-2's wte); a fresh model's
+  // merged norms come at least in pairs (weights and biases).
+  if (missing.size() < 2)
+    return;
+  llvm::sort(missing);
+  auto diag = mlir::emitWarning(FileLineColLoc::get(&ctx_, path_, 0, 0));
+  diag << "torch.export lists " << missing.size() << " parameter"
+       << (missing.size() == 1 ? "" : "s") << " that the file holds no initializer of (";
+  for (size_t i = 0; i < missing.size() && i < 8; ++i)
+    diag << (i ? ", " : "") << "'" << missing[i] << "'";
+  if (missing.size() > 8)
+    diag << ", ...";
+  diag << "): parameters PyTorch ties to another are stored once, but the exporter's "
+          "optimizer also merges parameters that merely hold equal values (a fresh "
+          "model's norm weights and zero biases), and those are trained here as one "
+          "tensor, unlike PyTorch; export with torch.onnx.export(..., optimize=False) "
+          "to keep them apart";
+}
+
+bool GraphImporter::foldedFromParameter(StringRef name) const {
+  auto it = foldedFrom_.find(name);
+  if (it == foldedFrom_.end())
+    return false;
+  for (const std::string &src : it->second) {
+    auto kind = exportKinds_.find(src);
+    if ((kind != exportKinds_.end() && kind->second == "PARAMETER") ||
+        signatureParameters_.count(src))
+      return true;
+  }
+  return false;
 }
 
 Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
@@ -709,8 +783,11 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     // torch.export records which initializers are module buffers (rotary
     // frequencies, position ids): state, not parameters; training leaves
     // them alone as PyTorch does.
-    if (auto kind = exportKinds_.find(t.name());
-        kind != exportKinds_.end() && kind->second == "BUFFER")
+    // So is what the exporter folded from buffers and constants alone (a
+    // causal mask, a rotary table): not a parameter of the module.
+    auto kind = exportKinds_.find(t.name());
+    if ((kind != exportKinds_.end() && kind->second == "BUFFER") ||
+        (foldedFrom_.count(t.name()) && !foldedFromParameter(t.name())))
       global->setAttr("zero.buffer", builder_.getUnitAttr());
     symbols_->insert(global);
   }
@@ -1206,6 +1283,46 @@ GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
   return failure(!unsupported.empty());
 }
 
+std::optional<std::string>
+GraphImporter::externalBytes(const ::onnx::TensorProto &t) const {
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  bool hasLength = false;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" && StringRef(kv.value()).getAsInteger(10, offset))
+      return std::nullopt;
+    else if (kv.key() == "length") {
+      if (StringRef(kv.value()).getAsInteger(10, length))
+        return std::nullopt;
+      hasLength = true;
+    }
+  }
+  // The checks materializeInitializer makes, quietly: a relative path below
+  // the model's directory.
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      StringRef(location).starts_with("/") || StringRef(location).starts_with("\\"))
+    return std::nullopt;
+  for (auto it = llvm::sys::path::begin(location), end = llvm::sys::path::end(location);
+       it != end; ++it)
+    if (*it == "..")
+      return std::nullopt;
+  SmallString<256> full(llvm::sys::path::parent_path(path_));
+  llvm::sys::path::append(full, location);
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(full, size) || offset > size)
+    return std::nullopt;
+  if (!hasLength)
+    length = size - offset;
+  if (length > size - offset)
+    return std::nullopt;
+  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  if (!buffer)
+    return std::nullopt;
+  return (*buffer)->getBuffer().str();
+}
+
 void GraphImporter::findTiedInitializers() {
   // The TorchScript exporter stores a tied embedding and LM head as two
   // initializers, one the transpose of the other (GPT-2, OPT, BLOOM, ...):
@@ -1216,7 +1333,11 @@ void GraphImporter::findTiedInitializers() {
   // name ("onnx::MatMul_592"), while a module's parameter keeps its path
   // (an autoencoder's "dec.weight" may start as the transpose of
   // "enc.weight" and still be trained on its own).
-  auto exporterMade = [](StringRef name) { return name.starts_with("onnx::"); };
+  // ONNX Script's optimizer (the dynamo exporter) folds the same transpose
+  // under a name of its own ("val_312") and says what it folded it from.
+  auto exporterMade = [&](StringRef name) {
+    return name.starts_with("onnx::") || foldedFrom_.count(name);
+  };
   using TP = ::onnx::TensorProto;
   struct Candidate {
     const TP *tensor;
@@ -1229,49 +1350,76 @@ void GraphImporter::findTiedInitializers() {
         return false;
     return true;
   };
+  auto isFloat = [](const TP &t) {
+    return t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
+           t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
+  };
+  auto elements = [](const TP &t) -> int64_t {
+    int64_t numel = 1;
+    for (int64_t d : t.dims())
+      if (d <= 0 || llvm::MulOverflow(numel, d, numel))
+        return 0;
+    return t.dims_size() == 0 ? 0 : numel;
+  };
+  // Only sizes that hold both an exporter's tensor and a module's are
+  // compared, so external data is read for those alone.
+  std::map<std::pair<int, int64_t>, std::pair<bool, bool>> kinds;
+  for (const auto &t : model_->graph().initializer())
+    if (isFloat(t) && elements(t) >= 2) {
+      auto &k = kinds[{t.data_type(), elements(t)}];
+      (exporterMade(t.name()) ? k.first : k.second) = true;
+    }
   std::map<std::pair<int, int64_t>, std::vector<Candidate>> bySize;
   for (const auto &t : model_->graph().initializer()) {
-    bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
-                   t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
-    if (!isFloat || t.data_location() == TP::EXTERNAL || t.dims_size() == 0 ||
-        ties_.count(t.name()))
+    const int64_t numel = elements(t);
+    if (!isFloat(t) || numel < 2 || ties_.count(t.name()))
       continue;
-    int64_t numel = 1;
-    bool ok = true;
-    for (int64_t d : t.dims())
-      ok &= d > 0 && !llvm::MulOverflow(numel, d, numel);
+    if (auto k = kinds[{t.data_type(), numel}]; !k.first || !k.second)
+      continue;
     const size_t elem = onnxElementSize(t.data_type());
     StringRef bytes = t.raw_data();
-    if (!t.has_raw_data()) {
+    if (t.data_location() == TP::EXTERNAL) {
+      std::optional<std::string> data = externalBytes(t);
+      if (!data)
+        continue; // materializeInitializer says why, if the graph uses it.
+      owned.push_back(std::move(*data));
+      bytes = owned.back();
+    } else if (!t.has_raw_data()) {
       owned.push_back(tensorProtoBytes(t));
       bytes = owned.back();
     }
-    if (!ok || numel < 2 || elem == 0 || bytes.size() != size_t(numel) * elem)
+    if (elem == 0 || bytes.size() != size_t(numel) * elem)
       continue;
     std::vector<Candidate> &same = bySize[{t.data_type(), numel}];
     for (const Candidate &earlier : same) {
       // Only transposes with varying values, square or not (a tied d x d
       // embedding too): an exporter-made copy of a constant (all ones) may
       // equal a parameter that merely starts out so.
-      const TP &a = *earlier.tensor;
+      // Either order: the exporter's tensor may come first.
+      const bool laterMade = exporterMade(t.name()) && !exporterMade(earlier.tensor->name());
+      const bool earlierMade = !exporterMade(t.name()) && exporterMade(earlier.tensor->name());
+      if (!laterMade && !earlierMade)
+        continue;
+      const TP &a = laterMade ? *earlier.tensor : t, &copy = laterMade ? t : *earlier.tensor;
+      StringRef aBytes = laterMade ? earlier.bytes : bytes;
+      StringRef copyBytes = laterMade ? bytes : earlier.bytes;
       bool transposed = false;
-      if (exporterMade(t.name()) && !exporterMade(a.name()) && a.dims_size() == 2 &&
-          t.dims_size() == 2 && a.dims(0) == t.dims(1) && a.dims(1) == t.dims(0) &&
-          !allElementsEqual(bytes, elem)) {
+      if (a.dims_size() == 2 && copy.dims_size() == 2 && a.dims(0) == copy.dims(1) &&
+          a.dims(1) == copy.dims(0) && !allElementsEqual(copyBytes, elem)) {
         const int64_t rows = a.dims(0), cols = a.dims(1);
         transposed = true;
         for (int64_t r = 0; r < rows && transposed; ++r)
           for (int64_t c = 0; c < cols; ++c)
-            if (std::memcmp(earlier.bytes.data() + (r * cols + c) * elem,
-                            bytes.data() + (c * rows + r) * elem, elem) != 0) {
+            if (std::memcmp(aBytes.data() + (r * cols + c) * elem,
+                            copyBytes.data() + (c * rows + r) * elem, elem) != 0) {
               transposed = false;
               break;
             }
       }
       if (transposed) {
-        ties_[t.name()] = {a.name(), true};
+        ties_[copy.name()] = {a.name(), true};
         mlir::emitRemark(FileLineColLoc::get(&ctx_, path_, 0, 0))
-            << "initializer '" << t.name() << "' holds the transpose of '"
+            << "initializer '" << copy.name() << "' holds the transpose of '"
             << a.name() << "'; imported as one parameter and its transpose "
             << "(the exporter untied them)";
         break;
@@ -1290,6 +1438,8 @@ FailureOr<ImportedModel> GraphImporter::run() {
   for (const auto &t : graph.initializer())
     initializers_[t.name()] = &t;
   readExportKinds();
+  if (options_.training)
+    warnMergedParameters();
   findTiedInitializers();
   if (failed(importGraphInputs()))
     return failure();

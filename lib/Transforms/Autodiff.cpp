@@ -185,6 +185,55 @@ struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPas
 struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiffPass> {
   using Base::Base;
 
+  /// A model exported with its loss often returns more than the loss
+  /// (Hugging Face's (loss, logits)): the loss is `loss-output`'s result, else
+  /// the one named "loss", else the only floating-point scalar; the function
+  /// then returns it alone (the other outputs are not part of a training step).
+  LogicalResult keepOnlyLoss(func::FuncOp func) {
+    unsigned n = func.getNumResults();
+    if (n <= 1 && lossOutput.empty())
+      return success();
+    SmallVector<std::string> names;
+    int64_t named = -1, wanted = -1;
+    SmallVector<unsigned> scalars;
+    for (unsigned i = 0; i < n; ++i) {
+      auto a = func.getResultAttrOfType<StringAttr>(i, "onnx.name");
+      names.push_back(a ? a.str() : "output" + std::to_string(i));
+      auto t = cast<RankedTensorType>(func.getResultTypes()[i]);
+      bool scalar = isa<FloatType>(t.getElementType()) && t.getNumElements() == 1;
+      if (scalar)
+        scalars.push_back(i);
+      if (!lossOutput.empty() && names.back() == lossOutput)
+        wanted = i;
+      if (scalar && names.back() == "loss")
+        named = i;
+    }
+    std::string list = llvm::join(names, ", ");
+    int64_t which = wanted;
+    if (!lossOutput.empty() && wanted < 0)
+      return func.emitOpError() << "has no output '" << lossOutput
+                                << "' to train on (--loss-output); its outputs: " << list;
+    if (which < 0)
+      which = named >= 0 ? named : scalars.size() == 1 ? int64_t(scalars.front()) : -1;
+    if (which < 0)
+      return func.emitOpError()
+             << "returns " << n << " outputs (" << list << "), "
+             << (scalars.empty() ? "none of them a floating-point scalar"
+                                 : std::to_string(scalars.size()) +
+                                       " of them floating-point scalars")
+             << "; name the loss with --loss-output NAME "
+                "(zero-autodiff{loss-output=NAME}), or attach one to the logits with "
+                "--loss KIND:LABELS@OUTPUT";
+    if (n == 1)
+      return success();
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    Value loss = ret.getOperand(which);
+    ret->setOperands(ValueRange{loss});
+    llvm::BitVector drop(n, true);
+    drop.reset(which);
+    return func.eraseResults(drop);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -195,6 +244,8 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       module.emitError() << "zero-autodiff: accumulation must be >= 1, got " << accumulation;
       return signalPassFailure();
     }
+    if (failed(keepOnlyLoss(func)))
+      return signalPassFailure();
     // The loss: one floating-point scalar.
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     if (ret.getNumOperands() != 1 ||

@@ -224,6 +224,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   }
   ZeroAutodiffPassOptions ad;
   ad.freeze = settings.freeze;
+  ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
   ad.world = settings.step.world;
   ad.stage = settings.step.stage;

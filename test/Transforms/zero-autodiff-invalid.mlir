@@ -8,7 +8,7 @@
 // zero-add-loss names the outputs when the one asked for is missing; a bad
 // --freeze regex is reported.
 
-// CHECK: error: loc("pool"): 'onnx.ReduceMax' op has no reverse rule (ONNX node 'pool'), but it lies between a trained parameter and the loss
+// CHECK: error: loc("pool"): 'onnx.ReduceProd' op has no reverse rule (ONNX node 'pool'), but it lies between a trained parameter and the loss
 // OUTPUT: error: zero-add-loss: the model has no output 'probs' (outputs: loss)
 // REGEX: error: zero-autodiff: --freeze '(' is not a valid regular expression
 module {
@@ -16,7 +16,7 @@ module {
   func.func @forward(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
     %w = ml_program.global_load @w : tensor<3x4xf32>
     %h = onnx.MatMul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
-    %m = onnx.ReduceMax %h {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32> loc("pool")
+    %m = onnx.ReduceProd %h {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32> loc("pool")
     return %m : tensor<f32>
   }
 }

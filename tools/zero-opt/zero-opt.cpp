@@ -103,6 +103,12 @@ static cl::opt<std::string> optimizerSpec(
              "weight-decay, momentum, dampening, nesterov, clip), or none to "
              "output the gradients; default: the config's, else adamw"),
     cl::value_desc("spec"));
+static cl::opt<std::string> trainOutput(
+    "loss-output",
+    cl::desc("With --train on a model that returns its loss and more (Hugging Face's "
+             "loss and logits): the output that is the loss; default: the one named "
+             "loss, else the only floating-point scalar"),
+    cl::value_desc("name"));
 static cl::opt<std::string> freezeRegex(
     "freeze", cl::desc("With --train: parameters whose initializer name matches "
                        "this regex are not trained"),
@@ -321,6 +327,7 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
 static int importAndWrite(MLIRContext &context, PassManager &pm) {
   zero::ImportOptions options;
   options.functionName = functionName;
+  options.training = train;
   for (const std::string &spec : inputShapes) {
     StringRef s(spec);
     auto [name, dims] = s.split('=');
@@ -593,14 +600,16 @@ int main(int argc, char **argv) {
         settings.lossOutput = output.str();
       }
       settings.freeze = freezeRegex;
+      settings.trainOutput = trainOutput;
       if (!settings.optimizer && settings.step.world > 1)
         return errorHandler("--optimizer none outputs one rank's gradients; the "
                             "gradient averaging over " + Twine(settings.step.world) +
                             " ranks is part of the optimizer step: compile for one rank "
                             "(dp=1) or give an optimizer");
       zero::buildTrainingPipeline(pm, settings);
-    } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty()) {
-      return errorHandler("--loss, --optimizer and --freeze need --train");
+    } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty() ||
+               !trainOutput.empty()) {
+      return errorHandler("--loss, --loss-output, --optimizer and --freeze need --train");
     }
     if (failed(passPipeline.addToPipeline(pm, errorHandler)))
       return failure();

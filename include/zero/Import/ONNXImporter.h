@@ -29,6 +29,9 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> inputShapes;
   /// Name of the function to create; empty means "forward".
   std::string functionName;
+  /// The model is imported to be trained: say which of its module's
+  /// parameters the file does not hold apart.
+  bool training = false;
 };
 
 /// The weights of an imported model: where each global's bytes are, so they can

@@ -212,6 +212,7 @@ struct TrainSettings {
   std::string lossKind;   ///< "" (the graph's own loss), cross-entropy, causal-lm
   std::string labels = "labels";
   std::string lossOutput; ///< the logits output ("" : the only one)
+  std::string trainOutput; ///< the output that is the loss ("" : found)
   std::string freeze;
   int64_t accumulation = 1;
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)

@@ -326,6 +326,10 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (2: reduce-scatter every micro-step)">,
     Option<"freeze", "freeze", "std::string", "\"\"",
            "Regex on tensor names: matching parameters are not trained">,
+    Option<"lossOutput", "loss-output", "std::string", "\"\"",
+           "The output that is the loss, when the function returns several "
+           "(default: the one named loss, else the only floating-point scalar); "
+           "the others are dropped">,
     Option<"accumulation", "accumulation", "int64_t", "1",
            "Micro-batches per step (gradient accumulation)">,
     Option<"tagMicroBatches", "tag-micro-batches", "bool", "false",
