@@ -680,6 +680,17 @@ bool GraphImporter::foldedFromParameter(StringRef name) const {
   return false;
 }
 
+/// As onnx's checker: an external-data location must be a relative path that
+/// stays inside the model's directory.
+static bool escapesModelDirectory(StringRef location) {
+  bool escapes = location.empty() || llvm::sys::path::is_absolute(location) ||
+                 location.starts_with("/") || location.starts_with("\\");
+  for (auto it = llvm::sys::path::begin(location), end = llvm::sys::path::end(location);
+       it != end; ++it)
+    escapes |= *it == "..";
+  return escapes;
+}
+
 Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
   MLIRContext *ctx = &ctx_;
   Location loc = NameLoc::get(StringAttr::get(ctx, t.name()));
@@ -727,18 +738,9 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
         hasLength |= kv.key() == "length";
       }
     }
-    // As onnx's checker: the location is relative and stays inside the
-    // model's directory.
-    StringRef location = ref.externalPath;
-    bool escapes = location.empty() || llvm::sys::path::is_absolute(location) ||
-                   location.starts_with("/") || location.starts_with("\\");
-    for (auto it = llvm::sys::path::begin(location),
-              end = llvm::sys::path::end(location);
-         it != end; ++it)
-      escapes |= *it == "..";
-    if (escapes) {
+    if (escapesModelDirectory(ref.externalPath)) {
       fileError() << "initializer '" << t.name() << "' keeps its data at '"
-                  << location
+                  << ref.externalPath
                   << "', outside the model's directory; external-data "
                      "locations must be relative paths below the model";
       return {};
@@ -1299,15 +1301,8 @@ GraphImporter::externalBytes(const ::onnx::TensorProto &t) const {
       hasLength = true;
     }
   }
-  // The checks materializeInitializer makes, quietly: a relative path below
-  // the model's directory.
-  if (location.empty() || llvm::sys::path::is_absolute(location) ||
-      StringRef(location).starts_with("/") || StringRef(location).starts_with("\\"))
+  if (escapesModelDirectory(location))
     return std::nullopt;
-  for (auto it = llvm::sys::path::begin(location), end = llvm::sys::path::end(location);
-       it != end; ++it)
-    if (*it == "..")
-      return std::nullopt;
   SmallString<256> full(llvm::sys::path::parent_path(path_));
   llvm::sys::path::append(full, location);
   uint64_t size = 0;
