@@ -347,8 +347,7 @@ for _op in ("Floor", "Sign"):
             _spread(g, x, [-2.0, -1.0, 0.0, 1.0, 2.0])
             y = g.op(op, [x])
             g.ys = [g.op("Mul", [y, x])]
-            fn = _t().floor if op == "Floor" else _t().sign
-            return lambda T: [fn(T[x]) * T[x]]
+            return lambda T: [getattr(_t(), op.lower())(T[x]) * T[x]]
     _mk()
 
 for _op, _fn in (("Max", lambda a, b: _t().maximum(a, b)), ("Min", lambda a, b: _t().minimum(a, b))):
@@ -462,8 +461,8 @@ for _op in ("ReduceMax", "ReduceMin"):
                     g.inits[x] = np.round(g.inits[x]).astype(np.float32)
                 g.ys = [g.op(op, [x, g.ints(axes)], keepdims=keep)]
                 dims = tuple(a % 3 for a in axes)
-                fn = _t().amax if op == "ReduceMax" else _t().amin
-                return lambda T: [fn(T[x], dim=dims, keepdim=bool(keep))]
+                fn = "amax" if op == "ReduceMax" else "amin"
+                return lambda T: [getattr(_t(), fn)(T[x], dim=dims, keepdim=bool(keep))]
         _mk()
 
 
