@@ -203,8 +203,8 @@ private:
   /// the transpose of a 2-D one): name -> (that one's name, transposed).
   llvm::StringMap<std::pair<std::string, bool>> ties_;
   void findTiedInitializers();
-  /// An external-data initializer's bytes, or nothing if they cannot be read.
-  std::optional<std::string> externalBytes(const ::onnx::TensorProto &t) const;
+  /// An external-data initializer's bytes, or null if they cannot be read.
+  std::unique_ptr<llvm::MemoryBuffer> externalBytes(const ::onnx::TensorProto &t) const;
   /// What torch.export recorded of each initializer it lifted from the
   /// module ("PARAMETER", "BUFFER"), from the value_info metadata; and
   /// whether the model came from torch.export at all.
@@ -548,6 +548,12 @@ Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
   return NameLoc::get(StringAttr::get(&ctx_, name), file);
 }
 
+static bool isFloatTensor(const ::onnx::TensorProto &t) {
+  using TP = ::onnx::TensorProto;
+  return t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
+         t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
+}
+
 /// An initializer name an exporter made up for a scalar it stored: the
 /// TorchScript exporter's "onnx::Mul_12" and "/Constant_output_0", ONNX
 /// Script's "val_12", torch's "_tensor_constant0".
@@ -570,8 +576,7 @@ static bool isExporterScalarName(StringRef name) {
 /// stays a constant.
 bool GraphImporter::isParameter(const ::onnx::TensorProto &t) const {
   using TP = ::onnx::TensorProto;
-  bool isFloat = t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
-                 t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
+  const bool isFloat = isFloatTensor(t);
   int64_t n = 1;
   for (int64_t d : t.dims())
     n *= d;
@@ -1285,7 +1290,7 @@ GraphImporter::checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets) {
   return failure(!unsupported.empty());
 }
 
-std::optional<std::string>
+std::unique_ptr<llvm::MemoryBuffer>
 GraphImporter::externalBytes(const ::onnx::TensorProto &t) const {
   std::string location;
   uint64_t offset = 0, length = 0;
@@ -1294,28 +1299,26 @@ GraphImporter::externalBytes(const ::onnx::TensorProto &t) const {
     if (kv.key() == "location")
       location = kv.value();
     else if (kv.key() == "offset" && StringRef(kv.value()).getAsInteger(10, offset))
-      return std::nullopt;
+      return nullptr;
     else if (kv.key() == "length") {
       if (StringRef(kv.value()).getAsInteger(10, length))
-        return std::nullopt;
+        return nullptr;
       hasLength = true;
     }
   }
   if (escapesModelDirectory(location))
-    return std::nullopt;
+    return nullptr;
   SmallString<256> full(llvm::sys::path::parent_path(path_));
   llvm::sys::path::append(full, location);
   uint64_t size = 0;
   if (llvm::sys::fs::file_size(full, size) || offset > size)
-    return std::nullopt;
+    return nullptr;
   if (!hasLength)
     length = size - offset;
   if (length > size - offset)
-    return std::nullopt;
+    return nullptr;
   auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
-  if (!buffer)
-    return std::nullopt;
-  return (*buffer)->getBuffer().str();
+  return buffer ? std::move(*buffer) : nullptr;
 }
 
 void GraphImporter::findTiedInitializers() {
@@ -1336,18 +1339,15 @@ void GraphImporter::findTiedInitializers() {
   using TP = ::onnx::TensorProto;
   struct Candidate {
     const TP *tensor;
-    StringRef bytes; ///< the proto's raw data, or a decoded copy in `owned`
+    StringRef bytes; ///< the proto's raw data, a decoded copy in `owned`, or `read`'s external data
   };
   std::deque<std::string> owned;
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> read; ///< external data
   auto allElementsEqual = [](StringRef bytes, size_t elem) {
     for (size_t i = elem; i + elem <= bytes.size(); i += elem)
       if (std::memcmp(bytes.data(), bytes.data() + i, elem) != 0)
         return false;
     return true;
-  };
-  auto isFloat = [](const TP &t) {
-    return t.data_type() == TP::FLOAT || t.data_type() == TP::DOUBLE ||
-           t.data_type() == TP::FLOAT16 || t.data_type() == TP::BFLOAT16;
   };
   auto elements = [](const TP &t) -> int64_t {
     int64_t numel = 1;
@@ -1360,25 +1360,25 @@ void GraphImporter::findTiedInitializers() {
   // compared, so external data is read for those alone.
   std::map<std::pair<int, int64_t>, std::pair<bool, bool>> kinds;
   for (const auto &t : model_->graph().initializer())
-    if (isFloat(t) && elements(t) >= 2) {
+    if (isFloatTensor(t) && elements(t) >= 2) {
       auto &k = kinds[{t.data_type(), elements(t)}];
       (exporterMade(t.name()) ? k.first : k.second) = true;
     }
   std::map<std::pair<int, int64_t>, std::vector<Candidate>> bySize;
   for (const auto &t : model_->graph().initializer()) {
     const int64_t numel = elements(t);
-    if (!isFloat(t) || numel < 2 || ties_.count(t.name()))
+    if (!isFloatTensor(t) || numel < 2 || ties_.count(t.name()))
       continue;
     if (auto k = kinds[{t.data_type(), numel}]; !k.first || !k.second)
       continue;
     const size_t elem = onnxElementSize(t.data_type());
     StringRef bytes = t.raw_data();
     if (t.data_location() == TP::EXTERNAL) {
-      std::optional<std::string> data = externalBytes(t);
+      std::unique_ptr<llvm::MemoryBuffer> data = externalBytes(t);
       if (!data)
         continue; // materializeInitializer says why, if the graph uses it.
-      owned.push_back(std::move(*data));
-      bytes = owned.back();
+      bytes = data->getBuffer();
+      read.push_back(std::move(data));
     } else if (!t.has_raw_data()) {
       owned.push_back(tensorProtoBytes(t));
       bytes = owned.back();

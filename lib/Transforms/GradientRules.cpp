@@ -667,10 +667,10 @@ LogicalResult tileRule(RuleArgs &a) {
   ArrayRef<int64_t> dims = tt(operand(a, 0)).getShape();
   SmallVector<int64_t> split, axes;
   for (auto [i, r] : llvm::enumerate(repeats)) {
-    if (r != 1)
+    if (r != 1) {
       axes.push_back(int64_t(split.size()));
-    if (r != 1)
       split.push_back(r);
+    }
     split.push_back(dims[i]);
   }
   Value g = reshape(a.b, a.dOuts[0], split);
