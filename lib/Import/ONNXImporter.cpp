@@ -219,6 +219,10 @@ private:
   /// in for it), not only from constants and buffers (a causal mask).
   bool foldedFromParameter(StringRef name) const;
   void readExportKinds();
+  /// Initializers read only as BatchNormalization's mean and variance: the
+  /// module's running statistics (buffers in PyTorch), not trained.
+  llvm::StringSet<> runningStatistics_;
+  void findRunningStatistics();
   void warnMergedParameters();
   bool isParameter(const ::onnx::TensorProto &t) const;
   LogicalResult checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets);
@@ -609,6 +613,30 @@ static void forEachNewerMetadataProp(const google::protobuf::Message &msg, int n
   }
 }
 
+void GraphImporter::findRunningStatistics() {
+  llvm::StringSet<> statistics, other;
+  std::function<void(const ::onnx::GraphProto &)> visit = [&](const ::onnx::GraphProto &g) {
+    for (const ::onnx::NodeProto &node : g.node()) {
+      const bool bn = node.op_type() == "BatchNormalization" &&
+                      (node.domain().empty() || node.domain() == "ai.onnx");
+      for (int i = 0; i < node.input_size(); ++i)
+        (bn && (i == 3 || i == 4) ? statistics : other).insert(node.input(i));
+      for (const ::onnx::AttributeProto &a : node.attribute()) {
+        if (a.has_g())
+          visit(a.g());
+        for (const ::onnx::GraphProto &sub : a.graphs())
+          visit(sub);
+      }
+    }
+    for (const ::onnx::ValueInfoProto &out : g.output())
+      other.insert(out.name());
+  };
+  visit(model_->graph());
+  for (const auto &name : statistics)
+    if (!other.contains(name.getKey()) && initializers_.count(name.getKey()))
+      runningStatistics_.insert(name.getKey());
+}
+
 void GraphImporter::readExportKinds() {
   forEachNewerMetadataProp(model_->graph(), 16, [&](const ::onnx::StringStringEntryProto &p) {
     if (p.key() != "pkg.torch.export.ExportedProgram.graph_signature")
@@ -792,9 +820,12 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     // them alone as PyTorch does.
     // So is what the exporter folded from buffers and constants alone (a
     // causal mask, a rotary table): not a parameter of the module.
+    // So are BatchNormalization's running statistics where the exporter
+    // did not say (the TorchScript exporter).
     auto kind = exportKinds_.find(t.name());
     if ((kind != exportKinds_.end() && kind->second == "BUFFER") ||
-        (foldedFrom_.count(t.name()) && !foldedFromParameter(t.name())))
+        (foldedFrom_.count(t.name()) && !foldedFromParameter(t.name())) ||
+        runningStatistics_.contains(t.name()))
       global->setAttr("zero.buffer", builder_.getUnitAttr());
     symbols_->insert(global);
   }
@@ -1433,6 +1464,7 @@ FailureOr<ImportedModel> GraphImporter::run() {
   for (const auto &t : graph.initializer())
     initializers_[t.name()] = &t;
   readExportKinds();
+  findRunningStatistics();
   if (options_.training)
     warnMergedParameters();
   findTiedInitializers();

@@ -821,6 +821,249 @@ LogicalResult triluRule(RuleArgs &a) {
   return success();
 }
 
+//===-- convolution, pooling, batch norm -------------------------------------===//
+
+/// [N, G*A, S...] -> [A, G*N, S...]: the channels of one group become the
+/// batch, the images of every group the channels (group-major).
+Value imagesAsChannels(ImplicitLocOpBuilder &b, Value v, int64_t groups) {
+  ArrayRef<int64_t> s = tt(v).getShape();
+  int64_t n = s[0], a = s[1] / groups, rank = int64_t(s.size());
+  if (groups == 1)
+    return transpose(b, v, [&] {
+      SmallVector<int64_t> perm{1, 0};
+      llvm::append_range(perm, range(2, rank));
+      return perm;
+    }());
+  SmallVector<int64_t> split{n, groups, a};
+  llvm::append_range(split, s.drop_front(2));
+  SmallVector<int64_t> perm{2, 1, 0};
+  llvm::append_range(perm, range(3, rank + 1));
+  SmallVector<int64_t> merged{a, groups * n};
+  llvm::append_range(merged, s.drop_front(2));
+  return reshape(b, transpose(b, reshape(b, v, split), perm), merged);
+}
+
+/// The weight gradient shared by Conv and ConvTranspose: with `src` [N, G*A,
+/// S...] and `dst` [N, G*B, T...],
+///   R[g*B + j, a, k] = sum_n sum_t src[n, g*A + a, t*stride + k*dilation - begin]
+///                                  * dst[n, g*B + j, t]
+/// for k over `kernel` (taps in the padding read zero): a convolution of the
+/// images-as-channels `src` by `dst`'s images, stride and dilation swapped.
+/// R is [G*B, A, K...].
+Value convWeightGrad(ImplicitLocOpBuilder &b, Value src, Value dst, int64_t groups,
+                     ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                     ArrayRef<int64_t> dilations, ArrayRef<int64_t> begins) {
+  RankedTensorType st = tt(src), dt = tt(dst);
+  int64_t k = int64_t(kernel.size());
+  // End pads that make the result exactly `kernel` long; a negative one
+  // (input the forward never read: the floor of its output size) crops.
+  SmallVector<int64_t> pads(2 * k), starts(st.getRank(), 0),
+      ends(st.getShape().begin(), st.getShape().end()), steps(st.getRank(), 1);
+  bool crop = false;
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t in = st.getDimSize(2 + d), out = dt.getDimSize(2 + d);
+    int64_t end = (kernel[d] - 1) * dilations[d] + (out - 1) * strides[d] + 1 - in - begins[d];
+    pads[d] = begins[d];
+    if (end < 0) {
+      ends[2 + d] = in + end;
+      crop = true;
+      end = 0;
+    }
+    pads[k + d] = end;
+  }
+  if (crop)
+    src = onnx::SliceOp::create(b, src, starts, ends, steps);
+  Value input = imagesAsChannels(b, src, groups);
+  SmallVector<int64_t> perm{1, 0};
+  llvm::append_range(perm, range(2, dt.getRank()));
+  Value weights = transpose(b, dst, perm); // [G*B, N, T...]
+  Value r = onnx::ConvOp::create(b, input, weights, Value(), uint64_t(groups),
+                                 dilations, strides, pads);
+  return transpose(b, r, perm);
+}
+
+/// Bias gradient of a convolution: dy summed over the images and positions.
+Value channelSum(ImplicitLocOpBuilder &b, Value dy) {
+  SmallVector<int64_t> axes{0};
+  llvm::append_range(axes, range(2, tt(dy).getRank()));
+  return reduceSum(b, dy, axes, /*keep=*/false);
+}
+
+/// End pads of a ConvTranspose of `in` positions that give `out` positions
+/// (negative: output padding, as the dialect allows).
+SmallVector<int64_t> transposedPads(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                                    ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                    ArrayRef<int64_t> dilations, ArrayRef<int64_t> begins) {
+  int64_t k = int64_t(kernel.size());
+  SmallVector<int64_t> pads(begins.begin(), begins.end());
+  for (int64_t d = 0; d < k; ++d)
+    pads.push_back(strides[d] * (in[d] - 1) + (kernel[d] - 1) * dilations[d] + 1 -
+                   begins[d] - out[d]);
+  return pads;
+}
+
+LogicalResult convRule(RuleArgs &a) {
+  ImplicitLocOpBuilder &b = a.b;
+  auto conv = cast<onnx::ConvOp>(a.op);
+  Value x = conv.getX(), w = conv.getW(), dy = a.dOuts[0];
+  int64_t k = tt(x).getRank() - 2, groups = int64_t(conv.getGroup());
+  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
+  ArrayRef<int64_t> begins = conv.getPads().take_front(k);
+  ArrayRef<int64_t> kernel = tt(w).getShape().drop_front(2);
+  if (needs(a, 0)) {
+    // The adjoint: dy through the transposed convolution with the same W
+    // ([M, C/G, K...] is ConvTranspose's [in, out/G, K...]).
+    SmallVector<int64_t> pads =
+        transposedPads(tt(dy).getShape().drop_front(2), tt(x).getShape().drop_front(2),
+                       kernel, strides, dilations, begins);
+    set(a, 0, onnx::ConvTransposeOp::create(b, dy, w, Value(), uint64_t(groups), strides,
+                                            dilations, pads));
+  }
+  if (needs(a, 1))
+    set(a, 1, convWeightGrad(b, x, dy, groups, kernel, strides, dilations, begins));
+  if (conv.getB() && needs(a, 2))
+    set(a, 2, channelSum(b, dy));
+  return success();
+}
+
+LogicalResult convTransposeRule(RuleArgs &a) {
+  ImplicitLocOpBuilder &b = a.b;
+  auto conv = cast<onnx::ConvTransposeOp>(a.op);
+  Value x = conv.getX(), w = conv.getW(), dy = a.dOuts[0];
+  int64_t k = tt(x).getRank() - 2, groups = int64_t(conv.getGroup());
+  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
+  ArrayRef<int64_t> pads = conv.getPads();
+  ArrayRef<int64_t> kernel = tt(w).getShape().drop_front(2);
+  ArrayRef<int64_t> begins = pads.take_front(k);
+  // Output padding (a negative end) adds positions no window reaches: the
+  // products below never read them.
+  Value g = dy;
+  if (needs(a, 0)) {
+    // The adjoint of the transposed convolution is the convolution itself.
+    SmallVector<int64_t> convPads(begins.begin(), begins.end());
+    for (int64_t d = 0; d < k; ++d)
+      convPads.push_back(std::max<int64_t>(0, pads[k + d]));
+    Value dx = onnx::ConvOp::create(b, g, w, Value(), uint64_t(groups), strides, dilations,
+                                    convPads);
+    // The convolution may see one position more than X has when the forward
+    // output was cut short; keep X's.
+    ArrayRef<int64_t> xs = tt(x).getShape();
+    if (tt(dx).getShape() != xs) {
+      SmallVector<int64_t> starts(xs.size(), 0), steps(xs.size(), 1);
+      dx = onnx::SliceOp::create(b, dx, starts, SmallVector<int64_t>(xs), steps);
+    }
+    set(a, 0, dx);
+  }
+  if (needs(a, 1))
+    set(a, 1, convWeightGrad(b, g, x, groups, kernel, strides, dilations, begins));
+  if (conv.getB() && needs(a, 2))
+    set(a, 2, channelSum(b, dy));
+  return success();
+}
+
+LogicalResult averagePoolRule(RuleArgs &a) {
+  // dy divided by each window's divisor, then spread over the window's taps
+  // by a depthwise transposed convolution with a kernel of ones (taps in the
+  // padding fall outside the result).
+  ImplicitLocOpBuilder &b = a.b;
+  auto pool = cast<onnx::AveragePoolOp>(a.op);
+  Value x = pool.getX(), dy = a.dOuts[0];
+  RankedTensorType xt = tt(x), yt = tt(dy);
+  int64_t k = xt.getRank() - 2, channels = xt.getDimSize(1);
+  ArrayRef<int64_t> kernel = pool.getKernelShape(), strides = pool.getStrides(),
+                    dilations = pool.getDilations(), pads = pool.getPads();
+  ArrayRef<int64_t> in = xt.getShape().drop_front(2), out = yt.getShape().drop_front(2);
+  bool includePad = pool.getCountIncludePad() != 0;
+  // Divisors per output position (as the kernel counts them: taps inside
+  // the input, or inside the padded extent).
+  SmallVector<int64_t> divShape{1, 1};
+  llvm::append_range(divShape, out);
+  int64_t positions = 1;
+  for (int64_t o : out)
+    positions *= o;
+  SmallVector<double> divisors(positions);
+  bool uniform = true;
+  for (int64_t p = 0; p < positions; ++p) {
+    int64_t count = 1, rest = p;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      int64_t start = (rest % out[d]) * strides[d] - pads[d];
+      rest /= out[d];
+      int64_t lo = includePad ? -pads[d] : 0, hi = includePad ? in[d] + pads[k + d] : in[d];
+      int64_t taps = 0;
+      for (int64_t t = 0; t < kernel[d]; ++t) {
+        int64_t pos = start + t * dilations[d];
+        taps += pos >= lo && pos < hi;
+      }
+      count *= taps;
+    }
+    divisors[p] = double(count);
+    uniform &= divisors[p] == divisors[0];
+  }
+  Type et = xt.getElementType();
+  Value g;
+  if (uniform) {
+    g = mulc(b, dy, 1.0 / divisors[0]);
+  } else {
+    auto dt = RankedTensorType::get(divShape, et);
+    SmallVector<Attribute> values;
+    for (double v : divisors)
+      values.push_back(FloatAttr::get(et, v));
+    g = div(b, dy, onnx::ConstantOp::create(b, dt, DenseElementsAttr::get(dt, values)));
+  }
+  SmallVector<int64_t> wShape{channels, 1};
+  llvm::append_range(wShape, kernel);
+  auto wt = RankedTensorType::get(wShape, et);
+  Value ones = onnx::ConstantOp::create(
+      b, wt, DenseElementsAttr::get(wt, Attribute(FloatAttr::get(et, 1.0))));
+  SmallVector<int64_t> tpads =
+      transposedPads(out, in, kernel, strides, dilations, pads.take_front(k));
+  set(a, 0, onnx::ConvTransposeOp::create(b, g, ones, Value(), uint64_t(channels), strides,
+                                          dilations, tpads));
+  return success();
+}
+
+LogicalResult maxPoolRule(RuleArgs &a) {
+  auto pool = cast<onnx::MaxPoolOp>(a.op);
+  if (!isa<FloatType>(elem(pool.getX())))
+    return a.op->emitOpError("of integers has no gradient");
+  set(a, 0, onnx::MaxPoolGradOp::create(a.b, a.dOuts[0], pool.getX(), pool.getKernelShape(),
+                                        pool.getStrides(), pool.getDilations(),
+                                        pool.getPads(), pool.getCeilMode()));
+  return success();
+}
+
+LogicalResult batchNormRule(RuleArgs &a) {
+  // Inference form: y = (x - mean) * rsqrt(var + eps) * scale + B, with the
+  // statistics given (running_mean / running_var).
+  ImplicitLocOpBuilder &b = a.b;
+  auto bn = cast<onnx::BatchNormalizationOp>(a.op);
+  Value x = bn.getX(), scale = bn.getScale(), mean = bn.getInputMean(),
+        var = bn.getInputVar(), dy = a.dOuts[0];
+  int64_t rank = tt(x).getRank(), channels = tt(x).getDimSize(1);
+  SmallVector<int64_t> bshape{channels};
+  bshape.append(size_t(rank - 2), 1);
+  auto perChannel = [&](Value v) { return reshape(b, v, bshape); };
+  Type t = elem(x);
+  Value rstd = onnx::ReciprocalOp::create(
+      b, onnx::SqrtOp::create(b, add(b, var, scalar(b, bn.getEpsilon().convertToDouble(), t))));
+  Value xc = sub(b, x, perChannel(mean));
+  Value gain = mul(b, scale, rstd); // [C]
+  if (needs(a, 0))
+    set(a, 0, mul(b, dy, perChannel(gain)));
+  if (needs(a, 1))
+    set(a, 1, channelSum(b, mul(b, mul(b, dy, xc), perChannel(rstd))));
+  if (needs(a, 2))
+    set(a, 2, channelSum(b, dy));
+  if (needs(a, 3))
+    set(a, 3, neg(b, channelSum(b, mul(b, dy, perChannel(gain)))));
+  if (needs(a, 4)) {
+    // d/dvar of (var + eps)^-1/2 is -1/2 (var + eps)^-3/2.
+    Value r3 = mul(b, rstd, mul(b, rstd, rstd));
+    set(a, 4, mul(b, channelSum(b, mul(b, dy, xc)), mulc(b, mul(b, scale, r3), -0.5)));
+  }
+  return success();
+}
+
 //===-- the table -----------------------------------------------------------===//
 
 struct Rule {
@@ -831,10 +1074,14 @@ struct Rule {
 const Rule kRules[] = {
     {"onnx.Abs", absRule},
     {"onnx.Add", addRule},
+    {"onnx.AveragePool", averagePoolRule},
+    {"onnx.BatchNormalization", batchNormRule},
     {"onnx.Cast", castRule},
     {"onnx.Ceil", zeroGradientRule},
     {"onnx.Clip", clipRule},
     {"onnx.Concat", concatRule},
+    {"onnx.Conv", convRule},
+    {"onnx.ConvTranspose", convTransposeRule},
     {"onnx.Cos", cosRule},
     {"onnx.CumSum", cumSumRule},
     {"onnx.Div", divRule},
@@ -858,6 +1105,7 @@ const Rule kRules[] = {
     {"onnx.LogSoftmax", logSoftmaxRule},
     {"onnx.MatMul", matmulRule},
     {"onnx.Max", maxRule},
+    {"onnx.MaxPool", maxPoolRule},
     {"onnx.Min", minRule},
     {"onnx.Mul", mulRule},
     {"onnx.Neg", negRule},

@@ -22,8 +22,9 @@ Per case:
      zero-run m.zrt --weights w.safetensors --input in.safetensors --output out.safetensors
   4. every grad.<float initializer> equals torch.autograd's gradient in float64:
      |got - want| <= rtol*|want| + atol*max(1, max|want|)   (rtol 1e-4, atol 1e-5);
-     integer / bool initializers (indices, masks) and the exporter's 0-d scalars
-     (e.g. the operand of Add_exporter_scalar_rhs) must have no grad.* output;
+     integer / bool initializers (indices, masks), the exporter's 0-d scalars
+     (e.g. the operand of Add_exporter_scalar_rhs) and initializers read only as
+     BatchNormalization's mean / variance (running statistics) must have no grad.* output;
      a float initializer that does not reach the loss must have a zero gradient or none
      (which one the compiler does is reported; PyTorch gives None).
 
@@ -95,6 +96,7 @@ class G:
         self.rng = rng
         self.nodes, self.inits, self.inputs = [], {}, {}
         self.unused = set()      # float initializers that do not reach the loss
+        self.state = set()       # float initializers the importer keeps as state (no gradient)
         self.ys = []
         self.direct = False      # the (single) op output is the loss itself
         self.optional = ""       # non-empty: a compile failure is a SKIP with this reason
@@ -733,6 +735,141 @@ _nll("NLL_mean_ignore", [1, -100, 3, 3, -100], "mean", -100)
 _nll("NLL_sum_ignore", [1, -100, 3, 0, 2], "sum", -100)
 
 
+# Convolution, pooling, batch norm (channels first) ---------------------------------------------
+
+def _torch_pads(pads):
+    """ONNX pads (begins, then ends) as F.pad's (last dim first)."""
+    k = len(pads) // 2
+    out = []
+    for d in reversed(range(k)):
+        out += [pads[d], pads[k + d]]
+    return out
+
+
+def _conv(name, xs, ws, bias, strides, pads, dilations, groups):
+    @case(name, "Conv")
+    def _(g):
+        x, w = g.param(xs), g.param(ws, scale=0.5)
+        b = g.param([ws[0]]) if bias else None
+        g.ys = [g.op("Conv", [x, w] + ([b] if bias else []), strides=strides, pads=pads,
+                     dilations=dilations, group=groups)]
+        k = len(xs) - 2
+
+        def f(T):
+            conv = getattr(_F(), f"conv{k}d")
+            xp = _F().pad(T[x], _torch_pads(pads))
+            return [conv(xp, T[w], T[b] if bias else None, stride=strides, dilation=dilations,
+                         groups=groups)]
+        return f
+
+
+_conv("Conv_1d_pad_bias", [2, 3, 9], [4, 3, 3], True, [1], [1, 1], [1], 1)
+_conv("Conv_2d_stride_pad", [2, 3, 7, 8], [4, 3, 3, 3], True, [2, 2], [1, 0, 1, 2], [1, 1], 1)
+_conv("Conv_2d_stride_floor", [1, 2, 8, 9], [3, 2, 3, 2], False, [3, 2], [0, 0, 0, 0], [1, 1], 1)
+_conv("Conv_2d_dilation_groups", [2, 4, 9, 9], [6, 2, 3, 3], True, [1, 2], [2, 1, 2, 1], [2, 1], 2)
+_conv("Conv_2d_depthwise", [2, 3, 6, 6], [3, 1, 3, 3], False, [1, 1], [1, 1, 1, 1], [1, 1], 3)
+_conv("Conv_2d_patch_embed", [2, 3, 8, 8], [5, 3, 4, 4], True, [4, 4], [0, 0, 0, 0], [1, 1], 1)
+_conv("Conv_3d", [1, 2, 4, 5, 4], [3, 2, 2, 3, 2], True, [1, 2, 1], [0, 1, 1, 0, 0, 0],
+      [1, 1, 1], 1)
+
+
+def _conv_transpose(name, xs, ws, bias, strides, pads, dilations, groups, output_padding):
+    @case(name, "ConvTranspose")
+    def _(g):
+        x, w = g.param(xs), g.param(ws, scale=0.5)
+        b = g.param([ws[1] * groups]) if bias else None
+        attrs = dict(strides=strides, pads=pads, dilations=dilations, group=groups)
+        if output_padding:
+            attrs["output_padding"] = output_padding
+        g.ys = [g.op("ConvTranspose", [x, w] + ([b] if bias else []), **attrs)]
+        k = len(xs) - 2
+
+        def f(T):
+            conv = getattr(_F(), f"conv_transpose{k}d")
+            return [conv(T[x], T[w], T[b] if bias else None, stride=strides, padding=pads[:k],
+                         output_padding=output_padding or 0, groups=groups,
+                         dilation=dilations)]
+        return f
+
+
+_conv_transpose("ConvTranspose_1d", [2, 3, 5], [3, 2, 3], True, [2], [1, 1], [1], 1, None)
+_conv_transpose("ConvTranspose_2d_output_padding", [1, 4, 3, 4], [4, 3, 3, 2], True, [2, 3],
+                [1, 0, 1, 0], [1, 1], 1, [1, 2])
+_conv_transpose("ConvTranspose_2d_groups_dilation", [2, 4, 4, 3], [4, 1, 2, 3], False, [1, 2],
+                [0, 1, 0, 1], [2, 1], 2, None)
+
+
+def _avg_pool(name, xs, kernel, strides, pads, ceil, include):
+    @case(name, "AveragePool")
+    def _(g):
+        x = g.param(xs)
+        g.ys = [g.op("AveragePool", [x], kernel_shape=kernel, strides=strides, pads=pads,
+                     ceil_mode=ceil, count_include_pad=include)]
+        k = len(xs) - 2
+
+        def f(T):
+            pool = getattr(_F(), f"avg_pool{k}d")
+            return [pool(T[x], kernel, stride=strides, padding=pads[:k], ceil_mode=bool(ceil),
+                         count_include_pad=bool(include))]
+        return f
+
+
+_avg_pool("AveragePool_2d", [2, 3, 6, 6], [2, 2], [2, 2], [0, 0, 0, 0], 0, 0)
+_avg_pool("AveragePool_2d_overlap_pad", [1, 2, 7, 6], [3, 3], [2, 1], [1, 1, 1, 1], 0, 0)
+_avg_pool("AveragePool_2d_count_pad", [1, 2, 5, 6], [3, 2], [2, 2], [1, 1, 1, 1], 0, 1)
+_avg_pool("AveragePool_2d_ceil", [1, 2, 7, 8], [3, 3], [2, 3], [0, 0, 0, 0], 1, 0)
+_avg_pool("AveragePool_1d", [2, 3, 9], [3], [2], [1, 1], 0, 0)
+
+
+def _max_pool(name, xs, kernel, strides, pads, dilations, ceil, ties=False):
+    @case(name, "MaxPool")
+    def _(g):
+        x = g.param(xs)
+        if ties:   # values on a coarse grid: windows with equal maxima (the first one wins)
+            g.inits[x] = np.round(g.inits[x] * 2.0).astype(np.float32) / 2.0
+        g.ys = [g.op("MaxPool", [x], kernel_shape=kernel, strides=strides, pads=pads,
+                     dilations=dilations, ceil_mode=ceil)]
+        k = len(xs) - 2
+
+        def f(T):
+            pool = getattr(_F(), f"max_pool{k}d")
+            return [pool(T[x], kernel, stride=strides, padding=pads[:k], dilation=dilations,
+                         ceil_mode=bool(ceil))]
+        return f
+
+
+_max_pool("MaxPool_2d", [2, 3, 6, 6], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 0)
+_max_pool("MaxPool_2d_overlap_pad", [1, 2, 7, 6], [3, 3], [2, 1], [1, 1, 1, 1], [1, 1], 0)
+_max_pool("MaxPool_2d_ties", [2, 2, 6, 7], [3, 3], [1, 2], [1, 1, 1, 1], [1, 1], 0, ties=True)
+_max_pool("MaxPool_2d_ceil_dilation", [1, 2, 9, 8], [2, 3], [2, 2], [0, 1, 0, 1], [2, 1], 1)
+_max_pool("MaxPool_1d", [2, 3, 10], [3], [2], [1, 1], [1], 0)
+
+
+@case("BatchNormalization_4d", "BatchNormalization")
+def _(g):
+    # The statistics reach BatchNormalization through an Identity, so they are
+    # parameters here (read by another node) and their rules are checked too.
+    x = g.param([2, 3, 4, 5])
+    s, b = g.param([3], low=0.5, high=1.5), g.param([3])
+    m, v = g.param([3], scale=0.3), g.param([3], low=0.5, high=2.0)
+    g.ys = [g.op("BatchNormalization", [x, s, b, g.op("Identity", [m]), g.op("Identity", [v])],
+                 epsilon=1e-3)]
+    c = lambda t: t.reshape(3, 1, 1)
+    return lambda T: [(T[x] - c(T[m])) / _t().sqrt(c(T[v]) + 1e-3) * c(T[s]) + c(T[b])]
+
+
+@case("BatchNormalization_2d", "BatchNormalization")
+def _(g):
+    x = g.param([6, 4])
+    s, b = g.param([4], low=0.5, high=1.5), g.param([4])
+    # Read only as the statistics: running_mean / running_var, buffers in
+    # PyTorch, not trained.
+    m, v = g.param([4], scale=0.3), g.param([4], low=0.5, high=2.0)
+    g.state |= {m, v}
+    g.ys = [g.op("BatchNormalization", [x, s, b, m, v])]
+    return lambda T: [(T[x] - T[m]) / _t().sqrt(T[v] + 1e-5) * T[s] + T[b]]
+
+
 # Parameters that get no gradient -------------------------------------------------------------
 
 @case("Unused_initializers", "Unused")
@@ -779,10 +916,11 @@ class Stale(Exception):
 
 
 def scalar_consts(g):
-    """0-d float initializers under an exporter's name: constants for the importer,
-    so no gradient."""
+    """Float initializers the importer does not train, so no gradient: 0-d ones under
+    an exporter's name (constants) and the case's `state` (BatchNormalization's
+    running statistics)."""
     return {k for k, v in g.inits.items()
-            if v.dtype == np.float32 and v.ndim == 0 and k.startswith(("val_", "onnx::"))}
+            if v.dtype == np.float32 and v.ndim == 0 and k.startswith(("val_", "onnx::"))} | g.state
 
 
 def r_names(g):
@@ -1004,8 +1142,8 @@ def check_case(a, name, fn, work, seed, stats, stored=None):
         if k in c["consts"]:
             if key in got:
                 bad = True
-                msgs.append(f"{key}: a gradient for an exporter's 0-d scalar (the importer "
-                            f"makes those constants, so none is expected)")
+                msgs.append(f"{key}: a gradient for an exporter's 0-d scalar or a running "
+                            f"statistic (the importer does not train those, so none is expected)")
             continue
         if k in g.unused:
             if key not in got:
@@ -1049,7 +1187,7 @@ def check_case(a, name, fn, work, seed, stats, stored=None):
     n_const = len(c["consts"])
     return "PASS", f"{sum(1 for k, v in g.inits.items() if v.dtype == np.float32 and k not in g.unused and k not in c['consts'])} " \
                    f"gradients, worst error/tolerance {worst[0]:.2g}" + (f" ({worst[1]})" if worst[1] else "") + \
-                   (f"; no gradient for the exporter's scalar{'s' if n_const > 1 else ''} "
+                   (f"; no gradient for the untrained {'ones' if n_const > 1 else 'one'} "
                     f"{', '.join(sorted(c['consts']))}" if n_const else "")
 
 

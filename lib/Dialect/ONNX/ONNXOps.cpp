@@ -998,6 +998,24 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *, std::optional<Locat
   return inferPool(loc, adaptor, results);
 }
 
+LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  results.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult MaxPoolGradOp::verify() {
+  // dY must be what MaxPool makes of X with these attributes.
+  SmallVector<Type> pooled;
+  if (failed(inferPool(getLoc(), Adaptor(*this), pooled)))
+    return failure();
+  if (pooled[0] != getDY().getType())
+    return emitOpError() << "dY is " << getDY().getType() << " but MaxPool of X gives "
+                         << pooled[0];
+  return success();
+}
+
 LogicalResult BatchNormalizationOp::inferReturnTypes(MLIRContext *,
                                                      std::optional<Location> loc,
                                                      Adaptor adaptor,

@@ -257,6 +257,21 @@ Status poolKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
   return status;
 }
 
+Status maxPoolGradKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
+                         const std::vector<TensorRef> &outs, const AttrMap &attrs) {
+  cpu::PoolLayout l;
+  ZRT_RETURN_IF_ERROR(cpu::prepareMaxPoolGrad(ins, outs, attrs, l));
+  const TensorRef &dy = ins[0], &x = ins[1], &dx = outs[0];
+  Status status;
+  // One thread per [N, C] plane: overlapping windows add in output order.
+  cpu::dispatchType(cpu::FloatTypes{}, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    status = CudaLoops::forEach(
+        ctx, l.planes, 0, math::MaxPoolGradFn<T>{l.window, x.as<T>(), dy.as<T>(), dx.as<T>()});
+  });
+  return status;
+}
+
 //===----------------------------------------------------------------------===//
 // BatchNormalization
 //===----------------------------------------------------------------------===//
@@ -380,6 +395,7 @@ void registerCudaSpatialKernels(KernelTable &table) {
   table.add("ConvTranspose", convKernel<true>);
   table.add("MaxPool", poolKernel<true>);
   table.add("AveragePool", poolKernel<false>);
+  table.add("MaxPoolGrad", maxPoolGradKernel);
   table.add("BatchNormalization", batchNormKernel);
   table.add("Resize", resizeKernel);
 }

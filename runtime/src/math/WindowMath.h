@@ -101,6 +101,40 @@ ZRT_HD inline T averagePoolValue(const Window &g, const T *plane, int64_t o,
   return divisor ? T(sum / T(divisor)) : std::numeric_limits<T>::quiet_NaN();
 }
 
+/// MaxPool's backward over one plane: dx (inSize) gets each output
+/// position's dy at its window's maximum, the tap maxPoolValue takes (the
+/// first maximum in tap order, the first NaN; the first tap if every one is
+/// -inf), adding over overlapping windows in output order.
+template <typename T>
+ZRT_HD inline void maxPoolGradPlane(const Window &g, const T *x, const T *dy, T *dx) {
+  for (int64_t i = 0; i < g.inSize; ++i)
+    dx[i] = T(0);
+  for (int64_t o = 0; o < g.outSize; ++o) {
+    T best = T(0);
+    int64_t at = -1;
+    forEachPoolTap(g, o, [&](int64_t off) {
+      const T v = x[off];
+      if (at < 0 || (best == best && (v > best || v != v))) {
+        best = v;
+        at = off;
+      }
+    });
+    if (at >= 0)
+      dx[at] += dy[o];
+  }
+}
+
+/// MaxPool's backward of plane p (of [planes, inSize] / [planes, outSize]):
+/// a functor for the backends' forEach over planes.
+template <typename T> struct MaxPoolGradFn {
+  Window g;
+  const T *x, *dy;
+  T *dx;
+  ZRT_HD void operator()(int64_t p) const {
+    maxPoolGradPlane(g, x + p * g.inSize, dy + p * g.outSize, dx + p * g.inSize);
+  }
+};
+
 /// One output element i of a pool over [planes, outSize]: a functor for the
 /// backends' forEach.
 template <typename T, bool Max> struct PoolFn {

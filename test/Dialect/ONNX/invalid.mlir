@@ -847,3 +847,11 @@ func.func @onehot_values_not_a_pair(%i: tensor<4xi64>, %v: tensor<3xf32>) -> ten
   %0 = onnx.OneHot %i, %v {depth = 5 : i64, axis = 1 : i64} : (tensor<4xi64>, tensor<3xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
+
+// -----
+
+func.func @max_pool_grad_wrong_dy(%dy: tensor<1x1x3x3xf32>, %x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+1 {{dY is 'tensor<1x1x3x3xf32>' but MaxPool of X gives 'tensor<1x1x2x2xf32>'}}
+  %0 = onnx.MaxPoolGrad %dy, %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x3x3xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}

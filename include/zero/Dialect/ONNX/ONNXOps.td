@@ -488,6 +488,23 @@ def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
 def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
   let summary = "mean over each window; count_include_pad counts the padding";
 }
+def ONNX_MaxPoolGradOp : ONNX_Op<"MaxPoolGrad"> {
+  let summary = "MaxPool's backward (training): dY to each window's maximum";
+  let description = [{
+    The gradient of `onnx.MaxPool` of X with the same attributes: dX is X's
+    shape, zero but where a window's maximum is, which receives that
+    window's dY (summed over overlapping windows). The maximum is the one
+    MaxPool takes: the first in row-major tap order, padding never, as
+    PyTorch's max_pool backward. Made by zero-autodiff; not an ONNX op.
+  }];
+  let arguments = (ins ONNX_Tensor:$dY, ONNX_Tensor:$X, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<I64Attr, "0">:$ceil_mode);
+  let results = (outs ONNX_Tensor:$dX);
+  let assemblyFormat = "$dY `,` $X attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization"> {
   let summary = "inference-mode batch norm: (X - mean) / sqrt(var + epsilon) * scale + B";

@@ -61,6 +61,11 @@ Status preparePool(bool max, const std::vector<TensorRef> &ins,
                    const std::vector<TensorRef> &outs, const AttrMap &attrs,
                    PoolLayout &l);
 
+/// Checks MaxPoolGrad(dY, X) -> dX (f32, f64): dY of MaxPool's shape for X.
+Status prepareMaxPoolGrad(const std::vector<TensorRef> &ins,
+                          const std::vector<TensorRef> &outs, const AttrMap &attrs,
+                          PoolLayout &l);
+
 //===----------------------------------------------------------------------===//
 // BatchNormalization (Normalization.cpp)
 //===----------------------------------------------------------------------===//
