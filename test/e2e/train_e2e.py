@@ -46,7 +46,10 @@ Modes (any combination; they run in this order):
 Stored training references (test/models/NAME_loss.train.ref.safetensors), written by
 the PyTorch reference with this script's default settings (20 steps, accumulation 2,
 clipping 1.0, AdamW eps 1e-6, WarmupLR, data seed 1234):
-  data.<input>      the generated batches, [steps, accumulation x micro-batch, ...]
+  data.<input>      the generated batches, [steps, accumulation x micro-batch, ...]; a
+                    float input may be stored as int8 q with metadata data_scale (JSON
+                    {input: scale}): the batch is the float32 q * scale, exactly (vit's
+                    pixel_values, N(0, 1) on a 1/32 grid: a quarter of the bytes)
   step.loss, step.grad_norm, step.lr   float64 [steps]; step.micro_loss [steps, K]
   final.<init>      the final trainable parameters (ONNX initializer names, F32)
   metadata          ds_config (JSON), steps, seed, versions, sha256 of NAME_loss.onnx
@@ -58,7 +61,8 @@ Regenerate them (after test/models/export.py, or when the reference changes) wit
 Exit status: 0 all passed, 1 a mismatch or a failed command, 77 skipped (printed
 why: zero-opt does not know --train yet, or torch is missing for --train --live).
 
-Command lines (B x S the fixture's reference shape, mlp: x=Bx16, labels=B):
+Command lines (B x S the fixture's reference shape, mlp: x=Bx16, labels=B; vit:
+pixel_values=Bx3x32x32, labels=B):
   zero-opt M_loss.onnx --input-shape input_ids=BxS --input-shape labels=BxS --train
            --optimizer none --emit=zrt -o t.zrt --weights-out init.safetensors
   zero-run t.zrt --weights init.safetensors --input in.safetensors --output out.safetensors
@@ -74,8 +78,9 @@ attention key bias: softmax is shift invariant, its true gradient is exactly 0) 
 an amount that depends on the noise. The saved parameter w must satisfy
 |w - want| <= rtol*|want| + atol + lr * max |u(g') - u(g)| over the gradients g' within
 the --grads tolerance of the stored g (u(g) = g / (|g| + eps); where the stored
-gradient is exactly 0, within 1e-7 x the tensor's largest gradient); elements where that last term
-matters are counted and printed.
+gradient is exactly 0, within 1e-7 x the tensor's largest gradient, unless that largest
+gradient is itself within the gradient atol: then the whole tensor is noise around a true 0
+and its zeros get the atol too); elements where that last term matters are counted and printed.
 """
 from __future__ import annotations
 
@@ -97,7 +102,7 @@ from safetensors.numpy import load_file, save_file
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SKIP = 77
-FIXTURES = ["mlp", "gpt2", "bert", "llama"]
+FIXTURES = ["mlp", "gpt2", "bert", "llama", "vit"]
 
 # --train settings; the stored references (train_reference.py --write-train-ref) use these.
 TRAIN_DEFAULTS = dict(steps=20, accum=2, clip=1.0, eps=1e-6, seed=1234)
@@ -285,8 +290,12 @@ def adam_step1_allowed(want_w, g, lr, eps, rtol, atol, grtol, gatol):
     # An exactly zero stored gradient is mostly structural (an embedding row no token
     # uses, a position past the sequence), sometimes noise that rounded to 0 (the
     # attention key bias): it gets the float32 noise floor of its tensor (1e-7 x its
-    # largest gradient) instead of the gradient atol.
-    floor = 1e-7 * float(np.max(np.abs(g))) if g.size else 0.0
+    # largest gradient) instead of the gradient atol. Where the whole tensor is within
+    # the gradient atol of 0 (its true gradient is 0, every element noise: vit's
+    # separate k_proj.bias, where one element rounded to exactly 0), the largest
+    # gradient is noise too, and its zeros get the gradient atol like its other elements.
+    gmax = float(np.max(np.abs(g))) if g.size else 0.0
+    floor = gatol if gmax <= gatol else 1e-7 * gmax
     d = np.where(g == 0, floor, grtol * np.abs(g) + gatol)
 
     def u(x):
@@ -383,12 +392,16 @@ def read_train_ref(models, name):
         t = {k: f.get_tensor(k) for k in f.keys()}
         meta = dict(f.metadata() or {})
     onnx_path = Path(models) / f"{name}_loss.onnx"
+    data = prefixed(t, "data.")
+    for k, scale in json.loads(meta.get("data_scale", "{}")).items():
+        # Stored as int8 (see the module docstring): float32(q) * scale is exact.
+        data[k] = data[k].astype(np.float32) * np.float32(scale)
     want_sha = meta.get("onnx_sha256", "")
     if want_sha != sha256_file(onnx_path):
         raise Fail(f"{path.name} was written for a different {onnx_path.name} (sha256 {want_sha[:12]}..., "
                    f"the file now {sha256_file(onnx_path)[:12]}...): the fixture was regenerated; "
                    f"regenerate the training reference with `{regen}`")
-    return dict(path=path, meta=meta, data=prefixed(t, "data."), params=prefixed(t, "final."),
+    return dict(path=path, meta=meta, data=data, params=prefixed(t, "final."),
                 config=json.loads(meta["ds_config"]), steps=int(meta["steps"]), seed=int(meta["seed"]),
                 losses=[float(x) for x in t["step.loss"]],
                 grad_norms=[float(x) for x in t["step.grad_norm"]],

@@ -58,7 +58,8 @@ CLI:
         settings: 20 steps, accumulation 2, clipping 1.0, AdamW eps 1e-6, WarmupLR,
         data seed 1234), so that the test needs no torch. Keys: data.<input> (the
         batches), step.loss / step.grad_norm / step.lr (float64 [steps]),
-        step.micro_loss ([steps, K]), final.<initializer> (F32); metadata: ds_config,
+        step.micro_loss ([steps, K]), final.<initializer> (F32; vit's data.pixel_values
+        int8, metadata data_scale: the batch is q x 1/32); metadata: ds_config,
         steps, seed, versions, sha256 of NAME_loss.onnx, regenerate (this command).
         Regenerate after test/models/export.py or a change of this reference:
             scripts/setup-pyenv.sh full
@@ -80,7 +81,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE.parent / "models"
-FIXTURES = ["mlp", "gpt2", "bert", "llama"]
+FIXTURES = ["mlp", "gpt2", "bert", "llama", "vit"]
+# vit's pixel_values: N(0, 1) rounded to multiples of PIXEL_STEP (clipped to int8 range x
+# PIXEL_STEP, about +-4 sigma), as 8-bit images are quantized: the stored training
+# reference keeps them as int8 (metadata data_scale), a quarter of float32's bytes.
+PIXEL_STEP = 1.0 / 32
 
 _export_mod = None
 
@@ -141,11 +146,13 @@ def parse_shapes(s):
 # ---------------------------------------------------------------------------
 
 def fixture_dims(name, models_dir: Path = MODELS):
-    """(B, S) of the fixture's reference inputs (S is None for the mlp)."""
+    """(B, S) of the fixture's reference inputs (S is None for the mlp and vit)."""
     _, meta = read_ref(Path(models_dir) / f"{name}_loss.ref.safetensors")
     shapes = parse_shapes(meta["input_shapes"])
     if name == "mlp":
         return shapes["x"][0], None
+    if name == "vit":
+        return shapes["pixel_values"][0], None
     return shapes["input_ids"]
 
 
@@ -156,7 +163,8 @@ def make_data(name, steps, accum, batch, seq=None, seed=1234, models_dir: Path =
     labels random ids (the graph shifts them); bert attention_mask ones with some rows
     padded at the end, labels -100 except at about 40% of the unpadded positions (the
     first position of every row is always labelled, so no micro-batch is all-ignored);
-    mlp x ~ N(0, 1) float32 and class ids in [0, classes).
+    mlp x ~ N(0, 1) float32 and class ids in [0, classes); vit pixel_values [3, 32, 32]
+    ~ N(0, 1) float32 on a grid of PIXEL_STEP (see there) and class ids in [0, num_labels).
     """
     fx = export_module(models_dir)
     rng = np.random.default_rng(seed)
@@ -165,6 +173,12 @@ def make_data(name, steps, accum, batch, seq=None, seed=1234, models_dir: Path =
         x = rng.standard_normal((steps, rows, fx.MLP_IN)).astype(np.float32)
         labels = rng.integers(0, fx.MLP_CLASSES, (steps, rows), dtype=np.int64)
         return {"x": x, "labels": labels}
+    if name == "vit":
+        shape = (steps, rows, 3, fx.IMAGE_SIZE, fx.IMAGE_SIZE)
+        q = np.clip(np.rint(rng.standard_normal(shape) / PIXEL_STEP), -128, 127)
+        px = (q * PIXEL_STEP).astype(np.float32)  # exact: PIXEL_STEP is a power of 2
+        labels = rng.integers(0, fx.VIT_LABELS, (steps, rows), dtype=np.int64)
+        return {"pixel_values": px, "labels": labels}
     vocab = fx.VOCAB[name]
     ids = rng.integers(0, vocab, (steps, rows, seq), dtype=np.int64)
     labels = rng.integers(0, vocab, (steps, rows, seq), dtype=np.int64)
@@ -542,6 +556,14 @@ def write_train_ref(name, models_dir=MODELS):
     ref = Reference(name, models_dir)
     res = ref.train(data, cfg, steps)
     tensors = {f"data.{k}": v for k, v in data.items()}
+    data_scale = {}
+    if name == "vit":  # int8 on the pixel grid; train_e2e.read_train_ref multiplies back
+        q = data["pixel_values"] / np.float32(PIXEL_STEP)
+        q8 = q.astype(np.int8)
+        if not np.array_equal(q8.astype(np.float32) * np.float32(PIXEL_STEP), data["pixel_values"]):
+            raise SystemExit("FAIL: vit pixel_values are not int8 multiples of PIXEL_STEP")
+        tensors["data.pixel_values"] = q8
+        data_scale["pixel_values"] = PIXEL_STEP
     tensors["step.loss"] = np.asarray(res["losses"], dtype=np.float64)
     tensors["step.grad_norm"] = np.asarray(res["grad_norms"], dtype=np.float64)
     tensors["step.lr"] = np.asarray(res["lrs"], dtype=np.float64)
@@ -560,6 +582,7 @@ def write_train_ref(name, models_dir=MODELS):
         "gradient_accumulation_steps": str(K),
         "seed": str(d["seed"]),
         "data": "train_reference.make_data(name, steps, K, B, S, seed): numpy default_rng",
+        **({"data_scale": json.dumps(data_scale, sort_keys=True)} if data_scale else {}),
         "reference": "train_reference.Reference: float32, 1 thread, deterministic algorithms; "
                      "embedding padding_idx dropped (" + (", ".join(ref.padding_dropped) or "none") + ")",
         "torch_version": torch.__version__,

@@ -7,8 +7,10 @@ Usage (from the repository root; the virtualenv comes from `scripts/setup-pyenv.
     build/pyenv/bin/python test/models/export.py --gpt2-small DIR
     build/pyenv/bin/python test/models/export.py --describe [FILE.onnx ...]
 
-NAME is one of: gpt2, bert, llama, mlp (mlp also writes mlp_external.onnx), or one of
-the forward-only fixtures vit, whisper, moe (moe also writes moe_ts17.onnx).
+NAME is one of: gpt2, bert, llama, mlp (mlp also writes mlp_external.onnx), one of
+the forward-only fixtures vit, whisper, moe (moe also writes moe_ts17.onnx), or
+vit_loss (the ViT image classifier's training fixture: vit_loss.onnx and
+vit_loss.ref.safetensors only; vit.onnx stays the forward-only ViTModel).
 
 Every model is a small configuration of a real architecture (transformers for the
 language models, plain torch.nn for the MLP), randomly initialised from a fixed
@@ -19,7 +21,8 @@ seed; nothing is downloaded. For each NAME it writes
     NAME_ts17.onnx             logits only, legacy TorchScript exporter, opset 17
     <model>.ref.safetensors    reference inputs/outputs (and grads + AdamW step for _loss)
 
-(the forward-only fixtures write NAME.onnx and NAME.ref.safetensors only)
+(the forward-only fixtures write NAME.onnx and NAME.ref.safetensors only; vit_loss
+writes the _loss pair of ViTForImageClassification, with its gradients and AdamW step)
 and regenerates the generated section of README.md in the output directory (a
 table describing every .onnx file found there), which it also prints.
 """
@@ -92,6 +95,7 @@ class MLPLoss(MLP):
 # (Conv patch embedding), a tiny Whisper encoder (Conv1d front-end) and a tiny
 # mixture-of-experts language model (router Softmax + TopK, dense dispatch).
 IMAGE_BATCH, IMAGE_SIZE, IMAGE_PATCH = 2, 32, 8
+VIT_LABELS = 5  # classes of the vit_loss classifier (ViTForImageClassification)
 WHISPER_BATCH, WHISPER_MELS, WHISPER_POSITIONS = 2, 16, 16
 MOE_VOCAB, MOE_HIDDEN, MOE_EXPERTS, MOE_TOP_K = 64, 32, 4, 2
 
@@ -132,10 +136,7 @@ def build_forward_only(name):
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED + 1)
     if name == "vit":
-        cfg = tf.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=64, image_size=IMAGE_SIZE, patch_size=IMAGE_PATCH,
-                           num_channels=3, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, attn_implementation="eager")
+        cfg = vit_config()
 
         class ViTHidden(tf.ViTModel):
             def forward(self, pixel_values):
@@ -190,7 +191,15 @@ def _hf_variants(base_cls, extra_inputs=()):
     Subclassing (rather than wrapping) keeps the state_dict names, hence the ONNX
     initializer names, identical to the transformers parameter names.
     """
-    if "attention_mask" in extra_inputs:
+    if "pixel_values" in extra_inputs:
+        class Logits(base_cls):
+            def forward(self, pixel_values):
+                return super().forward(pixel_values=pixel_values).logits
+
+        class Loss(base_cls):
+            def forward(self, pixel_values, labels):
+                return super().forward(pixel_values=pixel_values, labels=labels).loss
+    elif "attention_mask" in extra_inputs:
         class Logits(base_cls):
             def forward(self, input_ids, attention_mask):
                 return super().forward(input_ids=input_ids, attention_mask=attention_mask).logits
@@ -221,9 +230,25 @@ def _perturb_(model):
             p.add_(torch.randn_like(p) * NOISE_STD)
 
 
+def vit_config(**extra):
+    """The tiny ViT of the vit fixtures (vit.onnx: ViTModel; vit_loss.onnx:
+    ViTForImageClassification, which passes num_labels / problem_type as extra)."""
+    import transformers as tf
+    return tf.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, image_size=IMAGE_SIZE, patch_size=IMAGE_PATCH,
+                        num_channels=3, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0, attn_implementation="eager", **extra)
+
+
 def make_config(name):
     import transformers as tf
     common = dict(attn_implementation="eager", use_cache=False)
+    if name == "vit":
+        # Single-label classification: transformers' ForSequenceClassificationLoss,
+        # cross_entropy(mean) of the [CLS] token's logits. problem_type is given so
+        # the forward does not write it into the config on the first call.
+        return tf.ViTForImageClassification, vit_config(
+            num_labels=VIT_LABELS, problem_type="single_label_classification")
     if name == "gpt2":
         return tf.GPT2LMHeadModel, tf.GPT2Config(
             vocab_size=VOCAB[name], n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=128,
@@ -260,7 +285,7 @@ def build(name):
         cfg = {"in": MLP_IN, "hidden": MLP_HIDDEN, "classes": MLP_CLASSES, "act": "gelu"}
         return logits_m.eval(), loss_m.eval(), logits_spec, loss_spec, cfg
     base_cls, cfg = make_config(name)
-    extra = ("attention_mask",) if name == "bert" else ()
+    extra = {"bert": ("attention_mask",), "vit": ("pixel_values",)}.get(name, ())
     Logits, Loss = _hf_variants(base_cls, extra)
     base = base_cls(cfg)
     _perturb_(base)
@@ -269,6 +294,18 @@ def build(name):
     logits_m.load_state_dict(sd)
     loss_m = Loss(cfg)
     loss_m.load_state_dict(sd)
+    cfg_d = {k: v for k, v in cfg.to_dict().items()
+             if isinstance(v, (int, float, str, bool)) and not k.startswith("_")
+             and k not in ("transformers_version",)}
+    if name == "vit":
+        # Images N(0, 1) and class ids uniform in [0, VIT_LABELS).
+        px = torch.randn(IMAGE_BATCH, 3, IMAGE_SIZE, IMAGE_SIZE, generator=gen)
+        labels = torch.randint(0, VIT_LABELS, (IMAGE_BATCH,), generator=gen)
+        b = {0: "batch"}
+        logits_spec = (dict(pixel_values=px), {"pixel_values": b})
+        loss_spec = (dict(pixel_values=px, labels=labels), {"pixel_values": b, "labels": b})
+        cfg_d["num_labels"] = VIT_LABELS
+        return logits_m.eval(), loss_m.eval(), logits_spec, loss_spec, cfg_d
     ids = torch.randint(0, VOCAB[name], (LM_BATCH, LM_SEQ), generator=gen)
     labels = torch.randint(0, VOCAB[name], (LM_BATCH, LM_SEQ), generator=gen)
     bs = {0: "batch", 1: "seq"}
@@ -286,9 +323,6 @@ def build(name):
     else:
         logits_spec = (dict(input_ids=ids), {"input_ids": bs})
         loss_spec = (dict(input_ids=ids, labels=labels), {"input_ids": bs, "labels": bs})
-    cfg_d = {k: v for k, v in cfg.to_dict().items()
-             if isinstance(v, (int, float, str, bool)) and not k.startswith("_")
-             and k not in ("transformers_version",)}
     return logits_m.eval(), loss_m.eval(), logits_spec, loss_spec, cfg_d
 
 
@@ -405,7 +439,12 @@ def other_shape_inputs(name, inputs):
     gen = torch.Generator().manual_seed(SEED + 7)
     out = {}
     for k, v in inputs.items():
-        if name == "mlp":
+        if name == "vit":
+            if k == "pixel_values":
+                out[k] = torch.randn(3, 3, IMAGE_SIZE, IMAGE_SIZE, generator=gen)
+            else:
+                out[k] = torch.randint(0, VIT_LABELS, (3,), generator=gen)
+        elif name == "mlp":
             if k == "x":
                 out[k] = torch.randn(3, MLP_IN, generator=gen)
             else:
@@ -494,6 +533,9 @@ LOSS_DESC = {
                         "ignore_index=-100)",
     "BertForMaskedLM": "transformers ForMaskedLMLoss: cross_entropy(reduction=mean over labels != "
                        "-100, ignore_index=-100); labels are -100 except at a few positions",
+    "ViTForImageClassification": "transformers ForSequenceClassificationLoss "
+                                  "(single_label_classification): cross_entropy(reduction=mean, "
+                                  "ignore_index=-100) of the [CLS] token's logits",
     "MLP": "torch.nn.CrossEntropyLoss() (reduction=mean, ignore_index=-100)",
 }
 
@@ -536,11 +578,16 @@ def loss_reference(model, inputs, onnx_path):
 # Per-model driver
 # ---------------------------------------------------------------------------
 
-def export_family(name, out: Path, results: dict):
-    log(f"== {name}")
+def export_family(name, out: Path, results: dict, loss_only=False):
+    """NAME.onnx, NAME_loss.onnx, NAME_ts17.onnx and their references; with loss_only
+    (vit, whose NAME.onnx is the forward-only ViTModel fixture) NAME_loss.* only."""
+    log(f"== {name}" + ("_loss" if loss_only else ""))
     logits_m, loss_m, (li, ldyn), (si, sdyn), cfg = build(name)
     base_meta = {"model": name, "seed": str(SEED), "config": json.dumps(cfg, sort_keys=True),
                  "exporter": "torch.onnx.export(dynamo=True)", **{f"version.{k}": v for k, v in versions().items()}}
+    if loss_only:
+        export_loss(name, out, results, loss_m, si, sdyn, base_meta)
+        return
 
     # 1. logits
     p = export_dynamo(logits_m, li, ldyn, "logits", out / f"{name}.onnx")
@@ -579,6 +626,14 @@ def export_family(name, out: Path, results: dict):
         results[ext.name] = "ok"
 
     # 2. loss
+    export_loss(name, out, results, loss_m, si, sdyn, base_meta)
+
+    # 3. legacy TorchScript exporter, opset 17, logits only
+    export_family_ts17(name, out, results, logits_m, li, ldyn, t_logits, base_meta)
+
+
+def export_loss(name, out, results, loss_m, si, sdyn, base_meta):
+    """NAME_loss.onnx and NAME_loss.ref.safetensors (inputs, loss, grads, AdamW step)."""
     p = export_dynamo(loss_m, si, sdyn, "loss", out / f"{name}_loss.onnx")
     o = run_ort(p, np_inputs(si))
     oi = other_shape_inputs(name, si)
@@ -595,7 +650,8 @@ def export_family(name, out: Path, results: dict):
              metadata={**base_meta, **meta, "onnx": p.name, "input_shapes": shape_str(si)})
     results[p.name] = "ok"
 
-    # 3. legacy TorchScript exporter, opset 17, logits only
+
+def export_family_ts17(name, out, results, logits_m, li, ldyn, t_logits, base_meta):
     p = out / f"{name}_ts17.onnx"
     try:
         ts_note = export_ts17(logits_m, li, ldyn, "logits", p)
@@ -814,13 +870,14 @@ def export_gpt2_small(out: Path):
 
 FAMILIES = ["mlp", "gpt2", "bert", "llama"]
 FORWARD_ONLY = ["vit", "whisper", "moe"]
+LOSS_ONLY = ["vit_loss"]  # NAME_loss files of a model whose NAME.onnx is forward-only
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE), help="output directory (default: test/models)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated subset of " + ",".join(FAMILIES + FORWARD_ONLY))
+                    help="comma-separated subset of " + ",".join(FAMILIES + FORWARD_ONLY + LOSS_ONLY))
     ap.add_argument("--gpt2-small", metavar="DIR", default=None,
                     help="only export the GPT-2-small-size benchmark model to DIR/gpt2_small.onnx")
     ap.add_argument("--describe", nargs="*", default=None, metavar="FILE",
@@ -837,14 +894,17 @@ def main():
         print(describe_markdown(files))
         return
     out.mkdir(parents=True, exist_ok=True)
-    names = FAMILIES + FORWARD_ONLY if not args.only else args.only.split(",")
+    every = FAMILIES + FORWARD_ONLY + LOSS_ONLY
+    names = every if not args.only else args.only.split(",")
     for n in names:
-        if n not in FAMILIES + FORWARD_ONLY:
-            ap.error(f"unknown model {n!r}; choose from {FAMILIES + FORWARD_ONLY}")
+        if n not in every:
+            ap.error(f"unknown model {n!r}; choose from {every}")
     results = {}
     for n in names:
         if n in FORWARD_ONLY:
             export_forward_only(n, out, results)
+        elif n in LOSS_ONLY:
+            export_family(n[:-len("_loss")], out, results, loss_only=True)
         else:
             export_family(n, out, results)
     table = describe_markdown(sorted(out.glob("*.onnx")))
