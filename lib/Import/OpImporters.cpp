@@ -1834,6 +1834,406 @@ LogicalResult importAttention(NodeContext &ctx) {
   return success();
 }
 
+/// Mish (opset 18): X * tanh(softplus(X)).
+LogicalResult importMish(NodeContext &ctx) {
+  if (!isa<FloatType>(ctx.inputType(0).getElementType())) {
+    ctx.emitError() << "X must be a floating-point tensor, got " << ctx.inputType(0);
+    return failure();
+  }
+  Emitter e(ctx);
+  Value x = ctx.input(0);
+  Value y = e.op("Mul", {x, e.op("Tanh", {e.op("Softplus", {x})})});
+  if (e.failed())
+    return failure();
+  ctx.results.push_back(y);
+  return success();
+}
+
+/// InstanceNormalization: LayerNormalization over the spatial dims [2, rank)
+/// of X [N, C, D1, ...] (unit scale, no bias: its statistics are exactly the
+/// per-instance, per-channel ones), then the per-channel scale and B as
+/// [C, 1, ..., 1] broadcasts.
+LogicalResult importInstanceNormalization(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  int64_t rank = xt.getRank();
+  Type elem = xt.getElementType();
+  if (rank < 3 || !isa<FloatType>(elem)) {
+    ctx.emitError() << "X must be a floating-point tensor [N, C, D1, ...] with at least "
+                       "one spatial dimension (the dims each instance and channel is "
+                       "normalised over), got "
+                    << xt;
+    return failure();
+  }
+  int64_t channels = xt.getDimSize(1);
+  for (size_t i : {1, 2}) {
+    RankedTensorType pt = ctx.inputType(i);
+    if (pt.getRank() != 1 || pt.getDimSize(0) != channels || pt.getElementType() != elem) {
+      ctx.emitError() << (i == 1 ? "scale" : "B") << " must be [" << channels
+                      << "] (one value per channel of X " << xt << "), got " << pt;
+      return failure();
+    }
+  }
+  Emitter e(ctx);
+  auto unitType = RankedTensorType::get({1}, elem);
+  Value unit = ctx.constant(DenseElementsAttr::get(unitType, FloatAttr::get(elem, 1.0)));
+  Value normed = e.op("LayerNormalization", {ctx.input(0), unit},
+                      {ctx.i64("axis", 2),
+                       ctx.f32("epsilon", ctx.attrFloat("epsilon", 1e-5f))});
+  Ints perChannel(rank - 1, 1);
+  perChannel[0] = channels;
+  Value y = e.op("Mul", {normed, e.reshape(ctx.input(1), perChannel)});
+  y = e.op("Add", {y, e.reshape(ctx.input(2), perChannel)});
+  if (e.failed())
+    return failure();
+  ctx.results.push_back(y);
+  return success();
+}
+
+/// An Einsum operand or partial product: its value and the index of each of
+/// its dims (a letter's character code; 256 + k for the k-th dim the
+/// ellipsis stands for, counted over the ellipsis of the widest operand).
+struct EinsumTerm {
+  Value value;
+  SmallVector<int> labels;
+};
+
+/// How an Einsum index reads in messages.
+std::string einsumLabelName(int label) {
+  if (label < 256)
+    return std::string("'") + char(label) + "'";
+  return "ellipsis dim " + std::to_string(label - 256);
+}
+
+/// Einsum (opset 12+), for static shapes: an index repeated within one operand
+/// takes that operand's diagonal (Transpose, Reshape, strided Slice); an index
+/// only one operand has and the output does not is summed (ReduceSum); then
+/// the operands are combined from left to right, each pair by one MatMul over
+/// the indices both have and nothing after needs (the indices both have that
+/// are still needed are its batch dims), or by a broadcast Mul when they
+/// share no such index; a Transpose puts the result in the output's order.
+LogicalResult importEinsum(NodeContext &ctx) {
+  std::string equation;
+  for (char c : ctx.attrString("equation", ""))
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      equation.push_back(c);
+  auto malformed = [&](const Twine &why) {
+    ctx.emitError() << "equation '" << ctx.attrString("equation", "") << "': " << why
+                    << "; an equation is like 'bij,bjk->bik' (letters, at most one "
+                       "'...' per term, one term per input)";
+    return failure();
+  };
+  size_t arrow = equation.find("->");
+  StringRef lhs = StringRef(equation).take_front(arrow);
+  std::optional<StringRef> rhs;
+  if (arrow != std::string::npos)
+    rhs = StringRef(equation).drop_front(arrow + 2);
+  SmallVector<StringRef> termText;
+  lhs.split(termText, ',');
+  if (termText.size() != ctx.numInputs())
+    return malformed(Twine(termText.size()) + " input term(s) for " +
+                     Twine(ctx.numInputs()) + " input(s)");
+
+  // Letters and the ellipsis position of each term.
+  struct Parsed {
+    SmallVector<int> before, after;
+    bool ellipsis = false;
+  };
+  auto parse = [&](StringRef text, Parsed &p) -> LogicalResult {
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text.substr(i).starts_with("...")) {
+        if (p.ellipsis)
+          return malformed("'...' twice in the term '" + text + "'");
+        p.ellipsis = true;
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(text[i]))) {
+        (p.ellipsis ? p.after : p.before).push_back(int(text[i]));
+      } else {
+        return malformed("unexpected character '" + Twine(text[i]) + "' in the term '" +
+                         text + "'");
+      }
+    }
+    return success();
+  };
+  SmallVector<Parsed> parsed(termText.size());
+  int64_t ellipsisRank = 0;
+  for (size_t i = 0; i < termText.size(); ++i) {
+    if (failed(parse(termText[i], parsed[i])))
+      return failure();
+    int64_t letters = parsed[i].before.size() + parsed[i].after.size();
+    int64_t rank = ctx.inputType(i).getRank();
+    if (rank < letters || (!parsed[i].ellipsis && rank != letters))
+      return malformed("the term '" + termText[i] + "' does not match input " + Twine(i) +
+                       " of rank " + Twine(rank));
+    if (parsed[i].ellipsis)
+      ellipsisRank = std::max(ellipsisRank, rank - letters);
+  }
+
+  Emitter e(ctx);
+  auto transposeTo = [&](EinsumTerm &t, ArrayRef<int> order) {
+    Ints perm;
+    for (int l : order)
+      perm.push_back(llvm::find(t.labels, l) - t.labels.begin());
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      t.value = e.transpose(t.value, perm);
+    t.labels.assign(order.begin(), order.end());
+  };
+  auto reshapeTo = [&](Value v, ArrayRef<int64_t> shape) {
+    if (!v || e.type(v).getShape() == shape)
+      return v;
+    return e.reshape(v, shape);
+  };
+  auto sizeOf = [&](const EinsumTerm &t, int label) {
+    return e.type(t.value).getDimSize(llvm::find(t.labels, label) - t.labels.begin());
+  };
+  // The size of an index two operands have (one of them may be 1).
+  auto bothSize = [&](const EinsumTerm &a, const EinsumTerm &b, int label) {
+    int64_t n = sizeOf(a, label);
+    return n == 1 ? sizeOf(b, label) : n;
+  };
+  auto sumOut = [&](EinsumTerm &t, function_ref<bool(int)> drop) {
+    Ints axes;
+    SmallVector<int> kept;
+    for (auto [i, l] : llvm::enumerate(t.labels)) {
+      if (drop(l))
+        axes.push_back(int64_t(i));
+      else
+        kept.push_back(l);
+    }
+    if (axes.empty() || !t.value)
+      return;
+    t.value = e.op("ReduceSum", {t.value},
+                   {ctx.i64s("axes", axes), ctx.i64("keepdims", 0)});
+    t.labels = kept;
+  };
+
+  // The operands, each ellipsis widened to ellipsisRank dims (size 1 where
+  // the operand has fewer: they broadcast, as numpy's einsum does).
+  SmallVector<EinsumTerm> terms;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    EinsumTerm t{ctx.input(i), parsed[i].before};
+    if (parsed[i].ellipsis) {
+      int64_t own = ctx.inputType(i).getRank() - parsed[i].before.size() -
+                    parsed[i].after.size();
+      Ints missing;
+      for (int64_t k = 0; k < ellipsisRank - own; ++k)
+        missing.push_back(int64_t(t.labels.size()) + k);
+      if (!missing.empty())
+        t.value = e.unsqueeze(t.value, missing);
+      for (int64_t k = 0; k < ellipsisRank; ++k)
+        t.labels.push_back(256 + int(k));
+      llvm::append_range(t.labels, parsed[i].after);
+    }
+    terms.push_back(std::move(t));
+  }
+  if (e.failed())
+    return failure();
+
+  // The output's indices: given, or (implicit form) the ellipsis dims, then
+  // the letters used once, in alphabetical order.
+  llvm::SmallDenseMap<int, int> uses;
+  for (const EinsumTerm &t : terms)
+    for (int l : t.labels)
+      ++uses[l];
+  SmallVector<int> output;
+  if (rhs) {
+    Parsed out;
+    if (failed(parse(*rhs, out)))
+      return failure();
+    output = out.before;
+    if (out.ellipsis)
+      for (int64_t k = 0; k < ellipsisRank; ++k)
+        output.push_back(256 + int(k));
+    llvm::append_range(output, out.after);
+    for (auto [i, l] : llvm::enumerate(output)) {
+      if (!uses.count(l))
+        return malformed("the output index " + einsumLabelName(l) + " is in no input term");
+      if (llvm::is_contained(ArrayRef<int>(output).take_front(i), l))
+        return malformed("the output index " + einsumLabelName(l) + " is repeated");
+    }
+  } else {
+    for (int64_t k = 0; k < ellipsisRank; ++k)
+      output.push_back(256 + int(k));
+    SmallVector<int> once;
+    for (auto [l, n] : uses)
+      if (n == 1 && l < 256)
+        once.push_back(l);
+    llvm::sort(once);
+    llvm::append_range(output, once);
+  }
+
+  // Each index has one size over all operands (or 1, broadcast).
+  llvm::SmallDenseMap<int, int64_t> sizes;
+  for (auto [i, t] : llvm::enumerate(terms))
+    for (auto [d, l] : llvm::enumerate(t.labels)) {
+      int64_t n = e.type(t.value).getDimSize(d);
+      auto [it, fresh] = sizes.try_emplace(l, n);
+      if (!fresh && it->second != n && n != 1 && it->second != 1) {
+        ctx.emitError() << "equation '" << ctx.attrString("equation", "")
+                        << "': the index " << einsumLabelName(l) << " has size "
+                        << it->second << " in an earlier input and " << n << " in input "
+                        << i << " (" << e.type(t.value)
+                        << "); an index's dims must have one size (or 1, broadcast)";
+        return failure();
+      }
+      if (n != 1)
+        it->second = n;
+    }
+
+  // Diagonals: an index repeated within one operand.
+  for (EinsumTerm &t : terms) {
+    for (size_t p = 0; p < t.labels.size(); ++p) {
+      int l = t.labels[p];
+      auto q = llvm::find(ArrayRef<int>(t.labels).drop_front(p + 1), l);
+      if (q == t.labels.end())
+        continue;
+      int64_t qi = q - t.labels.begin();
+      ArrayRef<int64_t> shape = e.type(t.value).getShape();
+      int64_t n = shape[p];
+      if (shape[qi] != n) {
+        ctx.emitError() << "equation '" << ctx.attrString("equation", "")
+                        << "': the repeated index " << einsumLabelName(l)
+                        << " spans dims of sizes " << n << " and " << shape[qi]
+                        << " in one operand; a diagonal needs equal sizes";
+        return failure();
+      }
+      // [..., n, n] -> [..., n * n] -> every (n + 1)-th element.
+      SmallVector<int> rest;
+      Ints perm;
+      for (auto [d, other] : llvm::enumerate(t.labels))
+        if (int64_t(d) != int64_t(p) && int64_t(d) != qi) {
+          rest.push_back(other);
+          perm.push_back(int64_t(d));
+        }
+      perm.push_back(int64_t(p));
+      perm.push_back(qi);
+      if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+        t.value = e.transpose(t.value, perm);
+      Ints flat;
+      for (size_t d = 0; d + 2 < perm.size(); ++d)
+        flat.push_back(shape[perm[d]]);
+      flat.push_back(n * n);
+      t.value = e.slice(e.reshape(t.value, flat), int64_t(flat.size()) - 1, 0, n * n, n + 1);
+      if (e.failed())
+        return failure();
+      rest.push_back(l);
+      t.labels = rest;
+      p = size_t(-1); // look again from the start
+    }
+  }
+  if (e.failed())
+    return failure();
+
+  // Indices one operand alone has and the output does not: summed first.
+  for (auto [i, t] : llvm::enumerate(terms))
+    sumOut(t, [&](int l) {
+      if (llvm::is_contained(output, l))
+        return false;
+      for (auto [j, other] : llvm::enumerate(terms))
+        if (j != i && llvm::is_contained(other.labels, l))
+          return false;
+      return true;
+    });
+
+  EinsumTerm acc = terms[0];
+  for (size_t k = 1; k < terms.size() && !e.failed(); ++k) {
+    EinsumTerm b = terms[k];
+    llvm::SmallDenseSet<int> keep(output.begin(), output.end());
+    for (size_t j = k + 1; j < terms.size(); ++j)
+      keep.insert(terms[j].labels.begin(), terms[j].labels.end());
+    // Indices of one side that neither the other side nor anything after needs.
+    sumOut(acc, [&](int l) { return !keep.contains(l) && !llvm::is_contained(b.labels, l); });
+    sumOut(b, [&](int l) { return !keep.contains(l) && !llvm::is_contained(acc.labels, l); });
+    if (e.failed())
+      break;
+    SmallVector<int> batch, contract, m, n;
+    for (int l : acc.labels) {
+      if (!llvm::is_contained(b.labels, l))
+        m.push_back(l);
+      else
+        (keep.contains(l) ? batch : contract).push_back(l);
+    }
+    for (int l : b.labels)
+      if (!llvm::is_contained(acc.labels, l))
+        n.push_back(l);
+    // A contracted index of size 1 on one side only: broadcast it first.
+    int64_t kSize = 1;
+    for (int l : contract)
+      kSize *= bothSize(acc, b, l);
+    for (EinsumTerm *t : {&acc, &b}) {
+      Ints shape(e.type(t->value).getShape());
+      bool expand = false;
+      for (int l : contract) {
+        int64_t d = llvm::find(t->labels, l) - t->labels.begin();
+        int64_t size = bothSize(acc, b, l);
+        if (shape[d] != size) {
+          shape[d] = size;
+          expand = true;
+        }
+      }
+      if (expand)
+        t->value = e.op("Expand", {t->value}, {ctx.i64s("shape", shape)});
+    }
+    if (e.failed())
+      break;
+    Ints batchA, batchB, resultShape;
+    for (int l : batch) {
+      batchA.push_back(sizeOf(acc, l));
+      batchB.push_back(sizeOf(b, l));
+      resultShape.push_back(bothSize(acc, b, l));
+    }
+    int64_t mSize = 1, nSize = 1;
+    for (int l : m) {
+      mSize *= sizeOf(acc, l);
+      resultShape.push_back(sizeOf(acc, l));
+    }
+    for (int l : n) {
+      nSize *= sizeOf(b, l);
+      resultShape.push_back(sizeOf(b, l));
+    }
+    SmallVector<int> resultLabels = batch;
+    llvm::append_range(resultLabels, m);
+    llvm::append_range(resultLabels, n);
+    if (contract.empty()) {
+      // No index to contract: a broadcast product [batch, m, 1..] * [batch, 1.., n].
+      SmallVector<int> orderA = batch, orderB = batch;
+      llvm::append_range(orderA, m);
+      llvm::append_range(orderB, n);
+      transposeTo(acc, orderA);
+      transposeTo(b, orderB);
+      if (!n.empty())
+        acc.value = e.unsqueeze(acc.value, llvm::to_vector(llvm::seq<int64_t>(
+                                               orderA.size(), resultLabels.size())));
+      if (!m.empty())
+        b.value = e.unsqueeze(b.value, llvm::to_vector(llvm::seq<int64_t>(
+                                           batch.size(), batch.size() + m.size())));
+      acc.value = e.op("Mul", {acc.value, b.value});
+    } else {
+      // [batch, M, K] x [batch, K, N] -> [batch, M, N] -> [batch, m..., n...].
+      SmallVector<int> orderA = batch, orderB = batch;
+      llvm::append_range(orderA, m);
+      llvm::append_range(orderA, contract);
+      llvm::append_range(orderB, contract);
+      llvm::append_range(orderB, n);
+      transposeTo(acc, orderA);
+      transposeTo(b, orderB);
+      Ints shapeA = batchA, shapeB = batchB;
+      shapeA.append({mSize, kSize});
+      shapeB.append({kSize, nSize});
+      Value y = e.op("MatMul", {reshapeTo(acc.value, shapeA), reshapeTo(b.value, shapeB)});
+      acc.value = reshapeTo(y, resultShape);
+    }
+    acc.labels = resultLabels;
+  }
+  if (e.failed())
+    return failure();
+  sumOut(acc, [&](int l) { return !llvm::is_contained(output, l); });
+  transposeTo(acc, output);
+  if (e.failed())
+    return failure();
+  ctx.results.push_back(acc.value);
+  return success();
+}
+
 } // namespace
 
 std::string zero::import::dataDependentShapeMessage(const ::onnx::NodeProto &node) {
@@ -1856,8 +2256,16 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
                            "Xor", "Where", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp",
                            "Log", "Tanh", "Erf", "Sigmoid", "Relu", "Sin", "Cos",
                            "Floor", "Ceil", "Round", "Sign", "Softplus", "Not",
-                           "HardSwish", "IsNaN", "MatMul"})
+                           "HardSwish", "IsNaN", "MatMul", "Tan", "Asin", "Acos",
+                           "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                           "Softsign"})
       t[op] = direct(op);
+    t["Celu"] = direct("Celu", {}, {"alpha"});
+    t["Selu"] = direct("Selu", {}, {"alpha", "gamma"});
+    t["ThresholdedRelu"] = direct("ThresholdedRelu", {}, {"alpha"});
+    t["Mish"] = importMish;
+    t["Einsum"] = importEinsum;
+    t["InstanceNormalization"] = importInstanceNormalization;
     t["Mod"] = direct("Mod", {"fmod"});
     t["IsInf"] = direct("IsInf", {"detect_negative", "detect_positive"});
     t["LeakyRelu"] = direct("LeakyRelu", {}, {"alpha"});

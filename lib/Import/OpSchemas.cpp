@@ -18,10 +18,12 @@ bool zero::import::lookupInputArity(const std::string &opType, int64_t opset,
   const ::onnx::OpSchema *schema =
       ::onnx::OpSchemaRegistry::Schema(opType, int(opset), "");
   if (!schema) {
-    // Operators newer than the linked ONNX release that the importer takes:
-    // their required inputs, from the ONNX specification.
+    // Operators the importer takes that have no schema here: newer than the
+    // linked ONNX release, or (Mish, opset 18) used at an older opset. Their
+    // required inputs, from the ONNX specification.
     static const std::map<std::string, std::vector<std::string>> newer = {
         {"Gelu", {"X"}},
+        {"Mish", {"X"}},
         {"RMSNormalization", {"X", "scale"}},
         {"RotaryEmbedding", {"X", "cos_cache", "sin_cache"}},
         {"Attention", {"Q", "K", "V"}},

@@ -242,6 +242,59 @@ LogicalResult cosRule(RuleArgs &a) {
   set(a, 0, mul(a.b, neg(a.b, a.dOuts[0]), onnx::SinOp::create(a.b, operand(a, 0))));
   return success();
 }
+LogicalResult tanRule(RuleArgs &a) {
+  // 1 + tan(x)^2, from the result.
+  Value y = result(a);
+  set(a, 0, mul(a.b, a.dOuts[0], add(a.b, mul(a.b, y, y), scalar(a.b, 1.0, elem(y)))));
+  return success();
+}
+/// dy / sqrt(c + s * x^2): the inverse trigonometric and hyperbolic rules.
+Value overSqrt(ImplicitLocOpBuilder &b, Value dy, Value x, double c, double s) {
+  Value x2 = mul(b, x, x);
+  Value inner = add(b, scalar(b, c, elem(x)), s == 1.0 ? x2 : mulc(b, x2, s));
+  return div(b, dy, onnx::SqrtOp::create(b, inner));
+}
+LogicalResult asinRule(RuleArgs &a) {
+  set(a, 0, overSqrt(a.b, a.dOuts[0], operand(a, 0), 1.0, -1.0));
+  return success();
+}
+LogicalResult acosRule(RuleArgs &a) {
+  set(a, 0, overSqrt(a.b, neg(a.b, a.dOuts[0]), operand(a, 0), 1.0, -1.0));
+  return success();
+}
+LogicalResult asinhRule(RuleArgs &a) {
+  set(a, 0, overSqrt(a.b, a.dOuts[0], operand(a, 0), 1.0, 1.0));
+  return success();
+}
+LogicalResult acoshRule(RuleArgs &a) {
+  set(a, 0, overSqrt(a.b, a.dOuts[0], operand(a, 0), -1.0, 1.0));
+  return success();
+}
+LogicalResult atanRule(RuleArgs &a) {
+  Value x = operand(a, 0);
+  set(a, 0, div(a.b, a.dOuts[0], add(a.b, scalar(a.b, 1.0, elem(x)), mul(a.b, x, x))));
+  return success();
+}
+LogicalResult atanhRule(RuleArgs &a) {
+  Value x = operand(a, 0);
+  set(a, 0, div(a.b, a.dOuts[0], sub(a.b, scalar(a.b, 1.0, elem(x)), mul(a.b, x, x))));
+  return success();
+}
+LogicalResult sinhRule(RuleArgs &a) {
+  set(a, 0, mul(a.b, a.dOuts[0], onnx::CoshOp::create(a.b, operand(a, 0))));
+  return success();
+}
+LogicalResult coshRule(RuleArgs &a) {
+  set(a, 0, mul(a.b, a.dOuts[0], onnx::SinhOp::create(a.b, operand(a, 0))));
+  return success();
+}
+LogicalResult softsignRule(RuleArgs &a) {
+  // 1 / (1 + |x|)^2
+  Value x = operand(a, 0);
+  Value d = add(a.b, scalar(a.b, 1.0, elem(x)), onnx::AbsOp::create(a.b, x));
+  set(a, 0, div(a.b, a.dOuts[0], mul(a.b, d, d)));
+  return success();
+}
 LogicalResult softplusRule(RuleArgs &a) {
   set(a, 0, mul(a.b, a.dOuts[0], onnx::SigmoidOp::create(a.b, operand(a, 0))));
   return success();
@@ -254,6 +307,32 @@ LogicalResult eluRule(RuleArgs &a) {
   Value pos = onnx::GreaterOp::create(a.b, x, scalar(a.b, 0.0, elem(x)));
   Value neg = mul(a.b, dy, mulc(a.b, onnx::ExpOp::create(a.b, x), alpha));
   set(a, 0, onnx::WhereOp::create(a.b, pos, dy, neg));
+  return success();
+}
+LogicalResult celuRule(RuleArgs &a) {
+  // dy where x > 0, else dy * exp(x / alpha).
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
+  Value pos = onnx::GreaterOp::create(a.b, x, scalar(a.b, 0.0, elem(x)));
+  Value neg = mul(a.b, dy, onnx::ExpOp::create(a.b, mulc(a.b, x, 1.0 / alpha)));
+  set(a, 0, onnx::WhereOp::create(a.b, pos, dy, neg));
+  return success();
+}
+LogicalResult seluRule(RuleArgs &a) {
+  // gamma * dy where x > 0, else gamma * alpha * exp(x) * dy.
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
+  double gamma = a.op->getAttrOfType<FloatAttr>("gamma").getValueAsDouble();
+  Value pos = onnx::GreaterOp::create(a.b, x, scalar(a.b, 0.0, elem(x)));
+  Value neg = mul(a.b, dy, mulc(a.b, onnx::ExpOp::create(a.b, x), alpha * gamma));
+  set(a, 0, onnx::WhereOp::create(a.b, pos, mulc(a.b, dy, gamma), neg));
+  return success();
+}
+LogicalResult thresholdedReluRule(RuleArgs &a) {
+  Value x = operand(a, 0), dy = a.dOuts[0];
+  double alpha = a.op->getAttrOfType<FloatAttr>("alpha").getValueAsDouble();
+  Value keep = onnx::GreaterOp::create(a.b, x, scalar(a.b, alpha, elem(x)));
+  set(a, 0, onnx::WhereOp::create(a.b, keep, dy, zeros(a.b, tt(dy))));
   return success();
 }
 LogicalResult hardSigmoidRule(RuleArgs &a) {
@@ -815,6 +894,76 @@ LogicalResult gatherElementsRule(RuleArgs &a) {
   return success();
 }
 
+LogicalResult gatherNDRule(RuleArgs &a) {
+  // dy's slices scatter-added at their index tuples (in index order). With
+  // batch_dims b, the b leading dims become one more index coordinate.
+  ImplicitLocOpBuilder &b = a.b;
+  auto gather = cast<onnx::GatherNDOp>(a.op);
+  Value data = gather.getData(), indices = gather.getIndices(), dy = a.dOuts[0];
+  RankedTensorType dt = tt(data), it = tt(indices);
+  int64_t batch = int64_t(gather.getBatchDims());
+  if (batch == 0) {
+    set(a, 0, onnx::ScatterNDOp::create(b, zeros(b, dt), indices, dy, "add"));
+    return success();
+  }
+  ArrayRef<int64_t> is = it.getShape();
+  int64_t outer = 1;
+  for (int64_t d = 0; d < batch; ++d)
+    outer *= dt.getDimSize(d);
+  int64_t k = is.back(), per = 1; // index tuples per batch entry
+  for (int64_t d = batch; d + 1 < int64_t(is.size()); ++d)
+    per *= is[d];
+  // [outer, per, 1 + k]: the flat batch entry, then the tuple.
+  SmallVector<int64_t> coord(outer * per);
+  for (int64_t i = 0; i < outer * per; ++i)
+    coord[i] = i / per;
+  auto ct = RankedTensorType::get({outer, per, 1}, b.getI64Type());
+  Value first = onnx::ConstantOp::create(b, ct, DenseElementsAttr::get(ct, ArrayRef<int64_t>(coord)));
+  if (it.getElementType() != b.getI64Type())
+    first = castTo(b, first, it.getElementType());
+  Value idx = onnx::ConcatOp::create(b, ValueRange{first, reshape(b, indices, {outer, per, k})},
+                                     uint64_t(2));
+  SmallVector<int64_t> flat{outer};
+  llvm::append_range(flat, dt.getShape().drop_front(batch));
+  SmallVector<int64_t> upd{outer, per};
+  llvm::append_range(upd, dt.getShape().drop_front(batch + k));
+  Value acc = onnx::ScatterNDOp::create(b, zeros(b, RankedTensorType::get(flat, dt.getElementType())),
+                                        idx, reshape(b, dy, upd), "add");
+  set(a, 0, reshape(b, acc, dt.getShape()));
+  return success();
+}
+
+LogicalResult scatterNDRule(RuleArgs &a) {
+  ImplicitLocOpBuilder &b = a.b;
+  auto scatter = cast<onnx::ScatterNDOp>(a.op);
+  StringRef reduction = scatter.getReduction();
+  if (reduction != "none" && reduction != "add")
+    return a.op->emitOpError("with reduction '") << reduction << "' has no reverse rule";
+  Value indices = scatter.getIndices(), updates = scatter.getUpdates(), dy = a.dOuts[0];
+  // Overwritten elements take nothing from data; added ones pass dy on.
+  if (needs(a, 0))
+    set(a, 0, reduction == "add"
+                  ? dy
+                  : Value(onnx::ScatterNDOp::create(b, dy, indices, zeros(b, tt(updates)),
+                                                    "none")));
+  if (needs(a, 2))
+    set(a, 2, onnx::GatherNDOp::create(b, dy, indices, uint64_t(0)));
+  return success();
+}
+
+LogicalResult topKRule(RuleArgs &a) {
+  // The values' gradient back at their indices (distinct within a row);
+  // the indices have none.
+  auto topk = cast<onnx::TopKOp>(a.op);
+  Value x = topk.getX(), dv = a.dOuts[0];
+  if (!dv)
+    return success();
+  int64_t axis = normAxis(topk.getAxis(), tt(x).getRank());
+  set(a, 0, onnx::ScatterElementsOp::create(a.b, zeros(a.b, tt(x)), topk.getIndices(), dv,
+                                            uint64_t(axis), "add"));
+  return success();
+}
+
 LogicalResult triluRule(RuleArgs &a) {
   auto t = cast<onnx::TriluOp>(a.op);
   set(a, 0, onnx::TriluOp::create(a.b, a.dOuts[0], t.getUpper(), t.getK()));
@@ -1073,16 +1222,24 @@ struct Rule {
 
 const Rule kRules[] = {
     {"onnx.Abs", absRule},
+    {"onnx.Acos", acosRule},
+    {"onnx.Acosh", acoshRule},
     {"onnx.Add", addRule},
+    {"onnx.Asin", asinRule},
+    {"onnx.Asinh", asinhRule},
+    {"onnx.Atan", atanRule},
+    {"onnx.Atanh", atanhRule},
     {"onnx.AveragePool", averagePoolRule},
     {"onnx.BatchNormalization", batchNormRule},
     {"onnx.Cast", castRule},
     {"onnx.Ceil", zeroGradientRule},
+    {"onnx.Celu", celuRule},
     {"onnx.Clip", clipRule},
     {"onnx.Concat", concatRule},
     {"onnx.Conv", convRule},
     {"onnx.ConvTranspose", convTransposeRule},
     {"onnx.Cos", cosRule},
+    {"onnx.Cosh", coshRule},
     {"onnx.CumSum", cumSumRule},
     {"onnx.Div", divRule},
     {"onnx.Dropout", reshapeRule}, // inference mode: the identity
@@ -1094,6 +1251,7 @@ const Rule kRules[] = {
     {"onnx.Floor", zeroGradientRule},
     {"onnx.Gather", gatherRule},
     {"onnx.GatherElements", gatherElementsRule},
+    {"onnx.GatherND", gatherNDRule},
     {"onnx.Gelu", geluRule},
     {"onnx.Gemm", gemmRule},
     {"onnx.HardSigmoid", hardSigmoidRule},
@@ -1124,19 +1282,26 @@ const Rule kRules[] = {
     {"onnx.Relu", reluRule},
     {"onnx.Reshape", reshapeRule},
     {"onnx.Round", zeroGradientRule},
+    {"onnx.ScatterND", scatterNDRule},
+    {"onnx.Selu", seluRule},
     {"onnx.Sigmoid", sigmoidRule},
     {"onnx.Sign", zeroGradientRule},
     {"onnx.Sin", sinRule},
+    {"onnx.Sinh", sinhRule},
     {"onnx.Slice", sliceRule},
     {"onnx.Softmax", softmaxRule},
     {"onnx.SoftmaxCrossEntropyLoss", softmaxCrossEntropyRule},
     {"onnx.Softplus", softplusRule},
+    {"onnx.Softsign", softsignRule},
     {"onnx.Split", splitRule},
     {"onnx.Sqrt", sqrtRule},
     {"onnx.Squeeze", reshapeRule},
     {"onnx.Sub", subRule},
+    {"onnx.Tan", tanRule},
     {"onnx.Tanh", tanhRule},
+    {"onnx.ThresholdedRelu", thresholdedReluRule},
     {"onnx.Tile", tileRule},
+    {"onnx.TopK", topKRule},
     {"onnx.TrainingDropout", trainingDropoutRule},
     {"onnx.Transpose", transposeRule},
     {"onnx.Trilu", triluRule},

@@ -285,6 +285,16 @@ UNARY = {
     "Sigmoid": (dict(), lambda x: _t().sigmoid(x)),
     "Relu": (dict(away_from_zero=True), lambda x: _t().relu(x)),
     "Identity": (dict(), lambda x: x),
+    "Tan": (dict(low=-1.2, high=1.2), lambda x: _t().tan(x)),
+    "Asin": (dict(low=-0.9, high=0.9), lambda x: _t().asin(x)),
+    "Acos": (dict(low=-0.9, high=0.9), lambda x: _t().acos(x)),
+    "Atan": (dict(low=-3.0, high=3.0), lambda x: _t().atan(x)),
+    "Sinh": (dict(), lambda x: _t().sinh(x)),
+    "Cosh": (dict(), lambda x: _t().cosh(x)),
+    "Asinh": (dict(low=-3.0, high=3.0), lambda x: _t().asinh(x)),
+    "Acosh": (dict(low=1.1, high=4.0), lambda x: _t().acosh(x)),
+    "Atanh": (dict(low=-0.9, high=0.9), lambda x: _t().atanh(x)),
+    "Softsign": (dict(low=-3.0, high=3.0), lambda x: _F().softsign(x)),
 }
 for _op, (_kw, _fn) in UNARY.items():
     def _mk(op=_op, kw=_kw, fn=_fn):
@@ -675,6 +685,70 @@ def _(g):
     return lambda T: [T[data][2]]
 
 
+@case("GatherND_repeated", "GatherND")
+def _(g):
+    data = g.param([4, 3, 2])
+    idx = g.ints([[1, 2], [3, 0], [1, 2], [-1, 1]])      # a repeated tuple, a negative index
+    g.ys = [g.op("GatherND", [data, idx])]
+    return lambda T: [_t().stack([T[data][1, 2], T[data][3, 0], T[data][1, 2], T[data][3, 1]])]
+
+
+@case("GatherND_batch_dims", "GatherND")
+def _(g):
+    data = g.param([2, 5, 3])
+    idx = g.ints([[[4], [0], [4]], [[2], [1], [3]]])      # [2, 3, 1], batch_dims 1
+    g.ys = [g.op("GatherND", [data, idx], batch_dims=1)]
+
+    def f(T):
+        rows = [[4, 0, 4], [2, 1, 3]]
+        return [_t().stack([_t().stack([T[data][b, r] for r in rows[b]]) for b in range(2)])]
+    return f
+
+
+@case("TopK_largest_axis1", "TopK")
+def _(g):
+    x = g.param([3, 6])
+    vals, _idx = g.op("TopK", [x, g.ints([2])], n_out=2, axis=1)
+    g.ys = [vals]
+    return lambda T: [_t().topk(T[x], 2, dim=1).values]
+
+
+@case("TopK_smallest_axis0_router", "TopK")
+def _(g):
+    # A mixture-of-experts router: softmax over the k chosen logits.
+    x = g.param([5, 4])
+    vals, _idx = g.op("TopK", [x, g.ints([3])], n_out=2, axis=0, largest=0)
+    g.ys = [g.op("Softmax", [vals], axis=0)]
+    return lambda T: [_t().softmax(_t().topk(T[x], 3, dim=0, largest=False).values, dim=0)]
+
+
+@case("ScatterND_none", "ScatterND")
+def _(g):
+    data, upd = g.param([5, 3]), g.param([2, 3])
+    idx = g.ints([[3], [0]])
+    g.ys = [g.op("ScatterND", [data, idx, upd])]
+
+    def f(T):
+        out = T[data].clone()
+        out[3], out[0] = T[upd][0], T[upd][1]
+        return [out]
+    return f
+
+
+@case("ScatterND_add_elements", "ScatterND")
+def _(g):
+    data, upd = g.param([3, 4]), g.param([3])
+    idx = g.ints([[0, 1], [2, 3], [0, 1]])                # a repeated tuple adds twice
+    g.ys = [g.op("ScatterND", [data, idx, upd], reduction="add")]
+
+    def f(T):
+        out = T[data].clone()
+        out[0, 1] = out[0, 1] + T[upd][0] + T[upd][2]
+        out[2, 3] = out[2, 3] + T[upd][1]
+        return [out]
+    return f
+
+
 # Loss ops: their output is the loss; labels are an int64 graph input -----------------------
 
 def _sce(name, shape, labels, reduction, ignore):
@@ -868,6 +942,85 @@ def _(g):
     g.state |= {m, v}
     g.ys = [g.op("BatchNormalization", [x, s, b, m, v])]
     return lambda T: [(T[x] - T[m]) / _t().sqrt(T[v] + 1e-5) * T[s] + T[b]]
+
+
+# Piecewise activations with attributes: x on both sides of the kink, none on it.
+NEW_PIECEWISE = {
+    "Celu": (dict(alpha=0.7), [0.0], lambda x: _F().celu(x, alpha=0.7)),
+    "Celu_default": (dict(), [0.0], lambda x: _F().celu(x, alpha=1.0)),
+    "Selu": (dict(), [0.0], lambda x: _F().selu(x)),
+    "Selu_alpha_gamma": (dict(alpha=1.5, gamma=2.0), [0.0],
+                         lambda x: 2.0 * _t().where(x > 0, x, 1.5 * (_t().exp(x) - 1.0))),
+    # ThresholdedRelu: y = x for x > alpha, else 0 (the gradient jumps at alpha).
+    "ThresholdedRelu": (dict(alpha=0.5), [0.5], lambda x: _t().where(x > 0.5, x, _t().zeros_like(x))),
+}
+for _name, (_attrs, _kinks, _fn) in NEW_PIECEWISE.items():
+    def _mk(name=_name, attrs=_attrs, kinks=_kinks, fn=_fn):
+        op = name.split("_")[0]
+
+        @case(name, op)
+        def _(g):
+            x = g.param([4, 6], scale=2.0)
+            _spread(g, x, kinks)
+            g.ys = [g.op(op, [x], **attrs)]
+            return lambda T: [fn(T[x])]
+    _mk()
+
+
+# Mish (decomposed: X * Tanh(Softplus(X))) --------------------------------------------
+
+@case("Mish", "Mish")
+def _(g):
+    x = g.param([3, 5], scale=2.5)
+    g.ys = [g.op("Mish", [x])]
+    return lambda T: [_F().mish(T[x])]
+
+
+# Einsum (decomposed into Transpose/Reshape/MatMul/Mul/ReduceSum/Slice) ------------------
+
+EINSUMS = [
+    # (case tag, equation, operand shapes)
+    ("attention_scores", "bhqd,bhkd->bhqk", [[2, 2, 3, 4], [2, 2, 5, 4]]),
+    ("transpose", "ij->ji", [[3, 4]]),
+    ("batched_matmul_ellipsis", "...ij,...jk->...ik", [[2, 3, 4], [2, 4, 5]]),
+    ("ellipsis_broadcast", "...ij,...jk->...ik", [[1, 3, 4], [2, 4, 5]]),
+    ("rowwise_dot", "bi,bi->b", [[3, 6], [3, 6]]),
+    ("outer", "i,j->ij", [[3], [4]]),
+    ("sum_all", "ijk->", [[2, 3, 4]]),
+    ("implicit_matmul", "ij,jk", [[3, 4], [4, 5]]),
+    ("sum_one_side", "ij,jk->k", [[3, 4], [4, 5]]),
+    ("chain3", "ij,jk,kl->il", [[2, 3], [3, 4], [4, 2]]),
+    ("batch_out_of_order", "bij,bjk->kbi", [[2, 3, 4], [2, 4, 5]]),
+    ("diagonal", "ii->i", [[4, 4]]),
+    ("trace_times", "ii,ij->j", [[3, 3], [3, 4]]),
+    ("hadamard", "ij,ij->ij", [[3, 4], [3, 4]]),
+    ("bilinear", "bn,anm,bm->ba", [[2, 3], [4, 3, 5], [2, 5]]),
+]
+for _tag, _eq, _shapes in EINSUMS:
+    def _mk(tag=_tag, eq=_eq, shapes=_shapes):
+        @case(f"Einsum_{tag}", "Einsum")
+        def _(g):
+            ps = [g.param(s) for s in shapes]
+            g.ys = [g.op("Einsum", ps, equation=eq)]
+            return lambda T: [_t().einsum(eq, *[T[p] for p in ps])]
+    _mk()
+
+
+# InstanceNormalization (decomposed: LayerNormalization over [2, rank), Mul, Add) ------
+
+def _instance_norm(name, shape, eps):
+    @case(name, "InstanceNormalization")
+    def _(g):
+        x = g.param(shape, scale=2.0)
+        s = g.param([shape[1]], low=0.5, high=1.5)
+        b = g.param([shape[1]], scale=0.3)
+        g.ys = [g.op("InstanceNormalization", [x, s, b], epsilon=eps)]
+        return lambda T: [_F().instance_norm(T[x], weight=T[s], bias=T[b], eps=eps)]
+
+
+_instance_norm("InstanceNormalization_1d", [2, 3, 5], 1e-5)
+_instance_norm("InstanceNormalization_2d", [2, 3, 4, 4], 1e-3)
+_instance_norm("InstanceNormalization_3d", [1, 2, 2, 3, 4], 1e-5)
 
 
 # Parameters that get no gradient -------------------------------------------------------------

@@ -397,6 +397,128 @@ func.func @elu_alpha(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }
 
+// CHECK-LABEL: func.func @tan(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Tan %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @tan(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Tan %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @asin(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Asin %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @asin(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Asin %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @acos(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Acos %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @acos(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Acos %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @atan(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Atan %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @atan(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Atan %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @sinh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Sinh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @sinh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Sinh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @cosh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Cosh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @cosh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Cosh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @asinh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Asinh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @asinh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Asinh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @acosh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Acosh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @acosh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Acosh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @atanh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Atanh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @atanh(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Atanh %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @softsign(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Softsign %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @softsign(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Softsign %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @celu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Celu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @celu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Celu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @selu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.Selu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @selu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.Selu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @thresholdedrelu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: %[[R:.*]] = onnx.ThresholdedRelu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT: return %[[R]] : tensor<2x3xf64>
+func.func @thresholdedrelu(%arg0: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %0 = onnx.ThresholdedRelu %arg0 : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %0 : tensor<2x3xf64>
+}
+
+// CHECK-LABEL: func.func @selu_attrs(%arg0: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: %[[R:.*]] = onnx.Selu %arg0 {alpha = 1.500000e+00 : f32, gamma = 2.000000e+00 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: return %[[R]] : tensor<4xf32>
+func.func @selu_attrs(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = onnx.Selu %arg0 {alpha = 1.500000e+00 : f32, gamma = 2.000000e+00 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @celu_thresholded_relu_alpha(%arg0: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: %[[C:.*]] = onnx.Celu %arg0 {alpha = 5.000000e-01 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: %[[R:.*]] = onnx.ThresholdedRelu %[[C]] {alpha = 2.500000e-01 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: return %[[R]] : tensor<4xf32>
+func.func @celu_thresholded_relu_alpha(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = onnx.Celu %arg0 {alpha = 5.000000e-01 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = onnx.ThresholdedRelu %0 {alpha = 2.500000e-01 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
 // CHECK-LABEL: func.func @hard_sigmoid_attrs(%arg0: tensor<4xf32>) -> tensor<4xf32>
 // CHECK-NEXT: %[[R:.*]] = onnx.HardSigmoid %arg0 {alpha = 2.500000e-01 : f32, beta = 1.250000e-01 : f32} : (tensor<4xf32>) -> tensor<4xf32>
 // CHECK-NEXT: return %[[R]] : tensor<4xf32>

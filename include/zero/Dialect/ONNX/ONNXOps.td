@@ -97,11 +97,21 @@ def ONNX_SigmoidOp : ONNX_UnaryOp<"Sigmoid"> { let summary = "1 / (1 + exp(-X))"
 def ONNX_ReluOp : ONNX_UnaryOp<"Relu"> { let summary = "max(X, 0)"; }
 def ONNX_SinOp : ONNX_UnaryOp<"Sin"> { let summary = "sin(X)"; }
 def ONNX_CosOp : ONNX_UnaryOp<"Cos"> { let summary = "cos(X)"; }
+def ONNX_TanOp : ONNX_UnaryOp<"Tan"> { let summary = "tan(X)"; }
+def ONNX_AsinOp : ONNX_UnaryOp<"Asin"> { let summary = "asin(X)"; }
+def ONNX_AcosOp : ONNX_UnaryOp<"Acos"> { let summary = "acos(X)"; }
+def ONNX_AtanOp : ONNX_UnaryOp<"Atan"> { let summary = "atan(X)"; }
+def ONNX_SinhOp : ONNX_UnaryOp<"Sinh"> { let summary = "sinh(X)"; }
+def ONNX_CoshOp : ONNX_UnaryOp<"Cosh"> { let summary = "cosh(X)"; }
+def ONNX_AsinhOp : ONNX_UnaryOp<"Asinh"> { let summary = "asinh(X)"; }
+def ONNX_AcoshOp : ONNX_UnaryOp<"Acosh"> { let summary = "acosh(X)"; }
+def ONNX_AtanhOp : ONNX_UnaryOp<"Atanh"> { let summary = "atanh(X)"; }
 def ONNX_FloorOp : ONNX_UnaryOp<"Floor"> { let summary = "floor(X)"; }
 def ONNX_CeilOp : ONNX_UnaryOp<"Ceil"> { let summary = "ceil(X)"; }
 def ONNX_RoundOp : ONNX_UnaryOp<"Round"> { let summary = "round half to even"; }
 def ONNX_SignOp : ONNX_UnaryOp<"Sign"> { let summary = "sign(X)"; }
 def ONNX_SoftplusOp : ONNX_UnaryOp<"Softplus"> { let summary = "log(1 + exp(X))"; }
+def ONNX_SoftsignOp : ONNX_UnaryOp<"Softsign"> { let summary = "X / (1 + |X|)"; }
 def ONNX_NotOp : ONNX_UnaryOp<"Not"> { let summary = "logical not"; let hasFolder = 1; }
 def ONNX_IdentityOp : ONNX_UnaryOp<"Identity"> { let summary = "X"; let hasFolder = 1; }
 def ONNX_DropoutOp : ONNX_UnaryOp<"Dropout"> {
@@ -140,6 +150,20 @@ def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu"> {
 }
 def ONNX_EluOp : ONNX_UnaryOp<"Elu"> {
   let summary = "X >= 0 ? X : alpha * (exp(X) - 1)";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+def ONNX_CeluOp : ONNX_UnaryOp<"Celu"> {
+  let summary = "max(0, X) + min(0, alpha * (exp(X / alpha) - 1))";
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+def ONNX_SeluOp : ONNX_UnaryOp<"Selu"> {
+  let summary = "gamma * (X > 0 ? X : alpha * (exp(X) - 1))";
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<F32Attr, "1.67326319217681884765625">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.05070102214813232421875">:$gamma);
+}
+def ONNX_ThresholdedReluOp : ONNX_UnaryOp<"ThresholdedRelu"> {
+  let summary = "X > alpha ? X : 0";
   let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
 }
 def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid"> {
