@@ -224,6 +224,7 @@ private:
   llvm::StringSet<> runningStatistics_;
   void findRunningStatistics();
   void warnMergedParameters();
+  void warnFoldedConvParameters();
   bool isParameter(const ::onnx::TensorProto &t) const;
   LogicalResult checkOperatorsSupported(const llvm::StringMap<int64_t> &opsets);
   /// The node (as named in messages) that produced each value so far.
@@ -695,9 +696,37 @@ void GraphImporter::warnMergedParameters() {
     diag << ", ...";
   diag << "): parameters PyTorch ties to another are stored once, but the exporter's "
           "optimizer also merges parameters that merely hold equal values (a fresh "
-          "model's norm weights and zero biases), and those are trained here as one "
-          "tensor, unlike PyTorch; export with torch.onnx.export(..., optimize=False) "
-          "to keep them apart";
+          "model's norm weights and zero biases) and folds some into others (an "
+          "eval-mode BatchNormalization's scale and bias into the Conv before it), and "
+          "those are trained here as one tensor, unlike PyTorch; export with "
+          "torch.onnx.export(..., optimize=False) to keep them apart";
+}
+
+void GraphImporter::warnFoldedConvParameters() {
+  // The TorchScript exporter's constant folding merges an eval-mode
+  // BatchNormalization into the Conv before it and names the result itself.
+  SmallVector<std::string> folded;
+  for (const ::onnx::NodeProto &node : model_->graph().node()) {
+    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
+      continue;
+    for (int i = 1; i < node.input_size() && i < 3; ++i)
+      if (StringRef(node.input(i)).starts_with("onnx::") &&
+          initializers_.count(node.input(i)))
+        folded.push_back(node.input(i));
+  }
+  if (folded.empty())
+    return;
+  auto diag = mlir::emitWarning(FileLineColLoc::get(&ctx_, path_, 0, 0));
+  diag << folded.size() << " convolution weight" << (folded.size() == 1 ? "" : "s")
+       << " or bias" << (folded.size() == 1 ? "" : "es") << " under a name the exporter made (";
+  for (size_t i = 0; i < folded.size() && i < 8; ++i)
+    diag << (i ? ", " : "") << "'" << folded[i] << "'";
+  if (folded.size() > 8)
+    diag << ", ...";
+  diag << "): the TorchScript exporter folds an eval-mode BatchNormalization into the "
+          "Conv before it, and the folded tensor is trained here as one, unlike "
+          "PyTorch's separate convolution and batch-norm parameters; export with "
+          "torch.onnx.export(..., do_constant_folding=False) to keep them apart";
 }
 
 bool GraphImporter::foldedFromParameter(StringRef name) const {
@@ -1465,8 +1494,10 @@ FailureOr<ImportedModel> GraphImporter::run() {
     initializers_[t.name()] = &t;
   readExportKinds();
   findRunningStatistics();
-  if (options_.training)
+  if (options_.training) {
     warnMergedParameters();
+    warnFoldedConvParameters();
+  }
   findTiedInitializers();
   if (failed(importGraphInputs()))
     return failure();
