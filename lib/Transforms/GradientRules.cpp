@@ -230,12 +230,10 @@ LogicalResult leakyReluRule(RuleArgs &a) {
   set(a, 0, onnx::WhereOp::create(a.b, pos, dy, mulc(a.b, dy, alpha)));
   return success();
 }
-LogicalResult absRule(RuleArgs &a) {
-  set(a, 0, mul(a.b, a.dOuts[0], onnx::SignOp::create(a.b, operand(a, 0))));
-  return success();
-}
-LogicalResult sinRule(RuleArgs &a) {
-  set(a, 0, mul(a.b, a.dOuts[0], onnx::CosOp::create(a.b, operand(a, 0))));
+/// dy * D(x) for an onnx unary op D: the rules of Abs (Sign), Sin (Cos),
+/// Sinh (Cosh) and Cosh (Sinh).
+template <typename D> LogicalResult timesDerivativeRule(RuleArgs &a) {
+  set(a, 0, mul(a.b, a.dOuts[0], D::create(a.b, operand(a, 0))));
   return success();
 }
 LogicalResult cosRule(RuleArgs &a) {
@@ -278,14 +276,6 @@ LogicalResult atanRule(RuleArgs &a) {
 LogicalResult atanhRule(RuleArgs &a) {
   Value x = operand(a, 0);
   set(a, 0, div(a.b, a.dOuts[0], sub(a.b, scalar(a.b, 1.0, elem(x)), mul(a.b, x, x))));
-  return success();
-}
-LogicalResult sinhRule(RuleArgs &a) {
-  set(a, 0, mul(a.b, a.dOuts[0], onnx::CoshOp::create(a.b, operand(a, 0))));
-  return success();
-}
-LogicalResult coshRule(RuleArgs &a) {
-  set(a, 0, mul(a.b, a.dOuts[0], onnx::SinhOp::create(a.b, operand(a, 0))));
   return success();
 }
 LogicalResult softsignRule(RuleArgs &a) {
@@ -1221,7 +1211,7 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {"onnx.Abs", absRule},
+    {"onnx.Abs", timesDerivativeRule<onnx::SignOp>},
     {"onnx.Acos", acosRule},
     {"onnx.Acosh", acoshRule},
     {"onnx.Add", addRule},
@@ -1239,7 +1229,7 @@ const Rule kRules[] = {
     {"onnx.Conv", convRule},
     {"onnx.ConvTranspose", convTransposeRule},
     {"onnx.Cos", cosRule},
-    {"onnx.Cosh", coshRule},
+    {"onnx.Cosh", timesDerivativeRule<onnx::SinhOp>},
     {"onnx.CumSum", cumSumRule},
     {"onnx.Div", divRule},
     {"onnx.Dropout", reshapeRule}, // inference mode: the identity
@@ -1286,8 +1276,8 @@ const Rule kRules[] = {
     {"onnx.Selu", seluRule},
     {"onnx.Sigmoid", sigmoidRule},
     {"onnx.Sign", zeroGradientRule},
-    {"onnx.Sin", sinRule},
-    {"onnx.Sinh", sinhRule},
+    {"onnx.Sin", timesDerivativeRule<onnx::CosOp>},
+    {"onnx.Sinh", timesDerivativeRule<onnx::CoshOp>},
     {"onnx.Slice", sliceRule},
     {"onnx.Softmax", softmaxRule},
     {"onnx.SoftmaxCrossEntropyLoss", softmaxCrossEntropyRule},
