@@ -669,6 +669,14 @@ void GraphImporter::readExportKinds() {
     });
 }
 
+/// The first eight of `names`, quoted, for a warning.
+static void appendNames(mlir::InFlightDiagnostic &diag, ArrayRef<StringRef> names) {
+  for (size_t i = 0; i < names.size() && i < 8; ++i)
+    diag << (i ? ", " : "") << "'" << names[i] << "'";
+  if (names.size() > 8)
+    diag << ", ...";
+}
+
 void GraphImporter::warnMergedParameters() {
   // ONNX Script's optimizer keeps one initializer of several with equal
   // values: a freshly initialised model's LayerNorm weights and zero biases
@@ -690,10 +698,7 @@ void GraphImporter::warnMergedParameters() {
   auto diag = mlir::emitWarning(FileLineColLoc::get(&ctx_, path_, 0, 0));
   diag << "torch.export lists " << missing.size() << " parameter"
        << (missing.size() == 1 ? "" : "s") << " that the file holds no initializer of (";
-  for (size_t i = 0; i < missing.size() && i < 8; ++i)
-    diag << (i ? ", " : "") << "'" << missing[i] << "'";
-  if (missing.size() > 8)
-    diag << ", ...";
+  appendNames(diag, missing);
   diag << "): parameters PyTorch ties to another are stored once, but the exporter's "
           "optimizer also merges parameters that merely hold equal values (a fresh "
           "model's norm weights and zero biases) and folds some into others (an "
@@ -705,13 +710,13 @@ void GraphImporter::warnMergedParameters() {
 void GraphImporter::warnFoldedConvParameters() {
   // The TorchScript exporter's constant folding merges an eval-mode
   // BatchNormalization into the Conv before it and names the result itself.
-  SmallVector<std::string> folded;
+  SmallVector<StringRef> folded;
   for (const ::onnx::NodeProto &node : model_->graph().node()) {
     if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
       continue;
     for (int i = 1; i < node.input_size() && i < 3; ++i)
       if (StringRef(node.input(i)).starts_with("onnx::") &&
-          initializers_.count(node.input(i)))
+          initializers_.count(node.input(i)) && !llvm::is_contained(folded, node.input(i)))
         folded.push_back(node.input(i));
   }
   if (folded.empty())
@@ -719,10 +724,7 @@ void GraphImporter::warnFoldedConvParameters() {
   auto diag = mlir::emitWarning(FileLineColLoc::get(&ctx_, path_, 0, 0));
   diag << folded.size() << " convolution weight" << (folded.size() == 1 ? "" : "s")
        << " or bias" << (folded.size() == 1 ? "" : "es") << " under a name the exporter made (";
-  for (size_t i = 0; i < folded.size() && i < 8; ++i)
-    diag << (i ? ", " : "") << "'" << folded[i] << "'";
-  if (folded.size() > 8)
-    diag << ", ...";
+  appendNames(diag, folded);
   diag << "): the TorchScript exporter folds an eval-mode BatchNormalization into the "
           "Conv before it, and the folded tensor is trained here as one, unlike "
           "PyTorch's separate convolution and batch-norm parameters; export with "

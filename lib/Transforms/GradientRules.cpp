@@ -1041,60 +1041,47 @@ SmallVector<int64_t> transposedPads(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
   return pads;
 }
 
-LogicalResult convRule(RuleArgs &a) {
+/// Conv (Transposed false) and ConvTranspose: each one's input gradient is
+/// the other op applied to dy with the same W, and the weight gradients are
+/// convWeightGrad with the roles of input and dy swapped.
+template <typename ConvOp, bool Transposed> LogicalResult convRule(RuleArgs &a) {
   ImplicitLocOpBuilder &b = a.b;
-  auto conv = cast<onnx::ConvOp>(a.op);
+  auto conv = cast<ConvOp>(a.op);
   Value x = conv.getX(), w = conv.getW(), dy = a.dOuts[0];
   int64_t k = tt(x).getRank() - 2, groups = int64_t(conv.getGroup());
   ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
-  ArrayRef<int64_t> begins = conv.getPads().take_front(k);
+  ArrayRef<int64_t> pads = conv.getPads(), begins = pads.take_front(k);
   ArrayRef<int64_t> kernel = tt(w).getShape().drop_front(2);
+  ArrayRef<int64_t> xs = tt(x).getShape();
   if (needs(a, 0)) {
-    // The adjoint: dy through the transposed convolution with the same W
-    // ([M, C/G, K...] is ConvTranspose's [in, out/G, K...]).
-    SmallVector<int64_t> pads =
-        transposedPads(tt(dy).getShape().drop_front(2), tt(x).getShape().drop_front(2),
-                       kernel, strides, dilations, begins);
-    set(a, 0, onnx::ConvTransposeOp::create(b, dy, w, Value(), uint64_t(groups), strides,
-                                            dilations, pads));
-  }
-  if (needs(a, 1))
-    set(a, 1, convWeightGrad(b, x, dy, groups, kernel, strides, dilations, begins));
-  if (conv.getB() && needs(a, 2))
-    set(a, 2, channelSum(b, dy));
-  return success();
-}
-
-LogicalResult convTransposeRule(RuleArgs &a) {
-  ImplicitLocOpBuilder &b = a.b;
-  auto conv = cast<onnx::ConvTransposeOp>(a.op);
-  Value x = conv.getX(), w = conv.getW(), dy = a.dOuts[0];
-  int64_t k = tt(x).getRank() - 2, groups = int64_t(conv.getGroup());
-  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
-  ArrayRef<int64_t> pads = conv.getPads();
-  ArrayRef<int64_t> kernel = tt(w).getShape().drop_front(2);
-  ArrayRef<int64_t> begins = pads.take_front(k);
-  // Output padding (a negative end) adds positions no window reaches: the
-  // products below never read them.
-  Value g = dy;
-  if (needs(a, 0)) {
-    // The adjoint of the transposed convolution is the convolution itself.
-    SmallVector<int64_t> convPads(begins.begin(), begins.end());
-    for (int64_t d = 0; d < k; ++d)
-      convPads.push_back(std::max<int64_t>(0, pads[k + d]));
-    Value dx = onnx::ConvOp::create(b, g, w, Value(), uint64_t(groups), strides, dilations,
-                                    convPads);
-    // The convolution may see one position more than X has when the forward
-    // output was cut short; keep X's.
-    ArrayRef<int64_t> xs = tt(x).getShape();
-    if (tt(dx).getShape() != xs) {
-      SmallVector<int64_t> starts(xs.size(), 0), steps(xs.size(), 1);
-      dx = onnx::SliceOp::create(b, dx, starts, SmallVector<int64_t>(xs), steps);
+    if constexpr (!Transposed) {
+      // dy through the transposed convolution ([M, C/G, K...] is
+      // ConvTranspose's [in, out/G, K...]).
+      SmallVector<int64_t> tpads = transposedPads(tt(dy).getShape().drop_front(2),
+                                                  xs.drop_front(2), kernel, strides,
+                                                  dilations, begins);
+      set(a, 0, onnx::ConvTransposeOp::create(b, dy, w, Value(), uint64_t(groups), strides,
+                                              dilations, tpads));
+    } else {
+      // dy through the convolution. Output padding (a negative end) adds
+      // positions no window reached: the convolution may then see one more
+      // position than X has; keep X's.
+      SmallVector<int64_t> convPads(begins.begin(), begins.end());
+      for (int64_t d = 0; d < k; ++d)
+        convPads.push_back(std::max<int64_t>(0, pads[k + d]));
+      Value dx = onnx::ConvOp::create(b, dy, w, Value(), uint64_t(groups), strides,
+                                      dilations, convPads);
+      if (tt(dx).getShape() != xs) {
+        SmallVector<int64_t> starts(xs.size(), 0), steps(xs.size(), 1);
+        dx = onnx::SliceOp::create(b, dx, starts, SmallVector<int64_t>(xs), steps);
+      }
+      set(a, 0, dx);
     }
-    set(a, 0, dx);
   }
   if (needs(a, 1))
-    set(a, 1, convWeightGrad(b, g, x, groups, kernel, strides, dilations, begins));
+    set(a, 1, Transposed
+                  ? convWeightGrad(b, dy, x, groups, kernel, strides, dilations, begins)
+                  : convWeightGrad(b, x, dy, groups, kernel, strides, dilations, begins));
   if (conv.getB() && needs(a, 2))
     set(a, 2, channelSum(b, dy));
   return success();
@@ -1226,8 +1213,8 @@ const Rule kRules[] = {
     {"onnx.Celu", celuRule},
     {"onnx.Clip", clipRule},
     {"onnx.Concat", concatRule},
-    {"onnx.Conv", convRule},
-    {"onnx.ConvTranspose", convTransposeRule},
+    {"onnx.Conv", convRule<onnx::ConvOp, false>},
+    {"onnx.ConvTranspose", convRule<onnx::ConvTransposeOp, true>},
     {"onnx.Cos", cosRule},
     {"onnx.Cosh", timesDerivativeRule<onnx::SinhOp>},
     {"onnx.CumSum", cumSumRule},
