@@ -157,7 +157,7 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       arenas[a.getSymName()] = arenaTable.size();
       arenaTable.push_back(::zrt::fb::CreateArenaDirect(
           fbb, a.getSymName().str().c_str(), a.getSize(), a.getNoReuseSize(),
-          a.getLowerBound()));
+          a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0))));
     } else if (auto b = dyn_cast<::zero::zrt::BufferOp>(op)) {
       FailureOr<uint32_t> arena = index(&op, arenas, b.getArenaAttr());
       auto type = cast<RankedTensorType>(b.getType());
@@ -167,7 +167,8 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
       buffers[b.getSymName()] = bufferTable.size();
       std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
       bufferTable.push_back(::zrt::fb::CreateBufferDirect(
-          fbb, b.getSymName().str().c_str(), *dt, &shape, *arena, b.getOffset()));
+          fbb, b.getSymName().str().c_str(), *dt, &shape, *arena, b.getOffset(),
+          b.getInOrderOffset().value_or(-1)));
     } else if (auto c = dyn_cast<::zero::zrt::ConstantOp>(op)) {
       FailureOr<uint32_t> buf = index(&op, buffers, c.getBufferAttr());
       if (failed(buf))

@@ -47,8 +47,11 @@ void RuntimeLowering::emit() {
                                  pg.getGroupSizeAttr());
   const char *arenaNames[3] = {"params", "constants", "activations"};
   for (int a = 0; a < 3; ++a)
-    ::zero::zrt::ArenaOp::create(b, loc, arenaNames[a], arenaSize_[a], noReuse_[a],
-                                 lowerBound_[a]);
+    ::zero::zrt::ArenaOp::create(
+        b, loc, arenaNames[a], arenaSize_[a], noReuse_[a], lowerBound_[a],
+        a == int(ArenaKind::Activations) && inOrderSize_ > 0
+            ? b.getI64IntegerAttr(inOrderSize_)
+            : nullptr);
 
   // Buffers: one per distinct (storage, offset, type) view.
   std::map<std::tuple<int, int64_t, std::string>, FlatSymbolRefAttr> buffers;
@@ -60,8 +63,9 @@ void RuntimeLowering::emit() {
       return it->second;
     std::string name = "b" + std::to_string(buffers.size());
     const Storage &st = storages_[storage];
-    ::zero::zrt::BufferOp::create(b, loc, name, type, arenaNames[int(st.arena)],
-                                  st.offset + off);
+    ::zero::zrt::BufferOp::create(
+        b, loc, name, type, arenaNames[int(st.arena)], st.offset + off,
+        st.inOrderOffset >= 0 ? b.getI64IntegerAttr(st.inOrderOffset + off) : nullptr);
     auto ref = FlatSymbolRefAttr::get(ctx, name);
     buffers[{storage, off, key}] = ref;
     return ref;

@@ -514,6 +514,7 @@ LogicalResult RuntimeLowering::run() {
     return failure();
   planMemory();
   computeEvents();
+  planInOrder();
   emit();
   func_.erase();
   for (auto g : llvm::make_early_inc_range(module_.getOps<ml_program::GlobalOp>()))

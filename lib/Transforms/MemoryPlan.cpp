@@ -106,6 +106,35 @@ LogicalResult RuntimeLowering::computeLiveness() {
   return success();
 }
 
+/// Offsets for the blocks in `order` (the largest first), each at the lowest
+/// offset free over its interval [def[s], last[s]] among the blocks placed
+/// before it on a stage it shares; `size` grows to the end of the highest.
+std::vector<int64_t> RuntimeLowering::placeBlocks(const std::vector<int> &order,
+                                                  const std::vector<int64_t> &def,
+                                                  const std::vector<int64_t> &last,
+                                                  int64_t *size) const {
+  std::vector<int64_t> offset(storages_.size(), -1);
+  std::vector<int> placed;
+  for (int s : order) {
+    const Storage &st = storages_[s];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int p : placed)
+      if (def[p] <= last[s] && def[s] <= last[p] && (storages_[p].stages & st.stages))
+        busy.push_back({offset[p], offset[p] + alignUp(storages_[p].bytes)});
+    llvm::sort(busy);
+    int64_t candidate = 0;
+    for (auto [lo, hi] : busy) {
+      if (candidate + alignUp(st.bytes) <= lo)
+        break;
+      candidate = std::max(candidate, hi);
+    }
+    offset[s] = candidate;
+    *size = std::max(*size, candidate + alignUp(st.bytes));
+    placed.push_back(s);
+  }
+  return offset;
+}
+
 void RuntimeLowering::planMemory() {
   // Params: whole tensors and shards; a bucket's shards back to back.
   int64_t offset = 0;
@@ -146,26 +175,14 @@ void RuntimeLowering::planMemory() {
   llvm::stable_sort(order, [&](int a, int b) {
     return storages_[a].bytes > storages_[b].bytes;
   });
-  std::vector<int> placed;
-  for (int s : order) {
-    Storage &st = storages_[s];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (int p : placed) {
-      const Storage &o = storages_[p];
-      if (o.def <= st.lastUse && st.def <= o.lastUse && (o.stages & st.stages))
-        busy.push_back({o.offset, o.offset + alignUp(o.bytes)});
-    }
-    llvm::sort(busy);
-    int64_t candidate = 0;
-    for (auto [lo, hi] : busy) {
-      if (candidate + alignUp(st.bytes) <= lo)
-        break;
-      candidate = std::max(candidate, hi);
-    }
-    st.offset = candidate;
-    arenaSize_[2] = std::max(arenaSize_[2], candidate + alignUp(st.bytes));
-    placed.push_back(s);
+  std::vector<int64_t> def, last;
+  for (const Storage &st : storages_) {
+    def.push_back(st.def);
+    last.push_back(st.lastUse);
   }
+  std::vector<int64_t> offsets = placeBlocks(order, def, last, &arenaSize_[2]);
+  for (int s : order)
+    storages_[s].offset = offsets[s];
   // Lower bound: the most bytes simultaneously live at any instruction, on
   // any one stage (a program without stages has one: every bit set). A sweep
   // over the blocks' starts and ends, per stage.
@@ -189,4 +206,102 @@ void RuntimeLowering::planMemory() {
       lowerBound_[2] = std::max(lowerBound_[2], live);
     }
   }
+}
+
+// The in-order plan: when the runtime's streams take turns (zero-run
+// --overlap off, or auto with no core to spare), a communication step runs
+// only while compute is idle at a wait for it or for a later step, or once
+// compute has finished. A prefetched gather then runs where compute first
+// needs it, as without prefetch; but the main plan keeps its bytes apart from
+// everything in the layers it was moved across, so the gathered parameters
+// spread over more distinct memory than they would in order (measured: 2-3%
+// of a GPT-2-small ZeRO-3 forward at prefetch=2, bench/README.md). This plan
+// places every activation block again over the interval it has in
+// turn-taking order.
+//
+// Those intervals need no event beyond the program's own. Let start[h] be
+// the first compute instruction that waits for communication step h or a
+// later one (start never decreases along the steps). Step h cannot begin
+// before compute is idle at start[h], and has finished once compute is past
+// that wait (the wait is for a Record after it). So a block lives from its
+// first write (start[h] when communication step h writes it first) to its
+// last access, counting start[h] for each communication step h touching it.
+// Two blocks with disjoint intervals A before B may share bytes:
+//  - B first written by compute: every compute access of A came before, and
+//    every communication step touching A finished before compute passed
+//    start[h] <= A's end;
+//  - B first written by step h: compute is idle at start[h] > A's end, so
+//    A's compute accesses are done, and a step touching A has start <
+//    start[h], so it precedes h on the communication stream.
+// Programs whose compute stream receives (a pipeline stage: its wait frees
+// every communication step) or that are cut into stages keep one plan.
+void RuntimeLowering::planInOrder() {
+  const int64_t n = int64_t(instrs_.size());
+  for (const Instr &in : instrs_)
+    if (!in.ranks.empty() || (in.stream == kCompute && in.name == "Recv"))
+      return;
+  std::vector<int64_t> start(size_t(n), n);
+  std::vector<int64_t> commSteps;
+  for (int64_t i = 0; i < n; ++i)
+    if (instrs_[size_t(i)].stream == kComm)
+      commSteps.push_back(i);
+  if (commSteps.empty())
+    return;
+  size_t next = 0;
+  int64_t allowed = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (instrs_[size_t(i)].stream != kCompute)
+      continue;
+    for (int64_t j : waits_[size_t(i)])
+      if (instrs_[size_t(j)].stream == kComm)
+        allowed = std::max(allowed, j);
+    for (; next < commSteps.size() && commSteps[next] <= allowed; ++next)
+      start[size_t(commSteps[next])] = i;
+  }
+  // Each block's interval in turn-taking order.
+  std::vector<int64_t> def, last;
+  for (const Storage &st : storages_) {
+    def.push_back(st.def);
+    last.push_back(st.lastUse);
+  }
+  std::vector<bool> commWritten(storages_.size(), false);
+  for (int64_t h : commSteps) {
+    const Instr &in = instrs_[size_t(h)];
+    auto touch = [&](int s, bool write) {
+      if (s < 0)
+        return;
+      last[s] = std::max(last[s], start[size_t(h)]);
+      if (write && storages_[s].def == h)
+        commWritten[s] = true;
+    };
+    for (auto [k, v] : llvm::enumerate(in.ins))
+      touch(k < in.inViews.size() ? in.inViews[k].first
+                                  : placement_.lookup(v.first).storage,
+            false);
+    for (auto [k, v] : llvm::enumerate(in.outs))
+      touch(k < in.outViews.size() ? in.outViews[k].first
+                                   : placement_.lookup(v.first).storage,
+            true);
+  }
+  std::vector<int> order;
+  for (auto [s, st] : llvm::enumerate(storages_)) {
+    if (st.arena != ArenaKind::Activations)
+      continue;
+    if (commWritten[s])
+      def[s] = start[size_t(st.def)];
+    order.push_back(int(s));
+  }
+  llvm::stable_sort(order, [&](int a, int b) {
+    return storages_[a].bytes > storages_[b].bytes;
+  });
+  int64_t size = 0;
+  std::vector<int64_t> offsets = placeBlocks(order, def, last, &size);
+  bool differs = false;
+  for (int s : order)
+    differs |= offsets[s] != storages_[s].offset;
+  if (!differs)
+    return;
+  for (int s : order)
+    storages_[s].inOrderOffset = offsets[s];
+  inOrderSize_ = size;
 }

@@ -58,6 +58,8 @@ struct Storage {
   /// bits: every rank, as in a program without stages). Blocks of disjoint
   /// stages never meet in one process, so they may share bytes.
   uint64_t stages = 0;
+  /// Its offset in the in-order plan (-1: none, or the same as `offset`).
+  int64_t inOrderOffset = -1;
 };
 
 /// A value's place: its storage block and a byte offset inside it.
@@ -127,6 +129,14 @@ private:
   /// Live intervals and arena offsets (MemoryPlan.cpp).
   LogicalResult computeLiveness();
   void planMemory();
+  std::vector<int64_t> placeBlocks(const std::vector<int> &order,
+                                   const std::vector<int64_t> &def,
+                                   const std::vector<int64_t> &last,
+                                   int64_t *size) const;
+  /// The in-order plan: the activations the communication stream writes,
+  /// placed again for streams that take turns (MemoryPlan.cpp). After
+  /// computeEvents, whose waits it reads.
+  void planInOrder();
   /// Record/wait events for cross-stream dependencies (Events.cpp).
   void computeEvents();
   /// The zrt.program (EmitProgram.cpp).
@@ -151,6 +161,8 @@ private:
   /// Params storages packed for each in-place bucket, in the bucket's order.
   std::map<int, std::vector<int>> bucketMembers_;
   int64_t arenaSize_[3] = {0, 0, 0}, noReuse_[3] = {0, 0, 0}, lowerBound_[3] = {0, 0, 0};
+  /// The activations arena's size in the in-order plan (0: no such plan).
+  int64_t inOrderSize_ = 0;
   /// Per instruction: the event it records (-1: none) and those it waits for.
   std::vector<int64_t> eventOf_;
   std::vector<std::vector<int64_t>> waits_;

@@ -84,6 +84,42 @@ TEST(Loader, RoundTripsEveryField) {
   EXPECT_EQ(q->instructions[7].attrs.getInt("tag", 0), 7);
   EXPECT_TRUE(q->instructions[7].runsOn(2));
   EXPECT_FALSE(q->instructions[7].runsOn(1));
+  EXPECT_FALSE(q->hasInOrderPlan()); // absent from the file
+  EXPECT_EQ(q->buffers[6].inOrderOffset, -1);
+}
+
+// The in-order plan's fields survive the file, and useInOrderPlan swaps each
+// buffer's two offsets (and back), sizing the arena for both plans.
+TEST(Loader, RoundTripsAndSwapsTheInOrderPlan) {
+  Program p = makeLinearModel(2).program;
+  const uint64_t size = p.arenas[1].size;
+  const uint64_t main6 = p.buffers[6].offset, main5 = p.buffers[5].offset;
+  p.arenas[1].inOrderSize = size + 128; // buffer 6 (y) has 80 bytes
+  p.buffers[6].inOrderOffset = int64_t(size); // past the main plan's end
+  Expected<Program> q = roundTrip(p, &cpuKernels());
+  ASSERT_TRUE(q.isOk()) << q.status().message();
+  ASSERT_TRUE(q->hasInOrderPlan());
+  EXPECT_EQ(q->arenas[1].inOrderSize, size + 128);
+  EXPECT_EQ(q->buffers[6].inOrderOffset, int64_t(size));
+  q->useInOrderPlan();
+  EXPECT_TRUE(q->inOrderPlanInUse);
+  EXPECT_EQ(q->buffers[6].offset, size);
+  EXPECT_EQ(q->buffers[6].inOrderOffset, int64_t(main6));
+  EXPECT_EQ(q->buffers[5].offset, main5); // -1: the same in both plans
+  EXPECT_EQ(q->arenas[1].size, size + 128);
+  Status ok = validateProgram(*q, &cpuKernels());
+  EXPECT_TRUE(ok.isOk()) << ok.message();
+  q->useInOrderPlan(false);
+  EXPECT_FALSE(q->inOrderPlanInUse);
+  EXPECT_EQ(q->buffers[6].offset, main6);
+  EXPECT_EQ(q->buffers[6].inOrderOffset, int64_t(size));
+  // An in-order offset beyond both sizes: the validator names the buffer
+  // once the plan is in use.
+  q->buffers[6].inOrderOffset = int64_t(size + 4096);
+  q->useInOrderPlan();
+  Status bad = validateProgram(*q, &cpuKernels());
+  EXPECT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("lie outside arena 1"), std::string::npos) << bad.message();
 }
 
 TEST(Loader, RoundTripsTrainingPrograms) {

@@ -26,13 +26,14 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
   std::vector<flatbuffers::Offset<fb::Arena>> arenas;
   for (const ArenaDesc &a : p.arenas)
     arenas.push_back(fb::CreateArena(fbb, optString(a.name), a.size,
-                                     a.noReuseSize, a.lowerBound));
+                                     a.noReuseSize, a.lowerBound,
+                                     a.inOrderSize));
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const BufferDesc &b : p.buffers)
     buffers.push_back(fb::CreateBuffer(fbb, optString(b.name),
                                        fb::DType(b.dtype),
                                        fbb.CreateVector(b.shape), b.arena,
-                                       b.offset));
+                                       b.offset, b.inOrderOffset));
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
   for (const ConstantDesc &c : p.constants)
     constants.push_back(

@@ -67,6 +67,9 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory")
     ap.add_argument("--same-as", default="", help="outputs that must match exactly")
     ap.add_argument("--check-zero", action="store_true")
+    ap.add_argument("--in-order-plan", choices=["yes", "no"], default=None,
+                    help="check zero-run's report: the run used the program's "
+                         "in-order memory plan (streams taking turns) or not")
     ap.add_argument("--trace", choices=["overlap", "in-order", "turns"], default=None,
                     help="check the timeline: gathers overlap compute (prefetch), "
                          "follow program order (no prefetch), or never overlap a "
@@ -185,6 +188,12 @@ def main():
     # exceeds it (overlap can only end a gathered buffer's life earlier).
     with open(report) as f:
         rep = json.load(f)
+    if a.in_order_plan is not None:
+        used = rep.get("in_order_plan", False)
+        if used != (a.in_order_plan == "yes"):
+            sys.exit(f"FAIL: zero-run's report says in_order_plan {used}, "
+                     f"expected {a.in_order_plan}")
+        print(f"PASS {a.model} np={a.np}: in-order memory plan used: {a.in_order_plan}")
     for r in rep["ranks"]:
         if stage_gathers:
             planned_peak = stage_gathers[r["rank"] // replicas][0]

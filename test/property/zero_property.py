@@ -30,7 +30,11 @@ no options (the 1-rank reference), runs both with zero-run (the ZeRO one under
       run ahead of a prefetched gather; --exact-plan makes that a failure);
   (5) recorded, not asserted: zero-opt --report's "peak gathered parameters
       (bytes)" against the runtime's planned figure; mismatches are listed at
-      the end (--strict-report makes them failures).
+      the end (--strict-report makes them failures);
+  (6) the ZeRO program run again with the other stream mode (--overlap on if
+      auto made the streams take turns, else off; taking turns, a prefetched
+      program runs on its in-order memory plan) gives the same bytes, and
+      measures no more gathered bytes than planned.
 
 On a failure it prints the case's seed, options and the exact commands, and
 keeps the case's directory. Exit status 0 when every case passed.
@@ -285,11 +289,11 @@ class Case:
                               "'peak gathered parameters (bytes)'")
         return zrt, w, report_peak
 
-    def execute(self, tag, zrt, w, x, n):
+    def execute(self, tag, zrt, w, x, n, extra=()):
         out = os.path.join(self.work, tag + ".out.safetensors")
         rep = os.path.join(self.work, tag + ".report.json")
         cmd = [self.args.zero_run, zrt, "--weights", w, "--input", f"x={x}",
-               "--output", out, "--report-json", rep]
+               "--output", out, "--report-json", rep] + list(extra)
         if n > 1 or self.args.always_mpirun:
             cmd = ["mpirun", "-np", str(n), "--oversubscribe"] + cmd
         self.run(cmd, "run")
@@ -335,6 +339,22 @@ class Case:
             err = np.abs(got.astype(np.float64) - want).max() if got.shape == want.shape else "shape"
             raise CaseFailure("(2) onnxruntime", f"output y differs from onnxruntime "
                                                  f"(max abs error {err})")
+        # (6) the other stream mode (--overlap on/off; the run above took
+        # auto's pick), with its own memory plan when the streams take turns
+        # (the in-order plan): the same bytes, and no more gathered bytes
+        # live than planned.
+        other = "on" if report.get("streams_take_turns") else "off"
+        out2, report2 = self.execute("zero-" + other, zrt, w, xpath, opts["dp"],
+                                     ["--overlap", other])
+        for k, v in out.items():
+            if v.tobytes() != out2[k].tobytes():
+                raise CaseFailure("(6) --overlap", f"output {k} with --overlap {other} "
+                                  f"differs from the run with --overlap auto")
+        for r in report2["ranks"]:
+            if r.get("peak_gathered_bytes", 0) > r.get("planned_peak_gathered_bytes", 0):
+                raise CaseFailure("(6) --overlap", f"--overlap {other}: rank {r['rank']} "
+                                  f"measured {r['peak_gathered_bytes']} gathered bytes, "
+                                  f"above the planned {r['planned_peak_gathered_bytes']}")
         ranks = report["ranks"]
         if "peak_gathered_bytes" not in ranks[0]:
             self.notes.append("zero-run reports no peak_gathered_bytes: (3)-(5) skipped")

@@ -69,6 +69,7 @@ struct ArenaDesc {
   uint64_t size = 0;        ///< bytes to allocate (the planned peak)
   uint64_t noReuseSize = 0; ///< bytes the buffers would take without reuse
   uint64_t lowerBound = 0;  ///< the most bytes simultaneously live
+  uint64_t inOrderSize = 0; ///< bytes of the in-order plan (0: none)
 };
 
 /// A typed view at a fixed offset of an arena. Several buffers may alias.
@@ -78,6 +79,7 @@ struct BufferDesc {
   std::vector<int64_t> shape;
   uint32_t arena = 0;
   uint64_t offset = 0;
+  int64_t inOrderOffset = -1; ///< offset in the in-order plan (-1: `offset`)
 
   /// Elements of the shape (1 for a scalar).
   int64_t numel() const {
@@ -253,6 +255,17 @@ struct Program {
   std::string describeInstruction(size_t index) const;
   /// "buffer 7 \"h1\" (f32[2x8] in arena 1 \"activations\" at offset 128)".
   std::string describeBuffer(uint32_t index) const;
+  /// Whether the program has an in-order plan (buffers placed for streams
+  /// that take turns; docs/program-format.md).
+  bool hasInOrderPlan() const;
+  /// Moves every buffer to its in-order offset (or back: the two offsets
+  /// swap) and sizes the arenas for both plans. The in-order plan is only
+  /// valid when the executor's streams take turns
+  /// (ExecutorOptions::serializeStreams) and kernels complete before their
+  /// stream's next step (the CPU backend).
+  void useInOrderPlan(bool inOrder = true);
+  /// Whether the buffers are at their in-order offsets.
+  bool inOrderPlanInUse = false;
   /// Whether the program is cut into pipeline stages.
   bool pipelined() const { return pipelineDp > 0; }
   /// Ranks that each read their own rows of the global batch: the world, or

@@ -215,7 +215,16 @@ Status Executor::Impl::init() {
     touch(b.buffer);
   if (options.trackMemory) {
     liveBytes = std::make_unique<LiveBytesTracker>(p, executed);
-    stats.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p, executed);
+    // In program order: a figure of the program, so taken with the main
+    // plan's offsets (in the in-order plan a prefetched gather may share
+    // bytes with a block still live in program order).
+    Program main;
+    if (p.inOrderPlanInUse) {
+      main = p;
+      main.useInOrderPlan(false);
+    }
+    stats.plannedPeakGatheredBytes =
+        plannedPeakGatheredBytes(p.inOrderPlanInUse ? main : p, executed);
   }
   return Status::ok();
 }

@@ -34,7 +34,14 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
   // Gathered blocks. A buffer written by an instruction on a communication
   // stream (other than a Recv) starts a block; a buffer nobody writes (a view) joins the block of
   // the most recent write, in program order, to bytes it overlaps at its
-  // first use, if that write started one.
+  // first use, if that write started one. Bytes shared in program order are
+  // the main plan's: under the in-order plan (Program::useInOrderPlan) a
+  // prefetched gather may take bytes a view reads later in program order.
+  std::vector<uint64_t> mainOffset;
+  for (const BufferDesc &d : program.buffers)
+    mainOffset.push_back(program.inOrderPlanInUse && d.inOrderOffset >= 0
+                             ? uint64_t(d.inOrderOffset)
+                             : d.offset);
   std::vector<bool> written(program.buffers.size(), false);
   for (size_t i : executed)
     for (uint32_t b : program.instructions[i].outputs)
@@ -51,14 +58,14 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
       return;
     assigned[b] = true;
     const BufferDesc &d = program.buffers[b];
-    uint64_t begin = d.offset, end = d.offset + d.bytes();
+    uint64_t begin = mainOffset[b], end = mainOffset[b] + d.bytes();
     for (auto it = writes.rbegin(); it != writes.rend(); ++it)
       if (it->arena == d.arena && it->begin < end && begin < it->end) {
         blockOf_[b] = it->block;
         if (it->block >= 0) {
           Block &k = blocks_[size_t(it->block)];
-          k.begin = std::min(k.begin, begin);
-          k.end = std::max(k.end, end);
+          k.begin = std::min(k.begin, d.offset);
+          k.end = std::max(k.end, d.offset + d.bytes());
         }
         return;
       }
@@ -77,7 +84,7 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
         blocks_.push_back({d.arena, d.offset, d.offset + d.bytes(), 0, false});
       }
       assigned[b] = true;
-      writes.push_back({d.arena, d.offset, d.offset + d.bytes(), blockOf_[b]});
+      writes.push_back({d.arena, mainOffset[b], mainOffset[b] + d.bytes(), blockOf_[b]});
     }
   }
   for (const BindingDesc &o : program.outputs) {

@@ -13,6 +13,7 @@
 
 #include "zrt_generated.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -58,6 +59,27 @@ const char *globalRoleName(GlobalRole role) {
   case GlobalRole::Counter: return "Counter";
   }
   return "?";
+}
+
+bool Program::hasInOrderPlan() const {
+  for (const ArenaDesc &a : arenas)
+    if (a.inOrderSize > 0)
+      return true;
+  return false;
+}
+
+void Program::useInOrderPlan(bool inOrder) {
+  if (inOrder == inOrderPlanInUse)
+    return;
+  inOrderPlanInUse = inOrder;
+  for (ArenaDesc &a : arenas)
+    a.size = std::max(a.size, a.inOrderSize);
+  for (BufferDesc &b : buffers)
+    if (b.inOrderOffset >= 0) {
+      const int64_t other = int64_t(b.offset);
+      b.offset = uint64_t(b.inOrderOffset);
+      b.inOrderOffset = other;
+    }
 }
 
 std::string Program::describeInstruction(size_t index) const {
@@ -150,7 +172,8 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
   if (auto *arenas = fp.arenas())
     for (const fb::Arena *a : *arenas)
       p.arenas.push_back(
-          {str(a->name()), a->size(), a->no_reuse_size(), a->lower_bound()});
+          {str(a->name()), a->size(), a->no_reuse_size(), a->lower_bound(),
+           a->in_order_size()});
 
   if (auto *buffers = fp.buffers()) {
     for (const fb::Buffer *b : *buffers) {
@@ -162,6 +185,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       d.shape = vec<int64_t>(b->shape());
       d.arena = b->arena();
       d.offset = b->offset();
+      d.inOrderOffset = b->in_order_offset();
       p.buffers.push_back(std::move(d));
     }
   }

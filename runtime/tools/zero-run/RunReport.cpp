@@ -256,6 +256,8 @@ std::string formatReport(const nlohmann::json &run) {
     os << (run["streams_take_turns"].get<bool>()
                ? ", streams take turns (no core to spare for communication)"
                : ", communication overlaps computation");
+  if (run.value("in_order_plan", false))
+    os << " (in-order memory plan)";
   os << "\n";
   std::snprintf(line, sizeof line, "wall time: %.6f s (slowest rank)\n",
                 run["wall_time_s"].get<double>());

@@ -837,6 +837,15 @@ int runMain(int argc, char **argv, Communicator &comm) {
       opts.overlap == "off" ||
       (opts.overlap == "auto" && rt.backend->name() == "cpu" &&
        rt.backend->numThreads() >= defaultThreads(comm.localSize()));
+  // Streams that take turns run a communication step only once compute
+  // waits for it, so a prefetched gather can take the bytes the previous
+  // layer just freed, as it would without prefetch: the program's in-order
+  // plan (if it has one). Host streams only, whose kernels finish within
+  // their turn.
+  const bool inOrderPlan = execOptions.serializeStreams &&
+                           rt.backend->name() == "cpu" && program->hasInOrderPlan();
+  if (inOrderPlan)
+    program->useInOrderPlan();
   // Through the data communicator: NCCL's aborts its communicators first.
   execOptions.onTimeout = [&comm, &dataComm](const Status &error) {
     printError(comm, error.message());
@@ -1022,6 +1031,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
           describeRun(*program, rt.backend->name(), dataComm,
                       rt.backend->numThreads(), parsed);
       run["streams_take_turns"] = execOptions.serializeStreams;
+      run["in_order_plan"] = inOrderPlan;
       if (opts.report)
         std::fputs(formatReport(run).c_str(), stdout);
       if (status.isOk() && !opts.reportJson.empty())

@@ -59,17 +59,27 @@ def ZRT_ArenaOp : ZRT_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let description = [{
     `size` is the planned peak with buffer reuse, `no_reuse_size` the sum of
     all buffers, `lower_bound` the largest set of simultaneously live bytes.
+    `in_order` (optional) is the size the in-order plan needs: the buffers'
+    `in_order` offsets, used when the streams take turns.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$size,
-                   I64Attr:$no_reuse_size, I64Attr:$lower_bound);
-  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound attr-dict";
+                   I64Attr:$no_reuse_size, I64Attr:$lower_bound,
+                   OptionalAttr<I64Attr>:$in_order_size);
+  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound (`in_order` `=` $in_order_size^)? attr-dict";
 }
 
 def ZRT_BufferOp : ZRT_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "A typed view at a fixed offset of an arena (views may alias)";
+  let description = [{
+    `in_order` (optional) is the buffer's offset in the in-order plan, which
+    the runtime uses when its streams take turns: a communication step then
+    runs only once compute waits for it, so a prefetched gather can take the
+    bytes the previous layer just freed.
+  }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
-                   FlatSymbolRefAttr:$arena, I64Attr:$offset);
-  let assemblyFormat = "$sym_name `:` $type `at` $arena `[` $offset `]` attr-dict";
+                   FlatSymbolRefAttr:$arena, I64Attr:$offset,
+                   OptionalAttr<I64Attr>:$in_order_offset);
+  let assemblyFormat = "$sym_name `:` $type `at` $arena `[` $offset `]` (`in_order` `[` $in_order_offset^ `]`)? attr-dict";
 }
 
 def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
