@@ -302,39 +302,53 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
     packed = static_cast<const float *>(ctx.constants->prepared(
         b, layout, packedFloats(p.k, p.n) * sizeof(float), pack));
   }
-  if (!packed) {
-    // One buffer per calling (stream) thread, reused call after call,
-    // aligned as the kernel's panel loads need (a cache line).
-    thread_local std::vector<float> scratch;
-    constexpr size_t kAlign = 64;
-    const size_t bytes = packedFloats(p.k, p.n) * sizeof(float);
-    scratch.resize((bytes + kAlign) / sizeof(float));
-    void *start = scratch.data();
-    size_t space = scratch.size() * sizeof(float);
-    void *dst = std::align(kAlign, bytes, start, space);
-    pack(dst);
-    packed = static_cast<const float *>(dst);
-  }
   const int64_t rowChunks = (p.m + kPackedTaskRows - 1) / kPackedTaskRows;
   const double taskMacs =
       double(std::min(p.m, kPackedTaskRows)) * double(kPanelCols) * double(p.k);
   const int64_t aRowStride = p.transA ? 1 : p.lda;
   const int64_t aColStride = p.transA ? p.lda : 1;
   // Task t: panel t / rowChunks, rows chunk t % rowChunks (consecutive tasks
-  // share a panel while it is in cache).
+  // share a panel while it is in cache). A B that is not a constant (a
+  // gathered weight) is packed a panel at a time by the task that uses it,
+  // into a buffer of its thread, just before its rows run: the same packed
+  // bytes as the whole packed form's panel, so the same bits, with no
+  // B-sized copy and the panel still in cache.
   parallelRange(
       ctx, panels * rowChunks,
       std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
       [&](int64_t begin, int64_t end) {
+        const float *panelData = nullptr;
+        int64_t panelPacked = -1;
         for (int64_t t = begin; t < end; ++t) {
           const int64_t panel = t / rowChunks, chunk = t % rowChunks;
           const int64_t i0 = chunk * kPackedTaskRows;
           const int64_t i1 = std::min(p.m, i0 + kPackedTaskRows);
           const int64_t j0 = panel * kPanelCols;
-          p.initTile(i0, i1, j0, std::min(p.n, j0 + kPanelCols));
-          packedGemmBlock(i0, i1, panel, panel + 1, p.n, p.k, float(p.alpha),
-                          p.a, aRowStride, aColStride, packed,
-                          p.cInit ? float(p.beta) : 0.0f, p.c, p.ldc);
+          const int64_t cols = std::min(p.n, j0 + kPanelCols) - j0;
+          p.initTile(i0, i1, j0, j0 + cols);
+          if (packed) {
+            packedGemmBlock(i0, i1, panel, panel + 1, p.n, p.k, float(p.alpha),
+                            p.a, aRowStride, aColStride, packed,
+                            p.cInit ? float(p.beta) : 0.0f, p.c, p.ldc);
+            continue;
+          }
+          if (panel != panelPacked) {
+            thread_local std::vector<float> scratch;
+            constexpr size_t kAlign = 64; // the kernel's panel loads
+            const size_t bytes = packedFloats(p.k, kPanelCols) * sizeof(float);
+            scratch.resize((bytes + kAlign) / sizeof(float));
+            void *start = scratch.data();
+            size_t space = scratch.size() * sizeof(float);
+            float *dst = static_cast<float *>(std::align(kAlign, bytes, start, space));
+            // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
+            packB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, p.k, cols,
+                  0, 1, dst);
+            panelData = dst;
+            panelPacked = panel;
+          }
+          packedGemmBlock(i0, i1, 0, 1, cols, p.k, float(p.alpha), p.a, aRowStride,
+                          aColStride, panelData, p.cInit ? float(p.beta) : 0.0f,
+                          p.c + j0, p.ldc);
         }
       });
   return true;
