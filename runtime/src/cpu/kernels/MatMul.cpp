@@ -317,8 +317,18 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
       ctx, panels * rowChunks,
       std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
       [&](int64_t begin, int64_t end) {
-        const float *panelData = nullptr;
+        // This thread's panel buffer, aligned for the kernel's panel loads.
+        float *panelData = nullptr;
         int64_t panelPacked = -1;
+        if (!packed) {
+          thread_local std::vector<float> scratch;
+          constexpr size_t kAlign = 64;
+          const size_t bytes = packedFloats(p.k, kPanelCols) * sizeof(float);
+          scratch.resize((bytes + kAlign) / sizeof(float));
+          void *start = scratch.data();
+          size_t space = scratch.size() * sizeof(float);
+          panelData = static_cast<float *>(std::align(kAlign, bytes, start, space));
+        }
         for (int64_t t = begin; t < end; ++t) {
           const int64_t panel = t / rowChunks, chunk = t % rowChunks;
           const int64_t i0 = chunk * kPackedTaskRows;
@@ -333,17 +343,9 @@ bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
             continue;
           }
           if (panel != panelPacked) {
-            thread_local std::vector<float> scratch;
-            constexpr size_t kAlign = 64; // the kernel's panel loads
-            const size_t bytes = packedFloats(p.k, kPanelCols) * sizeof(float);
-            scratch.resize((bytes + kAlign) / sizeof(float));
-            void *start = scratch.data();
-            size_t space = scratch.size() * sizeof(float);
-            float *dst = static_cast<float *>(std::align(kAlign, bytes, start, space));
             // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
             packB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, p.k, cols,
-                  0, 1, dst);
-            panelData = dst;
+                  0, 1, panelData);
             panelPacked = panel;
           }
           packedGemmBlock(i0, i1, 0, 1, cols, p.k, float(p.alpha), p.a, aRowStride,
