@@ -68,6 +68,34 @@ std::string nodeDescription(Operation *op) {
   return node.empty() ? std::string() : " (ONNX node '" + node + "')";
 }
 
+/// `sum + g` for a gradient sum over micro-batches. A `g` that is a Gather's
+/// gradient (a scatter-add of the looked-up rows into zeros, zero-autodiff's
+/// rule) that nothing reads yet is scattered into `sum` instead: an
+/// embedding table's gradient then costs the rows the micro-batch looked up,
+/// not a table of zeros, the scatter and a table-sized Add (the lowering runs
+/// the scatter in place when `sum` has no other reader). The rows are added
+/// into the running sum one at a time, in the scatter's order.
+Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
+  auto scatter = g.getDefiningOp<onnx::ScatterNDOp>();
+  auto zeros = scatter ? scatter.getData().getDefiningOp<onnx::ConstantOp>() : nullptr;
+  auto splat = zeros ? dyn_cast<SplatElementsAttr>(zeros.getValue()) : nullptr;
+  auto isZero = [](Attribute a) {
+    if (auto f = dyn_cast<FloatAttr>(a))
+      return f.getValue().isPosZero();
+    auto i = dyn_cast<IntegerAttr>(a);
+    return i && i.getValue().isZero();
+  };
+  if (!scatter || !g.use_empty() || scatter.getReduction() != "add" ||
+      sum.getType() != g.getType() || !splat || !isZero(splat.getSplatValue<Attribute>()))
+    return onnx::AddOp::create(b, sum, g);
+  Value summed = onnx::ScatterNDOp::create(b, sum, scatter.getIndices(),
+                                           scatter.getUpdates(), "add");
+  scatter.erase();
+  if (zeros->use_empty())
+    zeros.erase();
+  return summed;
+}
+
 //===----------------------------------------------------------------------===//
 // zero-add-loss
 //===----------------------------------------------------------------------===//
@@ -418,7 +446,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         if (it == grads.end())
           grads.insert({g, v});
         else
-          it->second = onnx::AddOp::create(b, it->second, v);
+          it->second = sumGradients(b, it->second, v);
       }
       lossSum = lossSum ? onnx::AddOp::create(b, lossSum, loss).getResult() : loss;
       tagSince(beforeBackward, k, "backward");

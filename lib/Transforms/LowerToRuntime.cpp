@@ -420,6 +420,32 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         }
         return success();
       })
+      .Case<::zero::onnx::ScatterNDOp, ::zero::onnx::ScatterElementsOp>(
+          [&](Operation *scatter) -> LogicalResult {
+            addKernel(scatter->getName().stripDialect(), kernelParams(scatter, b_));
+            // A scatter is the last reader of its data when nothing else reads
+            // the data's block (a gradient sum's running total, zeros filled
+            // for it): it then writes there, and the kernel skips its copy.
+            Value data = scatter->getOperand(0), result = scatter->getResult(0);
+            Placement p = placement_.lookup(data);
+            if (!data.hasOneUse() || !data.getDefiningOp() || p.storage < 0 || p.offset != 0)
+              return success();
+            const Storage &st = storages_[p.storage];
+            if (st.arena != ArenaKind::Activations || st.gathered ||
+                st.bytes != byteSize(result.getType()))
+              return success();
+            // Other values on the block (a view of it, the data of an
+            // earlier in-place scatter) must all have been read already.
+            for (auto &[v, q] : placement_)
+              if (q.storage == p.storage && v != data)
+                for (Operation *user : v.getUsers())
+                  if (user->getBlock() != scatter->getBlock() ||
+                      !user->isBeforeInBlock(scatter))
+                    return success();
+            storages_[placement_.lookup(result).storage].bytes = 0; // never used
+            bind(result, p.storage);
+            return success();
+          })
       .Case([&](func::ReturnOp ret) {
         ArrayAttr names = func_.getResAttrsAttr();
         for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

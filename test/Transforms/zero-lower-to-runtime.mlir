@@ -147,3 +147,40 @@ module attributes {zero.world_size = 2 : i64} {
     return %r : tensor<3x2xf32>
   }
 }
+
+// -----
+
+// Tests where a scatter writes: into its data's block when nothing else reads
+// that block (%a, read only by the first scatter; the first scatter's result,
+// read only by the second), into a block of its own when the data is read
+// after it (%b, returned) or is a view of a value read after it (%v of %c).
+// CHECK-LABEL: zrt.program @scatters
+// CHECK: zrt.input "input2"
+// CHECK-NEXT: zrt.buffer @[[A:.+]] : tensor<4x2xf32> at @activations
+// CHECK-NEXT: zrt.kernel "Relu" on @compute [@{{.+}}] -> [@[[A]]]
+// CHECK: zrt.buffer @[[B:.+]] : tensor<4x2xf32> at @activations
+// CHECK-NEXT: zrt.kernel "Neg" on @compute [@{{.+}}] -> [@[[B]]]
+// CHECK: zrt.kernel "Abs" on @compute [@{{.+}}] -> [@{{.+}}]
+// CHECK-NEXT: zrt.kernel "ScatterND" on @compute [@[[A]], @[[I:.+]], @[[U:.+]]] -> [@[[A]]] {reduction = "add"}
+// CHECK-NEXT: zrt.kernel "ScatterND" on @compute [@[[A]], @[[I]], @[[U]]] -> [@[[A]]] {reduction = "add"}
+// CHECK-NEXT: zrt.buffer @[[SB:.+]] : tensor<4x2xf32> at @activations
+// CHECK-NEXT: zrt.kernel "ScatterND" on @compute [@[[B]], @[[I]], @[[U]]] -> [@[[SB]]] {reduction = "add"}
+// CHECK-NEXT: zrt.buffer @[[V:.+]] : tensor<4x2xf32> at @activations
+// CHECK-NEXT: zrt.buffer @[[SC:.+]] : tensor<4x2xf32> at @activations
+// CHECK-NEXT: zrt.kernel "ScatterND" on @compute [@[[V]], @[[I]], @[[U]]] -> [@[[SC]]] {reduction = "add"}
+// CHECK-NEXT: zrt.output "output0" from @[[A]]
+module {
+  func.func @scatters(%x: tensor<4x2xf32>, %i: tensor<3x1xi64>, %u: tensor<3x2xf32>)
+      -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<8xf32>) {
+    %a = onnx.Relu %x : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %b = onnx.Neg %x : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %xf = onnx.Reshape %x {shape = array<i64: 8>} : (tensor<4x2xf32>) -> tensor<8xf32>
+    %c = onnx.Abs %xf : (tensor<8xf32>) -> tensor<8xf32>
+    %v = onnx.Reshape %c {shape = array<i64: 4, 2>} : (tensor<8xf32>) -> tensor<4x2xf32>
+    %s1 = onnx.ScatterND %a, %i, %u {reduction = "add"} : (tensor<4x2xf32>, tensor<3x1xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    %s2 = onnx.ScatterND %s1, %i, %u {reduction = "add"} : (tensor<4x2xf32>, tensor<3x1xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    %sb = onnx.ScatterND %b, %i, %u {reduction = "add"} : (tensor<4x2xf32>, tensor<3x1xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    %sc = onnx.ScatterND %v, %i, %u {reduction = "add"} : (tensor<4x2xf32>, tensor<3x1xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    return %s2, %sb, %b, %sc, %c : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<8xf32>
+  }
+}
