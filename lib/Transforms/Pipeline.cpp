@@ -69,11 +69,13 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   }
   for (const auto &kv : *root) {
     StringRef key = kv.first;
-    // The training keys are read by zero-opt --train (readTrainingConfig).
-    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping")
+    // The training keys are read by zero-opt --train (readTrainingConfig);
+    // gradient_accumulation_steps is its micro-batches.
+    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
+        key == "gradient_accumulation_steps")
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
-        key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps")))
+        key == "train_micro_batch_size_per_gpu")))
       continue;
     warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
                         "zero_optimization settings and the batch sizes that fix "
