@@ -79,14 +79,10 @@ Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
   auto scatter = g.getDefiningOp<onnx::ScatterNDOp>();
   auto zeros = scatter ? scatter.getData().getDefiningOp<onnx::ConstantOp>() : nullptr;
   auto splat = zeros ? dyn_cast<SplatElementsAttr>(zeros.getValue()) : nullptr;
-  auto isZero = [](Attribute a) {
-    if (auto f = dyn_cast<FloatAttr>(a))
-      return f.getValue().isPosZero();
-    auto i = dyn_cast<IntegerAttr>(a);
-    return i && i.getValue().isZero();
-  };
+  // Gradients are floating point (only float values are active).
+  auto zero = splat ? dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>()) : nullptr;
   if (!scatter || !g.use_empty() || scatter.getReduction() != "add" ||
-      sum.getType() != g.getType() || !splat || !isZero(splat.getSplatValue<Attribute>()))
+      sum.getType() != g.getType() || !zero || !zero.getValue().isPosZero())
     return onnx::AddOp::create(b, sum, g);
   Value summed = onnx::ScatterNDOp::create(b, sum, scatter.getIndices(),
                                            scatter.getUpdates(), "add");
