@@ -860,6 +860,10 @@ def mode_pp(a, tools, name, work):
         peaks = [next(x["peak_live_bytes"] for x in r["arenas"] if x["name"] == "activations")
                  for r in ranks]
         resident[tag] = [r["param_bytes_resident"] for r in ranks]
+        # A stage's mean point-to-point message: what one send still in flight
+        # keeps live (how long depends on the communication stream's timing).
+        message[tag] = [r["bytes_sent"]["Send"] // max(1, r["collective_calls"]["Send"])
+                        for r in ranks]
         return read_log(lp, steps), load_file(str(sp)), \
             load_file(str(work / f"opt_{tag}.safetensors")), peaks
 
@@ -889,6 +893,7 @@ def mode_pp(a, tools, name, work):
         return out
 
     failures, refs, peaks, resident, zero_runs, schedules = [], {}, {}, {}, {}, {}
+    message = {}
     bubbles = {}
     for spec in a.pp_configs.split(","):
         fields = spec.split(":")
@@ -1037,9 +1042,12 @@ def mode_pp(a, tools, name, work):
             failures.append(f"pp={stages} M={m}: activation checkpointing: weights "
                             f"{'same' if same else 'differ'}, peaks {pc} vs {got['1f1b']}")
         # 1F1B keeps at most S - s micro-batches in flight on stage s, GPipe all M:
-        # below GPipe's where S - s < M, never above it.
+        # below GPipe's where S - s < M. Where S - s >= M both keep all M, and the
+        # measured peaks may differ by a send still in flight (the communication
+        # stream's timing): never above GPipe's by more than one message.
         p1, pg = got["1f1b"], got["gpipe"]
-        lower = all(x < y if stages - st < m else x <= y
+        slack = message[f"mem_1f1b_s{stages}_m{m}"]
+        lower = all(x < y if stages - st < m else x <= y + slack[st]
                     for st, (x, y) in enumerate(zip(p1, pg)))
         log(f"  {'ok  ' if lower else 'FAIL'} pp={stages} M={m}, micro-batch "
             f"{rows // m}x{next(iter(big.values())).shape[2:]}: 1F1B peak live activation "
