@@ -323,6 +323,31 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
 
     // @train_step: the inputs hold `accumulation` micro-batches along dim 0.
     Block &src = func.getBody().front();
+    // The config's train_micro_batch_size_per_gpu is the model's batch: its
+    // inputs' largest dim 0 (an input broadcast over the batch has 1 there).
+    if (const int64_t micro = microBatchSize; micro > 0) {
+      int64_t batch = 0;
+      BlockArgument widest;
+      for (BlockArgument arg : src.getArguments())
+        if (auto t = cast<RankedTensorType>(arg.getType());
+            t.getRank() > 0 && t.getDimSize(0) > batch) {
+          batch = t.getDimSize(0);
+          widest = arg;
+        }
+      if (widest && batch != micro) {
+        auto name = func.getArgAttrOfType<StringAttr>(widest.getArgNumber(), "onnx.name");
+        std::string input = name ? name.getValue().str()
+                                 : "#" + std::to_string(widest.getArgNumber());
+        func.emitOpError() << "the config's train_micro_batch_size_per_gpu is "
+                           << micro << " but the model's batch is " << batch
+                           << " (input '" << input << "' is " << widest.getType()
+                           << "): one micro-batch is one run of the model; export it "
+                              "(or give --input-shape) with batch "
+                           << micro << ", or set train_micro_batch_size_per_gpu to "
+                           << batch;
+        return signalPassFailure();
+      }
+    }
     SmallVector<Type> argTypes;
     for (BlockArgument arg : src.getArguments()) {
       auto t = cast<RankedTensorType>(arg.getType());

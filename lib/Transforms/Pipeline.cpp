@@ -70,9 +70,11 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   for (const auto &kv : *root) {
     StringRef key = kv.first;
     // The training keys are read by zero-opt --train (readTrainingConfig);
-    // gradient_accumulation_steps is its micro-batches.
+    // gradient_accumulation_steps is its micro-batches, and the micro-batch
+    // size is checked against the model's batch (zero-autodiff).
     if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
-        key == "gradient_accumulation_steps")
+        key == "gradient_accumulation_steps" ||
+        (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
         key == "train_micro_batch_size_per_gpu")))

@@ -109,6 +109,12 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
       return (path + ": gradient_accumulation_steps must be a positive integer").str();
     settings.accumulation = *k;
   }
+  if (const llvm::json::Value *v = root->get("train_micro_batch_size_per_gpu")) {
+    std::optional<int64_t> b = v->getAsInteger();
+    if (!b || *b < 1)
+      return (path + ": train_micro_batch_size_per_gpu must be a positive integer").str();
+    settings.microBatchSize = *b;
+  }
   if (const llvm::json::Value *v = root->get("gradient_clipping")) {
     std::optional<double> c = v->getAsNumber();
     if (!c || *c < 0)
@@ -226,6 +232,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.freeze = settings.freeze;
   ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
+  ad.microBatchSize = settings.microBatchSize;
   ad.world = settings.step.world;
   ad.stage = settings.step.stage;
   const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;

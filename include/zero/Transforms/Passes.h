@@ -215,6 +215,8 @@ struct TrainSettings {
   std::string trainOutput; ///< the output that is the loss ("" : found)
   std::string freeze;
   int64_t accumulation = 1;
+  /// The config's train_micro_batch_size_per_gpu (0: not given).
+  int64_t microBatchSize = 0;
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and

@@ -332,6 +332,10 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
            "the others are dropped">,
     Option<"accumulation", "accumulation", "int64_t", "1",
            "Micro-batches per step (gradient accumulation)">,
+    Option<"microBatchSize", "micro-batch-size", "int64_t", "0",
+           "The rows of one micro-batch the config promises "
+           "(train_micro_batch_size_per_gpu; 0: not checked): the model's "
+           "batch (its inputs' largest dim 0) must equal it">,
     Option<"tagMicroBatches", "tag-micro-batches", "bool", "false",
            "Mark each op with its micro-batch (zero.micro_batch) and phase "
            "(zero.phase = forward | backward), for zero-pipeline-split to "
