@@ -362,7 +362,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       const Layout &layout = layouts[index];
       auto fullType = cast<RankedTensorType>(g.getType());
       if (fullType.getElementType() != f32) {
-        g.emitOpError() << "is " << fullType << "; the optimizers update f32 parameters";
+        g.emitOpError() << "is " << fullType
+                        << "; the optimizers update f32 parameters (fp32 master "
+                           "weights, as DeepSpeed keeps them): export the model in "
+                           "float32 (model.float() before torch.onnx.export)";
         return signalPassFailure();
       }
       b.setLoc(g.getLoc());
