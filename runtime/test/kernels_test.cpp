@@ -10,6 +10,8 @@
 #include "KernelHarness.h"
 #include "zrt/Kernel.h"
 
+#include "cpu/kernels/PackedGemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -1015,16 +1017,6 @@ TEST(Gemm, TiledBiasBroadcasts) {
 // Products over a packed constant B (cpu/kernels/PackedGemm.h)
 //===----------------------------------------------------------------------===//
 
-/// Whether the CPU runs the packed kernel (else the kernels keep OpenBLAS
-/// even for a constant B, and the tests below check that path instead).
-bool cpuPacksConstantB() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
-
 /// One Gemm case: shapes, transposes, C's shape, alpha, beta.
 struct PackedGemmCase {
   int64_t m, n, k;
@@ -1108,7 +1100,7 @@ TEST(PackedGemm, MatchesNaiveAtEdges) {
     const std::vector<float> y = runPackedGemmCase(
         c, zrt::test::contextWithConstants(2, &constants), &expected);
     expectNear(y, expected, 3e-5);
-    EXPECT_EQ(constants.preparations, cpuPacksConstantB() ? 1 : 0);
+    EXPECT_EQ(constants.preparations, 1);
   }
 }
 
@@ -1141,7 +1133,7 @@ TEST(PackedGemm, SameBitsAtAnyThreadCount) {
     TensorRef y = t.output<float>({3, 45, 200});
     EXPECT_OK(run("MatMul", {a, b}, {y}, {},
                   zrt::test::contextWithConstants(threads, &constants)));
-    EXPECT_EQ(constants.preparations, cpuPacksConstantB() ? 1 : 0);
+    EXPECT_EQ(constants.preparations, 1);
     if (threads == 1)
       first = values<float>(y);
     else
@@ -1184,7 +1176,173 @@ TEST(PackedGemm, PacksConstantOperandsOnceAndOthersNever) {
       else
         EXPECT_TRUE(values<float>(y) == first) << "call " << call;
     }
-    EXPECT_EQ(constants.preparations, !written && cpuPacksConstantB() ? 1 : 0);
+    EXPECT_EQ(constants.preparations, !written && 1);
+  }
+}
+
+/// Every ISA this CPU runs, lowest first.
+std::vector<zrt::cpu::CpuIsa> runnableIsas() {
+  std::vector<zrt::cpu::CpuIsa> isas;
+  for (zrt::cpu::CpuIsa isa : {zrt::cpu::CpuIsa::Generic, zrt::cpu::CpuIsa::Avx2,
+                               zrt::cpu::CpuIsa::Avx512})
+    if (isa <= zrt::cpu::detectedCpuIsa())
+      isas.push_back(isa);
+  return isas;
+}
+
+/// Runs the kernels at `isa` while alive; the environment's ISA after.
+struct ScopedIsa {
+  explicit ScopedIsa(zrt::cpu::CpuIsa isa) { zrt::cpu::setCpuIsa(isa); }
+  ~ScopedIsa() { zrt::cpu::setCpuIsa(zrt::cpu::detectedCpuIsa()); }
+};
+
+/// Element (i, j) of alpha * op(A) op(B) + beta * C as PackedGemm.h defines
+/// it for `isa`, written out one element at a time: a sequential sum over k
+/// of fused multiply-adds (std::fma) on the FMA ISAs, of rounded products
+/// then adds (through a volatile, so no compiler may fuse them) on generic.
+float definedElement(zrt::cpu::CpuIsa isa, const float *aRow, int64_t aStep,
+                     const float *bCol, int64_t bStep, int64_t k, float alpha,
+                     float beta, float c) {
+  const bool fused = isa != zrt::cpu::CpuIsa::Generic;
+  float acc = 0.0f;
+  for (int64_t p = 0; p < k; ++p) {
+    if (fused) {
+      acc = std::fma(aRow[p * aStep], bCol[p * bStep], acc);
+    } else {
+      volatile float prod = aRow[p * aStep] * bCol[p * bStep];
+      acc = acc + prod;
+    }
+  }
+  float v = alpha == 1.0f ? acc : acc * alpha;
+  if (beta != 0.0f) {
+    if (fused) {
+      v = std::fma(beta, c, v);
+    } else {
+      volatile float prod = beta * c;
+      v = prod + v;
+    }
+  }
+  return v;
+}
+
+// Tests that at every ISA the CPU runs, Gemm (both transposes, alpha, beta,
+// broadcast C), with B constant (packed once) or written by the program
+// (packed per call), gives exactly the bits of PackedGemm.h's definition,
+// element by element: so an element depends on its row of A and column of
+// B only, and the two FMA ISAs agree bit for bit.
+TEST(PackedGemm, EveryIsaGivesTheDefinedBits) {
+  for (zrt::cpu::CpuIsa isa : runnableIsas()) {
+    ScopedIsa scoped(isa);
+    for (const PackedGemmCase &c : packedGemmCases()) {
+      for (bool constantB : {true, false}) {
+        SCOPED_TRACE(std::string(zrt::cpu::cpuIsaName(isa)) + " " +
+                     std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                     std::to_string(c.k) + (constantB ? " constant B" : ""));
+        const std::vector<float> av = randomFloats(size_t(c.m * c.k), 51);
+        const std::vector<float> bv = randomFloats(size_t(c.k * c.n), 52);
+        const bool hasC = c.cShape != std::vector<int64_t>{0};
+        const std::vector<float> cv =
+            randomFloats(size_t(product(c.cShape)), 53);
+        zrt::test::TestConstants constants;
+        Tensors t;
+        TensorRef a = t.input<float>(c.transA ? std::vector<int64_t>{c.k, c.m}
+                                              : std::vector<int64_t>{c.m, c.k},
+                                     av);
+        TensorRef b = t.input<float>(c.transB ? std::vector<int64_t>{c.n, c.k}
+                                              : std::vector<int64_t>{c.k, c.n},
+                                     bv);
+        if (!constantB)
+          constants.written = {b.data};
+        std::vector<TensorRef> in = {a, b};
+        if (hasC)
+          in.push_back(t.input<float>(c.cShape, cv));
+        TensorRef y = t.output<float>({c.m, c.n});
+        EXPECT_OK(run("Gemm", in, {y},
+                      attrs({{"transA", ints({c.transA})},
+                             {"transB", ints({c.transB})},
+                             {"alpha", floats({c.alpha})},
+                             {"beta", floats({c.beta})}}),
+                      zrt::test::contextWithConstants(3, &constants)));
+        EXPECT_EQ(constants.preparations, constantB ? 1 : 0);
+        const std::vector<float> got = values<float>(y);
+        const int64_t cRows =
+            c.cShape.size() >= 2 ? c.cShape[c.cShape.size() - 2] : 1;
+        const int64_t cCols = c.cShape.empty() ? 1 : c.cShape.back();
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < c.m; ++i)
+          for (int64_t j = 0; j < c.n; ++j) {
+            const float init =
+                hasC ? cv[size_t((cRows == 1 ? 0 : i) * cCols +
+                                 (cCols == 1 ? 0 : j))]
+                     : 0.0f;
+            const float want = definedElement(
+                isa, av.data() + (c.transA ? i : i * c.k), c.transA ? c.m : 1,
+                bv.data() + (c.transB ? j * c.k : j), c.transB ? 1 : c.n, c.k,
+                float(c.alpha), hasC ? float(c.beta) : 0.0f, init);
+            if (std::memcmp(&want, &got[size_t(i * c.n + j)], 4) != 0 &&
+                wrong++ < 3)
+              ADD_FAILURE() << "element (" << i << ", " << j << "): "
+                            << got[size_t(i * c.n + j)] << ", defined "
+                            << want;
+          }
+        EXPECT_EQ(wrong, 0);
+      }
+    }
+  }
+}
+
+// Tests, at every ISA, the property pipeline micro-batching and ZeRO rest on:
+// any run of consecutive rows of A (a micro-batch) multiplied alone gives
+// exactly those rows of the whole product, for MatMul with a batch folded
+// into M and batched MatMul (B with a batch: attention).
+TEST(PackedGemm, RowsAloneGiveTheWholeProductsBits) {
+  std::mt19937 rng(77);
+  for (zrt::cpu::CpuIsa isa : runnableIsas()) {
+    ScopedIsa scoped(isa);
+    for (int trial = 0; trial < 12; ++trial) {
+      const int64_t batch = 1 + int64_t(rng() % 4);
+      const int64_t m = 1 + int64_t(rng() % 70), k = 1 + int64_t(rng() % 90);
+      const int64_t n = 1 + int64_t(rng() % 130);
+      const bool bBatched = trial % 2 == 1;
+      SCOPED_TRACE(std::string(zrt::cpu::cpuIsaName(isa)) + " [" +
+                   std::to_string(batch) + "x" + std::to_string(m) + "x" +
+                   std::to_string(k) + "] x [" +
+                   (bBatched ? std::to_string(batch) + "x" : std::string()) +
+                   std::to_string(k) + "x" + std::to_string(n) + "]");
+      const std::vector<float> av =
+          randomFloats(size_t(batch * m * k), 60 + uint32_t(trial));
+      const std::vector<float> bv = randomFloats(
+          size_t((bBatched ? batch : 1) * k * n), 80 + uint32_t(trial));
+      const std::vector<int64_t> bShape =
+          bBatched ? std::vector<int64_t>{batch, k, n}
+                   : std::vector<int64_t>{k, n};
+      auto product3 = [&](int64_t r0, int64_t r1, int threads) {
+        // Rows [r0, r1) of every batch entry's A.
+        std::vector<float> part;
+        for (int64_t e = 0; e < batch; ++e)
+          part.insert(part.end(), av.begin() + (e * m + r0) * k,
+                      av.begin() + (e * m + r1) * k);
+        Tensors t;
+        TensorRef a = t.input<float>({batch, r1 - r0, k}, part);
+        TensorRef b = t.input<float>(bShape, bv);
+        TensorRef y = t.output<float>({batch, r1 - r0, n});
+        EXPECT_OK(run("MatMul", {a, b}, {y}, {}, zrt::test::contextWithThreads(threads)));
+        return values<float>(y);
+      };
+      const std::vector<float> whole = product3(0, m, 2);
+      const int64_t r0 = int64_t(rng() % uint32_t(m));
+      const int64_t r1 = r0 + 1 + int64_t(rng() % uint32_t(m - r0));
+      const std::vector<float> part = product3(r0, r1, 1 + trial % 3);
+      bool same = true;
+      for (int64_t e = 0; e < batch; ++e)
+        for (int64_t i = r0; i < r1; ++i)
+          same = same &&
+                 std::memcmp(&part[size_t((e * (r1 - r0) + i - r0) * n)],
+                             &whole[size_t((e * m + i) * n)],
+                             size_t(n) * 4) == 0;
+      EXPECT_TRUE(same) << "rows [" << r0 << ", " << r1
+                        << ") alone differ from the whole product's";
+    }
   }
 }
 

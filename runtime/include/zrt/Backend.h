@@ -107,6 +107,15 @@ protected:
 /// (shared by all streams; OpenBLAS is set to the same count).
 std::unique_ptr<Backend> createCpuBackend(int numThreads);
 
+/// The instruction set the CPU backend's f32 products run ("avx512", "avx2"
+/// or "generic"): the CPU's best, lowered by the environment variable
+/// ZRT_CPU_ISA. Within one ISA a product's bits never depend on the layout
+/// (threads, ranks, micro-batches); between ISAs they may differ.
+const char *cpuKernelIsa();
+
+/// An error when ZRT_CPU_ISA names no ISA, or one this CPU cannot run.
+Status checkCpuKernelIsa();
+
 /// Where and how a collective runs.
 struct CommContext {
   int group = -1;           ///< program process group; -1 is the world

@@ -14,6 +14,7 @@
 
 #include "cpu/HostEvent.h"
 #include "cpu/ThreadPool.h"
+#include "cpu/kernels/PackedGemm.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -144,6 +145,13 @@ private:
 
 std::unique_ptr<Backend> createCpuBackend(int numThreads) {
   return std::make_unique<CpuBackend>(numThreads);
+}
+
+const char *cpuKernelIsa() { return cpu::cpuIsaName(cpu::cpuIsa()); }
+
+Status checkCpuKernelIsa() {
+  const std::string problem = cpu::cpuIsaProblem();
+  return problem.empty() ? Status::ok() : Status::error(problem);
 }
 
 } // namespace zrt

@@ -7,6 +7,8 @@
 
 #include "RunReport.h"
 
+#include "zrt/Backend.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -230,6 +232,8 @@ nlohmann::json describeRun(const Program &program, const std::string &backend,
   run["backend"] = backend;
   run["communicator"] = comm.name();
   run["threads_per_rank"] = threads;
+  if (backend == "cpu")
+    run["cpu_isa"] = cpuKernelIsa();
   double wall = 0;
   uint64_t resident = 0, read = 0, sent = 0;
   for (const nlohmann::json &r : ranks) {
@@ -251,7 +255,10 @@ std::string formatReport(const nlohmann::json &run) {
   char line[512];
   os << "zero-run report: " << run["program"].get<std::string>() << ", "
      << run["world_size"] << " rank(s), " << run["backend"].get<std::string>()
-     << " backend, " << run["threads_per_rank"] << " thread(s) per rank";
+     << " backend";
+  if (run.contains("cpu_isa"))
+    os << " (" << run["cpu_isa"].get<std::string>() << ")";
+  os << ", " << run["threads_per_rank"] << " thread(s) per rank";
   if (run.contains("streams_take_turns"))
     os << (run["streams_take_turns"].get<bool>()
                ? ", streams take turns (no core to spare for communication)"

@@ -104,7 +104,13 @@ const char *kUsage =
 #ifdef ZRT_HAVE_CUDA
     "  --backend cpu|cuda           where to run (default cpu)\n"
 #endif
-    "  --help                       this text\n";
+    "  --help                       this text\n"
+    "environment:\n"
+    "  ZRT_CPU_ISA=avx512|avx2|generic  lower the instruction set of the CPU "
+    "kernels' products\n"
+    "                               (default: the CPU's best); bits may differ "
+    "between ISAs,\n"
+    "                               never between layouts on one\n";
 
 struct Options {
   std::string model;
@@ -514,6 +520,7 @@ struct Runtime {
 Status createBackend(const Options &opts, Communicator &world, int threads,
                      Runtime &rt) {
   if (opts.backend == "cpu") {
+    ZRT_RETURN_IF_ERROR(checkCpuKernelIsa());
     rt.backend = createCpuBackend(threads);
     rt.backend->setRank(world.rank(), world.worldSize());
     return Status::ok();

@@ -1,22 +1,19 @@
 //===- MatMul.cpp - MatMul and Gemm ---------------------------------------===//
 //
 // numpy-style MatMul (1-D operands promoted and their dims dropped, batch dims
-// broadcast) and ONNX Gemm. f32/f64 go through OpenBLAS (cblas_sgemm/dgemm)
-// running single-threaded: the parallelism is ours, on the KernelContext's
-// threads (independent batch products, or tiles of C for one product), so
-// OpenBLAS's own spinning worker threads never compete with the runtime's and
-// the split of the work (hence the bits of C) is fixed by the shapes. Each
-// tile is one OpenBLAS call, which packs its operands afresh, so the tiles are
-// few and large, cut where the repacking costs least (chooseGrid). Gemm's C
-// is copied into Y tile by tile, just before the tile's product.
-// Integer types use a plain row-accumulating loop, tiled the same way.
+// broadcast) and ONNX Gemm. Every f32 product (and Conv's, through
+// gemmOnThisThread) runs PackedGemm's kernel for the CPU's ISA over packed
+// panels of B (PackedGemm.h): an element of C depends only on its row of A
+// and its column of B, never on M, the tile, the thread split, the rank
+// layout or micro-batching. A B the program never writes (a weight of an
+// inference program: KernelContext::constants) is packed once, at its first
+// use, and kept by the executor. The parallelism is ours, on the
+// KernelContext's threads (tasks of a panel by a chunk of rows).
+// f64 goes through OpenBLAS (cblas_dgemm) running single-threaded, cut into
+// tiles by the shapes alone (chooseGrid), so OpenBLAS's own spinning worker
+// threads never compete with the runtime's; integer types use a plain
+// row-accumulating loop, tiled the same way.
 // Batched MatMul folds A's batch into M when B has no batch.
-//
-// An f32 B that the program never writes (a weight of an inference program:
-// KernelContext::constants) is packed once, at its first use, and kept by the
-// executor; its products run PackedGemm's AVX-512 kernel over the packed
-// panels instead (no re-packing per call, the next panel prefetched while one
-// runs), where the CPU has AVX-512.
 //
 //===----------------------------------------------------------------------===//
 
@@ -265,95 +262,114 @@ void runProducts(const KernelContext &ctx, int64_t count,
   });
 }
 
-/// Rows of C per task of a packed product (a multiple of the micro-kernel's
-/// 8): A's rows a task reads stay in L2 while it streams one panel of B.
+/// Rows of C per task of a packed product (a multiple of every micro-kernel's
+/// rows): A's rows a task reads stay in L2 while it streams one panel of B.
 constexpr int64_t kPackedTaskRows = 256;
-/// Narrower products keep OpenBLAS: a panel would be mostly padding.
-constexpr int64_t kPackedMinCols = 16;
 
-/// Runs the f32 product `p`, whose B is the tensor `b`, over B's packed form
-/// when the CPU has the packed kernel (see PackedGemm.h): a constant `b` is
-/// packed once and kept, any other B is packed for this call; returns false,
-/// having done nothing, when the kernel does not apply. Constant or not, the
-/// product takes the same kernel: OpenBLAS sums some products in another
-/// order than the kernel (small ones against a transposed B, K = 100 in the
-/// plain layout), so a weight gathered by ZeRO-3 (written by a collective,
-/// never constant) would otherwise round differently from the same weight
-/// held whole on one rank. The path and the work split depend on the shapes
-/// and on packing being on (not --no-prepack), never on the thread count or
-/// the rank; each element of C is computed the same way in any task, so its
-/// bits are the same at any --threads.
-bool runPackedProduct(const KernelContext &ctx, const GemmProblem<float> &p,
-                      const TensorRef &b) {
-  if (!ctx.constants || p.n < kPackedMinCols || p.k == 0 || !packedGemmSupported())
-    return false;
-  const int64_t panels = packedPanels(p.n);
-  auto pack = [&](void *dst) {
-    parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
-      packB(p.b, p.ldb, p.transB, p.k, p.n, p0, p1, static_cast<float *>(dst));
-    });
-  };
+/// A thread's buffer for one packed panel of a K-row B, 64-byte aligned.
+float *panelScratch(int64_t k) {
+  thread_local std::vector<float> scratch;
+  constexpr size_t kAlign = 64;
+  const size_t bytes = packedFloats(k, kPanelCols) * sizeof(float);
+  if (scratch.size() * sizeof(float) < bytes + kAlign)
+    scratch.resize((bytes + kAlign) / sizeof(float) + 1);
+  void *start = scratch.data();
+  size_t space = scratch.size() * sizeof(float);
+  return static_cast<float *>(std::align(kAlign, bytes, start, space));
+}
+
+/// Runs `count` f32 products of one shape (`problemAt(i)` gives the i-th)
+/// over B's packed panels (see PackedGemm.h), on the context's threads. When
+/// `constantB` is a constant of the program (count 1), B is packed once and
+/// kept; any other B is packed a panel at a time by the task that uses it,
+/// into a buffer of its thread, just before its rows run: the same packed
+/// bytes as the whole packed form's panel, so the same bits, with no B-sized
+/// copy and the panel still in cache. Every f32 product takes this path, so
+/// a weight gathered by ZeRO-3 rounds as the same weight held whole, and a
+/// micro-batch's rows as the whole batch's. Each element of C is computed
+/// the same way in any task, so the work split (a function of the shapes)
+/// never changes its bits.
+template <typename ProblemAt>
+void runPackedProducts(const KernelContext &ctx, int64_t count,
+                       const ProblemAt &problemAt, const TensorRef *constantB) {
+  if (count <= 0)
+    return;
+  const GemmProblem<float> first = problemAt(0);
+  const int64_t m = first.m, n = first.n, k = first.k;
+  if (m == 0 || n == 0)
+    return;
+  const int64_t panels = packedPanels(n);
   const float *packed = nullptr;
-  if (ctx.constants->isConstant(b)) {
+  if (count == 1 && constantB && ctx.constants &&
+      ctx.constants->isConstant(*constantB)) {
     const std::string layout =
-        "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(p.k) +
-        " n=" + std::to_string(p.n) + " ldb=" + std::to_string(p.ldb) +
-        " t=" + std::to_string(int(p.transB));
+        "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(k) +
+        " n=" + std::to_string(n) + " ldb=" + std::to_string(first.ldb) +
+        " t=" + std::to_string(int(first.transB));
     packed = static_cast<const float *>(ctx.constants->prepared(
-        b, layout, packedFloats(p.k, p.n) * sizeof(float), pack));
+        *constantB, layout, packedFloats(k, n) * sizeof(float),
+        [&](void *dst) {
+          parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
+            packB(first.b, first.ldb, first.transB, k, n, p0, p1,
+                  static_cast<float *>(dst));
+          });
+        }));
   }
-  const int64_t rowChunks = (p.m + kPackedTaskRows - 1) / kPackedTaskRows;
+  const int64_t rowChunks = (m + kPackedTaskRows - 1) / kPackedTaskRows;
+  const int64_t perProduct = panels * rowChunks;
   const double taskMacs =
-      double(std::min(p.m, kPackedTaskRows)) * double(kPanelCols) * double(p.k);
-  const int64_t aRowStride = p.transA ? 1 : p.lda;
-  const int64_t aColStride = p.transA ? p.lda : 1;
-  // Task t: panel t / rowChunks, rows chunk t % rowChunks (consecutive tasks
-  // share a panel while it is in cache). A B that is not a constant (a
-  // gathered weight) is packed a panel at a time by the task that uses it,
-  // into a buffer of its thread, just before its rows run: the same packed
-  // bytes as the whole packed form's panel, so the same bits, with no
-  // B-sized copy and the panel still in cache.
+      double(std::min(m, kPackedTaskRows)) * double(kPanelCols) * double(k);
+  // Task t: product t / perProduct; in it, panel r / rowChunks, rows chunk
+  // r % rowChunks (consecutive tasks share a panel while it is in cache).
   parallelRange(
-      ctx, panels * rowChunks,
+      ctx, count * perProduct,
       std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
       [&](int64_t begin, int64_t end) {
-        // This thread's panel buffer, aligned for the kernel's panel loads.
-        float *panelData = nullptr;
-        int64_t panelPacked = -1;
-        if (!packed) {
-          thread_local std::vector<float> scratch;
-          constexpr size_t kAlign = 64;
-          const size_t bytes = packedFloats(p.k, kPanelCols) * sizeof(float);
-          scratch.resize((bytes + kAlign) / sizeof(float));
-          void *start = scratch.data();
-          size_t space = scratch.size() * sizeof(float);
-          panelData = static_cast<float *>(std::align(kAlign, bytes, start, space));
-        }
+        float *panelData = packed ? nullptr : panelScratch(k);
+        int64_t packedTask = -1; // product * panels + panel in panelData
         for (int64_t t = begin; t < end; ++t) {
-          const int64_t panel = t / rowChunks, chunk = t % rowChunks;
+          const int64_t product = t / perProduct, r = t % perProduct;
+          const int64_t panel = r / rowChunks, chunk = r % rowChunks;
+          const GemmProblem<float> p = problemAt(product);
           const int64_t i0 = chunk * kPackedTaskRows;
-          const int64_t i1 = std::min(p.m, i0 + kPackedTaskRows);
+          const int64_t i1 = std::min(m, i0 + kPackedTaskRows);
           const int64_t j0 = panel * kPanelCols;
-          const int64_t cols = std::min(p.n, j0 + kPanelCols) - j0;
+          const int64_t cols = std::min(n, j0 + kPanelCols) - j0;
+          const int64_t aRowStride = p.transA ? 1 : p.lda;
+          const int64_t aColStride = p.transA ? p.lda : 1;
+          const float beta = p.cInit ? float(p.beta) : 0.0f;
           p.initTile(i0, i1, j0, j0 + cols);
           if (packed) {
-            packedGemmBlock(i0, i1, panel, panel + 1, p.n, p.k, float(p.alpha),
-                            p.a, aRowStride, aColStride, packed,
-                            p.cInit ? float(p.beta) : 0.0f, p.c, p.ldc);
+            packedGemmBlock(i0, i1, panel, panel + 1, n, k, float(p.alpha), p.a,
+                            aRowStride, aColStride, packed, beta, p.c, p.ldc);
             continue;
           }
-          if (panel != panelPacked) {
+          if (product * panels + panel != packedTask) {
             // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
-            packB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, p.k, cols,
+            packB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols,
                   0, 1, panelData);
-            panelPacked = panel;
+            packedTask = product * panels + panel;
           }
-          packedGemmBlock(i0, i1, 0, 1, cols, p.k, float(p.alpha), p.a, aRowStride,
-                          aColStride, panelData, p.cInit ? float(p.beta) : 0.0f,
-                          p.c + j0, p.ldc);
+          packedGemmBlock(i0, i1, 0, 1, cols, k, float(p.alpha), p.a,
+                          aRowStride, aColStride, panelData, beta, p.c + j0,
+                          p.ldc);
         }
       });
-  return true;
+}
+
+/// Runs `count` products of one shape: f32 over packed panels
+/// (runPackedProducts), other types through runProducts. A K of 0 leaves
+/// beta * C (gemm<T>).
+template <typename T, typename ProblemAt>
+void runAnyProducts(const KernelContext &ctx, int64_t count,
+                    const ProblemAt &problemAt, const TensorRef *constantB) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (count > 0 && problemAt(0).k > 0) {
+      runPackedProducts(ctx, count, problemAt, constantB);
+      return;
+    }
+  }
+  runProducts<T>(ctx, count, problemAt);
 }
 
 Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
@@ -377,10 +393,7 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
           const GemmProblem<T> p{
               false, false, plan.numel * m, n, k, 1.0, 0.0, pa, k, pb, n,
               py,    n};
-          if constexpr (std::is_same_v<T, float>)
-            if (runPackedProduct(ctx, p, b))
-              return;
-          runProducts<T>(ctx, 1, [&](int64_t) { return p; });
+          runAnyProducts<T>(ctx, 1, [&](int64_t) { return p; }, &b);
           return;
         }
         // Offsets (in matrices) of A and B for each batch index.
@@ -395,15 +408,18 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                                     off[1] + i * plan.innerStride(1);
                               }
                             });
-        runProducts<T>(ctx, plan.numel, [&](int64_t i) {
-          return GemmProblem<T>{false, false,
-                                m,     n,
-                                k,     1.0,
-                                0.0,   pa + aOffset[size_t(i)] * m * k,
-                                k,     pb + bOffset[size_t(i)] * k * n,
-                                n,     py + i * m * n,
-                                n};
-        });
+        runAnyProducts<T>(
+            ctx, plan.numel,
+            [&](int64_t i) {
+              return GemmProblem<T>{false, false,
+                                    m,     n,
+                                    k,     1.0,
+                                    0.0,   pa + aOffset[size_t(i)] * m * k,
+                                    k,     pb + bOffset[size_t(i)] * k * n,
+                                    n,     py + i * m * n,
+                                    n};
+            },
+            nullptr);
       }))
     return Status::error("unreachable: dtype checked by prepareMatMul");
   return Status::ok();
@@ -437,10 +453,7 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
           p.cInitRowStride = cRowStride;
           p.cInitColStride = cColStride;
         }
-        if constexpr (std::is_same_v<T, float>)
-          if (runPackedProduct(ctx, p, b))
-            return;
-        runProducts<T>(ctx, 1, [&](int64_t) { return p; });
+        runAnyProducts<T>(ctx, 1, [&](int64_t) { return p; }, &b);
       }))
     return Status::error("unreachable: dtype checked by prepareGemm");
   return Status::ok();
@@ -461,6 +474,19 @@ template <typename T>
 void gemmOnThisThread(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                       const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
                       int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 0 && n > 0 && k > 0) {
+      // The packed kernel of every other f32 product, one panel at a time.
+      float *panel = panelScratch(k);
+      for (int64_t j0 = 0; j0 < n; j0 += kPanelCols) {
+        const int64_t cols = std::min(n - j0, kPanelCols);
+        packB(b + (transB ? j0 * ldb : j0), ldb, transB, k, cols, 0, 1, panel);
+        packedGemmBlock(0, m, 0, 1, cols, k, 1.0f, a, transA ? 1 : lda,
+                        transA ? lda : 1, panel, 0.0f, c + j0, ldc);
+      }
+      return;
+    }
+  }
   gemm<T>(transA, transB, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 template void gemmOnThisThread<float>(bool, bool, int64_t, int64_t, int64_t,

@@ -1,62 +1,97 @@
-//===- PackedGemm.cpp - f32 products over prepacked constant B ------------===//
+//===- PackedGemm.cpp - f32 products over packed panels of B --------------===//
 //
-// The packing and the AVX-512 micro-kernel of PackedGemm.h. The kernel keeps
-// a block of kRowBlock x kPanelCols of C in 24 zmm accumulators, loads one
-// row of the panel (three vectors) per k and broadcasts one element of A per
-// row: 24 FMAs for 3 vector loads and kRowBlock broadcasts. Only the functions
-// marked ZRT_AVX512 use AVX-512 (the file is built for the baseline ISA, so no
-// inline function shared with other files is compiled for AVX-512); they run
-// only when packedGemmSupported().
+// The packing and the three micro-kernels of PackedGemm.h, one per ISA:
+// - AVX-512: a block of 8 x 48 of C in 24 zmm accumulators; per k one row
+//   of the panel (three vectors) is loaded and one element of A broadcast
+//   per row: 24 FMAs for 3 vector loads and 8 broadcasts.
+// - AVX2: a block of 4 x 24 (half a panel) in 12 ymm accumulators: 12 FMAs
+//   for 3 loads and 4 broadcasts.
+// - generic: 4 x 48 in plain C++ (vectorised by the compiler for the
+//   baseline ISA), a multiply then an add.
+// Each keeps one accumulator per element of C over the whole of K, so the
+// element's bits do not depend on the block it falls in (PackedGemm.h).
+// This file is compiled with -ffp-contract=off: the compiler adds no FMA the
+// kernels do not spell out, so the portable kernel rounds its products on
+// every target. Only the functions marked ZRT_AVX512 / ZRT_AVX2 use those
+// ISAs (the file is built for the baseline one); they run only when cpuIsa()
+// allows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PackedGemm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define ZRT_HAVE_PACKED_GEMM 1
+#define ZRT_HAVE_X86_KERNELS 1
 #include <immintrin.h>
 #define ZRT_AVX512 __attribute__((target("avx512f,fma")))
+#define ZRT_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 namespace zrt {
 namespace cpu {
 namespace {
 
-/// Rows of C per micro-kernel call.
-constexpr int kRowBlock = 8;
 constexpr int64_t kCacheLine = 64;
 /// Prefetches of the next panel issued per k step, at most.
 constexpr int64_t kPrefetchPerStep = 2;
 
-#ifdef ZRT_HAVE_PACKED_GEMM
-/// C[0..MR) x [0..cols) = alpha * A[0..MR) x panel + beta * C. The next
-/// panel's lines [prefetch, prefetch + prefetchLines * 64) go to L2 meanwhile.
-template <int MR>
-ZRT_AVX512 void microKernel(int64_t k, const float *a, int64_t aRowStride,
-                            int64_t aColStride, const float *panel, float *c,
-                            int64_t ldc, int64_t cols, float alpha, float beta,
-                            const char *prefetch, int64_t prefetchLines) {
+/// Where a micro-kernel call prefetches: `lines` cache lines from `start`.
+struct Prefetch {
+  const char *start = nullptr;
+  int64_t lines = 0;
+};
+
+/// Issues step p's share of `pf` (kPrefetchPerStep lines per k step).
+#ifdef ZRT_HAVE_X86_KERNELS
+inline void prefetchStep(const Prefetch &pf, int64_t p) {
+  if (kPrefetchPerStep * p < pf.lines)
+    _mm_prefetch(pf.start + kPrefetchPerStep * p * kCacheLine, _MM_HINT_T1);
+  if (kPrefetchPerStep * p + 1 < pf.lines)
+    _mm_prefetch(pf.start + (kPrefetchPerStep * p + 1) * kCacheLine,
+                 _MM_HINT_T1);
+}
+#endif
+
+/// The arguments every micro-kernel takes.
+struct Block {
+  int64_t k;
+  const float *a; ///< the block's first row of A
+  int64_t aRowStride, aColStride;
+  const float *panel; ///< the block's first column of the panel (row stride kPanelCols)
+  float *c;           ///< the block's first element of C
+  int64_t ldc;
+  int64_t cols; ///< columns of C the block writes
+  float alpha, beta;
+  Prefetch prefetch;
+};
+
+using MicroKernelFn = void (*)(const Block &);
+
+//===----------------------------------------------------------------------===//
+// AVX-512: 8 x 48
+//===----------------------------------------------------------------------===//
+
+#ifdef ZRT_HAVE_X86_KERNELS
+template <int MR> ZRT_AVX512 void avx512Kernel(const Block &blk) {
   __m512 acc[MR][3];
   const float *rows[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
-    rows[i] = a + i * aRowStride;
+    rows[i] = blk.a + i * blk.aRowStride;
   }
   int64_t off = 0;
-  for (int64_t p = 0; p < k; ++p, off += aColStride) {
-    const float *bp = panel + p * kPanelCols;
+  for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
+    const float *bp = blk.panel + p * kPanelCols;
     const __m512 b0 = _mm512_load_ps(bp);
     const __m512 b1 = _mm512_load_ps(bp + 16);
     const __m512 b2 = _mm512_load_ps(bp + 32);
-    if (kPrefetchPerStep * p < prefetchLines)
-      _mm_prefetch(prefetch + kPrefetchPerStep * p * kCacheLine, _MM_HINT_T1);
-    if (kPrefetchPerStep * p + 1 < prefetchLines)
-      _mm_prefetch(prefetch + (kPrefetchPerStep * p + 1) * kCacheLine,
-                   _MM_HINT_T1);
+    prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(rows[i][off]);
@@ -67,20 +102,21 @@ ZRT_AVX512 void microKernel(int64_t k, const float *a, int64_t aRowStride,
   }
   __mmask16 masks[3];
   for (int j = 0; j < 3; ++j) {
-    const int64_t left = std::clamp<int64_t>(cols - 16 * j, 0, 16);
+    const int64_t left = std::clamp<int64_t>(blk.cols - 16 * j, 0, 16);
     masks[j] = __mmask16((1u << left) - 1u);
   }
-  const __m512 alphaV = _mm512_set1_ps(alpha), betaV = _mm512_set1_ps(beta);
+  const __m512 alphaV = _mm512_set1_ps(blk.alpha),
+               betaV = _mm512_set1_ps(blk.beta);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    float *ci = c + i * ldc;
+    float *ci = blk.c + i * blk.ldc;
     for (int j = 0; j < 3; ++j) {
       if (masks[j] == 0)
         break;
       __m512 v = acc[i][j];
-      if (alpha != 1.0f)
+      if (blk.alpha != 1.0f)
         v = _mm512_mul_ps(v, alphaV);
-      if (beta != 0.0f)
+      if (blk.beta != 0.0f)
         v = _mm512_fmadd_ps(betaV, _mm512_maskz_loadu_ps(masks[j], ci + 16 * j),
                             v);
       _mm512_mask_storeu_ps(ci + 16 * j, masks[j], v);
@@ -88,26 +124,213 @@ ZRT_AVX512 void microKernel(int64_t k, const float *a, int64_t aRowStride,
   }
 }
 
-using MicroKernelFn = void (*)(int64_t, const float *, int64_t, int64_t,
-                               const float *, float *, int64_t, int64_t, float,
-                               float, const char *, int64_t);
-/// microKernel<r> at index r - 1.
-constexpr MicroKernelFn kMicroKernels[kRowBlock] = {
-    microKernel<1>, microKernel<2>, microKernel<3>, microKernel<4>,
-    microKernel<5>, microKernel<6>, microKernel<7>, microKernel<8>};
+//===----------------------------------------------------------------------===//
+// AVX2: 4 x 24
+//===----------------------------------------------------------------------===//
+
+/// Columns of one AVX2 block: half a panel.
+constexpr int64_t kAvx2Cols = 24;
+
+template <int MR> ZRT_AVX2 void avx2Kernel(const Block &blk) {
+  __m256 acc[MR][3];
+  const float *rows[MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = acc[i][2] = _mm256_setzero_ps();
+    rows[i] = blk.a + i * blk.aRowStride;
+  }
+  int64_t off = 0;
+  for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
+    const float *bp = blk.panel + p * kPanelCols;
+    const __m256 b0 = _mm256_load_ps(bp);
+    const __m256 b1 = _mm256_load_ps(bp + 8);
+    const __m256 b2 = _mm256_load_ps(bp + 16);
+    prefetchStep(blk.prefetch, p);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(rows[i] + off);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      acc[i][2] = _mm256_fmadd_ps(ai, b2, acc[i][2]);
+    }
+  }
+  __m256i masks[3];
+  for (int j = 0; j < 3; ++j) {
+    const int left = int(std::clamp<int64_t>(blk.cols - 8 * j, 0, 8));
+    masks[j] = _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  const __m256 alphaV = _mm256_set1_ps(blk.alpha),
+               betaV = _mm256_set1_ps(blk.beta);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    float *ci = blk.c + i * blk.ldc;
+    for (int j = 0; j < 3; ++j) {
+      if (blk.cols <= 8 * j)
+        break;
+      const bool full = blk.cols >= 8 * (j + 1);
+      __m256 v = acc[i][j];
+      if (blk.alpha != 1.0f)
+        v = _mm256_mul_ps(v, alphaV);
+      if (blk.beta != 0.0f) {
+        const __m256 old = full ? _mm256_loadu_ps(ci + 8 * j)
+                                : _mm256_maskload_ps(ci + 8 * j, masks[j]);
+        v = _mm256_fmadd_ps(betaV, old, v);
+      }
+      if (full)
+        _mm256_storeu_ps(ci + 8 * j, v);
+      else
+        _mm256_maskstore_ps(ci + 8 * j, masks[j], v);
+    }
+  }
+}
 #endif
+
+//===----------------------------------------------------------------------===//
+// generic: 4 x 48, a multiply then an add
+//===----------------------------------------------------------------------===//
+
+template <int MR> void genericKernel(const Block &blk) {
+  alignas(64) float acc[MR][kPanelCols] = {};
+  const float *rows[MR];
+  for (int i = 0; i < MR; ++i)
+    rows[i] = blk.a + i * blk.aRowStride;
+  int64_t off = 0;
+  for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
+    const float *bp = blk.panel + p * kPanelCols;
+    for (int i = 0; i < MR; ++i) {
+      const float ai = rows[i][off];
+      for (int64_t j = 0; j < kPanelCols; ++j)
+        acc[i][j] = acc[i][j] + ai * bp[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float *ci = blk.c + i * blk.ldc;
+    for (int64_t j = 0; j < blk.cols; ++j) {
+      float v = acc[i][j];
+      if (blk.alpha != 1.0f)
+        v = v * blk.alpha;
+      if (blk.beta != 0.0f)
+        v = blk.beta * ci[j] + v;
+      ci[j] = v;
+    }
+  }
+}
+
+/// One ISA's kernels: `rowBlock` rows by `colBlock` columns at most, the
+/// kernel for r rows at index r - 1.
+struct KernelSet {
+  int rowBlock;
+  int64_t colBlock;
+  MicroKernelFn kernels[8];
+};
+
+const KernelSet &kernelSet(CpuIsa isa) {
+#ifdef ZRT_HAVE_X86_KERNELS
+  static const KernelSet avx512{
+      8,
+      kPanelCols,
+      {avx512Kernel<1>, avx512Kernel<2>, avx512Kernel<3>, avx512Kernel<4>,
+       avx512Kernel<5>, avx512Kernel<6>, avx512Kernel<7>, avx512Kernel<8>}};
+  static const KernelSet avx2{
+      4,
+      kAvx2Cols,
+      {avx2Kernel<1>, avx2Kernel<2>, avx2Kernel<3>, avx2Kernel<4>}};
+  if (isa == CpuIsa::Avx512)
+    return avx512;
+  if (isa == CpuIsa::Avx2)
+    return avx2;
+#endif
+  static const KernelSet generic{
+      4,
+      kPanelCols,
+      {genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>}};
+  return generic;
+}
+
+/// The ISA from ZRT_CPU_ISA and the CPU, and what was wrong with the
+/// variable, if anything.
+struct IsaChoice {
+  CpuIsa isa = CpuIsa::Generic;
+  std::string problem;
+};
+
+const IsaChoice &isaChoice() {
+  static const IsaChoice choice = [] {
+    IsaChoice c;
+    c.isa = detectedCpuIsa();
+    const char *env = std::getenv("ZRT_CPU_ISA");
+    if (!env || !*env)
+      return c;
+    const std::string want = env;
+    for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512}) {
+      if (want != cpuIsaName(isa))
+        continue;
+      if (isa > c.isa)
+        c.problem = "ZRT_CPU_ISA=" + want + ": this CPU runs at most " +
+                    cpuIsaName(c.isa) + " (the variable lowers the ISA, " +
+                    "never raises it); unset it or name " + cpuIsaName(c.isa) +
+                    " or lower";
+      else
+        c.isa = isa;
+      return c;
+    }
+    c.problem = "ZRT_CPU_ISA=" + want +
+                ": not an instruction set of the CPU kernels; use avx512, "
+                "avx2 or generic (or unset it for the CPU's best)";
+    return c;
+  }();
+  return choice;
+}
 
 } // namespace
 
-bool packedGemmSupported() {
-#ifdef ZRT_HAVE_PACKED_GEMM
-  static const bool supported =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  return supported;
+const char *cpuIsaName(CpuIsa isa) {
+  switch (isa) {
+  case CpuIsa::Avx512:
+    return "avx512";
+  case CpuIsa::Avx2:
+    return "avx2";
+  case CpuIsa::Generic:
+    break;
+  }
+  return "generic";
+}
+
+CpuIsa detectedCpuIsa() {
+#ifdef ZRT_HAVE_X86_KERNELS
+  static const CpuIsa isa = [] {
+    if (!__builtin_cpu_supports("fma"))
+      return CpuIsa::Generic;
+    if (__builtin_cpu_supports("avx512f"))
+      return CpuIsa::Avx512;
+    if (__builtin_cpu_supports("avx2"))
+      return CpuIsa::Avx2;
+    return CpuIsa::Generic;
+  }();
+  return isa;
 #else
-  return false;
+  return CpuIsa::Generic;
 #endif
 }
+
+namespace {
+/// setCpuIsa's choice; -1 while the environment's holds.
+std::atomic<int> isaOverride{-1};
+} // namespace
+
+CpuIsa cpuIsa() {
+  const int set = isaOverride.load(std::memory_order_relaxed);
+  return set >= 0 ? CpuIsa(set) : isaChoice().isa;
+}
+
+CpuIsa setCpuIsa(CpuIsa isa) {
+  const CpuIsa use = std::min(isa, detectedCpuIsa());
+  isaOverride.store(int(use), std::memory_order_relaxed);
+  return use;
+}
+
+std::string cpuIsaProblem() { return isaChoice().problem; }
 
 void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
            int64_t p0, int64_t p1, float *dst) {
@@ -136,33 +359,45 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                      int64_t k, float alpha, const float *a, int64_t aRowStride,
                      int64_t aColStride, const float *packed, float beta,
                      float *c, int64_t ldc) {
-#ifdef ZRT_HAVE_PACKED_GEMM
+  const KernelSet &set = kernelSet(cpuIsa());
   const int64_t panels = packedPanels(n);
   const int64_t panelFloats = k * kPanelCols;
-  const int64_t rowBlocks = (i1 - i0 + kRowBlock - 1) / kRowBlock;
+  const int64_t rowBlocks = (i1 - i0 + set.rowBlock - 1) / set.rowBlock;
   for (int64_t p = p0; p < p1; ++p) {
     const float *panel = packed + p * panelFloats;
     const int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-    // The next panel's lines, an equal share per row block.
+    const int64_t colBlocks = (cols + set.colBlock - 1) / set.colBlock;
+    // The next panel's lines, an equal share per block.
     const char *next = p + 1 < panels
                            ? reinterpret_cast<const char *>(panel + panelFloats)
                            : nullptr;
     const int64_t lines =
         next ? panelFloats * int64_t(sizeof(float)) / kCacheLine : 0;
+    const int64_t blocks = rowBlocks * colBlocks;
     const int64_t share =
-        std::min((lines + rowBlocks - 1) / rowBlocks, kPrefetchPerStep * k);
+        std::min((lines + blocks - 1) / blocks, kPrefetchPerStep * k);
     int64_t block = 0;
-    for (int64_t i = i0; i < i1; i += kRowBlock, ++block) {
-      const int64_t rows = std::min<int64_t>(kRowBlock, i1 - i);
-      const int64_t first = std::min(lines, block * share);
-      const int64_t count = std::min(share, lines - first);
-      kMicroKernels[rows - 1](
-          k, a + i * aRowStride, aRowStride, aColStride, panel,
-          c + i * ldc + p * kPanelCols, ldc, cols, alpha, beta,
-          next ? next + first * kCacheLine : nullptr, count);
+    for (int64_t cb = 0; cb < colBlocks; ++cb) {
+      const int64_t j0 = cb * set.colBlock;
+      for (int64_t i = i0; i < i1; i += set.rowBlock, ++block) {
+        const int64_t rows = std::min<int64_t>(set.rowBlock, i1 - i);
+        const int64_t first = std::min(lines, block * share);
+        Block blk{k,
+                  a + i * aRowStride,
+                  aRowStride,
+                  aColStride,
+                  panel + j0,
+                  c + i * ldc + p * kPanelCols + j0,
+                  ldc,
+                  std::min(set.colBlock, cols - j0),
+                  alpha,
+                  beta,
+                  {next ? next + first * kCacheLine : nullptr,
+                   std::min(share, lines - first)}};
+        set.kernels[rows - 1](blk);
+      }
     }
   }
-#endif
 }
 
 } // namespace cpu

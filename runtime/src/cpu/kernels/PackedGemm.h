@@ -1,13 +1,21 @@
-//===- PackedGemm.h - f32 products over prepacked constant B ----*- C++ -*-===//
+//===- PackedGemm.h - f32 products over packed panels of B ------*- C++ -*-===//
 //
-// The CPU MatMul/Gemm path for a constant B (a weight no instruction writes:
-// see ConstantOperands in zrt/Kernel.h). B is packed once into column panels
-// of kPanelCols columns, each panel K rows of kPanelCols contiguous floats
-// (zero-padded past N), and every later product streams the panels with an
-// AVX-512 micro-kernel instead of re-packing B in each OpenBLAS call. Every
-// element of C is one fixed sequence of FMAs over k = 0..K-1 whichever task
-// computes it, so C's bits do not depend on the thread count or on how the
-// work is cut.
+// Every f32 MatMul/Gemm on the CPU (constant or gathered B, forward and
+// backward, batched or not, Conv's products too). B is packed into column
+// panels of kPanelCols columns, each panel K rows of kPanelCols contiguous
+// floats (zero-padded past N): once for a constant B (a weight no
+// instruction writes: see ConstantOperands in zrt/Kernel.h), a panel at a
+// time just before its use otherwise. A micro-kernel for the CPU's ISA
+// (cpuIsa(): AVX-512, AVX2 or portable C++) streams the panels.
+//
+// Every element of C is one fixed sequence of operations whatever kernel,
+// tile, task, thread count, row count M or rank layout computes it:
+//   acc = 0; for k = 0..K-1: acc = acc + A[i][k] * B[k][j]
+//   v = alpha == 1 ? acc : acc * alpha;  C = beta == 0 ? v : beta * C + v
+// with each "x + y * z" one fused multiply-add on the FMA ISAs (AVX-512 and
+// AVX2 give the same bits) and a rounded multiply then add on the portable
+// one. So an element depends only on its row of A and its column of B:
+// micro-batching, pipeline splits and ZeRO gathers leave its bits alone.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_CPU_KERNELS_PACKEDGEMM_H
@@ -15,15 +23,37 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace zrt {
 namespace cpu {
 
-/// Columns of B per packed panel (three AVX-512 vectors).
-constexpr int64_t kPanelCols = 48;
+/// The instruction sets the packed kernels are built for, lowest first.
+enum class CpuIsa { Generic = 0, Avx2 = 1, Avx512 = 2 };
 
-/// Whether this CPU runs the packed path (AVX-512F and FMA).
-bool packedGemmSupported();
+/// "generic", "avx2" or "avx512".
+const char *cpuIsaName(CpuIsa isa);
+
+/// The highest ISA this CPU runs (AVX-512F + FMA, AVX2 + FMA, or generic).
+CpuIsa detectedCpuIsa();
+
+/// The ISA the kernels run: the detected one, lowered by the environment
+/// variable ZRT_CPU_ISA=avx512|avx2|generic (never raised above it; a value
+/// that is not one of these leaves the detected ISA: see cpuIsaProblem).
+/// Read once per process.
+CpuIsa cpuIsa();
+
+/// Makes the kernels run `isa`, lowered to detectedCpuIsa(), from now on
+/// (ZRT_CPU_ISA in code: for tests and benches that compare ISAs in one
+/// process; not while products run). Returns the ISA now in use.
+CpuIsa setCpuIsa(CpuIsa isa);
+
+/// Empty when ZRT_CPU_ISA is unset or names an ISA this CPU runs; otherwise
+/// what is wrong with it and what to do (zero-run refuses to start).
+std::string cpuIsaProblem();
+
+/// Columns of B per packed panel (three AVX-512 vectors, six AVX2 ones).
+constexpr int64_t kPanelCols = 48;
 
 /// Panels of a K x N B: ceil(N / kPanelCols).
 inline int64_t packedPanels(int64_t n) {
@@ -36,7 +66,7 @@ inline size_t packedFloats(int64_t k, int64_t n) {
 }
 
 /// Packs panels [p0, p1) of op(B) (K x N; `transB`: B is N x K) with leading
-/// dimension `ldb` into `dst` (the whole packed form).
+/// dimension `ldb` into `dst` (the whole packed form, 64-byte aligned).
 void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
            int64_t p0, int64_t p1, float *dst);
 
