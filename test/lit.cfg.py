@@ -26,8 +26,10 @@ config.substitutions.append((
 if os.path.exists(zero_run) and os.path.exists(python):
     config.available_features.add("runtime")
 
+# ZRT_CPU_ISA: scripts/test.sh runs the layout tests again at each lower ISA.
 llvm_config.with_system_environment(["HOME", "PATH", "OMPI_ALLOW_RUN_AS_ROOT",
-                                     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"])
+                                     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+                                     "ZRT_CPU_ISA"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["zero-opt"], tool_dirs)

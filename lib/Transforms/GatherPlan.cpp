@@ -24,9 +24,48 @@ int64_t zero::gatheredBytes(Operation *gather) {
   return n;
 }
 
-/// Slice/Reshape: the kinds of op the partitioner uses as parameter views.
+/// Element offset of a slice whose result is one contiguous run of its input
+/// (unit steps; every dim after the first partial one is whole; every dim
+/// before it has extent 1), or nothing.
+std::optional<int64_t> zero::contiguousSliceOffset(zero::onnx::SliceOp slice) {
+  auto in = cast<RankedTensorType>(slice.getData().getType());
+  ArrayRef<int64_t> out = slice.getType().getShape();
+  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+  if (out.empty() || slice.getType().getNumElements() == 0)
+    return std::nullopt;
+  int64_t rank = in.getRank(), partial = rank;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (steps[d] != 1)
+      return std::nullopt;
+    if (partial == rank && out[d] != in.getDimSize(d))
+      partial = d;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < partial && out[d] != 1 && out[d] != in.getDimSize(d))
+      return std::nullopt;
+    if (d < partial && out[d] != 1 && partial != rank)
+      return std::nullopt;
+    if (d > partial && (starts[d] != 0 || out[d] != in.getDimSize(d)))
+      return std::nullopt;
+  }
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    offset += starts[d] * stride;
+    stride *= in.getDimSize(d);
+  }
+  return offset;
+}
+
+/// The ops whose result is the same bytes as their operand, which
+/// zero-lower-to-runtime places as views of the operand's block (the
+/// partitioner's unpad slice and reshape, and any the model applies itself:
+/// a buffer's Unsqueeze, a Squeeze, a contiguous row range): a gathered
+/// parameter lives as long as any of them is used.
 static bool isViewKind(Operation *op) {
-  return isa<zero::onnx::SliceOp, zero::onnx::ReshapeOp>(op);
+  if (auto slice = dyn_cast<zero::onnx::SliceOp>(op))
+    return zero::contiguousSliceOffset(slice).has_value();
+  return isa<zero::onnx::ReshapeOp, zero::onnx::SqueezeOp, zero::onnx::UnsqueezeOp,
+             zero::onnx::FlattenOp, zero::onnx::IdentityOp, zero::onnx::DropoutOp>(op);
 }
 
 bool zero::isParameterView(Operation *op) {

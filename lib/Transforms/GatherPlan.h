@@ -17,9 +17,16 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <vector>
 
 namespace zero {
+
+/// Element offset of a slice whose result is one contiguous run of its input
+/// (unit steps; every dim after the first partial one is whole; every dim
+/// before it has extent 1), or nothing: zero-lower-to-runtime makes such a
+/// slice a view of its input's bytes, any other a copy.
+std::optional<int64_t> contiguousSliceOffset(onnx::SliceOp slice);
 
 /// True for a value that holds a rank's part of a parameter: a global's load,
 /// or hpZ's secondary shard (a zero.local_shard over a process group, taken

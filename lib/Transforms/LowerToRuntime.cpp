@@ -72,38 +72,6 @@ std::string locName(Location loc) {
   return "";
 }
 
-/// Element offset of a slice whose result is one contiguous run of its input
-/// (unit steps; every dim after the first partial one is whole; every dim
-/// before it has extent 1), or nothing.
-std::optional<int64_t> contiguousSliceOffset(::zero::onnx::SliceOp slice) {
-  auto in = cast<RankedTensorType>(slice.getData().getType());
-  ArrayRef<int64_t> out = slice.getType().getShape();
-  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
-  if (out.empty() || slice.getType().getNumElements() == 0)
-    return std::nullopt;
-  int64_t rank = in.getRank(), partial = rank;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (steps[d] != 1)
-      return std::nullopt;
-    if (partial == rank && out[d] != in.getDimSize(d))
-      partial = d;
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < partial && out[d] != 1 && out[d] != in.getDimSize(d))
-      return std::nullopt;
-    if (d < partial && out[d] != 1 && partial != rank)
-      return std::nullopt;
-    if (d > partial && (starts[d] != 0 || out[d] != in.getDimSize(d)))
-      return std::nullopt;
-  }
-  int64_t offset = 0, stride = 1;
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    offset += starts[d] * stride;
-    stride *= in.getDimSize(d);
-  }
-  return offset;
-}
-
 int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
   auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(user, sym);
   if (!global) {
@@ -236,7 +204,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](::zero::onnx::SliceOp slice) -> LogicalResult {
         // A contiguous block of the input (the unpad of a gathered parameter,
         // a row range) is a view at an offset; anything else is a copy.
-        if (std::optional<int64_t> offset = contiguousSliceOffset(slice)) {
+        if (std::optional<int64_t> offset = ::zero::contiguousSliceOffset(slice)) {
           Placement p = placement_.lookup(slice.getData());
           p.offset += *offset * (byteSize(slice.getType()) /
                                  std::max<int64_t>(1, slice.getType().getNumElements()));

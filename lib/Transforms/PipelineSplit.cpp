@@ -477,13 +477,45 @@ struct ZeroPipelineSplitPass
     llvm::DenseSet<Operation *> inEpilogue(epilogue.begin(), epilogue.end());
     llvm::DenseMap<Operation *, int64_t> stageOf;
     assignStages(body, ls, bounds, stageOf, inEpilogue);
-    // The stages that use each global in the micro-batches.
+    // The stages that use each global in the micro-batches: those of the ops
+    // reading its load, and, for a ZeRO-3 parameter, those of the ops reading
+    // it through the transfers that bring it in (a quantization, the gather,
+    // its views). A gather shared by layers of several stages sits on the
+    // first; every stage that computes with the parameter holds a copy and
+    // steps it.
     llvm::DenseMap<Attribute, std::set<int64_t>> usedOn;
-    for (Operation &op : body)
-      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(&op); load && !inEpilogue.count(&op))
-        for (Operation *user : load->getUsers())
+    for (Operation &op : body) {
+      auto load = dyn_cast<ml_program::GlobalLoadOp>(&op);
+      if (!load || inEpilogue.count(&op))
+        continue;
+      std::set<int64_t> stages;
+      SmallVector<Value> reach{load.getResult()};
+      llvm::DenseSet<Value> seen;
+      while (!reach.empty()) {
+        Value v = reach.pop_back_val();
+        if (!seen.insert(v).second)
+          continue;
+        for (OpOperand &use : v.getUses()) {
+          Operation *user = use.getOwner();
+          if (inEpilogue.count(user))
+            continue;
           if (auto it = stageOf.find(user); it != stageOf.end())
-            usedOn[load.getGlobalAttr()].insert(it->second);
+            stages.insert(it->second);
+          if (isa<::zero::dist::QuantizeOp>(user) || ::zero::isQuantizedShardGather(user) ||
+              ::zero::isGather(user) || ::zero::isParameterView(user)) {
+            // A bucket's result i is its operand i; other transfers carry
+            // the parameter in all their results.
+            if (isa<::zero::dist::BucketAllGatherOp>(user) &&
+                user->getNumResults() == user->getNumOperands())
+              reach.push_back(user->getResult(use.getOperandNumber()));
+            else
+              llvm::append_range(reach, user->getResults());
+          }
+        }
+      }
+      if (!stages.empty())
+        usedOn[load.getGlobalAttr()].insert(stages.begin(), stages.end());
+    }
     if (tiedGrads == "step")
       sumTiedPerStage(body, epilogue, usedOn, stageOf, slotOf);
     else if (tiedGrads != "micro-batch")

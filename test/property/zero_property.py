@@ -4,7 +4,10 @@
 Each case (reproducible from its seed) builds a random ONNX model (opset 17): a
 chain with occasional residual joins of 3-12 ops among MatMul, Gemm (with and
 without transB, with and without bias), Add of a bias parameter, Relu, Tanh,
-LayerNormalization (scale and bias parameters) and Mul by a parameter, with
+LayerNormalization (scale and bias parameters), Mul by a parameter and Mul by
+a view of a parameter made at the graph's start and read later, sometimes by
+several layers (Unsqueeze, Reshape, Squeeze, a row range, Flatten: the same
+bytes; a strided Slice: a copy), with
 2-16 float parameters of odd sizes (some below the persistence threshold) and,
 in about half the cases, one parameter used twice far apart (a tied
 embedding / LM head: MatMul by W early, Gemm by W with transB=1 at the end), so
@@ -100,6 +103,45 @@ def build_model(rng, path):
         inits.append(numpy_helper.from_array(value, n))
         return n
 
+    consts = []  # int64 operands (axes, shapes, slice bounds): not parameters
+    views = []  # (value, width): [1, width] views of parameters, made first
+
+    def const(values):
+        n = name("c")
+        consts.append(numpy_helper.from_array(np.array(values, dtype=np.int64), n))
+        return n
+
+    def param_view(width):
+        """A [1, width] view of a new parameter, made by ops placed at the
+        start of the graph (far from its readers, as an exporter places a
+        buffer's unsqueeze): the same bytes (Unsqueeze, Reshape, Squeeze, a
+        contiguous row range, then sometimes a Flatten) or a strided Slice
+        (a copy)."""
+        form = rng.choice(["unsqueeze", "reshape", "squeeze", "rows", "strided"])
+        out = name("v")
+        if form == "unsqueeze":
+            node = helper.make_node("Unsqueeze", [param([width]), const([0])], [out])
+        elif form == "reshape":
+            node = helper.make_node("Reshape", [param([width]), const([1, width])], [out])
+        elif form == "squeeze":
+            node = helper.make_node("Squeeze", [param([1, 1, width]), const([0])], [out])
+        elif form == "rows":
+            node = helper.make_node("Slice", [param([3, width]), const([1]), const([2]),
+                                              const([0])], [out])
+        else:
+            node = helper.make_node("Slice", [param([1, 2 * width]), const([1]),
+                                              const([2 * width]), const([1]),
+                                              const([2])], [out])
+        node.name = name("n_")
+        front = [node]
+        if form != "strided" and rng.random() < 0.3:
+            flat = name("v")
+            front.append(helper.make_node("Flatten", [out], [flat], name=name("n_"), axis=1))
+            out = flat
+        nodes[0:0] = front
+        views.append((out, width))
+        return out, form
+
     acts = [("x", d_in)]  # (value name, last dim); all are [batch, d]
     cur, d = "x", d_in
     n_ops = rng.randint(3, 12)
@@ -117,7 +159,7 @@ def build_model(rng, path):
     body = n_ops - (2 if tied else 0)
     for _ in range(max(1, body)):
         kind = rng.choice(["MatMul", "Gemm", "GemmT", "Add", "Relu", "Tanh",
-                           "LayerNorm", "Mul", "Residual"])
+                           "LayerNorm", "Mul", "Residual", "ViewMul"])
         if len(inits) >= 13:  # at most 16 parameters in all
             kind = rng.choice(["Relu", "Tanh", "Residual"])
         out = name("h")
@@ -147,6 +189,17 @@ def build_model(rng, path):
             shape = [d] if rng.random() < 0.7 else [1, d]
             nodes.append(helper.make_node("Mul", [cur, param(shape)], [out], name=name("n_")))
             desc.append(f"MulParam{shape}")
+        elif kind == "ViewMul":
+            # A parameter read through a view made at the graph's start; a
+            # view of the same width is sometimes read again (a mask every
+            # layer reads).
+            same = [v for v, w in views if w == d]
+            if same and rng.random() < 0.5:
+                v, form = rng.choice(same), "again"
+            else:
+                v, form = param_view(d)
+            nodes.append(helper.make_node("Mul", [cur, v], [out], name=name("n_")))
+            desc.append(f"MulView[{d},{form}]")
         elif kind in ("Relu", "Tanh"):
             nodes.append(helper.make_node(kind, [cur], [out], name=name("n_")))
             desc.append(kind)
@@ -190,7 +243,7 @@ def build_model(rng, path):
         nodes, "random",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d_in])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, d])],
-        initializer=inits)
+        initializer=inits + consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="zero_property")
     model.ir_version = 8
