@@ -16,11 +16,11 @@
 // for a while after a multi-threaded call (~0.1 s) and would take cores from
 // the kernel, so the bench sleeps `settle_ms` after each sgemm block.
 //
-// Each product runs twice through the kernel: with B an ordinary operand
-// (OpenBLAS tiles, B packed again by every call) and with B a constant
-// operand (KernelContext::constants: B packed once, PackedGemm's AVX-512
-// kernel over the panels, as zero-run runs an inference program's weights;
-// "packed" columns). Operands are hot in cache in both: the bench measures
+// Each product runs twice through the kernel (PackedGemm's, for the ISA of
+// cpuIsa()): with B an ordinary operand (a gathered or trained weight: each
+// task packs its panel of B just before using it) and with B a constant
+// operand (KernelContext::constants: B packed once, as zero-run runs an
+// inference program's weights; "packed" columns). Operands are hot in cache in both: the bench measures
 // the kernels, not the cold weight reads of a whole model.
 //
 // Usage: zrt-matmul-bench [threads] [repeats] [rounds] [tokens] [settle_ms]
@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cpu/ThreadPool.h"
+#include "cpu/kernels/PackedGemm.h"
 #include "zrt/Kernel.h"
 
 #include "KernelHarness.h" // TestConstants: a ConstantOperands keeping prepared forms
@@ -51,6 +52,7 @@
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" char *openblas_get_corename(void);
 
 namespace {
 
@@ -127,8 +129,11 @@ int main(int argc, char **argv) {
   };
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::printf("threads %d, %d rounds x %d calls each side, medians\n", threads,
-              rounds, repeats);
+  std::printf("threads %d, %d rounds x %d calls each side, medians; kernel ISA "
+              "%s (ZRT_CPU_ISA lowers it), OpenBLAS core %s (OPENBLAS_CORETYPE "
+              "sets it)\n",
+              threads, rounds, repeats,
+              zrt::cpu::cpuIsaName(zrt::cpu::cpuIsa()), openblas_get_corename());
   std::printf("%-44s %9s %9s %9s %9s %9s %8s %8s%s\n", "shape", "kernel ms",
               "packed ms", "sgemm ms", "kern GF/s", "pack GF/s", "fraction",
               "packed", threads == 1 ? " cpu frac cpu pack" : "");

@@ -15,6 +15,28 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$BUILD"
 ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
+# The layout tests again at each instruction set below this CPU's best
+# (ZRT_CPU_ISA lowers the one the CPU kernels' products run): outputs and
+# trained weights bit-identical across threads, ranks, micro-batches, ZeRO
+# stages and pipeline layouts, within each ISA. So CI on an AVX-512 machine
+# proves AVX2 and generic too. ZERO_SKIP_LOWER_ISAS=1 leaves it out.
+lower_isas() {
+  local flags
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  if [[ $flags == *" fma "* && $flags == *" avx512f "* ]]; then
+    echo avx2 generic
+  elif [[ $flags == *" fma "* && $flags == *" avx2 "* ]]; then
+    echo generic
+  fi
+}
+if [ "${ZERO_SKIP_LOWER_ISAS:-0}" != 1 ] && [ $# -eq 0 ]; then
+  for isa in $(lower_isas); do
+    echo "test.sh: the layout tests at ZRT_CPU_ISA=$isa"
+    ZRT_CPU_ISA=$isa ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" -L kernels
+    ZRT_CPU_ISA=$isa ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" -R '^train-(dp|pp)-'
+    ZRT_CPU_ISA=$isa /usr/lib/llvm-22/bin/lit -sv "$BUILD/test" --filter 'e2e/|property/'
+  done
+fi
 # The CUDA backend (compiled, not run: no GPU here) has every CPU kernel.
 if [ -x "$BUILD/runtime-cuda/zrt-kernel-tables" ]; then
   "$BUILD/runtime-cuda/zrt-kernel-tables"

@@ -756,31 +756,53 @@ struct ZeroPipelineSplitPass
     }
     OpBuilder b(func.getContext());
     b.setInsertionPointToStart(&body);
-    // Micro-batch k's rows of an input: a contiguous block, a view.
-    auto rows = [&](BlockArgument arg, int64_t k) -> Value {
+    // Micro-batch k's rows of an input on stage `st`: a contiguous block, a
+    // view. Every rank binds every input, so each stage that reads an input
+    // (the embedding's ids on the first, an attention mask or ids every
+    // stage's layers read) takes its rows of it itself.
+    auto rows = [&](BlockArgument arg, int64_t k, int64_t st) -> Value {
       auto t = cast<RankedTensorType>(arg.getType());
       int64_t per = t.getDimSize(0);
       SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()), steps(t.getRank(), 1);
       starts[0] = k * per;
       ends[0] = (k + 1) * per;
       auto slice = ::zero::onnx::SliceOp::create(b, func.getLoc(), t, arg, starts, ends, steps);
-      slice->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(0));
+      slice->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
       mark(slice, k);
       return slice;
     };
+    auto stageOfUse = [&](OpOperand &use) -> int64_t {
+      Operation *user = use.getOwner();
+      while (user->getBlock() != &body)
+        user = user->getParentOp();
+      auto st = user->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
+      return st ? st.getInt() : 0;
+    };
     SmallVector<SmallVector<Value>> outputs(term->getNumOperands());
-    SmallVector<Value> first;
-    for (BlockArgument arg : body.getArguments())
-      first.push_back(rows(arg, 0));
-    for (auto [arg, v] : llvm::zip(body.getArguments(), first))
-      arg.replaceUsesWithIf(v, [&](OpOperand &use) { return use.getOwner() != v.getDefiningOp(); });
+    // (input, stage, micro-batch 0's rows there).
+    SmallVector<std::tuple<BlockArgument, int64_t, Value>> first;
+    for (BlockArgument arg : body.getArguments()) {
+      std::set<int64_t> readers;
+      for (OpOperand &use : arg.getUses())
+        readers.insert(stageOfUse(use));
+      if (readers.empty())
+        readers.insert(0);
+      for (int64_t st : readers) {
+        Value v = rows(arg, 0, st);
+        arg.replaceUsesWithIf(v, [&](OpOperand &use) {
+          // Not the rows slices themselves (each on its own stage).
+          return use.getOwner() != v.getDefiningOp() && stageOfUse(use) == st;
+        });
+        first.push_back({arg, st, v});
+      }
+    }
     for (auto [i, v] : llvm::enumerate(term->getOperands()))
       outputs[i].push_back(v);
     b.setInsertionPoint(term);
     for (int64_t k = 1; k < m; ++k) {
       IRMapping map;
-      for (auto [arg, rows0] : llvm::zip(body.getArguments(), first))
-        map.map(rows0, rows(arg, k));
+      for (auto [arg, st, rows0] : first)
+        map.map(rows0, rows(arg, k, st));
       for (Operation *op : ops) {
         Operation *copy = b.clone(*op, map);
         mark(copy, k);

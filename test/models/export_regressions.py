@@ -11,6 +11,12 @@ the ZeRO passes (see test/models/README.md, "Regression fixtures").
   so one parameter is read by the layers of both pipeline stages, besides the
   tied embedding.
 
+- `bart_mask_ts17.onnx`: transformers' BartModel (2 + 2 layers) with inputs
+  `input_ids` and `attention_mask`, TorchScript exporter, opset 17, dynamic batch
+  and sequence: inputs and values made from them outside the layers (the masks,
+  the decoder's shifted ids, the shared embedding's lookups) are read by layers
+  of every pipeline stage.
+
 Each export is checked against onnxruntime (`np.allclose(rtol=1e-4, atol=1e-5)`).
 """
 import argparse
@@ -93,6 +99,40 @@ def export_gpt2_shared(out):
               wrapped(ids, labels).numpy())
 
 
+def export_bart_mask(out):
+    import transformers as tf
+    torch.manual_seed(17)
+    cfg = tf.BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=2, decoder_attention_heads=2,
+                        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32)
+    model = tf.BartModel(cfg).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False).last_hidden_state
+
+    wrapped = Hidden(model).eval()
+    gen = torch.Generator().manual_seed(18)
+    ids = torch.randint(0, 100, (2, 8), generator=gen)
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 6:] = 0
+    path = out / "bart_mask_ts17.onnx"
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    with quiet():
+        torch.onnx.export(wrapped, (ids, mask), str(path), dynamo=False, opset_version=17,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"], dynamic_axes=dyn)
+    strip_metadata(path)
+    with torch.no_grad():
+        check(path, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()},
+              wrapped(ids, mask).numpy())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
@@ -100,6 +140,7 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     export_gpt2_shared(out)
+    export_bart_mask(out)
 
 
 if __name__ == "__main__":
