@@ -6,6 +6,8 @@
 //   per row: 24 FMAs for 3 vector loads and 8 broadcasts.
 // - AVX2: a block of 4 x 24 (half a panel) in 12 ymm accumulators: 12 FMAs
 //   for 3 loads and 4 broadcasts.
+// Both skip the vectors of a panel that lie wholly past N (N = 64 is a
+// panel of 48 and one of 16 columns: four vectors, not six).
 // - generic: 4 x 48 in plain C++ (vectorised by the compiler for the
 //   baseline ISA), a multiply then an add.
 // Each keeps one accumulator per element of C over the whole of K, so the
@@ -77,7 +79,9 @@ using MicroKernelFn = void (*)(const Block &);
 //===----------------------------------------------------------------------===//
 
 #ifdef ZRT_HAVE_X86_KERNELS
-template <int MR> ZRT_AVX512 void avx512Kernel(const Block &blk) {
+/// MR rows by NV vectors of 16 columns (NV = 1..3: a panel's last columns
+/// past N are not computed).
+template <int MR, int NV> ZRT_AVX512 void avx512Kernel(const Block &blk) {
   __m512 acc[MR][3];
   const float *rows[MR];
 #pragma GCC unroll 8
@@ -88,16 +92,17 @@ template <int MR> ZRT_AVX512 void avx512Kernel(const Block &blk) {
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
     const float *bp = blk.panel + p * kPanelCols;
-    const __m512 b0 = _mm512_load_ps(bp);
-    const __m512 b1 = _mm512_load_ps(bp + 16);
-    const __m512 b2 = _mm512_load_ps(bp + 32);
+    __m512 bv[3];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bv[j] = _mm512_load_ps(bp + 16 * j);
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(rows[i][off]);
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-      acc[i][2] = _mm512_fmadd_ps(ai, b2, acc[i][2]);
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
     }
   }
   __mmask16 masks[3];
@@ -131,7 +136,8 @@ template <int MR> ZRT_AVX512 void avx512Kernel(const Block &blk) {
 /// Columns of one AVX2 block: half a panel.
 constexpr int64_t kAvx2Cols = 24;
 
-template <int MR> ZRT_AVX2 void avx2Kernel(const Block &blk) {
+/// MR rows by NV vectors of 8 columns (NV = 1..3).
+template <int MR, int NV> ZRT_AVX2 void avx2Kernel(const Block &blk) {
   __m256 acc[MR][3];
   const float *rows[MR];
 #pragma GCC unroll 4
@@ -142,16 +148,17 @@ template <int MR> ZRT_AVX2 void avx2Kernel(const Block &blk) {
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
     const float *bp = blk.panel + p * kPanelCols;
-    const __m256 b0 = _mm256_load_ps(bp);
-    const __m256 b1 = _mm256_load_ps(bp + 8);
-    const __m256 b2 = _mm256_load_ps(bp + 16);
+    __m256 bv[3];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bv[j] = _mm256_load_ps(bp + 8 * j);
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(rows[i] + off);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-      acc[i][2] = _mm256_fmadd_ps(ai, b2, acc[i][2]);
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
     }
   }
   __m256i masks[3];
@@ -217,25 +224,35 @@ template <int MR> void genericKernel(const Block &blk) {
   }
 }
 
-/// One ISA's kernels: `rowBlock` rows by `colBlock` columns at most, the
-/// kernel for r rows at index r - 1.
+/// One ISA's kernels: `rowBlock` rows by `colBlock` columns at most, in
+/// vectors of `vectorCols`; the kernel for r rows and v vectors at
+/// kernels[v - 1][r - 1] (the generic kernel computes every column of a
+/// block whatever v).
 struct KernelSet {
   int rowBlock;
   int64_t colBlock;
-  MicroKernelFn kernels[8];
+  int64_t vectorCols;
+  MicroKernelFn kernels[3][8];
 };
 
 const KernelSet &kernelSet(CpuIsa isa) {
 #ifdef ZRT_HAVE_X86_KERNELS
-  static const KernelSet avx512{
-      8,
-      kPanelCols,
-      {avx512Kernel<1>, avx512Kernel<2>, avx512Kernel<3>, avx512Kernel<4>,
-       avx512Kernel<5>, avx512Kernel<6>, avx512Kernel<7>, avx512Kernel<8>}};
-  static const KernelSet avx2{
-      4,
-      kAvx2Cols,
-      {avx2Kernel<1>, avx2Kernel<2>, avx2Kernel<3>, avx2Kernel<4>}};
+#define ZRT_ROWS8(K, V)                                                        \
+  {K<1, V>, K<2, V>, K<3, V>, K<4, V>, K<5, V>, K<6, V>, K<7, V>, K<8, V>}
+#define ZRT_ROWS4(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>}
+  static const KernelSet avx512{8,
+                                kPanelCols,
+                                16,
+                                {ZRT_ROWS8(avx512Kernel, 1),
+                                 ZRT_ROWS8(avx512Kernel, 2),
+                                 ZRT_ROWS8(avx512Kernel, 3)}};
+  static const KernelSet avx2{4,
+                              kAvx2Cols,
+                              8,
+                              {ZRT_ROWS4(avx2Kernel, 1), ZRT_ROWS4(avx2Kernel, 2),
+                               ZRT_ROWS4(avx2Kernel, 3)}};
+#undef ZRT_ROWS8
+#undef ZRT_ROWS4
   if (isa == CpuIsa::Avx512)
     return avx512;
   if (isa == CpuIsa::Avx2)
@@ -244,7 +261,8 @@ const KernelSet &kernelSet(CpuIsa isa) {
   static const KernelSet generic{
       4,
       kPanelCols,
-      {genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>}};
+      kPanelCols,
+      {{genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>}}};
   return generic;
 }
 
@@ -346,11 +364,16 @@ void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
                     size_t(cols) * sizeof(float));
       continue;
     }
-    // B is N x K: read each column of the panel (a row of B) contiguously.
-    for (int64_t j = 0; j < cols; ++j) {
-      const float *src = b + (j0 + j) * ldb;
-      for (int64_t q = 0; q < k; ++q)
-        panel[q * kPanelCols + j] = src[q];
+    // B is N x K: read each column of the panel (a row of B) contiguously,
+    // kTransposeRows rows of the panel at a time (they stay in L1).
+    constexpr int64_t kTransposeRows = 64;
+    for (int64_t q0 = 0; q0 < k; q0 += kTransposeRows) {
+      const int64_t q1 = std::min(k, q0 + kTransposeRows);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float *src = b + (j0 + j) * ldb;
+        for (int64_t q = q0; q < q1; ++q)
+          panel[q * kPanelCols + j] = src[q];
+      }
     }
   }
 }
@@ -394,7 +417,8 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                   beta,
                   {next ? next + first * kCacheLine : nullptr,
                    std::min(share, lines - first)}};
-        set.kernels[rows - 1](blk);
+        const int64_t vectors = (blk.cols + set.vectorCols - 1) / set.vectorCols;
+        set.kernels[vectors - 1][rows - 1](blk);
       }
     }
   }
