@@ -191,6 +191,49 @@ template <int MR, int NV> ZRT_AVX2 void avx2Kernel(const Block &blk) {
     }
   }
 }
+
+/// dst[i * ldDst + c] = src[c * ldSrc + i] for an 8 x 8 block: eight rows of
+/// a transposed B become eight rows of its panel.
+ZRT_AVX2 void transpose8x8(const float *src, int64_t ldSrc, float *dst,
+                           int64_t ldDst) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_ps(src + i * ldSrc);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldDst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldDst,
+                     _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+/// Rows [q0, q1) x columns [0, cols) of a panel from a transposed B (N x K,
+/// the panel's column j is B's row j): 8 x 8 blocks in registers, the edges
+/// element by element.
+ZRT_AVX2 void packTransposedAvx2(const float *b, int64_t ldb, int64_t q0,
+                                 int64_t q1, int64_t cols, float *panel) {
+  int64_t q = q0;
+  for (; q + 8 <= q1; q += 8) {
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8)
+      transpose8x8(b + j * ldb + q, ldb, panel + q * kPanelCols + j, kPanelCols);
+    for (; j < cols; ++j)
+      for (int64_t i = q; i < q + 8; ++i)
+        panel[i * kPanelCols + j] = b[j * ldb + i];
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t i = q; i < q1; ++i)
+      panel[i * kPanelCols + j] = b[j * ldb + i];
+}
 #endif
 
 //===----------------------------------------------------------------------===//
@@ -369,6 +412,12 @@ void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
     constexpr int64_t kTransposeRows = 64;
     for (int64_t q0 = 0; q0 < k; q0 += kTransposeRows) {
       const int64_t q1 = std::min(k, q0 + kTransposeRows);
+#ifdef ZRT_HAVE_X86_KERNELS
+      if (cpuIsa() >= CpuIsa::Avx2) {
+        packTransposedAvx2(b + j0 * ldb, ldb, q0, q1, cols, panel);
+        continue;
+      }
+#endif
       for (int64_t j = 0; j < cols; ++j) {
         const float *src = b + (j0 + j) * ldb;
         for (int64_t q = q0; q < q1; ++q)
