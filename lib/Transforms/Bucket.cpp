@@ -7,11 +7,12 @@
 // zero.bucket_all_gather at the first member's position. A bucket never moves
 // a gather across compute: how early a gather runs is zero-prefetch's
 // decision, made under its byte budget; this pass runs after it and only
-// coalesces what prefetch (or the partitioner) put side by side. While a
-// bucket's results are rebuilt its flat receive buffer is live too; with
-// max-live-bytes (the prefetch budget) a bucket grows only while that fits. The runtime then moves one flat rank-major buffer
-// per bucket, as DeepSpeed's coalesced all-gather does, with the per-rank
-// layout fixed by the compiler rather than agreed at run time.
+// coalesces what prefetch (or the partitioner) put side by side. The
+// runtime gathers a bucket into one buffer, each member into its part of it
+// (its results are views: the bucket's bytes are held once), as DeepSpeed's
+// coalesced all-gather does; the buffer lives until the last member dies, so
+// with max-live-bytes (the prefetch budget) a bucket grows only while the
+// block's peak with it stays within the bound.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,14 +70,13 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
         continue;
       }
       int64_t n = ::zero::gatheredBytes(g);
-      // At the bucket's place: everything else live there, its members, and
-      // its flat receive buffer of the same size.
+      // The bucket's buffer holds all its members until the last of them
+      // dies: with the bound, the block's peak with them as one bucket.
       bool withinLive = true;
       if (maxLiveBytes > 0 && !groups.empty() && !groups.back().empty()) {
-        Operation *first = groups.back().front();
-        withinLive = liveness.liveBytesAt(liveness.position(first), first) +
-                         2 * (groupBytes + n) <=
-                     maxLiveBytes;
+        SmallVector<Operation *> members(groups.back().begin(), groups.back().end());
+        members.push_back(g);
+        withinLive = liveness.peakAsBucket(members) <= maxLiveBytes;
       }
       bool fits = adjacent && withinLive && !groups.empty() &&
                   groupBytes + n <= bytes &&

@@ -211,16 +211,20 @@ zero::GatherLiveness::GatherLiveness(Block &block) : block_(block) {
 void zero::GatherLiveness::addRange(const Gather &g, std::vector<int64_t> &live,
                                     int sign) const {
   const int64_t from = position(g.op);
+  if (isa<dist::BucketAllGatherOp>(g.op)) {
+    // One buffer for the bucket, its members views of it
+    // (zero-lower-to-runtime): all of it alive until the last member dies.
+    if (g.death) {
+      live[size_t(from)] += sign * g.bytes;
+      live[size_t(position(g.death)) + 1] -= sign * g.bytes;
+    }
+    return;
+  }
   for (const auto &[bytes, death] : g.results) {
     if (!death)
       continue;
     live[size_t(from)] += sign * bytes;
     live[size_t(position(death)) + 1] -= sign * bytes;
-  }
-  if (isa<dist::BucketAllGatherOp>(g.op)) {
-    // The flat receive buffer, alive while the results are rebuilt from it.
-    live[size_t(from)] += sign * g.bytes;
-    live[size_t(from) + 1] -= sign * g.bytes;
   }
 }
 
@@ -233,12 +237,42 @@ int64_t zero::GatherLiveness::liveBytesAt(int64_t pos, Operation *except) const 
   const int64_t from = position(g.op);
   if (pos < from)
     return bytes;
+  if (isa<dist::BucketAllGatherOp>(g.op))
+    return g.death && pos <= position(g.death) ? bytes - g.bytes : bytes;
   for (const auto &[size, death] : g.results)
     if (death && pos <= position(death))
       bytes -= size;
-  if (pos == from && isa<dist::BucketAllGatherOp>(g.op))
-    bytes -= g.bytes;
   return bytes;
+}
+
+int64_t zero::GatherLiveness::peakAsBucket(ArrayRef<Operation *> members) const {
+  std::vector<int64_t> live = live_;
+  // Back to a difference array, the members taken out and put back as one
+  // buffer.
+  for (size_t p = live.size() - 1; p > 0; --p)
+    live[p] -= live[p - 1];
+  int64_t bytes = 0, from = INT64_MAX, to = -1;
+  for (Operation *m : members) {
+    auto it = indexOf_.find(m);
+    if (it == indexOf_.end())
+      continue;
+    const Gather &g = gathers_[it->second];
+    addRange(g, live, -1);
+    bytes += g.bytes;
+    from = std::min(from, position(g.op));
+    if (g.death)
+      to = std::max(to, position(g.death));
+  }
+  if (to >= 0) {
+    live[size_t(from)] += bytes;
+    live[size_t(to) + 1] -= bytes;
+  }
+  int64_t most = 0, running = 0;
+  for (int64_t v : live) {
+    running += v;
+    most = std::max(most, running);
+  }
+  return most;
 }
 
 int64_t zero::GatherLiveness::peakBytes() const {

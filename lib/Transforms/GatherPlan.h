@@ -117,9 +117,9 @@ mlir::Operation *lastUse(mlir::Operation *gather);
 /// `zero.release` when it has one (the single source of truth; a use after it
 /// is an error), otherwise its last use, where zero-release will put the
 /// release (a value never released is kept by the lowering to the end of the
-/// program). Each result of a bucket dies on its own. A bucket also holds its flat world x sum(s_i) receive buffer
-/// while the results are rebuilt from it: at the bucket op its bytes count
-/// twice. Built in one walk; rebuild it after moving ops.
+/// program). A bucket's results are views of one buffer (zero-lower-to-
+/// runtime), which holds all of the bucket's bytes from the bucket op to the
+/// last result's death. Built in one walk; rebuild it after moving ops.
 class GatherLiveness {
 public:
   /// One gather op and what it brings in.
@@ -144,6 +144,10 @@ public:
   int64_t liveBytesAt(int64_t position, mlir::Operation *except = nullptr) const;
   /// The most gathered bytes live at once anywhere in the block.
   int64_t peakBytes() const;
+  /// The most gathered bytes that would be live at once were the gathers
+  /// `members` (in program order) one bucket: its buffer holds all their
+  /// bytes from the first member to the last death among them.
+  int64_t peakAsBucket(llvm::ArrayRef<mlir::Operation *> members) const;
 
 private:
   /// Adds (sign +1) the live bytes per position of gather `g` to `live`, as

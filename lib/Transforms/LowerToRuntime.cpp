@@ -82,8 +82,6 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
   if (it == globalStorage_.end()) {
     int s = newStorage(ArenaKind::Params, byteSize(global.getType()));
     storages_[s].def = -1;
-    if (auto bucket = global->getAttrOfType<IntegerAttr>("zero.bucket"))
-      storages_[s].bucket = bucket.getInt();
     it = globalStorage_.insert({global, s}).first;
     globals_.push_back({global, s});
   }
@@ -277,11 +275,14 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
               "releases a value that is not a gathered parameter (the result "
               "of zero.all_gather or zero.bucket_all_gather, or a view of one)");
         Storage &st = storages_[p.storage];
-        if (st.release)
+        // A bucket's buffer is released once per member; it dies at the last.
+        if (st.release && ++st.releases > st.members)
           return release.emitOpError("releases a gathered parameter that was "
                                      "already released")
                      .attachNote(st.release->getLoc())
                  << "released here";
+        if (!st.release)
+          st.releases = 1;
         st.released = int64_t(instrs_.size()) - 1;
         st.release = release;
         return success();
@@ -309,83 +310,29 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](::zero::dist::BucketAllGatherOp g) -> LogicalResult {
-        // Input: the bucket's shards, packed back to back in the params arena,
-        // seen as one flat buffer. Output: world x S, rank-major; each result
-        // is rebuilt from its column block by a 2-D Slice.
-        int bucket = bucketCounter_++;
+        // DeepSpeed's coalesced all-gather: one buffer for the whole bucket,
+        // each member gathered into its own part of it (world x its shard,
+        // back to back in the bucket's order), so every result is a view of
+        // the bucket's buffer and the bucket holds its bytes once. One
+        // AllGather instruction with a shard in and a part out per member;
+        // the buffer lives until the last member's zero.release.
         int64_t total = 0;
-        Type elem = cast<RankedTensorType>(g.getShards().front().getType()).getElementType();
-        // The bucket's input is its shards back to back, in the bucket's own
-        // order. When every shard is a whole parameter shard that no other
-        // bucket has claimed, they are packed that way in the params arena
-        // (no copy); otherwise (a re-gathered parameter in a second bucket,
-        // a shard listed twice) they are staged into one buffer first.
-        bool inPlace = true;
-        llvm::SmallDenseSet<int> seen;
-        for (Value s : g.getShards()) {
-          Placement p = placement_.lookup(s);
-          total += cast<RankedTensorType>(s.getType()).getNumElements();
-          inPlace &= p.storage >= 0 && p.offset == 0 &&
-                     storages_[p.storage].arena == ArenaKind::Params &&
-                     storages_[p.storage].bucket < 0 &&
-                     storages_[p.storage].bytes == byteSize(s.getType()) &&
-                     seen.insert(p.storage).second;
-        }
-        auto inType = RankedTensorType::get({total}, elem);
-        if (inPlace) {
-          for (Value s : g.getShards()) {
-            int st = placement_.lookup(s).storage;
-            storages_[st].bucket = bucket;
-            bucketMembers_[bucket].push_back(st);
-          }
-        }
-        int staging = -1;
-        if (!inPlace) {
-          staging = newStorage(ArenaKind::Activations, byteSize(inType));
-          Instr concat{false, "Concat", kComm, {}, {}, {}, {},
-                       b.getDictionaryAttr({b.getNamedAttr("axis", b.getI64IntegerAttr(0))}),
-                       op->getLoc()};
-          for (Value s : g.getShards())
-            concat.ins.push_back(
-                {s, RankedTensorType::get(
-                        {cast<RankedTensorType>(s.getType()).getNumElements()}, elem)});
-          concat.outViews.push_back({staging, 0});
-          concat.outs.push_back({Value(), inType});
-          instrs_.push_back(std::move(concat));
-        }
-        int64_t world = g.getWorld();
-        auto flatType = RankedTensorType::get({world * total}, elem);
-        int gathered = newStorage(ArenaKind::Activations, byteSize(flatType));
+        for (Value r : g.getResults())
+          total += byteSize(r.getType());
+        int bucket = newStorage(ArenaKind::Activations, total);
+        storages_[bucket].gathered = true;
+        storages_[bucket].members = int(g.getResults().size());
         Instr gather{true, "AllGather", kComm, {}, {}, {}, {},
                      b.getDictionaryAttr({}), op->getLoc()};
         gather.group = g.getGroupAttr();
-        if (inPlace) {
-          gather.ins.push_back({g.getShards().front(), inType});
-        } else {
-          gather.inViews.push_back({staging, 0});
-          gather.ins.push_back({Value(), inType});
-        }
-        gather.outViews.push_back({gathered, 0});
-        gather.outs.push_back({Value(), flatType});
-        instrs_.push_back(std::move(gather));
-        int64_t column = 0;
+        int64_t offset = 0;
         for (auto [shard, result] : llvm::zip(g.getShards(), g.getResults())) {
-          int64_t s = cast<RankedTensorType>(shard.getType()).getNumElements();
-          bind(result, newStorage(ArenaKind::Activations, byteSize(result.getType())));
-          storages_.back().gathered = true;
-          Instr slice{true, "Slice", kComm, {}, {}, {}, {},
-                      b.getDictionaryAttr(
-                          {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({0, column})),
-                           b.getNamedAttr("ends", b.getDenseI64ArrayAttr({world, column + s})),
-                           b.getNamedAttr("steps", b.getDenseI64ArrayAttr({1, 1}))}),
-                      op->getLoc()};
-          slice.collective = false;
-          slice.inViews.push_back({gathered, 0});
-          slice.ins.push_back({Value(), RankedTensorType::get({world, total}, elem)});
-          slice.outs.push_back({result, RankedTensorType::get({world, s}, elem)});
-          instrs_.push_back(std::move(slice));
-          column += s;
+          placement_[result] = Placement{bucket, offset};
+          gather.ins.push_back({shard, shard.getType()});
+          gather.outs.push_back({result, result.getType()});
+          offset += byteSize(result.getType());
         }
+        instrs_.push_back(std::move(gather));
         return success();
       })
       .Case<::zero::onnx::ScatterNDOp, ::zero::onnx::ScatterElementsOp>(

@@ -140,19 +140,8 @@ void RuntimeLowering::planMemory() {
   int64_t offset = 0;
   for (auto &[g, s] : globals_) {
     Storage &st = storages_[s];
-    if (st.bucket >= 0)
-      continue;
     st.offset = offset;
     offset += alignUp(st.bytes);
-  }
-  // Each bucket's shards in the bucket's order: the collective reads them as
-  // one flat buffer.
-  for (auto &[id, members] : bucketMembers_) {
-    for (int s : members) {
-      storages_[s].offset = offset;
-      offset += storages_[s].bytes;
-    }
-    offset = alignUp(offset);
   }
   arenaSize_[0] = noReuse_[0] = lowerBound_[0] = offset;
   // Constants: never freed.

@@ -48,10 +48,12 @@ struct Storage {
   int64_t offset = -1;
   int64_t def = INT64_MAX; ///< first instruction writing it (-1: before the run)
   int64_t lastUse = -1;    ///< last instruction reading it
-  int bucket = -1;         ///< params packed together for a bucketed gather
   bool gathered = false;   ///< holds a gathered parameter (dies at its release)
-  int64_t released = -1;   ///< the instruction its zero.release follows
+  int64_t released = -1;   ///< the instruction its (last) zero.release follows
   Operation *release = nullptr;
+  /// Gathered values it holds (a bucket's members: one release each), and
+  /// the releases seen so far.
+  int members = 1, releases = 0;
   /// Instructions that touched it, by stream: the latest index per stream.
   int64_t lastAccess[2] = {-1, -1};
   /// The ranks whose instructions touch it, one bit per pipeline stage (all
@@ -157,9 +159,6 @@ private:
   llvm::DenseMap<Operation *, int> globalStorage_;
   SmallVector<std::pair<::zero::onnx::ConstantOp, int>> constants_;
   SmallVector<std::pair<std::string, Value>> inputs_, outputs_;
-  int bucketCounter_ = 0;
-  /// Params storages packed for each in-place bucket, in the bucket's order.
-  std::map<int, std::vector<int>> bucketMembers_;
   int64_t arenaSize_[3] = {0, 0, 0}, noReuse_[3] = {0, 0, 0}, lowerBound_[3] = {0, 0, 0};
   /// The activations arena's size in the in-order plan (0: no such plan).
   int64_t inOrderSize_ = 0;

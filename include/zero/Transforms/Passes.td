@@ -77,19 +77,19 @@ def ZeroBucketPass : Pass<"zero-bucket", "mlir::ModuleOp"> {
   let description = [{
     `zero.all_gather` ops that already sit together (nothing but shard loads
     and parameter views between them) become one `zero.bucket_all_gather`
-    while the bucket's gathered bytes stay within `bytes`: one flat
-    rank-major buffer moved by one collective. The pass never moves a gather
-    across compute (that is zero-prefetch's decision). While a bucket's
-    results are rebuilt, its flat receive buffer is live too: with
-    `max-live-bytes`, a bucket grows only while the gathered bytes live at its
-    position, that buffer included, stay within the bound.
+    while the bucket's gathered bytes stay within `bytes`: one buffer,
+    each member gathered into its part of it by one coalesced collective, the
+    members views of it. The pass never moves a gather across compute (that
+    is zero-prefetch's decision). The buffer lives until the bucket's last
+    member dies: with `max-live-bytes`, a bucket grows only while the
+    block's peak of gathered bytes with it stays within the bound.
   }];
   let options = [
     Option<"bytes", "bytes", "int64_t", "0",
            "Largest gathered bucket in bytes (0: no bucketing)">,
     Option<"maxLiveBytes", "max-live-bytes", "int64_t", "0",
-           "Bound on gathered bytes live at once, the bucket's flat receive "
-           "buffer included (the prefetch budget; 0: no bound)">,
+           "Bound on gathered bytes live at once, a bucket's buffer held "
+           "until its last member dies (the prefetch budget; 0: no bound)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }

@@ -285,7 +285,11 @@ Status Executor::Impl::execute(Step &step, Stream &stream) {
   case OpKind::Wait:
     return events[size_t(inst.event)]->wait(stream);
   case OpKind::AllGather:
-    return comm.allGather(step.inputs[0], step.outputs[0], ctx);
+    // Input i into output i: one shard, or a bucket's members (each into its
+    // part of the bucket's buffer), as DeepSpeed's coalesced all-gather.
+    for (size_t i = 0; i < step.inputs.size(); ++i)
+      ZRT_RETURN_IF_ERROR(comm.allGather(step.inputs[i], step.outputs[i], ctx));
+    return Status::ok();
   case OpKind::ReduceScatter:
     return comm.reduceScatter(step.inputs[0], step.outputs[0], ctx);
   case OpKind::AllReduce:

@@ -77,11 +77,21 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
     // (A pipeline stage's received activations are not gathered parameters.)
     bool comm = program.streams[inst.stream].kind == StreamKind::Comm &&
                 inst.kind != OpKind::Recv;
+    // A coalesced AllGather's outputs are one block: a bucket's members
+    // share one buffer, alive until the last member's last reader. Other
+    // outputs (a Quantize's data and scales) are blocks of their own.
+    int instBlock = -1;
     for (uint32_t b : inst.outputs) {
       const BufferDesc &d = program.buffers[b];
       if (comm && !assigned[b] && !initiallyLive_[b] && d.bytes() > 0) {
-        blockOf_[b] = int(blocks_.size());
-        blocks_.push_back({d.arena, d.offset, d.offset + d.bytes(), 0, false});
+        if (instBlock < 0 || inst.kind != OpKind::AllGather) {
+          instBlock = int(blocks_.size());
+          blocks_.push_back({d.arena, d.offset, d.offset + d.bytes(), 0, false});
+        }
+        Block &k = blocks_[size_t(instBlock)];
+        k.begin = std::min(k.begin, d.offset);
+        k.end = std::max(k.end, d.offset + d.bytes());
+        blockOf_[b] = instBlock;
       }
       assigned[b] = true;
       writes.push_back({d.arena, mainOffset[b], mainOffset[b] + d.bytes(), blockOf_[b]});

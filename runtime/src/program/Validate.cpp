@@ -36,6 +36,9 @@ private:
                        const char *what) const;
   Status checkInstruction(size_t index);
   Status checkCollective(size_t index);
+  /// Input `pair` against output `pair` of a collective over `g` ranks.
+  Status checkCollectivePair(const Instruction &inst, const std::string &where,
+                             int64_t g, size_t pair);
   Status checkTraining() const;
 
   const Program &p_;
@@ -221,6 +224,9 @@ Status ProgramValidator::checkCollective(size_t index) {
     wantOut = 0;
   if (inst.kind == OpKind::Recv)
     wantIn = 0;
+  // A coalesced AllGather (a ZeRO-3 bucket): input i gathered into output i.
+  if (inst.kind == OpKind::AllGather && !inst.inputs.empty())
+    wantIn = wantOut = inst.inputs.size();
   if (inst.inputs.size() != wantIn || inst.outputs.size() != wantOut)
     return error(where, "takes " + std::to_string(wantIn) + " input(s) and " +
                             std::to_string(wantOut) + " output(s), got " +
@@ -245,8 +251,16 @@ Status ProgramValidator::checkCollective(size_t index) {
     return Status::ok();
   }
 
-  const BufferDesc &in = p_.buffers[inst.inputs[0]];
-  const BufferDesc &out = p_.buffers[inst.outputs[0]];
+  for (size_t pair = 0; pair < inst.inputs.size(); ++pair)
+    ZRT_RETURN_IF_ERROR(checkCollectivePair(inst, where, g, pair));
+  return Status::ok();
+}
+
+Status ProgramValidator::checkCollectivePair(const Instruction &inst,
+                                             const std::string &where, int64_t g,
+                                             size_t pair) {
+  const BufferDesc &in = p_.buffers[inst.inputs[pair]];
+  const BufferDesc &out = p_.buffers[inst.outputs[pair]];
   if (in.dtype != out.dtype)
     return error(where, std::string("input is ") + dtypeName(in.dtype) +
                             " but output is " + dtypeName(out.dtype));

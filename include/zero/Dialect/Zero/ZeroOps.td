@@ -56,10 +56,10 @@ def Zero_AllGatherOp : Zero_Op<"all_gather", [CollectiveEffects]> {
 def Zero_BucketAllGatherOp : Zero_Op<"bucket_all_gather", [CollectiveEffects]> {
   let summary = "One coalesced all-gather for several flat shards";
   let description = [{
-    Rank r contributes the concatenation of its shards; the collective moves
-    one flat buffer of world * sum(s_i) elements (rank-major, as DeepSpeed's
-    coalesced all-gather) and result i is shard i's gathered padded tensor,
-    rebuilt from the per-rank slices.
+    Result i is shard i's gathered padded tensor (world * s_i elements),
+    as DeepSpeed's coalesced all-gather: the runtime gathers every member
+    into its part of one buffer of world * sum(s_i) elements (member after
+    member), so the results are views of that buffer.
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$shards, I64Attr:$world,
                    OptionalAttr<FlatSymbolRefAttr>:$group);
