@@ -1037,6 +1037,10 @@ std::vector<PackedGemmCase> packedGemmCases() {
       {300, 130, 70, false, true, {}, 1, 1},
       {130, 291, 64, false, false, {291}, 1, 1},
       {513, 97, 20, false, true, {513, 97}, 2, -1},
+      // N a multiple of 16 and B small and not transposed: read unpacked
+      // (PackedGemm.h, unpackedGemmBlock) unless constant.
+      {33, 64, 50, false, false, {64}, 1, 1},
+      {21, 160, 9, true, false, {21, 160}, 0.5, -1},
   };
 }
 

@@ -266,6 +266,9 @@ void runProducts(const KernelContext &ctx, int64_t count,
 /// rows): A's rows a task reads stay in L2 while it streams one panel of B.
 constexpr int64_t kPackedTaskRows = 256;
 
+/// Largest B (bytes) read unpacked (runPackedProducts).
+constexpr double kUnpackedBMaxBytes = 256.0 * 1024.0;
+
 /// A thread's buffer for one packed panel of a K-row B, 64-byte aligned.
 float *panelScratch(int64_t k) {
   thread_local std::vector<float> scratch;
@@ -315,6 +318,12 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
           });
         }));
   }
+  // A small B that is not transposed (an attention product's K^T or V) is
+  // read as it lies: it stays in cache, and packing would cost as much as
+  // the product. The same operations, so the same bits.
+  const bool unpacked = !packed && !first.transB &&
+                        double(k) * double(n) * sizeof(float) <= kUnpackedBMaxBytes &&
+                        unpackedBSupported(n);
   const int64_t rowChunks = (m + kPackedTaskRows - 1) / kPackedTaskRows;
   const int64_t perProduct = panels * rowChunks;
   const double taskMacs =
@@ -325,7 +334,7 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
       ctx, count * perProduct,
       std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
       [&](int64_t begin, int64_t end) {
-        float *panelData = packed ? nullptr : panelScratch(k);
+        float *panelData = packed || unpacked ? nullptr : panelScratch(k);
         int64_t packedTask = -1; // product * panels + panel in panelData
         for (int64_t t = begin; t < end; ++t) {
           const int64_t product = t / perProduct, r = t % perProduct;
@@ -342,6 +351,11 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
           if (packed) {
             packedGemmBlock(i0, i1, panel, panel + 1, n, k, float(p.alpha), p.a,
                             aRowStride, aColStride, packed, beta, p.c, p.ldc);
+            continue;
+          }
+          if (unpacked) {
+            unpackedGemmBlock(i0, i1, cols, k, float(p.alpha), p.a, aRowStride,
+                              aColStride, p.b + j0, p.ldb, beta, p.c + j0, p.ldc);
             continue;
           }
           if (product * panels + panel != packedTask) {

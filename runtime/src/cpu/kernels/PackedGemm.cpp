@@ -64,7 +64,8 @@ struct Block {
   int64_t k;
   const float *a; ///< the block's first row of A
   int64_t aRowStride, aColStride;
-  const float *panel; ///< the block's first column of the panel (row stride kPanelCols)
+  const float *panel; ///< the block's first column of the panel
+  int64_t panelStride; ///< floats between its rows (kPanelCols, or B's ldb)
   float *c;           ///< the block's first element of C
   int64_t ldc;
   int64_t cols; ///< columns of C the block writes
@@ -91,11 +92,11 @@ template <int MR, int NV> ZRT_AVX512 void avx512Kernel(const Block &blk) {
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
-    const float *bp = blk.panel + p * kPanelCols;
+    const float *bp = blk.panel + p * blk.panelStride;
     __m512 bv[3];
 #pragma GCC unroll 3
     for (int j = 0; j < NV; ++j)
-      bv[j] = _mm512_load_ps(bp + 16 * j);
+      bv[j] = _mm512_loadu_ps(bp + 16 * j);
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
@@ -147,11 +148,11 @@ template <int MR, int NV> ZRT_AVX2 void avx2Kernel(const Block &blk) {
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
-    const float *bp = blk.panel + p * kPanelCols;
+    const float *bp = blk.panel + p * blk.panelStride;
     __m256 bv[3];
 #pragma GCC unroll 3
     for (int j = 0; j < NV; ++j)
-      bv[j] = _mm256_load_ps(bp + 8 * j);
+      bv[j] = _mm256_loadu_ps(bp + 8 * j);
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
@@ -247,7 +248,7 @@ template <int MR> void genericKernel(const Block &blk) {
     rows[i] = blk.a + i * blk.aRowStride;
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
-    const float *bp = blk.panel + p * kPanelCols;
+    const float *bp = blk.panel + p * blk.panelStride;
     for (int i = 0; i < MR; ++i) {
       const float ai = rows[i][off];
       for (int64_t j = 0; j < kPanelCols; ++j)
@@ -427,6 +428,47 @@ void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
   }
 }
 
+namespace {
+
+/// Rows [i0, i1) of C's columns [0, cols) from a panel whose rows are
+/// `stride` floats apart, `next` (if any) prefetched meanwhile, `lines`
+/// cache lines of it spread over the blocks.
+void runPanel(const KernelSet &set, int64_t i0, int64_t i1, int64_t cols,
+              int64_t k, float alpha, const float *a, int64_t aRowStride,
+              int64_t aColStride, const float *panel, int64_t stride, float beta,
+              float *c, int64_t ldc, const char *next, int64_t lines) {
+  const int64_t rowBlocks = (i1 - i0 + set.rowBlock - 1) / set.rowBlock;
+  const int64_t colBlocks = (cols + set.colBlock - 1) / set.colBlock;
+  const int64_t blocks = rowBlocks * colBlocks;
+  const int64_t share =
+      std::min((lines + blocks - 1) / blocks, kPrefetchPerStep * k);
+  int64_t block = 0;
+  for (int64_t cb = 0; cb < colBlocks; ++cb) {
+    const int64_t j0 = cb * set.colBlock;
+    for (int64_t i = i0; i < i1; i += set.rowBlock, ++block) {
+      const int64_t rows = std::min<int64_t>(set.rowBlock, i1 - i);
+      const int64_t first = std::min(lines, block * share);
+      Block blk{k,
+                a + i * aRowStride,
+                aRowStride,
+                aColStride,
+                panel + j0,
+                stride,
+                c + i * ldc + j0,
+                ldc,
+                std::min(set.colBlock, cols - j0),
+                alpha,
+                beta,
+                {next ? next + first * kCacheLine : nullptr,
+                 std::min(share, lines - first)}};
+      const int64_t vectors = (blk.cols + set.vectorCols - 1) / set.vectorCols;
+      set.kernels[vectors - 1][rows - 1](blk);
+    }
+  }
+}
+
+} // namespace
+
 void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                      int64_t k, float alpha, const float *a, int64_t aRowStride,
                      int64_t aColStride, const float *packed, float beta,
@@ -434,43 +476,30 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
   const KernelSet &set = kernelSet(cpuIsa());
   const int64_t panels = packedPanels(n);
   const int64_t panelFloats = k * kPanelCols;
-  const int64_t rowBlocks = (i1 - i0 + set.rowBlock - 1) / set.rowBlock;
   for (int64_t p = p0; p < p1; ++p) {
     const float *panel = packed + p * panelFloats;
     const int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-    const int64_t colBlocks = (cols + set.colBlock - 1) / set.colBlock;
     // The next panel's lines, an equal share per block.
     const char *next = p + 1 < panels
                            ? reinterpret_cast<const char *>(panel + panelFloats)
                            : nullptr;
     const int64_t lines =
         next ? panelFloats * int64_t(sizeof(float)) / kCacheLine : 0;
-    const int64_t blocks = rowBlocks * colBlocks;
-    const int64_t share =
-        std::min((lines + blocks - 1) / blocks, kPrefetchPerStep * k);
-    int64_t block = 0;
-    for (int64_t cb = 0; cb < colBlocks; ++cb) {
-      const int64_t j0 = cb * set.colBlock;
-      for (int64_t i = i0; i < i1; i += set.rowBlock, ++block) {
-        const int64_t rows = std::min<int64_t>(set.rowBlock, i1 - i);
-        const int64_t first = std::min(lines, block * share);
-        Block blk{k,
-                  a + i * aRowStride,
-                  aRowStride,
-                  aColStride,
-                  panel + j0,
-                  c + i * ldc + p * kPanelCols + j0,
-                  ldc,
-                  std::min(set.colBlock, cols - j0),
-                  alpha,
-                  beta,
-                  {next ? next + first * kCacheLine : nullptr,
-                   std::min(share, lines - first)}};
-        const int64_t vectors = (blk.cols + set.vectorCols - 1) / set.vectorCols;
-        set.kernels[vectors - 1][rows - 1](blk);
-      }
-    }
+    runPanel(set, i0, i1, cols, k, alpha, a, aRowStride, aColStride, panel,
+             kPanelCols, beta, c + p * kPanelCols, ldc, next, lines);
   }
+}
+
+bool unpackedBSupported(int64_t n) {
+  return cpuIsa() != CpuIsa::Generic && n % 16 == 0;
+}
+
+void unpackedGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k,
+                       float alpha, const float *a, int64_t aRowStride,
+                       int64_t aColStride, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc) {
+  runPanel(kernelSet(cpuIsa()), i0, i1, cols, k, alpha, a, aRowStride,
+           aColStride, b, ldb, beta, c, ldc, nullptr, 0);
 }
 
 } // namespace cpu

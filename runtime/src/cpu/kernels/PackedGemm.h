@@ -80,6 +80,20 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                      int64_t aColStride, const float *packed, float beta,
                      float *c, int64_t ldc);
 
+/// Whether unpackedGemmBlock may read a K x N B as it lies (not transposed):
+/// an FMA ISA, and N a multiple of every vector width (16), so that no
+/// vector the kernels load reaches past a row of B.
+bool unpackedBSupported(int64_t n);
+
+/// packedGemmBlock for one panel's columns [0, cols) of C read straight from
+/// B (K x cols, rows `ldb` floats apart: B + the panel's first column) with
+/// no packing: the same operations in the same order, so the same bits.
+/// Only where unpackedBSupported(N) for B's whole N.
+void unpackedGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k,
+                       float alpha, const float *a, int64_t aRowStride,
+                       int64_t aColStride, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc);
+
 } // namespace cpu
 } // namespace zrt
 
