@@ -1044,10 +1044,12 @@ std::vector<PackedGemmCase> packedGemmCases() {
   };
 }
 
-/// Runs Gemm case `c` on `ctx`; returns Y.
+/// Runs Gemm case `c` on `ctx`; returns Y. With `bWritten`, B is marked
+/// there as an operand the program writes (not constant: packed per call).
 std::vector<float> runPackedGemmCase(const PackedGemmCase &c,
                                      const KernelContext &ctx,
-                                     std::vector<double> *expected = nullptr) {
+                                     std::vector<double> *expected = nullptr,
+                                     zrt::test::TestConstants *bWritten = nullptr) {
   const std::vector<float> av = randomFloats(size_t(c.m * c.k), 51);
   const std::vector<float> bv = randomFloats(size_t(c.k * c.n), 52);
   const bool hasC = c.cShape != std::vector<int64_t>{0};
@@ -1059,6 +1061,8 @@ std::vector<float> runPackedGemmCase(const PackedGemmCase &c,
   TensorRef b = t.input<float>(c.transB ? std::vector<int64_t>{c.n, c.k}
                                         : std::vector<int64_t>{c.k, c.n},
                                bv);
+  if (bWritten)
+    bWritten->written = {b.data};
   std::vector<TensorRef> in = {a, b};
   if (hasC)
     in.push_back(t.input<float>(c.cShape, cv));
@@ -1242,33 +1246,17 @@ TEST(PackedGemm, EveryIsaGivesTheDefinedBits) {
         SCOPED_TRACE(std::string(zrt::cpu::cpuIsaName(isa)) + " " +
                      std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
                      std::to_string(c.k) + (constantB ? " constant B" : ""));
+        // runPackedGemmCase's operands.
         const std::vector<float> av = randomFloats(size_t(c.m * c.k), 51);
         const std::vector<float> bv = randomFloats(size_t(c.k * c.n), 52);
         const bool hasC = c.cShape != std::vector<int64_t>{0};
         const std::vector<float> cv =
             randomFloats(size_t(product(c.cShape)), 53);
         zrt::test::TestConstants constants;
-        Tensors t;
-        TensorRef a = t.input<float>(c.transA ? std::vector<int64_t>{c.k, c.m}
-                                              : std::vector<int64_t>{c.m, c.k},
-                                     av);
-        TensorRef b = t.input<float>(c.transB ? std::vector<int64_t>{c.n, c.k}
-                                              : std::vector<int64_t>{c.k, c.n},
-                                     bv);
-        if (!constantB)
-          constants.written = {b.data};
-        std::vector<TensorRef> in = {a, b};
-        if (hasC)
-          in.push_back(t.input<float>(c.cShape, cv));
-        TensorRef y = t.output<float>({c.m, c.n});
-        EXPECT_OK(run("Gemm", in, {y},
-                      attrs({{"transA", ints({c.transA})},
-                             {"transB", ints({c.transB})},
-                             {"alpha", floats({c.alpha})},
-                             {"beta", floats({c.beta})}}),
-                      zrt::test::contextWithConstants(3, &constants)));
+        const std::vector<float> got = runPackedGemmCase(
+            c, zrt::test::contextWithConstants(3, &constants), nullptr,
+            constantB ? nullptr : &constants);
         EXPECT_EQ(constants.preparations, constantB ? 1 : 0);
-        const std::vector<float> got = values<float>(y);
         const int64_t cRows =
             c.cShape.size() >= 2 ? c.cShape[c.cShape.size() - 2] : 1;
         const int64_t cCols = c.cShape.empty() ? 1 : c.cShape.back();
