@@ -29,6 +29,9 @@ namespace zrt {
 namespace cpu {
 namespace {
 
+// The tile grid of runProducts: f64 and integer products only (every f32
+// product takes runPackedProducts, whose tasks are panels x 256-row chunks).
+
 /// Products smaller than this (M*N*K) are not split across threads, and no
 /// tile of a split product is smaller.
 constexpr double kMinParallelGemm = 64.0 * 64.0 * 64.0;
