@@ -8,7 +8,7 @@ exporter in the node's metadata_props (`pkg.torch.onnx.name_scopes`, with
 beside it). This script clears both on every node, in subgraphs too (the
 attributes of If / Loop / Scan nodes), so the model looks like one exported
 by a tool that records neither: the pipeline split must then fall back to
-cutting where a single activation crosses (lib/Transforms/Layers.cpp).
+cutting where a single activation crosses (lib/Transforms/Analysis/Layers.cpp).
 Weights, value names and the computation are unchanged, so the model's
 outputs are too.
 

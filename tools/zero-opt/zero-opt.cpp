@@ -13,6 +13,8 @@
 #include "zero/Import/ONNXImporter.h"
 #include "zero/Support/OutputFile.h"
 #include "zero/Target/ZRTSerialization.h"
+#include "zero/Pipelines/DeepSpeedConfig.h"
+#include "zero/Pipelines/Pipelines.h"
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GatherPlan.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 

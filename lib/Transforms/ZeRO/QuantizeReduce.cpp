@@ -1,16 +1,15 @@
-//===- Quantize.cpp - ZeRO++ quantized collectives (qwZ, qgZ) -------------===//
+//===- QuantizeReduce.cpp - qgZ: quantized gradient reduce-scatters -------===//
 //
-// zero-quantize-gather (qwZ) puts zero.quantize / zero.dequantize around the
-// world all-gathers of parameter shards; zero-quantize-reduce (qgZ) turns
-// gradient reduce-scatters into quantized all-to-alls, ZeRO++'s hierarchical
-// form when given a group size. Both only rewrite the IR: the quantization
-// is visible to the lowering (kernels on the communication stream) and to
-// zero-report (bytes on the wire).
+// zero-quantize-reduce (qgZ) turns gradient reduce-scatters into quantized
+// all-to-alls, ZeRO++'s hierarchical form when given a group size. It only
+// rewrites the IR: the quantization is visible to the lowering (kernels on the
+// communication stream) and to zero-report (bytes on the wire).
 //
 //===----------------------------------------------------------------------===//
 
-#include "GatherPlan.h"
+#include "Quantization.h"
 
+#include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -18,7 +17,6 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace zero {
-#define GEN_PASS_DEF_ZEROQUANTIZEGATHERPASS
 #define GEN_PASS_DEF_ZEROQUANTIZEREDUCEPASS
 #include "zero/Transforms/Passes.h.inc"
 } // namespace zero
@@ -30,108 +28,9 @@ using ::zero::dist::BucketAllGatherOp;
 using ::zero::dist::DequantizeOp;
 using ::zero::dist::QuantizeOp;
 using ::zero::dist::ReduceScatterOp;
+using namespace ::zero::quantization;
 
 namespace {
-
-/// Marks an op the passes add for a collective's packing: the lowering runs
-/// it on the communication stream, so compute never waits for it.
-void onCommStream(Operation *op) {
-  op->setAttr("zero.stream", StringAttr::get(op->getContext(), "comm"));
-}
-
-LogicalResult checkBitsBlock(Operation *root, StringRef pass, int64_t bits,
-                             int64_t block) {
-  if (bits != 8 && bits != 4)
-    return root->emitError() << pass << ": bits must be 8 or 4, got " << bits;
-  if (block < 1)
-    return root->emitError() << pass << ": block must be >= 1, got " << block;
-  return success();
-}
-
-/// zero.quantize of flat f32 `x` in `chunks` chunks.
-QuantizeOp quantize(ImplicitLocOpBuilder &b, Value x, int64_t bits, int64_t block,
-                    int64_t chunks) {
-  int64_t n = cast<RankedTensorType>(x.getType()).getNumElements();
-  auto [bytes, scales] = DequantizeOp::quantizedSizes(n, bits, block, chunks);
-  auto q = QuantizeOp::create(
-      b, RankedTensorType::get({bytes}, b.getIntegerType(8)),
-      RankedTensorType::get({scales}, b.getF32Type()), x, bits, block, chunks);
-  onCommStream(q);
-  return q;
-}
-
-Value dequantize(ImplicitLocOpBuilder &b, Value data, Value scales, int64_t n,
-                 int64_t bits, int64_t block, int64_t chunks) {
-  auto dq = DequantizeOp::create(b, RankedTensorType::get({n}, b.getF32Type()), data,
-                                 scales, bits, block, chunks);
-  onCommStream(dq);
-  return dq;
-}
-
-bool isF32(Type t) { return cast<RankedTensorType>(t).getElementType().isF32(); }
-
-struct ZeroQuantizeGatherPass
-    : public ::zero::impl::ZeroQuantizeGatherPassBase<ZeroQuantizeGatherPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (failed(checkBitsBlock(module, "zero-quantize-gather", bits, block)))
-      return signalPassFailure();
-    SmallVector<Operation *> gathers;
-    module.walk([&](Operation *op) {
-      // World gathers of fp32 parameter shards; hpZ's in-group re-gathers
-      // stay exact (they are the cheap, intra-node ones).
-      if (!::zero::isGather(op) || isa<DequantizeOp>(op))
-        return;
-      if (!::zero::overDataParallelWorld(op))
-        return;
-      if (llvm::all_of(op->getResultTypes(), isF32))
-        gathers.push_back(op);
-    });
-    for (Operation *op : gathers) {
-      ImplicitLocOpBuilder b(op->getLoc(), op);
-      int64_t world = cast<IntegerAttr>(op->getAttr("world")).getInt();
-      SmallVector<Value> data, scales;
-      for (Value shard : op->getOperands()) {
-        QuantizeOp q = quantize(b, shard, bits, block, 1);
-        data.push_back(q.getData());
-        scales.push_back(q.getScales());
-      }
-      auto gatheredType = [&](Value v) {
-        auto t = cast<RankedTensorType>(v.getType());
-        return RankedTensorType::get({world * t.getNumElements()}, t.getElementType());
-      };
-      // Over the gather's own group (a pipeline stage's replicas), if any.
-      auto grouped = [&](Operation *g) {
-        if (Attribute group = op->getAttr("group"))
-          g->setAttr("group", group);
-        return g;
-      };
-      SmallVector<Value> gotData, gotScales;
-      if (isa<AllGatherOp>(op)) {
-        gotData.push_back(grouped(AllGatherOp::create(b, gatheredType(data[0]), data[0], world))
-                              ->getResult(0));
-        gotScales.push_back(
-            grouped(AllGatherOp::create(b, gatheredType(scales[0]), scales[0], world))
-                ->getResult(0));
-      } else {
-        auto types = [&](ArrayRef<Value> vs) {
-          return llvm::map_to_vector(vs, [&](Value v) -> Type { return gatheredType(v); });
-        };
-        gotData = grouped(BucketAllGatherOp::create(b, types(data), data, world))->getResults();
-        gotScales =
-            grouped(BucketAllGatherOp::create(b, types(scales), scales, world))->getResults();
-      }
-      for (auto [i, result] : llvm::enumerate(op->getResults())) {
-        int64_t n = cast<RankedTensorType>(result.getType()).getNumElements();
-        result.replaceAllUsesWith(
-            dequantize(b, gotData[i], gotScales[i], n, bits, block, world));
-      }
-      op->erase();
-    }
-  }
-};
 
 struct ZeroQuantizeReducePass
     : public ::zero::impl::ZeroQuantizeReducePassBase<ZeroQuantizeReducePass> {

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Layers.h"
+#include "zero/Transforms/Analysis/Layers.h"
 
 #include "zero/Transforms/Passes.h"
 

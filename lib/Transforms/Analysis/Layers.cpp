@@ -1,6 +1,6 @@
 //===- Layers.cpp - Layers from module paths or cut points; partitions ---===//
 
-#include "Layers.h"
+#include "zero/Transforms/Analysis/Layers.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -3,11 +3,11 @@
 // The release, prefetch, bucket and report passes all reason about the same
 // things: which ops gather parameters, how many bytes each brings in, and the
 // parameter views (unpad slice, reshape) through which compute uses them.
-// Internal to lib/Transforms.
+// Used by the ZeRO passes, the pipeline split and the lowering.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZERO_LIB_TRANSFORMS_GATHERPLAN_H
-#define ZERO_LIB_TRANSFORMS_GATHERPLAN_H
+#ifndef ZERO_TRANSFORMS_ANALYSIS_GATHERPLAN_H
+#define ZERO_TRANSFORMS_ANALYSIS_GATHERPLAN_H
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
@@ -163,4 +163,4 @@ private:
 
 } // namespace zero
 
-#endif // ZERO_LIB_TRANSFORMS_GATHERPLAN_H
+#endif // ZERO_TRANSFORMS_ANALYSIS_GATHERPLAN_H

@@ -4,11 +4,11 @@
 // operands follow from the gradients of its results. Rules build onnx ops
 // (static shapes, types inferred), so the backward pass runs on the same
 // kernels, memory plan and ZeRO passes as the forward pass. Internal to
-// lib/Transforms.
+// lib/Transforms/Training.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZERO_LIB_TRANSFORMS_GRADIENTRULES_H
-#define ZERO_LIB_TRANSFORMS_GRADIENTRULES_H
+#ifndef ZERO_LIB_TRANSFORMS_TRAINING_GRADIENTRULES_H
+#define ZERO_LIB_TRANSFORMS_TRAINING_GRADIENTRULES_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -45,4 +45,4 @@ std::vector<llvm::StringRef> ruleNames();
 } // namespace autodiff
 } // namespace zero
 
-#endif // ZERO_LIB_TRANSFORMS_GRADIENTRULES_H
+#endif // ZERO_LIB_TRANSFORMS_TRAINING_GRADIENTRULES_H

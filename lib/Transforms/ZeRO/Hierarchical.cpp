@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GatherPlan.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
 
 #include "zero/Transforms/Passes.h"
 

@@ -1,14 +1,16 @@
-//===- Pipeline.cpp - ZeRO options to a pass list -------------------------===//
+//===- Pipelines.cpp - The registered pass pipelines ----------------------===//
 //
 // The `zero-pipeline` pass pipeline. Its options are parsed by MLIR's pass
 // option parser (ZeroPipelineOptions); a DeepSpeed ds_config.json named by its
 // `config` option supplies the settings the options leave out. Both resolve
 // to ZeroSettings and expand to the same pass list: partition, prefetch,
-// bucket, release.
+// bucket, release. zero-opt --train's pipeline: the optimizer from --optimizer
+// or the config, expanded to zero-add-loss, zero-autodiff and zero-optimizer.
 //
 //===----------------------------------------------------------------------===//
 
-#include "zero/Transforms/Passes.h"
+#include "zero/Pipelines/DeepSpeedConfig.h"
+#include "zero/Pipelines/Pipelines.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
@@ -16,154 +18,6 @@
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
-
-std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
-                                      std::vector<std::string> &warnings) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return (path + ": cannot read the config: " + buffer.getError().message()).str();
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse((*buffer)->getBuffer());
-  if (!parsed)
-    return (path + ": not valid JSON: " + llvm::toString(parsed.takeError())).str();
-  const llvm::json::Object *root = parsed->getAsObject();
-  if (!root)
-    return (path + ": the config must be a JSON object").str();
-
-  // DeepSpeed's defaults, in elements (runtime/zero/config.py).
-  int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
-          persistence = 100'000;
-  opts.maxReuseDistance = 1'000'000'000;
-  const int64_t kBytesPerElement = 4; // fp32 programs
-  // DeepSpeed checks train_batch_size = micro batch x accumulation x world
-  // size; with all of them given, that fixes the data-parallel size.
-  auto intKey = [&](StringRef key) -> std::optional<int64_t> {
-    const llvm::json::Value *v = root->get(key);
-    if (!v)
-      return std::nullopt;
-    if (std::optional<int64_t> i = v->getAsInteger())
-      return i;
-    if (std::optional<double> d = v->getAsNumber(); d && *d == int64_t(*d))
-      return int64_t(*d);
-    return std::nullopt;
-  };
-  std::optional<int64_t> batch = intKey("train_batch_size"),
-                         micro = intKey("train_micro_batch_size_per_gpu"),
-                         accumulation = intKey("gradient_accumulation_steps");
-  for (StringRef key : {"train_batch_size", "train_micro_batch_size_per_gpu",
-                        "gradient_accumulation_steps"})
-    if (root->get(key) && (!intKey(key) || *intKey(key) <= 0))
-      return (path + ": " + key + " must be a positive integer").str();
-  if (batch && micro) {
-    int64_t per = *micro * accumulation.value_or(1);
-    if (per <= 0 || *batch % per != 0)
-      return (path + ": train_batch_size " + Twine(*batch) +
-              " is not a multiple of train_micro_batch_size_per_gpu x "
-              "gradient_accumulation_steps (" + Twine(per) + ")")
-          .str();
-    opts.dp = *batch / per;
-    if (opts.dp > kMaxWorldSize)
-      return (path + ": train_batch_size / (micro batch x accumulation) gives "
-              "a world of " + Twine(opts.dp) + " ranks; at most " +
-              Twine(kMaxWorldSize) + " are supported")
-          .str();
-  }
-  for (const auto &kv : *root) {
-    StringRef key = kv.first;
-    // The training keys are read by zero-opt --train (readTrainingConfig);
-    // gradient_accumulation_steps is its micro-batches, and the micro-batch
-    // size is checked against the model's batch (zero-autodiff).
-    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
-        key == "gradient_accumulation_steps" ||
-        (opts.training && key == "train_micro_batch_size_per_gpu"))
-      continue;
-    if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
-        key == "train_micro_batch_size_per_gpu")))
-      continue;
-    warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
-                        "zero_optimization settings and the batch sizes that fix "
-                        "the world size shape the program)"));
-  }
-  if (const llvm::json::Value *z = root->get("zero_optimization")) {
-    const llvm::json::Object *zo = z->getAsObject();
-    if (!zo)
-      return (path + ": zero_optimization must be an object").str();
-    for (const auto &kv : *zo) {
-      std::string key = kv.first.str();
-      std::optional<int64_t> v = kv.second.getAsInteger();
-      if (!v) {
-        if (std::optional<double> d = kv.second.getAsNumber(); d && *d == int64_t(*d))
-          v = int64_t(*d); // 5e7 is a number literal in JSON
-      }
-      auto needInt = [&]() -> std::string {
-        if (!v || *v < 0)
-          return (path + ": zero_optimization." + key +
-                  " must be a non-negative integer")
-              .str();
-        return "";
-      };
-      if (key == "stage") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.stage = *v;
-        opts.stageGiven = true;
-      } else if (key == "stage3_prefetch_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        prefetchElems = *v;
-      } else if (key == "stage3_param_persistence_threshold") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        persistence = *v;
-      } else if (key == "stage3_max_live_parameters") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        maxLiveElems = *v;
-      } else if (key == "stage3_max_reuse_distance") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.maxReuseDistance = *v;
-      } else if (key == "zero_quantized_weights" ||
-                 key == "zero_quantized_gradients") {
-        std::optional<bool> on = kv.second.getAsBoolean();
-        if (!on)
-          return (path + ": zero_optimization." + key + " must be true or false").str();
-        // ZeRO++'s formats: int8 weights, int4 gradients.
-        if (key == "zero_quantized_weights")
-          opts.quantizeWeights = *on ? 8 : 0;
-        else
-          opts.quantizeGradients = *on ? 4 : 0;
-      } else if (key == "zero_hpz_partition_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.hpz = std::max<int64_t>(*v, 1);
-      } else if (key == "allgather_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
-                           "setting and has no effect at stage 3, where "
-                           "stage3_prefetch_bucket_size bounds each coalesced fetch");
-      } else if (key == "reduce_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.reduceBucketElems = *v;
-        if (!opts.training)
-          warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
-                             "forward program (there are no gradients to reduce; "
-                             "zero-opt --train uses it)");
-      } else {
-        warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
-      }
-    }
-  }
-  opts.persistenceThreshold = persistence;
-  // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
-  opts.prefetchDepth = prefetchElems > 0 ? 1 << 20 : 0;
-  opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
-  // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
-  // bucket (stage3_prefetch_bucket_size elements).
-  opts.bucketBytes = prefetchElems * kBytesPerElement;
-  return "";
-}
 
 void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   // Pipeline stages: the ZeRO passes of the data-parallel step first (over
@@ -429,4 +283,98 @@ void zero::registerZeroPipeline() {
       [](function_ref<void(const detail::PassOptions &)> print) {
         print(ZeroPipelineOptions());
       });
+}
+
+static bool parseDouble(llvm::StringRef s, double &out) {
+  return !s.trim().getAsDouble(out);
+}
+
+std::string zero::parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settings) {
+  llvm::SmallVector<llvm::StringRef> tokens;
+  spec.split(tokens, ' ', -1, /*KeepEmpty=*/false);
+  if (tokens.empty())
+    return "--optimizer is empty; give e.g. \"adamw lr=3e-4 betas=0.9,0.95\" or none";
+  std::string kind = tokens[0].lower();
+  if (kind == "none") {
+    if (tokens.size() > 1)
+      return "--optimizer none takes no settings";
+    settings.optimizer = false;
+    return "";
+  }
+  if (kind != "adamw" && kind != "adam" && kind != "sgd")
+    return "--optimizer: unknown optimizer '" + tokens[0].str() +
+           "'; the optimizers are adamw, adam, sgd (and none: output the gradients)";
+  auto &o = settings.step;
+  o.type = kind;
+  for (llvm::StringRef t : llvm::ArrayRef(tokens).drop_front()) {
+    auto [key, value] = t.split('=');
+    double v = 0;
+    auto bad = [&]() {
+      return "--optimizer: bad value in '" + t.str() + "'";
+    };
+    if (key == "betas") {
+      auto [a, b] = value.split(',');
+      double b1, b2;
+      if (!parseDouble(a, b1) || !parseDouble(b, b2))
+        return bad() + " (betas=B1,B2)";
+      o.beta1 = b1;
+      o.beta2 = b2;
+      continue;
+    }
+    if (key == "nesterov") {
+      o.nesterov = value == "1" || value == "true";
+      continue;
+    }
+    if (!parseDouble(value, v))
+      return bad();
+    if (key == "lr")
+      o.lr = v;
+    else if (key == "eps")
+      o.eps = v;
+    else if (key == "weight-decay" || key == "weight_decay")
+      o.weightDecay = v;
+    else if (key == "momentum")
+      o.momentum = v;
+    else if (key == "dampening")
+      o.dampening = v;
+    else if (key == "clip")
+      o.clip = v;
+    else
+      return "--optimizer: unknown setting '" + key.str() +
+             "' (lr, betas, eps, weight-decay, momentum, dampening, nesterov, clip)";
+  }
+  if (kind == "sgd" && o.weightDecay == 0.01 && !spec.contains("weight"))
+    o.weightDecay = 0; // torch.optim.SGD's default
+  if (kind == "adam" && !spec.contains("weight"))
+    o.weightDecay = 0; // torch.optim.Adam's default
+  return "";
+}
+
+void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &settings) {
+  if (!settings.lossKind.empty()) {
+    ZeroAddLossPassOptions loss;
+    loss.kind = settings.lossKind;
+    loss.labels = settings.labels;
+    loss.output = settings.lossOutput;
+    pm.addPass(createZeroAddLossPass(loss));
+  }
+  ZeroAutodiffPassOptions ad;
+  ad.freeze = settings.freeze;
+  ad.lossOutput = settings.trainOutput;
+  ad.accumulation = settings.accumulation;
+  ad.microBatchSize = settings.microBatchSize;
+  ad.world = settings.step.world;
+  ad.stage = settings.step.stage;
+  const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
+  ad.tagMicroBatches = settings.zeroGiven && (settings.zero.pp > 1 || checkpoint > 0);
+  pm.addPass(createZeroAutodiffPass(ad));
+  if (checkpoint > 0) {
+    ZeroActivationCheckpointPassOptions ck;
+    ck.interval = checkpoint;
+    pm.addPass(createZeroActivationCheckpointPass(ck));
+  }
+  if (settings.optimizer)
+    pm.addPass(createZeroOptimizerPass(settings.step));
+  if (settings.zeroGiven)
+    buildZeroPipeline(pm, settings.zero);
 }

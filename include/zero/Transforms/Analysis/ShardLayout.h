@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
-#define ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
+#ifndef ZERO_TRANSFORMS_ANALYSIS_SHARDLAYOUT_H
+#define ZERO_TRANSFORMS_ANALYSIS_SHARDLAYOUT_H
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 
@@ -36,4 +36,4 @@ inline mlir::Value flatPadded(mlir::ImplicitLocOpBuilder &b, mlir::Value v, int6
 
 } // namespace zero
 
-#endif // ZERO_LIB_TRANSFORMS_SHARDLAYOUT_H
+#endif // ZERO_TRANSFORMS_ANALYSIS_SHARDLAYOUT_H

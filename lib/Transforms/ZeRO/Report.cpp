@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GatherPlan.h"
-#include "Layers.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
+#include "zero/Transforms/Analysis/Layers.h"
 
 #include "zero/Transforms/Passes.h"
 

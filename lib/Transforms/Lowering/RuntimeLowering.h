@@ -4,13 +4,13 @@
 // implement its steps: instruction selection and stream assignment
 // (LowerToRuntime.cpp), live intervals and arena placement (MemoryPlan.cpp),
 // cross-stream events (Events.cpp) and emission of the zrt ops
-// (EmitProgram.cpp). Internal to lib/Transforms.
+// (EmitProgram.cpp). Internal to lib/Transforms/Lowering.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZERO_LIB_TRANSFORMS_RUNTIMELOWERING_H
-#define ZERO_LIB_TRANSFORMS_RUNTIMELOWERING_H
+#ifndef ZERO_LIB_TRANSFORMS_LOWERING_RUNTIMELOWERING_H
+#define ZERO_LIB_TRANSFORMS_LOWERING_RUNTIMELOWERING_H
 
-#include "GatherPlan.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
 
 #include "zero/Dialect/ZRT/ZRTDialect.h"
 
@@ -170,4 +170,4 @@ private:
 } // namespace lowering
 } // namespace zero
 
-#endif // ZERO_LIB_TRANSFORMS_RUNTIMELOWERING_H
+#endif // ZERO_LIB_TRANSFORMS_LOWERING_RUNTIMELOWERING_H

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GatherPlan.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
 #include "RuntimeLowering.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -60,16 +60,6 @@ DictionaryAttr kernelParams(Operation *op, OpBuilder &b) {
     out.push_back(a);
   }
   return b.getDictionaryAttr(out);
-}
-
-std::string locName(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    for (Location l : f.getLocations())
-      if (auto n = locName(l); !n.empty())
-        return n;
-  return "";
 }
 
 int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {

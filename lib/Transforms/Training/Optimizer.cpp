@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShardLayout.h"
+#include "zero/Transforms/Analysis/ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
 

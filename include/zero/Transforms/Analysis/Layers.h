@@ -11,11 +11,12 @@
 //
 // A model that records no module paths (an exporter that keeps neither node
 // names nor name_scopes metadata) is cut only where a single activation
-// crosses: see `recoverLayers`. Internal to lib/Transforms.
+// crosses: see `recoverLayers`. Used by the pipeline split, activation
+// checkpointing, autodiff and zero-report.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZERO_LIB_TRANSFORMS_LAYERS_H
-#define ZERO_LIB_TRANSFORMS_LAYERS_H
+#ifndef ZERO_TRANSFORMS_ANALYSIS_LAYERS_H
+#define ZERO_TRANSFORMS_ANALYSIS_LAYERS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -108,4 +109,4 @@ std::optional<int64_t> pipelineStageOf(mlir::Operation *op);
 
 } // namespace zero
 
-#endif // ZERO_LIB_TRANSFORMS_LAYERS_H
+#endif // ZERO_TRANSFORMS_ANALYSIS_LAYERS_H

@@ -1,0 +1,200 @@
+//===- Pipelines.h - The registered pass pipelines --------------*- C++ -*-===//
+//
+// The `zero-pipeline` pass pipeline (ZeRO options and a DeepSpeed config to
+// the ZeRO and pipeline-parallel passes) and zero-opt --train's training
+// pipeline (loss, autodiff, optimizer), with the settings both resolve to.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZERO_PIPELINES_PIPELINES_H
+#define ZERO_PIPELINES_PIPELINES_H
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+#include <vector>
+
+namespace zero {
+
+/// The ZeRO settings the pass list is built from, resolved from the
+/// `zero-pipeline` options and a DeepSpeed JSON config. Sizes are in bytes
+/// here (DeepSpeed counts elements; the config reader converts with 4 bytes
+/// per fp32 element).
+struct ZeroSettings {
+  int64_t stage = 3;
+  int64_t dp = -1; ///< -1: not given
+  int64_t prefetchDepth = 0;
+  int64_t prefetchBytes = 0;
+  int64_t bucketBytes = 0;
+  int64_t persistenceThreshold = 0; ///< elements
+  int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
+  bool stageGiven = false;          ///< stage set by an option or the config
+  /// Training: gradients reduced in buckets of this many elements
+  /// (zero_optimization.reduce_bucket_size); 0: each gradient alone.
+  int64_t reduceBucketElems = 0;
+  /// Set before parsing when the settings are for a training step: training
+  /// keys are then not warned about.
+  bool training = false;
+  /// ZeRO++: hpZ group size (zero_hpz_partition_size; 1: off), qwZ and qgZ
+  /// bits (zero_quantized_weights: 8, zero_quantized_gradients: 4; 0: off)
+  /// and elements per quantization scale.
+  int64_t hpz = 1;
+  int64_t quantizeWeights = 0;
+  int64_t quantizeGradients = 0;
+  int64_t quantizeBlock = 2048;
+  /// Pipeline stages (zero-pipeline-split stages; 1: off), micro-batches per
+  /// forward, and DeepSpeed's partition_method.
+  int64_t pp = 1;
+  int64_t microBatches = 1;
+  std::string partitionMethod = "parameters";
+  /// A training step's pipeline schedule: 1f1b (DeepSpeed's TrainSchedule)
+  /// or gpipe (every forward, then every backward).
+  std::string schedule = "1f1b";
+  /// How a tied parameter's gradient is summed over its stages: micro-batch
+  /// or step (zero-pipeline-split's tied-grads).
+  std::string tiedGrads = "micro-batch";
+  /// Layers per activation-checkpointed segment of a training step
+  /// (activation_checkpoint_interval; 0: off).
+  int64_t activationCheckpointInterval = 0;
+  bool microBatchesGiven = false;
+};
+
+/// The options of the `zero-pipeline` pass pipeline, parsed by MLIR's pass
+/// option parser: `--zero-pipeline="stage=3 dp=4 prefetch=2"` on zero-opt, or
+/// `zero-pipeline{stage=3 dp=4}` inside a --pass-pipeline. Each maps onto an
+/// option of one pass (see Passes.td); `config` names a DeepSpeed JSON whose
+/// settings apply where no option is given here.
+struct ZeroPipelineOptions
+    : public mlir::PassPipelineOptions<ZeroPipelineOptions> {
+  Option<int64_t> stage{*this, "stage",
+                        llvm::cl::desc("ZeRO stage: 0 replicates, 3 partitions "
+                                       "parameters (zero-partition stage)"),
+                        llvm::cl::init(3)};
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("Data-parallel ranks: the mpirun -np the "
+                                    "program runs with (zero-partition dp)"),
+                     llvm::cl::init(-1)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("Gathers in flight ahead of use "
+                                          "(zero-prefetch depth)"),
+                           llvm::cl::init(0)};
+  Option<int64_t> prefetchBytes{
+      *this, "prefetch-bytes",
+      llvm::cl::desc("Bound on gathered bytes live at once (zero-prefetch "
+                     "bytes; 0: none)"),
+      llvm::cl::init(0)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Largest coalesced gather in bytes (zero-bucket bytes)"),
+      llvm::cl::init(0)};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::desc("Parameters of at most this many elements stay whole "
+                     "(zero-partition persistence-threshold)"),
+      llvm::cl::init(0)};
+  Option<int64_t> maxReuseDistance{
+      *this, "max-reuse-distance",
+      llvm::cl::desc("Re-gather a parameter whose next use is further than "
+                     "this many elements of other gathers (-1: never)"),
+      llvm::cl::init(-1)};
+  Option<int64_t> hpz{*this, "hpz",
+                      llvm::cl::desc("ZeRO++ hpZ: re-gather inside groups of this "
+                                     "many ranks (zero-hierarchical group; 1: off)"),
+                      llvm::cl::init(1)};
+  Option<int64_t> qwz{*this, "qwz",
+                      llvm::cl::desc("ZeRO++ qwZ: all-gather parameters as 8- or "
+                                     "4-bit blocks (zero-quantize-gather bits; 0: off)"),
+                      llvm::cl::init(0)};
+  Option<int64_t> qgz{*this, "qgz",
+                      llvm::cl::desc("ZeRO++ qgZ: reduce-scatter gradients as 4- or "
+                                     "8-bit blocks (zero-quantize-reduce bits; 0: off)"),
+                      llvm::cl::init(0)};
+  Option<int64_t> quantBlock{*this, "quant-block",
+                             llvm::cl::desc("Elements per quantization scale (qwZ, qgZ)"),
+                             llvm::cl::init(2048)};
+  Option<int64_t> pp{*this, "pp",
+                     llvm::cl::desc("Pipeline stages, one rank each "
+                                    "(zero-pipeline-split stages; 1: off)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("Micro-batches per forward through "
+                                              "the pipeline stages (zero-pipeline-"
+                                              "split micro-batches)"),
+                               llvm::cl::init(1)};
+  Option<int64_t> activationCheckpointInterval{
+      *this, "activation-checkpoint-interval",
+      llvm::cl::desc("A training step recomputes each segment of this many layers "
+                     "in backward (DeepSpeed's activation_checkpoint_interval; 0: off)"),
+      llvm::cl::init(0)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("A training step's pipeline schedule: 1f1b (DeepSpeed's "
+                     "TrainSchedule) or gpipe"),
+      llvm::cl::init("1f1b")};
+  Option<std::string> tiedGrads{
+      *this, "tied-grads",
+      llvm::cl::desc("A tied parameter's gradient over its pipeline stages: "
+                     "micro-batch (summed each micro-batch, the 1-rank step's bits) or "
+                     "step (DeepSpeed's: each stage's part accumulated, summed once "
+                     "per step)"),
+      llvm::cl::init("micro-batch")};
+  Option<std::string> partitionMethod{
+      *this, "partition-method",
+      llvm::cl::desc("How layers are balanced over pipeline stages: parameters, "
+                     "uniform or type:REGEX (DeepSpeed's partition_method), or compute "
+                     "(their multiply-accumulates)"),
+      llvm::cl::init("parameters")};
+  Option<std::string> config{
+      *this, "config",
+      llvm::cl::desc("DeepSpeed JSON config (zero_optimization.*, batch "
+                     "sizes); options given here take precedence")};
+};
+
+/// Registers the `zero-pipeline` pass pipeline (zero-partition,
+/// zero-prefetch, zero-bucket, zero-release) with MLIR's pass registry.
+void registerZeroPipeline();
+
+/// Parses a `zero-pipeline` option string (with its config=FILE) into
+/// `settings`: the config first, then the options given explicitly, then the
+/// checks that need both. The data-parallel size may stay unset (-1).
+mlir::LogicalResult
+parseZeroPipelineOptions(llvm::StringRef optionString, ZeroSettings &settings,
+                         llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> errorHandler);
+
+/// Adds zero-partition, then for stage 3 zero-prefetch, zero-bucket and
+/// zero-release.
+void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroSettings &settings);
+
+/// Training settings: the loss, what is trained, and the optimizer step,
+/// from zero-opt's --loss/--freeze/--optimizer and a DeepSpeed config's
+/// optimizer, scheduler, gradient_clipping and gradient_accumulation_steps.
+struct TrainSettings {
+  std::string lossKind;   ///< "" (the graph's own loss), cross-entropy, causal-lm
+  std::string labels = "labels";
+  std::string lossOutput; ///< the logits output ("" : the only one)
+  std::string trainOutput; ///< the output that is the loss ("" : found)
+  std::string freeze;
+  int64_t accumulation = 1;
+  /// The config's train_micro_batch_size_per_gpu (0: not given).
+  int64_t microBatchSize = 0;
+  bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
+  ZeroOptimizerPassOptions step;
+  /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
+  /// whether any was given (then zero-partition records them on the module).
+  ZeroSettings zero;
+  bool zeroGiven = false;
+};
+
+/// Parses --optimizer "KIND key=value ..." (KIND adamw, adam, sgd or none;
+/// keys lr, betas=B1,B2, eps, weight-decay, momentum, dampening, nesterov).
+std::string parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settings);
+
+/// zero-add-loss (with a loss kind), zero-autodiff, and zero-optimizer.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainSettings &settings);
+
+} // namespace zero
+
+#endif // ZERO_PIPELINES_PIPELINES_H

@@ -1,0 +1,311 @@
+//===- DeepSpeedConfig.cpp - The DeepSpeed JSON config reader -------------===//
+//
+// The one reader of a ds_config.json: zero_optimization and the batch sizes
+// for the `zero-pipeline` pass pipeline (readDeepSpeedConfig), and optimizer,
+// scheduler, gradient_clipping and gradient_accumulation_steps for zero-opt
+// --train (readTrainingConfig), each with DeepSpeed's defaults. Both load the
+// file and read numbers the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Pipelines/DeepSpeedConfig.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+
+namespace {
+
+/// Reads `path` as a JSON object. The error names the file and what to fix.
+llvm::Expected<llvm::json::Value> loadConfig(llvm::StringRef path) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), (path + ": " + why).str());
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail("cannot read the config: " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  if (!parsed->getAsObject())
+    return fail("the config must be a JSON object");
+  return parsed;
+}
+
+/// A JSON number that is a whole number (5e7 is a number literal in JSON).
+std::optional<int64_t> integerValue(const llvm::json::Value &v) {
+  return v.getAsInteger();
+}
+
+} // namespace
+
+std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
+                                      std::vector<std::string> &warnings) {
+  llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
+  if (!parsed)
+    return llvm::toString(parsed.takeError());
+  const llvm::json::Object *root = parsed->getAsObject();
+
+  // DeepSpeed's defaults, in elements (runtime/zero/config.py).
+  int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
+          persistence = 100'000;
+  opts.maxReuseDistance = 1'000'000'000;
+  const int64_t kBytesPerElement = 4; // fp32 programs
+  // DeepSpeed checks train_batch_size = micro batch x accumulation x world
+  // size; with all of them given, that fixes the data-parallel size.
+  auto intKey = [&](StringRef key) -> std::optional<int64_t> {
+    const llvm::json::Value *v = root->get(key);
+    return v ? integerValue(*v) : std::nullopt;
+  };
+  std::optional<int64_t> batch = intKey("train_batch_size"),
+                         micro = intKey("train_micro_batch_size_per_gpu"),
+                         accumulation = intKey("gradient_accumulation_steps");
+  for (StringRef key : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                        "gradient_accumulation_steps"})
+    if (root->get(key) && (!intKey(key) || *intKey(key) <= 0))
+      return (path + ": " + key + " must be a positive integer").str();
+  if (batch && micro) {
+    int64_t per = *micro * accumulation.value_or(1);
+    if (per <= 0 || *batch % per != 0)
+      return (path + ": train_batch_size " + Twine(*batch) +
+              " is not a multiple of train_micro_batch_size_per_gpu x "
+              "gradient_accumulation_steps (" + Twine(per) + ")")
+          .str();
+    opts.dp = *batch / per;
+    if (opts.dp > kMaxWorldSize)
+      return (path + ": train_batch_size / (micro batch x accumulation) gives "
+              "a world of " + Twine(opts.dp) + " ranks; at most " +
+              Twine(kMaxWorldSize) + " are supported")
+          .str();
+  }
+  for (const auto &kv : *root) {
+    StringRef key = kv.first;
+    // The training keys are read by zero-opt --train (readTrainingConfig);
+    // gradient_accumulation_steps is its micro-batches, and the micro-batch
+    // size is checked against the model's batch (zero-autodiff).
+    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
+        key == "gradient_accumulation_steps" ||
+        (opts.training && key == "train_micro_batch_size_per_gpu"))
+      continue;
+    if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
+        key == "train_micro_batch_size_per_gpu")))
+      continue;
+    warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
+                        "zero_optimization settings and the batch sizes that fix "
+                        "the world size shape the program)"));
+  }
+  if (const llvm::json::Value *z = root->get("zero_optimization")) {
+    const llvm::json::Object *zo = z->getAsObject();
+    if (!zo)
+      return (path + ": zero_optimization must be an object").str();
+    for (const auto &kv : *zo) {
+      std::string key = kv.first.str();
+      std::optional<int64_t> v = integerValue(kv.second);
+      auto needInt = [&]() -> std::string {
+        if (!v || *v < 0)
+          return (path + ": zero_optimization." + key +
+                  " must be a non-negative integer")
+              .str();
+        return "";
+      };
+      if (key == "stage") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.stage = *v;
+        opts.stageGiven = true;
+      } else if (key == "stage3_prefetch_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        prefetchElems = *v;
+      } else if (key == "stage3_param_persistence_threshold") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        persistence = *v;
+      } else if (key == "stage3_max_live_parameters") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        maxLiveElems = *v;
+      } else if (key == "stage3_max_reuse_distance") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.maxReuseDistance = *v;
+      } else if (key == "zero_quantized_weights" ||
+                 key == "zero_quantized_gradients") {
+        std::optional<bool> on = kv.second.getAsBoolean();
+        if (!on)
+          return (path + ": zero_optimization." + key + " must be true or false").str();
+        // ZeRO++'s formats: int8 weights, int4 gradients.
+        if (key == "zero_quantized_weights")
+          opts.quantizeWeights = *on ? 8 : 0;
+        else
+          opts.quantizeGradients = *on ? 4 : 0;
+      } else if (key == "zero_hpz_partition_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.hpz = std::max<int64_t>(*v, 1);
+      } else if (key == "allgather_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
+                           "setting and has no effect at stage 3, where "
+                           "stage3_prefetch_bucket_size bounds each coalesced fetch");
+      } else if (key == "reduce_bucket_size") {
+        if (auto e = needInt(); !e.empty())
+          return e;
+        opts.reduceBucketElems = *v;
+        if (!opts.training)
+          warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
+                             "forward program (there are no gradients to reduce; "
+                             "zero-opt --train uses it)");
+      } else {
+        warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
+      }
+    }
+  }
+  opts.persistenceThreshold = persistence;
+  // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
+  opts.prefetchDepth = prefetchElems > 0 ? 1 << 20 : 0;
+  opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
+  // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
+  // bucket (stage3_prefetch_bucket_size elements).
+  opts.bucketBytes = prefetchElems * kBytesPerElement;
+  return "";
+}
+
+std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settings,
+                                     std::vector<std::string> &warnings) {
+  llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
+  if (!parsed)
+    return llvm::toString(parsed.takeError());
+  const llvm::json::Object *root = parsed->getAsObject();
+  auto &o = settings.step;
+  auto number = [&](const llvm::json::Object &obj, llvm::StringRef key, double &out,
+                    llvm::StringRef where) -> std::string {
+    const llvm::json::Value *v = obj.get(key);
+    if (!v)
+      return "";
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return (path + ": " + where + "." + key + " must be a number").str();
+    out = *d;
+    return "";
+  };
+  if (const llvm::json::Value *v = root->get("gradient_accumulation_steps")) {
+    std::optional<int64_t> k = integerValue(*v);
+    if (!k || *k < 1)
+      return (path + ": gradient_accumulation_steps must be a positive integer").str();
+    settings.accumulation = *k;
+  }
+  if (const llvm::json::Value *v = root->get("train_micro_batch_size_per_gpu")) {
+    std::optional<int64_t> b = integerValue(*v);
+    if (!b || *b < 1)
+      return (path + ": train_micro_batch_size_per_gpu must be a positive integer").str();
+    settings.microBatchSize = *b;
+  }
+  if (const llvm::json::Value *v = root->get("gradient_clipping")) {
+    std::optional<double> c = v->getAsNumber();
+    if (!c || *c < 0)
+      return (path + ": gradient_clipping must be a number >= 0").str();
+    o.clip = *c;
+  }
+  if (const llvm::json::Value *v = root->get("optimizer")) {
+    const llvm::json::Object *opt = v->getAsObject();
+    std::optional<llvm::StringRef> type = opt ? opt->getString("type") : std::nullopt;
+    if (!type)
+      return (path + ": optimizer must be an object with a \"type\"").str();
+    std::string kind = type->lower();
+    const llvm::json::Object *params = opt->getObject("params");
+    llvm::json::Object none;
+    if (!params)
+      params = &none;
+    // DeepSpeed's Adam is AdamW (decoupled decay) unless adam_w_mode is
+    // false; its weight decay defaults to 0.
+    o.weightDecay = 0;
+    if (kind == "adam" || kind == "adamw") {
+      o.type = "adamw";
+      if (kind == "adam")
+        if (std::optional<bool> w = params->getBoolean("adam_w_mode"); w && !*w)
+          o.type = "adam";
+      if (std::optional<bool> t = params->getBoolean("torch_adam"); t && kind == "adam" &&
+                                                                     !params->get("adam_w_mode"))
+        o.type = "adam"; // torch.optim.Adam
+    } else if (kind == "sgd") {
+      o.type = "sgd";
+    } else {
+      return (path + ": optimizer.type '" + *type +
+              "' is not supported (Adam, AdamW, SGD)").str();
+    }
+    double lr = o.lr, eps = o.eps, wd = o.weightDecay, mom = o.momentum, damp = o.dampening;
+    for (auto [key, out] : {std::pair<const char *, double *>{"lr", &lr},
+                            {"eps", &eps},
+                            {"weight_decay", &wd},
+                            {"momentum", &mom},
+                            {"dampening", &damp}})
+      if (std::string e = number(*params, key, *out, "optimizer.params"); !e.empty())
+        return e;
+    o.lr = lr;
+    o.eps = eps;
+    o.weightDecay = wd;
+    o.momentum = mom;
+    o.dampening = damp;
+    if (const llvm::json::Array *betas = params->getArray("betas")) {
+      if (betas->size() != 2 || !(*betas)[0].getAsNumber() || !(*betas)[1].getAsNumber())
+        return (path + ": optimizer.params.betas must be [beta1, beta2]").str();
+      o.beta1 = *(*betas)[0].getAsNumber();
+      o.beta2 = *(*betas)[1].getAsNumber();
+    }
+    if (std::optional<bool> n = params->getBoolean("nesterov"))
+      o.nesterov = *n;
+    for (const auto &kv : *params) {
+      llvm::StringRef k = kv.first;
+      if (k != "lr" && k != "eps" && k != "weight_decay" && k != "momentum" &&
+          k != "dampening" && k != "betas" && k != "nesterov" && k != "adam_w_mode" &&
+          k != "torch_adam")
+        warnings.push_back("optimizer.params." + k.str() + " is not supported and is ignored");
+    }
+  }
+  if (const llvm::json::Value *v = root->get("scheduler")) {
+    const llvm::json::Object *sched = v->getAsObject();
+    std::optional<llvm::StringRef> type = sched ? sched->getString("type") : std::nullopt;
+    if (!type)
+      return (path + ": scheduler must be an object with a \"type\"").str();
+    if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR")
+      return (path + ": scheduler.type '" + *type +
+              "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR)").str();
+    o.schedule = type->str();
+    const llvm::json::Object *params = sched->getObject("params");
+    llvm::json::Object none;
+    if (!params)
+      params = &none;
+    double minLr = o.warmupMinLr, maxLr = o.warmupMaxLr, cosMin = o.cosMinRatio,
+           warmMin = o.warmupMinRatio, steps = double(o.warmupNumSteps),
+           total = double(o.totalNumSteps);
+    for (auto [key, out] : {std::pair<const char *, double *>{"warmup_min_lr", &minLr},
+                            {"warmup_max_lr", &maxLr},
+                            {"cos_min_ratio", &cosMin},
+                            {"warmup_min_ratio", &warmMin},
+                            {"warmup_num_steps", &steps},
+                            {"total_num_steps", &total}})
+      if (std::string e = number(*params, key, *out, "scheduler.params"); !e.empty())
+        return e;
+    o.warmupMinLr = minLr;
+    o.warmupMaxLr = maxLr;
+    o.cosMinRatio = cosMin;
+    o.warmupMinRatio = warmMin;
+    o.warmupNumSteps = int64_t(steps);
+    o.totalNumSteps = int64_t(total);
+    if (std::optional<llvm::StringRef> w = params->getString("warmup_type"))
+      o.warmupType = w->str();
+    for (const auto &kv : *params) {
+      llvm::StringRef k = kv.first;
+      if (k != "warmup_min_lr" && k != "warmup_max_lr" && k != "cos_min_ratio" &&
+          k != "warmup_min_ratio" && k != "warmup_num_steps" && k != "total_num_steps" &&
+          k != "warmup_type" && k != "last_batch_iteration")
+        warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
+    }
+  }
+  return "";
+}
+
