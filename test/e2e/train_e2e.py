@@ -681,7 +681,7 @@ def mode_dp(a, tools, name, work):
         # gradient reduce-scatters on the communication stream running while a later
         # backward kernel runs on the compute stream (the trace's last step). That
         # the program lets them overlap (no compute wait on a reduce-scatter before
-        # the optimizer) is lit-tested: test/Transforms/lower-training-overlap.mlir.
+        # the optimizer) is lit-tested: test/Transforms/Lowering/zero-lower-to-runtime-training-overlap.mlir.
         overlap = None
         if stage in (2, 3) and ranks > 1:
             trace = json.loads((work / f"trace_{tag}.json").read_text())
