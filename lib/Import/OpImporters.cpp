@@ -1649,14 +1649,12 @@ LogicalResult importRotaryEmbedding(NodeContext &ctx) {
   return success();
 }
 
-/// Attention (opsets 23-25): softmax((Q*sqrt(s)) (K*sqrt(s))^T [softcapped] +
-/// bias) V with the spec's bias (attn_mask, offset-aware causal frontier,
-/// sliding window), GQA head repetition, past key/value concatenation, and
-/// zero output rows where the bias masks every key.
-LogicalResult importAttention(NodeContext &ctx) {
-  Emitter e(ctx);
+/// The Attention features this importer does not expand, as errors; and the
+/// ranks and element type it needs.
+LogicalResult checkAttentionSupported(NodeContext &ctx) {
   if (ctx.input(6)) {
-    ctx.emitError() << "the nonpad_kv_seqlen input (external KV cache) is not supported";
+    ctx.emitError()
+        << "the nonpad_kv_seqlen input (external KV cache) is not supported";
     return failure();
   }
   if (ctx.outputUsed(3)) {
@@ -1674,36 +1672,188 @@ LogicalResult importAttention(NodeContext &ctx) {
     ctx.emitError() << "Q, K and V must all have rank 3 or all rank 4";
     return failure();
   }
-  Type elem = qt.getElementType();
-  if (!isa<FloatType>(elem)) {
+  if (!isa<FloatType>(qt.getElementType())) {
     ctx.emitError() << "Q must be a floating-point tensor, got " << qt;
     return failure();
   }
+  return success();
+}
+
+/// A 3-D Attention input [B, S, H*D] as [B, H, S, D]; null (with an error)
+/// when `heads` does not divide the hidden size.
+Value splitAttentionHeads(NodeContext &ctx, Emitter &e, Value t, int64_t heads,
+                          int64_t batch) {
+  RankedTensorType tt = e.type(t);
+  if (heads <= 0 || tt.getDimSize(2) % heads) {
+    ctx.emitError()
+        << "3-D inputs need q_num_heads and kv_num_heads dividing the "
+           "hidden sizes; got "
+        << heads << " heads for " << tt;
+    return {};
+  }
+  // [B, S, H*D] -> [B, H, S, D]
+  Value split =
+      e.reshape(t, {batch, tt.getDimSize(1), heads, tt.getDimSize(2) / heads});
+  return e.transpose(split, {0, 2, 1, 3});
+}
+
+/// Grouped-query attention: K or V [B, kvHeads, S, D] with each head repeated
+/// for `groups` query heads, as [B, kvHeads * groups, S, D].
+Value repeatKVHeads(NodeContext &ctx, Emitter &e, Value t, int64_t batch,
+                    int64_t kvHeads, int64_t groups) {
+  // Each KV head serves `groups` consecutive query heads:
+  // [h0, h0, h1, h1, ...].
+  RankedTensorType tt = e.type(t);
+  Value u = e.unsqueeze(t, {2});
+  Ints shape{batch, kvHeads, groups, tt.getDimSize(2), tt.getDimSize(3)};
+  Value x = e.op("Expand", {u}, {ctx.i64s("shape", shape)});
+  return e.reshape(
+      x, {batch, kvHeads * groups, tt.getDimSize(2), tt.getDimSize(3)});
+}
+
+/// Attention scores from Q and K, softcapped when the node asks.
+Value attentionScores(NodeContext &ctx, Emitter &e, Value q, Value k, Type elem,
+                      int64_t headSize) {
+  // Scores: (Q * sqrt(scale)) @ (K * sqrt(scale))^T, as the reference scales.
+  double scale = ctx.attr("scale") ? double(ctx.attrFloat("scale", 1))
+                                   : 1.0 / std::sqrt(double(headSize));
+  Value root = e.scalar(elem, std::sqrt(scale));
+  Value scores =
+      e.op("MatMul", {e.op("Mul", {q, root}),
+                      e.transpose(e.op("Mul", {k, root}), {0, 1, 3, 2})});
+  if (float cap = ctx.attrFloat("softcap", 0); cap > 0) {
+    Value c = e.scalar(elem, cap);
+    scores = e.op("Mul", {e.op("Tanh", {e.op("Div", {scores, c})}), c});
+  }
+  return scores;
+}
+
+/// The run-time part of the bias, from attn_mask: a bool mask as 0 / -inf,
+/// padded with -inf up to kvLen keys. Null when the node has no mask.
+FailureOr<Value> attentionMaskBias(NodeContext &ctx, Emitter &e, Type elem,
+                                   int64_t kvLen) {
+  Value mask = ctx.input(3);
+  if (!mask)
+    return Value();
+  double negInf = -std::numeric_limits<double>::infinity();
+  RankedTensorType mt = ctx.inputType(3);
+  if (mt.getElementType().isInteger(1)) {
+    mask = e.op("Where", {mask, e.scalar(elem, 0), e.scalar(elem, negInf)});
+  } else if (mt.getElementType() != elem) {
+    ctx.emitError() << "attn_mask must be bool or the element type of Q, got "
+                    << mt;
+    return failure();
+  }
+  int64_t maskLen = mt.getRank() ? mt.getDimSize(mt.getRank() - 1) : 1;
+  if (mt.getRank() && maskLen < kvLen) { // shorter masks are padded with -inf
+    Ints pads(2 * mt.getRank(), 0);
+    pads[2 * mt.getRank() - 1] = kvLen - maskLen;
+    mask = e.op("Pad", {mask},
+                {ctx.i64s("pads", pads), ctx.str("mode", "constant"),
+                 ctx.f64("value", negInf)});
+  }
+  return mask;
+}
+
+/// The constant part of the bias, from is_causal and the window ([qLen, kvLen],
+/// query i at position i + past): null when the node has neither. Sets
+/// `rowMasked[i]` when it masks every key of query row i.
+Value attentionWindowBias(NodeContext &ctx, Type elem, int64_t qLen,
+                          int64_t kvLen, int64_t past,
+                          SmallVector<bool> &rowMasked) {
+  int64_t left = ctx.attrInt("left_window_size", -1);
+  int64_t right = ctx.attrInt("right_window_size", -1);
+  bool causal = ctx.attrInt("is_causal", 0);
+  if (!causal && left < 0 && right < 0)
+    return {};
+  SmallVector<APFloat> vals;
+  const auto &sem = cast<FloatType>(elem).getFloatSemantics();
+  for (int64_t i = 0; i < qLen; ++i) {
+    bool any = false;
+    for (int64_t j = 0; j < kvLen; ++j) {
+      int64_t diff = i + past - j;
+      bool ok = (!causal || diff >= 0) && (left < 0 || diff <= left) &&
+                (right < 0 || -diff <= right);
+      any |= ok;
+      vals.push_back(APFloat::getZero(sem));
+      if (!ok)
+        vals.back() = APFloat::getInf(sem, /*Negative=*/true);
+    }
+    rowMasked[i] = !any;
+  }
+  auto biasType = RankedTensorType::get({qLen, kvLen}, elem);
+  return ctx.constant(DenseElementsAttr::get(biasType, vals));
+}
+
+/// Softmax over the keys, in softmax_precision when that differs from the
+/// input type.
+FailureOr<Value> attentionSoftmax(NodeContext &ctx, Emitter &e, Value scores,
+                                  Type elem) {
+  Type softmaxType = elem;
+  if (ctx.attr("softmax_precision")) {
+    softmaxType =
+        elementTypeFor(ctx.ctx(), int32_t(ctx.attrInt("softmax_precision", 0)));
+    if (!softmaxType || !isa<FloatType>(softmaxType)) {
+      ctx.emitError() << "unsupported softmax_precision "
+                      << dataTypeName(
+                             int32_t(ctx.attrInt("softmax_precision", 0)));
+      return failure();
+    }
+  }
+  if (softmaxType != elem)
+    scores = e.op("Cast", {scores}, {ctx.type("to", softmaxType)});
+  Value probs = e.op("Softmax", {scores}, {ctx.i64("axis", 3)});
+  if (softmaxType != elem)
+    probs = e.op("Cast", {probs}, {ctx.type("to", elem)});
+  return probs;
+}
+
+/// Rows whose bias is -inf everywhere give zeros (not NaN): found at run time
+/// when attn_mask is part of the bias, else known from `rowMasked`.
+Value zeroMaskedRows(NodeContext &ctx, Emitter &e, Value probs, Value bias,
+                     ArrayRef<bool> rowMasked) {
+  Type elem = ctx.inputType(0).getElementType();
+  if (bias && ctx.input(3)) {
+    int64_t last = e.type(bias).getRank() - 1;
+    Value rowMax = e.op("ReduceMax", {bias},
+                        {ctx.i64s("axes", {last}), ctx.i64("keepdims", 1)});
+    Value none = e.op("IsInf", {rowMax}, {ctx.i64("detect_positive", 0)});
+    return e.op("Where", {none, e.scalar(elem, 0), probs});
+  }
+  if (llvm::is_contained(rowMasked, true)) {
+    int64_t qLen = rowMasked.size();
+    auto condType =
+        RankedTensorType::get({qLen, 1}, IntegerType::get(ctx.ctx(), 1));
+    Value none = ctx.constant(DenseElementsAttr::get(condType, rowMasked));
+    return e.op("Where", {none, e.scalar(elem, 0), probs});
+  }
+  return probs;
+}
+
+/// Attention (opsets 23-25): softmax((Q*sqrt(s)) (K*sqrt(s))^T [softcapped] +
+/// bias) V with the spec's bias (attn_mask, offset-aware causal frontier,
+/// sliding window), GQA head repetition, past key/value concatenation, and
+/// zero output rows where the bias masks every key.
+LogicalResult importAttention(NodeContext &ctx) {
+  if (failed(checkAttentionSupported(ctx)))
+    return failure();
+  Emitter e(ctx);
+  int64_t rank = ctx.inputType(0).getRank();
+  Type elem = ctx.inputType(0).getElementType();
   Value q = ctx.input(0), k = ctx.input(1), v = ctx.input(2);
-  int64_t batch = qt.getDimSize(0);
+  int64_t batch = ctx.inputType(0).getDimSize(0);
   if (rank == 3) {
     int64_t qHeads = ctx.attrInt("q_num_heads", 0);
     int64_t kvHeads = ctx.attrInt("kv_num_heads", 0);
-    auto split = [&](Value t, int64_t heads) -> Value {
-      RankedTensorType tt = e.type(t);
-      if (heads <= 0 || tt.getDimSize(2) % heads) {
-        ctx.emitError() << "3-D inputs need q_num_heads and kv_num_heads dividing the "
-                           "hidden sizes; got "
-                        << heads << " heads for " << tt;
-        return {};
-      }
-      // [B, S, H*D] -> [B, H, S, D]
-      Value split = e.reshape(t, {batch, tt.getDimSize(1), heads, tt.getDimSize(2) / heads});
-      return e.transpose(split, {0, 2, 1, 3});
-    };
-    q = split(q, qHeads);
-    k = q ? split(k, kvHeads) : Value();
-    v = k ? split(v, kvHeads) : Value();
+    q = splitAttentionHeads(ctx, e, q, qHeads, batch);
+    k = q ? splitAttentionHeads(ctx, e, k, kvHeads, batch) : Value();
+    v = k ? splitAttentionHeads(ctx, e, v, kvHeads, batch) : Value();
     if (!v)
       return failure();
   }
   RankedTensorType q4 = e.type(q);
-  int64_t qHeads = q4.getDimSize(1), qLen = q4.getDimSize(2), headSize = q4.getDimSize(3);
+  int64_t qHeads = q4.getDimSize(1), qLen = q4.getDimSize(2),
+          headSize = q4.getDimSize(3);
   if (ctx.input(4)) {
     k = e.concat({ctx.input(4), k}, 2);
     v = e.concat({ctx.input(5), v}, 2);
@@ -1714,113 +1864,33 @@ LogicalResult importAttention(NodeContext &ctx) {
   int64_t past = ctx.input(4) ? ctx.inputType(4).getDimSize(2) : 0;
   int64_t kvHeads = e.type(k).getDimSize(1), kvLen = e.type(k).getDimSize(2);
   if (e.type(v).getDimSize(1) != kvHeads || qHeads % kvHeads) {
-    ctx.emitError() << "K and V must have the same number of heads, dividing Q's ("
-                    << qHeads << "); got K " << e.type(k) << ", V " << e.type(v);
+    ctx.emitError()
+        << "K and V must have the same number of heads, dividing Q's ("
+        << qHeads << "); got K " << e.type(k) << ", V " << e.type(v);
     return failure();
   }
   if (int64_t groups = qHeads / kvHeads; groups > 1) {
-    // Each KV head serves `groups` consecutive query heads: [h0, h0, h1, h1, ...].
-    auto repeat = [&](Value t) {
-      RankedTensorType tt = e.type(t);
-      Value u = e.unsqueeze(t, {2});
-      Ints shape{batch, kvHeads, groups, tt.getDimSize(2), tt.getDimSize(3)};
-      Value x = e.op("Expand", {u}, {ctx.i64s("shape", shape)});
-      return e.reshape(x, {batch, qHeads, tt.getDimSize(2), tt.getDimSize(3)});
-    };
-    k = repeat(k);
-    v = repeat(v);
+    k = repeatKVHeads(ctx, e, k, batch, kvHeads, groups);
+    v = repeatKVHeads(ctx, e, v, batch, kvHeads, groups);
   }
+  Value scores = attentionScores(ctx, e, q, k, elem, headSize);
 
-  // Scores: (Q * sqrt(scale)) @ (K * sqrt(scale))^T, as the reference scales.
-  double scale = ctx.attr("scale") ? double(ctx.attrFloat("scale", 1))
-                                   : 1.0 / std::sqrt(double(headSize));
-  Value root = e.scalar(elem, std::sqrt(scale));
-  Value scores = e.op("MatMul", {e.op("Mul", {q, root}),
-                                 e.transpose(e.op("Mul", {k, root}), {0, 1, 3, 2})});
-  if (float cap = ctx.attrFloat("softcap", 0); cap > 0) {
-    Value c = e.scalar(elem, cap);
-    scores = e.op("Mul", {e.op("Tanh", {e.op("Div", {scores, c})}), c});
-  }
-
-  // The bias: a run-time part from attn_mask, a constant part from is_causal and
-  // the window (offset = the past length; shapes are static).
-  double negInf = -std::numeric_limits<double>::infinity();
-  Value bias;
-  if (Value mask = ctx.input(3)) {
-    RankedTensorType mt = ctx.inputType(3);
-    if (mt.getElementType().isInteger(1)) {
-      mask = e.op("Where", {mask, e.scalar(elem, 0), e.scalar(elem, negInf)});
-    } else if (mt.getElementType() != elem) {
-      ctx.emitError() << "attn_mask must be bool or the element type of Q, got " << mt;
-      return failure();
-    }
-    int64_t maskLen = mt.getRank() ? mt.getDimSize(mt.getRank() - 1) : 1;
-    if (mt.getRank() && maskLen < kvLen) { // shorter masks are padded with -inf
-      Ints pads(2 * mt.getRank(), 0);
-      pads[2 * mt.getRank() - 1] = kvLen - maskLen;
-      mask = e.op("Pad", {mask}, {ctx.i64s("pads", pads), ctx.str("mode", "constant"),
-                                  ctx.f64("value", negInf)});
-    }
-    bias = mask;
-  }
-  int64_t left = ctx.attrInt("left_window_size", -1);
-  int64_t right = ctx.attrInt("right_window_size", -1);
-  bool causal = ctx.attrInt("is_causal", 0);
+  // The bias: a run-time part from attn_mask, a constant part from is_causal
+  // and the window (offset = the past length; shapes are static).
+  FailureOr<Value> maskBias = attentionMaskBias(ctx, e, elem, kvLen);
+  if (failed(maskBias))
+    return failure();
+  Value bias = *maskBias;
   SmallVector<bool> rowMasked(qLen, false);
-  bool constantRowMasked = false;
-  if (causal || left >= 0 || right >= 0) {
-    SmallVector<APFloat> vals;
-    const auto &sem = cast<FloatType>(elem).getFloatSemantics();
-    for (int64_t i = 0; i < qLen; ++i) {
-      bool any = false;
-      for (int64_t j = 0; j < kvLen; ++j) {
-        int64_t diff = i + past - j;
-        bool ok = (!causal || diff >= 0) && (left < 0 || diff <= left) &&
-                  (right < 0 || -diff <= right);
-        any |= ok;
-        vals.push_back(APFloat::getZero(sem));
-        if (!ok)
-          vals.back() = APFloat::getInf(sem, /*Negative=*/true);
-      }
-      rowMasked[i] = !any;
-      constantRowMasked |= !any;
-    }
-    auto biasType = RankedTensorType::get({qLen, kvLen}, elem);
-    Value c = ctx.constant(DenseElementsAttr::get(biasType, vals));
+  if (Value c = attentionWindowBias(ctx, elem, qLen, kvLen, past, rowMasked))
     bias = bias ? e.op("Add", {bias, c}) : c;
-  }
   if (bias)
     scores = e.op("Add", {scores, bias});
-
-  // Softmax, in softmax_precision when that differs from the input type.
-  Type softmaxType = elem;
-  if (ctx.attr("softmax_precision")) {
-    softmaxType = elementTypeFor(ctx.ctx(), int32_t(ctx.attrInt("softmax_precision", 0)));
-    if (!softmaxType || !isa<FloatType>(softmaxType)) {
-      ctx.emitError() << "unsupported softmax_precision "
-                      << dataTypeName(int32_t(ctx.attrInt("softmax_precision", 0)));
-      return failure();
-    }
-  }
-  if (softmaxType != elem)
-    scores = e.op("Cast", {scores}, {ctx.type("to", softmaxType)});
-  Value probs = e.op("Softmax", {scores}, {ctx.i64("axis", 3)});
-  if (softmaxType != elem)
-    probs = e.op("Cast", {probs}, {ctx.type("to", elem)});
-
-  // Rows whose bias is -inf everywhere give zeros (not NaN).
-  if (bias && ctx.input(3)) {
-    int64_t last = e.type(bias).getRank() - 1;
-    Value rowMax =
-        e.op("ReduceMax", {bias}, {ctx.i64s("axes", {last}), ctx.i64("keepdims", 1)});
-    Value none = e.op("IsInf", {rowMax}, {ctx.i64("detect_positive", 0)});
-    probs = e.op("Where", {none, e.scalar(elem, 0), probs});
-  } else if (constantRowMasked) {
-    auto condType = RankedTensorType::get({qLen, 1}, IntegerType::get(ctx.ctx(), 1));
-    Value none = ctx.constant(DenseElementsAttr::get(condType, ArrayRef<bool>(rowMasked)));
-    probs = e.op("Where", {none, e.scalar(elem, 0), probs});
-  }
-  Value y = e.op("MatMul", {probs, v});
+  FailureOr<Value> probs = attentionSoftmax(ctx, e, scores, elem);
+  if (failed(probs))
+    return failure();
+  Value weights = zeroMaskedRows(ctx, e, *probs, bias, rowMasked);
+  Value y = e.op("MatMul", {weights, v});
   if (rank == 3 && !e.failed()) {
     RankedTensorType yt = e.type(y);
     y = e.reshape(e.transpose(y, {0, 2, 1, 3}),
@@ -1904,111 +1974,135 @@ std::string einsumLabelName(int label) {
   return "ellipsis dim " + std::to_string(label - 256);
 }
 
-/// Einsum (opset 12+), for static shapes: an index repeated within one operand
-/// takes that operand's diagonal (Transpose, Reshape, strided Slice); an index
-/// only one operand has and the output does not is summed (ReduceSum); then
-/// the operands are combined from left to right, each pair by one MatMul over
-/// the indices both have and nothing after needs (the indices both have that
-/// are still needed are its batch dims), or by a broadcast Mul when they
-/// share no such index; a Transpose puts the result in the output's order.
-LogicalResult importEinsum(NodeContext &ctx) {
+/// An Einsum term's subscripts: the letters before and after its ellipsis.
+struct EinsumSubscripts {
+  SmallVector<int> before, after;
+  bool ellipsis = false;
+};
+
+/// How the indices of two Einsum operands meet: in both and still needed
+/// (batch), in both and needed by nothing after (contract), or in the first
+/// only (m) or the second only (n).
+struct EinsumPairIndices {
+  SmallVector<int> batch, contract, m, n;
+
+  /// The product's indices: batch, then m, then n.
+  SmallVector<int> productLabels() const {
+    SmallVector<int> labels = batch;
+    llvm::append_range(labels, m);
+    llvm::append_range(labels, n);
+    return labels;
+  }
+};
+
+/// One Einsum node being expanded: its equation, parsed; its operands as the
+/// steps rewrite them; and the output's indices.
+class EinsumDecomposition {
+public:
+  explicit EinsumDecomposition(NodeContext &node) : ctx(node), e(node) {}
+  LogicalResult run();
+
+private:
+  LogicalResult malformed(const Twine &why);
+  LogicalResult parseSubscripts(StringRef text, EinsumSubscripts &p);
+  LogicalResult parseInputTerms();
+  void widenEllipses();
+  LogicalResult resolveOutput();
+  LogicalResult checkIndexSizes();
+  LogicalResult takeDiagonals();
+  LogicalResult takeDiagonal(EinsumTerm &t, size_t p, int64_t qi);
+  void sumOutLoneIndices();
+  EinsumTerm multiplyTerms();
+  void multiplyPair(EinsumTerm &acc, EinsumTerm &b,
+                    const llvm::SmallDenseSet<int> &keep);
+  EinsumPairIndices classifyPair(const EinsumTerm &acc, const EinsumTerm &b,
+                                 const llvm::SmallDenseSet<int> &keep);
+  void broadcastContracted(EinsumTerm &acc, EinsumTerm &b,
+                           ArrayRef<int> contract);
+  void multiplyBroadcast(EinsumTerm &acc, EinsumTerm &b,
+                         const EinsumPairIndices &ix);
+  void multiplyByMatMul(EinsumTerm &acc, EinsumTerm &b,
+                        const EinsumPairIndices &ix);
+
+  void transposeTo(EinsumTerm &t, ArrayRef<int> order);
+  Value reshapeTo(Value v, ArrayRef<int64_t> shape);
+  int64_t sizeOf(const EinsumTerm &t, int label);
+  int64_t bothSize(const EinsumTerm &a, const EinsumTerm &b, int label);
+  void sumOut(EinsumTerm &t, function_ref<bool(int)> drop);
+
+  NodeContext &ctx;
+  Emitter e;
+  /// The equation without whitespace; termText and rhs point into it.
   std::string equation;
+  SmallVector<StringRef> termText;
+  std::optional<StringRef> rhs;
+  SmallVector<EinsumSubscripts> parsed;
+  int64_t ellipsisRank = 0;
+  SmallVector<EinsumTerm> terms;
+  SmallVector<int> output;
+};
+
+/// Reports a malformed equation, with what a well-formed one looks like.
+LogicalResult EinsumDecomposition::malformed(const Twine &why) {
+  ctx.emitError()
+      << "equation '" << ctx.attrString("equation", "") << "': " << why
+      << "; an equation is like 'bij,bjk->bik' (letters, at most one "
+         "'...' per term, one term per input)";
+  return failure();
+}
+
+/// Reads one term's letters and the ellipsis position.
+LogicalResult EinsumDecomposition::parseSubscripts(StringRef text,
+                                                   EinsumSubscripts &p) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.substr(i).starts_with("...")) {
+      if (p.ellipsis)
+        return malformed("'...' twice in the term '" + text + "'");
+      p.ellipsis = true;
+      i += 2;
+    } else if (std::isalpha(static_cast<unsigned char>(text[i]))) {
+      (p.ellipsis ? p.after : p.before).push_back(int(text[i]));
+    } else {
+      return malformed("unexpected character '" + Twine(text[i]) +
+                       "' in the term '" + text + "'");
+    }
+  }
+  return success();
+}
+
+/// Splits the equation into its input terms and output, parses the input
+/// terms against the inputs' ranks, and finds the widest ellipsis.
+LogicalResult EinsumDecomposition::parseInputTerms() {
   for (char c : ctx.attrString("equation", ""))
     if (!std::isspace(static_cast<unsigned char>(c)))
       equation.push_back(c);
-  auto malformed = [&](const Twine &why) {
-    ctx.emitError() << "equation '" << ctx.attrString("equation", "") << "': " << why
-                    << "; an equation is like 'bij,bjk->bik' (letters, at most one "
-                       "'...' per term, one term per input)";
-    return failure();
-  };
   size_t arrow = equation.find("->");
   StringRef lhs = StringRef(equation).take_front(arrow);
-  std::optional<StringRef> rhs;
   if (arrow != std::string::npos)
     rhs = StringRef(equation).drop_front(arrow + 2);
-  SmallVector<StringRef> termText;
   lhs.split(termText, ',');
   if (termText.size() != ctx.numInputs())
     return malformed(Twine(termText.size()) + " input term(s) for " +
                      Twine(ctx.numInputs()) + " input(s)");
 
-  // Letters and the ellipsis position of each term.
-  struct Parsed {
-    SmallVector<int> before, after;
-    bool ellipsis = false;
-  };
-  auto parse = [&](StringRef text, Parsed &p) -> LogicalResult {
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text.substr(i).starts_with("...")) {
-        if (p.ellipsis)
-          return malformed("'...' twice in the term '" + text + "'");
-        p.ellipsis = true;
-        i += 2;
-      } else if (std::isalpha(static_cast<unsigned char>(text[i]))) {
-        (p.ellipsis ? p.after : p.before).push_back(int(text[i]));
-      } else {
-        return malformed("unexpected character '" + Twine(text[i]) + "' in the term '" +
-                         text + "'");
-      }
-    }
-    return success();
-  };
-  SmallVector<Parsed> parsed(termText.size());
-  int64_t ellipsisRank = 0;
+  parsed.resize(termText.size());
   for (size_t i = 0; i < termText.size(); ++i) {
-    if (failed(parse(termText[i], parsed[i])))
+    if (failed(parseSubscripts(termText[i], parsed[i])))
       return failure();
     int64_t letters = parsed[i].before.size() + parsed[i].after.size();
     int64_t rank = ctx.inputType(i).getRank();
     if (rank < letters || (!parsed[i].ellipsis && rank != letters))
-      return malformed("the term '" + termText[i] + "' does not match input " + Twine(i) +
-                       " of rank " + Twine(rank));
+      return malformed("the term '" + termText[i] + "' does not match input " +
+                       Twine(i) + " of rank " + Twine(rank));
     if (parsed[i].ellipsis)
       ellipsisRank = std::max(ellipsisRank, rank - letters);
   }
+  return success();
+}
 
-  Emitter e(ctx);
-  auto transposeTo = [&](EinsumTerm &t, ArrayRef<int> order) {
-    Ints perm;
-    for (int l : order)
-      perm.push_back(llvm::find(t.labels, l) - t.labels.begin());
-    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
-      t.value = e.transpose(t.value, perm);
-    t.labels.assign(order.begin(), order.end());
-  };
-  auto reshapeTo = [&](Value v, ArrayRef<int64_t> shape) {
-    if (!v || e.type(v).getShape() == shape)
-      return v;
-    return e.reshape(v, shape);
-  };
-  auto sizeOf = [&](const EinsumTerm &t, int label) {
-    return e.type(t.value).getDimSize(llvm::find(t.labels, label) - t.labels.begin());
-  };
-  // The size of an index two operands have (one of them may be 1).
-  auto bothSize = [&](const EinsumTerm &a, const EinsumTerm &b, int label) {
-    int64_t n = sizeOf(a, label);
-    return n == 1 ? sizeOf(b, label) : n;
-  };
-  auto sumOut = [&](EinsumTerm &t, function_ref<bool(int)> drop) {
-    Ints axes;
-    SmallVector<int> kept;
-    for (auto [i, l] : llvm::enumerate(t.labels)) {
-      if (drop(l))
-        axes.push_back(int64_t(i));
-      else
-        kept.push_back(l);
-    }
-    if (axes.empty() || !t.value)
-      return;
-    t.value = e.op("ReduceSum", {t.value},
-                   {ctx.i64s("axes", axes), ctx.i64("keepdims", 0)});
-    t.labels = kept;
-  };
-
-  // The operands, each ellipsis widened to ellipsisRank dims (size 1 where
-  // the operand has fewer: they broadcast, as numpy's einsum does).
-  SmallVector<EinsumTerm> terms;
+/// The operands, each ellipsis widened to ellipsisRank dims (size 1 where
+/// the operand has fewer: they broadcast, as numpy's einsum does).
+void EinsumDecomposition::widenEllipses() {
   for (size_t i = 0; i < parsed.size(); ++i) {
     EinsumTerm t{ctx.input(i), parsed[i].before};
     if (parsed[i].ellipsis) {
@@ -2025,19 +2119,18 @@ LogicalResult importEinsum(NodeContext &ctx) {
     }
     terms.push_back(std::move(t));
   }
-  if (e.failed())
-    return failure();
+}
 
-  // The output's indices: given, or (implicit form) the ellipsis dims, then
-  // the letters used once, in alphabetical order.
+/// The output's indices: given, or (implicit form) the ellipsis dims, then
+/// the letters used once, in alphabetical order.
+LogicalResult EinsumDecomposition::resolveOutput() {
   llvm::SmallDenseMap<int, int> uses;
   for (const EinsumTerm &t : terms)
     for (int l : t.labels)
       ++uses[l];
-  SmallVector<int> output;
   if (rhs) {
-    Parsed out;
-    if (failed(parse(*rhs, out)))
+    EinsumSubscripts out;
+    if (failed(parseSubscripts(*rhs, out)))
       return failure();
     output = out.before;
     if (out.ellipsis)
@@ -2046,84 +2139,105 @@ LogicalResult importEinsum(NodeContext &ctx) {
     llvm::append_range(output, out.after);
     for (auto [i, l] : llvm::enumerate(output)) {
       if (!uses.count(l))
-        return malformed("the output index " + einsumLabelName(l) + " is in no input term");
+        return malformed("the output index " + einsumLabelName(l) +
+                         " is in no input term");
       if (llvm::is_contained(ArrayRef<int>(output).take_front(i), l))
-        return malformed("the output index " + einsumLabelName(l) + " is repeated");
+        return malformed("the output index " + einsumLabelName(l) +
+                         " is repeated");
     }
-  } else {
-    for (int64_t k = 0; k < ellipsisRank; ++k)
-      output.push_back(256 + int(k));
-    SmallVector<int> once;
-    for (auto [l, n] : uses)
-      if (n == 1 && l < 256)
-        once.push_back(l);
-    llvm::sort(once);
-    llvm::append_range(output, once);
+    return success();
   }
+  for (int64_t k = 0; k < ellipsisRank; ++k)
+    output.push_back(256 + int(k));
+  SmallVector<int> once;
+  for (auto [l, n] : uses)
+    if (n == 1 && l < 256)
+      once.push_back(l);
+  llvm::sort(once);
+  llvm::append_range(output, once);
+  return success();
+}
 
-  // Each index has one size over all operands (or 1, broadcast).
+/// Each index has one size over all operands (or 1, broadcast).
+LogicalResult EinsumDecomposition::checkIndexSizes() {
   llvm::SmallDenseMap<int, int64_t> sizes;
   for (auto [i, t] : llvm::enumerate(terms))
     for (auto [d, l] : llvm::enumerate(t.labels)) {
       int64_t n = e.type(t.value).getDimSize(d);
       auto [it, fresh] = sizes.try_emplace(l, n);
       if (!fresh && it->second != n && n != 1 && it->second != 1) {
-        ctx.emitError() << "equation '" << ctx.attrString("equation", "")
-                        << "': the index " << einsumLabelName(l) << " has size "
-                        << it->second << " in an earlier input and " << n << " in input "
-                        << i << " (" << e.type(t.value)
-                        << "); an index's dims must have one size (or 1, broadcast)";
+        ctx.emitError()
+            << "equation '" << ctx.attrString("equation", "") << "': the index "
+            << einsumLabelName(l) << " has size " << it->second
+            << " in an earlier input and " << n << " in input " << i << " ("
+            << e.type(t.value)
+            << "); an index's dims must have one size (or 1, broadcast)";
         return failure();
       }
       if (n != 1)
         it->second = n;
     }
+  return success();
+}
 
-  // Diagonals: an index repeated within one operand.
+/// Diagonals: an index repeated within one operand.
+LogicalResult EinsumDecomposition::takeDiagonals() {
   for (EinsumTerm &t : terms) {
     for (size_t p = 0; p < t.labels.size(); ++p) {
       int l = t.labels[p];
       auto q = llvm::find(ArrayRef<int>(t.labels).drop_front(p + 1), l);
       if (q == t.labels.end())
         continue;
-      int64_t qi = q - t.labels.begin();
-      ArrayRef<int64_t> shape = e.type(t.value).getShape();
-      int64_t n = shape[p];
-      if (shape[qi] != n) {
-        ctx.emitError() << "equation '" << ctx.attrString("equation", "")
-                        << "': the repeated index " << einsumLabelName(l)
-                        << " spans dims of sizes " << n << " and " << shape[qi]
-                        << " in one operand; a diagonal needs equal sizes";
+      if (failed(takeDiagonal(t, p, q - t.labels.begin())))
         return failure();
-      }
-      // [..., n, n] -> [..., n * n] -> every (n + 1)-th element.
-      SmallVector<int> rest;
-      Ints perm;
-      for (auto [d, other] : llvm::enumerate(t.labels))
-        if (int64_t(d) != int64_t(p) && int64_t(d) != qi) {
-          rest.push_back(other);
-          perm.push_back(int64_t(d));
-        }
-      perm.push_back(int64_t(p));
-      perm.push_back(qi);
-      if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
-        t.value = e.transpose(t.value, perm);
-      Ints flat;
-      for (size_t d = 0; d + 2 < perm.size(); ++d)
-        flat.push_back(shape[perm[d]]);
-      flat.push_back(n * n);
-      t.value = e.slice(e.reshape(t.value, flat), int64_t(flat.size()) - 1, 0, n * n, n + 1);
-      if (e.failed())
-        return failure();
-      rest.push_back(l);
-      t.labels = rest;
       p = size_t(-1); // look again from the start
     }
   }
   if (e.failed())
     return failure();
+  return success();
+}
 
-  // Indices one operand alone has and the output does not: summed first.
+/// The diagonal of the dims p and qi of `t` (the same index), as its last dim.
+LogicalResult EinsumDecomposition::takeDiagonal(EinsumTerm &t, size_t p,
+                                                int64_t qi) {
+  int l = t.labels[p];
+  ArrayRef<int64_t> shape = e.type(t.value).getShape();
+  int64_t n = shape[p];
+  if (shape[qi] != n) {
+    ctx.emitError() << "equation '" << ctx.attrString("equation", "")
+                    << "': the repeated index " << einsumLabelName(l)
+                    << " spans dims of sizes " << n << " and " << shape[qi]
+                    << " in one operand; a diagonal needs equal sizes";
+    return failure();
+  }
+  // [..., n, n] -> [..., n * n] -> every (n + 1)-th element.
+  SmallVector<int> rest;
+  Ints perm;
+  for (auto [d, other] : llvm::enumerate(t.labels))
+    if (int64_t(d) != int64_t(p) && int64_t(d) != qi) {
+      rest.push_back(other);
+      perm.push_back(int64_t(d));
+    }
+  perm.push_back(int64_t(p));
+  perm.push_back(qi);
+  if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    t.value = e.transpose(t.value, perm);
+  Ints flat;
+  for (size_t d = 0; d + 2 < perm.size(); ++d)
+    flat.push_back(shape[perm[d]]);
+  flat.push_back(n * n);
+  t.value = e.slice(e.reshape(t.value, flat), int64_t(flat.size()) - 1, 0,
+                    n * n, n + 1);
+  if (e.failed())
+    return failure();
+  rest.push_back(l);
+  t.labels = rest;
+  return success();
+}
+
+/// Indices one operand alone has and the output does not: summed first.
+void EinsumDecomposition::sumOutLoneIndices() {
   for (auto [i, t] : llvm::enumerate(terms))
     sumOut(t, [&](int l) {
       if (llvm::is_contained(output, l))
@@ -2133,97 +2247,195 @@ LogicalResult importEinsum(NodeContext &ctx) {
           return false;
       return true;
     });
+}
 
+/// The operands' product, from left to right, keeping the indices the output
+/// or a later operand needs.
+EinsumTerm EinsumDecomposition::multiplyTerms() {
   EinsumTerm acc = terms[0];
   for (size_t k = 1; k < terms.size() && !e.failed(); ++k) {
     EinsumTerm b = terms[k];
     llvm::SmallDenseSet<int> keep(output.begin(), output.end());
     for (size_t j = k + 1; j < terms.size(); ++j)
       keep.insert(terms[j].labels.begin(), terms[j].labels.end());
-    // Indices of one side that neither the other side nor anything after needs.
-    sumOut(acc, [&](int l) { return !keep.contains(l) && !llvm::is_contained(b.labels, l); });
-    sumOut(b, [&](int l) { return !keep.contains(l) && !llvm::is_contained(acc.labels, l); });
-    if (e.failed())
-      break;
-    SmallVector<int> batch, contract, m, n;
-    for (int l : acc.labels) {
-      if (!llvm::is_contained(b.labels, l))
-        m.push_back(l);
-      else
-        (keep.contains(l) ? batch : contract).push_back(l);
-    }
-    for (int l : b.labels)
-      if (!llvm::is_contained(acc.labels, l))
-        n.push_back(l);
-    // A contracted index of size 1 on one side only: broadcast it first.
-    int64_t kSize = 1;
-    for (int l : contract)
-      kSize *= bothSize(acc, b, l);
-    for (EinsumTerm *t : {&acc, &b}) {
-      Ints shape(e.type(t->value).getShape());
-      bool expand = false;
-      for (int l : contract) {
-        int64_t d = llvm::find(t->labels, l) - t->labels.begin();
-        int64_t size = bothSize(acc, b, l);
-        if (shape[d] != size) {
-          shape[d] = size;
-          expand = true;
-        }
-      }
-      if (expand)
-        t->value = e.op("Expand", {t->value}, {ctx.i64s("shape", shape)});
-    }
-    if (e.failed())
-      break;
-    Ints batchA, batchB, resultShape;
-    for (int l : batch) {
-      batchA.push_back(sizeOf(acc, l));
-      batchB.push_back(sizeOf(b, l));
-      resultShape.push_back(bothSize(acc, b, l));
-    }
-    int64_t mSize = 1, nSize = 1;
-    for (int l : m) {
-      mSize *= sizeOf(acc, l);
-      resultShape.push_back(sizeOf(acc, l));
-    }
-    for (int l : n) {
-      nSize *= sizeOf(b, l);
-      resultShape.push_back(sizeOf(b, l));
-    }
-    SmallVector<int> resultLabels = batch;
-    llvm::append_range(resultLabels, m);
-    llvm::append_range(resultLabels, n);
-    if (contract.empty()) {
-      // No index to contract: a broadcast product [batch, m, 1..] * [batch, 1.., n].
-      SmallVector<int> orderA = batch, orderB = batch;
-      llvm::append_range(orderA, m);
-      llvm::append_range(orderB, n);
-      transposeTo(acc, orderA);
-      transposeTo(b, orderB);
-      if (!n.empty())
-        acc.value = e.unsqueeze(acc.value, llvm::to_vector(llvm::seq<int64_t>(
-                                               orderA.size(), resultLabels.size())));
-      if (!m.empty())
-        b.value = e.unsqueeze(b.value, llvm::to_vector(llvm::seq<int64_t>(
-                                           batch.size(), batch.size() + m.size())));
-      acc.value = e.op("Mul", {acc.value, b.value});
-    } else {
-      // [batch, M, K] x [batch, K, N] -> [batch, M, N] -> [batch, m..., n...].
-      SmallVector<int> orderA = batch, orderB = batch;
-      llvm::append_range(orderA, m);
-      llvm::append_range(orderA, contract);
-      llvm::append_range(orderB, contract);
-      llvm::append_range(orderB, n);
-      transposeTo(acc, orderA);
-      transposeTo(b, orderB);
-      Ints shapeA = batchA, shapeB = batchB;
-      shapeA.append({mSize, kSize});
-      shapeB.append({kSize, nSize});
-      Value y = e.op("MatMul", {reshapeTo(acc.value, shapeA), reshapeTo(b.value, shapeB)});
-      acc.value = reshapeTo(y, resultShape);
-    }
-    acc.labels = resultLabels;
+    multiplyPair(acc, b, keep);
   }
+  return acc;
+}
+
+/// acc * b into acc, summing over the indices they share that `keep` lacks.
+void EinsumDecomposition::multiplyPair(EinsumTerm &acc, EinsumTerm &b,
+                                       const llvm::SmallDenseSet<int> &keep) {
+  // Indices of one side that neither the other side nor anything after needs.
+  sumOut(acc, [&](int l) {
+    return !keep.contains(l) && !llvm::is_contained(b.labels, l);
+  });
+  sumOut(b, [&](int l) {
+    return !keep.contains(l) && !llvm::is_contained(acc.labels, l);
+  });
+  if (e.failed())
+    return;
+  EinsumPairIndices ix = classifyPair(acc, b, keep);
+  broadcastContracted(acc, b, ix.contract);
+  if (e.failed())
+    return;
+  if (ix.contract.empty())
+    multiplyBroadcast(acc, b, ix);
+  else
+    multiplyByMatMul(acc, b, ix);
+  acc.labels = ix.productLabels();
+}
+
+/// Sorts the indices of acc and b into batch, contract, m and n.
+EinsumPairIndices
+EinsumDecomposition::classifyPair(const EinsumTerm &acc, const EinsumTerm &b,
+                                  const llvm::SmallDenseSet<int> &keep) {
+  EinsumPairIndices ix;
+  for (int l : acc.labels) {
+    if (!llvm::is_contained(b.labels, l))
+      ix.m.push_back(l);
+    else
+      (keep.contains(l) ? ix.batch : ix.contract).push_back(l);
+  }
+  for (int l : b.labels)
+    if (!llvm::is_contained(acc.labels, l))
+      ix.n.push_back(l);
+  return ix;
+}
+
+/// A contracted index of size 1 on one side only: broadcast it first.
+void EinsumDecomposition::broadcastContracted(EinsumTerm &acc, EinsumTerm &b,
+                                              ArrayRef<int> contract) {
+  for (EinsumTerm *t : {&acc, &b}) {
+    Ints shape(e.type(t->value).getShape());
+    bool expand = false;
+    for (int l : contract) {
+      int64_t d = llvm::find(t->labels, l) - t->labels.begin();
+      int64_t size = bothSize(acc, b, l);
+      if (shape[d] != size) {
+        shape[d] = size;
+        expand = true;
+      }
+    }
+    if (expand)
+      t->value = e.op("Expand", {t->value}, {ctx.i64s("shape", shape)});
+  }
+}
+
+/// No index to contract: a broadcast product [batch, m, 1..] * [batch, 1.., n].
+void EinsumDecomposition::multiplyBroadcast(EinsumTerm &acc, EinsumTerm &b,
+                                            const EinsumPairIndices &ix) {
+  SmallVector<int> orderA = ix.batch, orderB = ix.batch;
+  llvm::append_range(orderA, ix.m);
+  llvm::append_range(orderB, ix.n);
+  transposeTo(acc, orderA);
+  transposeTo(b, orderB);
+  size_t productRank = ix.batch.size() + ix.m.size() + ix.n.size();
+  if (!ix.n.empty())
+    acc.value = e.unsqueeze(acc.value, llvm::to_vector(llvm::seq<int64_t>(
+                                           orderA.size(), productRank)));
+  if (!ix.m.empty())
+    b.value = e.unsqueeze(b.value,
+                          llvm::to_vector(llvm::seq<int64_t>(
+                              ix.batch.size(), ix.batch.size() + ix.m.size())));
+  acc.value = e.op("Mul", {acc.value, b.value});
+}
+
+/// [batch, M, K] x [batch, K, N] -> [batch, M, N] -> [batch, m..., n...].
+void EinsumDecomposition::multiplyByMatMul(EinsumTerm &acc, EinsumTerm &b,
+                                           const EinsumPairIndices &ix) {
+  int64_t kSize = 1;
+  for (int l : ix.contract)
+    kSize *= bothSize(acc, b, l);
+  Ints batchA, batchB, resultShape;
+  for (int l : ix.batch) {
+    batchA.push_back(sizeOf(acc, l));
+    batchB.push_back(sizeOf(b, l));
+    resultShape.push_back(bothSize(acc, b, l));
+  }
+  int64_t mSize = 1, nSize = 1;
+  for (int l : ix.m) {
+    mSize *= sizeOf(acc, l);
+    resultShape.push_back(sizeOf(acc, l));
+  }
+  for (int l : ix.n) {
+    nSize *= sizeOf(b, l);
+    resultShape.push_back(sizeOf(b, l));
+  }
+  SmallVector<int> orderA = ix.batch, orderB = ix.batch;
+  llvm::append_range(orderA, ix.m);
+  llvm::append_range(orderA, ix.contract);
+  llvm::append_range(orderB, ix.contract);
+  llvm::append_range(orderB, ix.n);
+  transposeTo(acc, orderA);
+  transposeTo(b, orderB);
+  Ints shapeA = batchA, shapeB = batchB;
+  shapeA.append({mSize, kSize});
+  shapeB.append({kSize, nSize});
+  Value y = e.op("MatMul",
+                 {reshapeTo(acc.value, shapeA), reshapeTo(b.value, shapeB)});
+  acc.value = reshapeTo(y, resultShape);
+}
+
+/// Puts the dims of `t` in the order of `order` (a permutation of its labels).
+void EinsumDecomposition::transposeTo(EinsumTerm &t, ArrayRef<int> order) {
+  Ints perm;
+  for (int l : order)
+    perm.push_back(llvm::find(t.labels, l) - t.labels.begin());
+  if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    t.value = e.transpose(t.value, perm);
+  t.labels.assign(order.begin(), order.end());
+}
+
+/// `v` reshaped to `shape`, unless it has that shape already.
+Value EinsumDecomposition::reshapeTo(Value v, ArrayRef<int64_t> shape) {
+  if (!v || e.type(v).getShape() == shape)
+    return v;
+  return e.reshape(v, shape);
+}
+
+/// The size of an index in one operand.
+int64_t EinsumDecomposition::sizeOf(const EinsumTerm &t, int label) {
+  return e.type(t.value).getDimSize(llvm::find(t.labels, label) -
+                                    t.labels.begin());
+}
+
+/// The size of an index two operands have (one of them may be 1).
+int64_t EinsumDecomposition::bothSize(const EinsumTerm &a, const EinsumTerm &b,
+                                      int label) {
+  int64_t n = sizeOf(a, label);
+  return n == 1 ? sizeOf(b, label) : n;
+}
+
+/// Sums `t` over the indices `drop` selects.
+void EinsumDecomposition::sumOut(EinsumTerm &t, function_ref<bool(int)> drop) {
+  Ints axes;
+  SmallVector<int> kept;
+  for (auto [i, l] : llvm::enumerate(t.labels)) {
+    if (drop(l))
+      axes.push_back(int64_t(i));
+    else
+      kept.push_back(l);
+  }
+  if (axes.empty() || !t.value)
+    return;
+  t.value = e.op("ReduceSum", {t.value},
+                 {ctx.i64s("axes", axes), ctx.i64("keepdims", 0)});
+  t.labels = kept;
+}
+
+/// Runs the steps in order; after a failure (already reported) it stops.
+LogicalResult EinsumDecomposition::run() {
+  if (failed(parseInputTerms()))
+    return failure();
+  widenEllipses();
+  if (e.failed())
+    return failure();
+  if (failed(resolveOutput()) || failed(checkIndexSizes()) ||
+      failed(takeDiagonals()))
+    return failure();
+  sumOutLoneIndices();
+  EinsumTerm acc = multiplyTerms();
   if (e.failed())
     return failure();
   sumOut(acc, [&](int l) { return !llvm::is_contained(output, l); });
@@ -2232,6 +2444,17 @@ LogicalResult importEinsum(NodeContext &ctx) {
     return failure();
   ctx.results.push_back(acc.value);
   return success();
+}
+
+/// Einsum (opset 12+), for static shapes: an index repeated within one operand
+/// takes that operand's diagonal (Transpose, Reshape, strided Slice); an index
+/// only one operand has and the output does not is summed (ReduceSum); then
+/// the operands are combined from left to right, each pair by one MatMul over
+/// the indices both have and nothing after needs (the indices both have that
+/// are still needed are its batch dims), or by a broadcast Mul when they
+/// share no such index; a Transpose puts the result in the output's order.
+LogicalResult importEinsum(NodeContext &ctx) {
+  return EinsumDecomposition(ctx).run();
 }
 
 } // namespace

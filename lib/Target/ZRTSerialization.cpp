@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace zero;
@@ -74,10 +75,47 @@ std::string locString(Location loc) {
   return "";
 }
 
-} // namespace
+/// The `ranks` of an instruction run by some ranks only (empty: all of them).
+std::vector<int32_t> ranksOf(std::optional<ArrayRef<int64_t>> ranks) {
+  std::vector<int32_t> out;
+  if (ranks)
+    out.assign(ranks->begin(), ranks->end());
+  return out;
+}
 
-LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::string &out) {
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+using AttrOffsets = std::vector<flatbuffers::Offset<::zrt::fb::Attr>>;
+
+/// The FlatBuffer of one zrt.program under construction: its tables, filled
+/// in program order, and the index each declared symbol got in its table.
+class ProgramWriter {
+public:
+  LogicalResult add(Operation &op);
+  void finish(::zero::zrt::ProgramOp program, std::string &out);
+
+private:
+  FailureOr<uint32_t> index(Operation *op, llvm::StringMap<uint32_t> &map,
+                            FlatSymbolRefAttr ref);
+  FailureOr<std::vector<uint32_t>> bufferIndices(Operation *op, ArrayAttr refs);
+  FailureOr<AttrOffsets> kernelParams(Operation *op, DictionaryAttr params);
+
+  void declareStream(::zero::zrt::StreamOp s);
+  void declareGroup(::zero::zrt::GroupOp g);
+  void declareArena(::zero::zrt::ArenaOp a);
+  LogicalResult declareBuffer(::zero::zrt::BufferOp b);
+  LogicalResult addConstant(::zero::zrt::ConstantOp c);
+  LogicalResult addGlobal(::zero::zrt::GlobalOp g);
+  template <typename BindingOp>
+  LogicalResult
+  addBinding(BindingOp b,
+             std::vector<flatbuffers::Offset<::zrt::fb::Binding>> &table);
+  LogicalResult addKernel(::zero::zrt::KernelOp k);
+  LogicalResult addCollective(::zero::zrt::CollectiveOp c);
+  template <typename EventOp>
+  LogicalResult addEvent(EventOp ev, const char *name);
+  flatbuffers::Offset<::zrt::fb::Training>
+  training(::zero::zrt::ProgramOp program);
+
+  flatbuffers::FlatBufferBuilder fbb{1 << 16};
   llvm::StringMap<uint32_t> buffers, streams, arenas, groups;
   std::vector<flatbuffers::Offset<::zrt::fb::Arena>> arenaTable;
   std::vector<flatbuffers::Offset<::zrt::fb::Buffer>> bufferTable;
@@ -88,202 +126,286 @@ LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program, std::str
   std::vector<flatbuffers::Offset<::zrt::fb::Binding>> inputTable, outputTable;
   std::vector<flatbuffers::Offset<::zrt::fb::Instruction>> instrTable;
   int64_t numEvents = 0;
+};
 
-  auto index = [&](Operation *op, llvm::StringMap<uint32_t> &map,
-                   FlatSymbolRefAttr ref) -> FailureOr<uint32_t> {
-    auto it = map.find(ref.getValue());
-    if (it == map.end()) {
-      op->emitOpError() << "refers to " << ref << " before it is declared";
+/// The table index of a symbol `op` refers to, declared earlier in the program.
+FailureOr<uint32_t> ProgramWriter::index(Operation *op,
+                                         llvm::StringMap<uint32_t> &map,
+                                         FlatSymbolRefAttr ref) {
+  auto it = map.find(ref.getValue());
+  if (it == map.end()) {
+    op->emitOpError() << "refers to " << ref << " before it is declared";
+    return failure();
+  }
+  return it->second;
+}
+
+/// The buffer-table indices of a list of buffer references.
+FailureOr<std::vector<uint32_t>> ProgramWriter::bufferIndices(Operation *op,
+                                                              ArrayAttr refs) {
+  std::vector<uint32_t> out;
+  for (Attribute a : refs) {
+    FailureOr<uint32_t> i = index(op, buffers, cast<FlatSymbolRefAttr>(a));
+    if (failed(i))
+      return failure();
+    out.push_back(*i);
+  }
+  return out;
+}
+
+/// A kernel's or collective's parameters as named Attr entries.
+FailureOr<AttrOffsets> ProgramWriter::kernelParams(Operation *op,
+                                                   DictionaryAttr params) {
+  AttrOffsets out;
+  for (NamedAttribute a : params) {
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    std::string str;
+    bool isStr = false;
+    Attribute v = a.getValue();
+    if (auto i = dyn_cast<IntegerAttr>(v))
+      ints.push_back(i.getValue().getSExtValue());
+    else if (auto f = dyn_cast<FloatAttr>(v))
+      floats.push_back(f.getValueAsDouble());
+    else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
+      ints.assign(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    else if (auto farr = dyn_cast<DenseF64ArrayAttr>(v))
+      floats.assign(farr.asArrayRef().begin(), farr.asArrayRef().end());
+    else if (auto s = dyn_cast<StringAttr>(v))
+      str = s.str(), isStr = true;
+    else if (auto b = dyn_cast<BoolAttr>(v))
+      ints.push_back(b.getValue());
+    else {
+      op->emitOpError() << "parameter '" << a.getName().getValue()
+                        << "' has no program-file encoding";
       return failure();
     }
-    return it->second;
-  };
-  auto indices = [&](Operation *op, ArrayAttr refs) -> FailureOr<std::vector<uint32_t>> {
-    std::vector<uint32_t> out;
-    for (Attribute a : refs) {
-      FailureOr<uint32_t> i = index(op, buffers, cast<FlatSymbolRefAttr>(a));
-      if (failed(i))
-        return failure();
-      out.push_back(*i);
-    }
-    return out;
-  };
-  auto attrs = [&](Operation *op, DictionaryAttr params)
-      -> FailureOr<std::vector<flatbuffers::Offset<::zrt::fb::Attr>>> {
-    std::vector<flatbuffers::Offset<::zrt::fb::Attr>> out;
-    for (NamedAttribute a : params) {
-      std::vector<int64_t> ints;
-      std::vector<double> floats;
-      std::string str;
-      bool isStr = false;
-      Attribute v = a.getValue();
-      if (auto i = dyn_cast<IntegerAttr>(v))
-        ints.push_back(i.getValue().getSExtValue());
-      else if (auto f = dyn_cast<FloatAttr>(v))
-        floats.push_back(f.getValueAsDouble());
-      else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
-        ints.assign(arr.asArrayRef().begin(), arr.asArrayRef().end());
-      else if (auto farr = dyn_cast<DenseF64ArrayAttr>(v))
-        floats.assign(farr.asArrayRef().begin(), farr.asArrayRef().end());
-      else if (auto s = dyn_cast<StringAttr>(v))
-        str = s.str(), isStr = true;
-      else if (auto b = dyn_cast<BoolAttr>(v))
-        ints.push_back(b.getValue());
-      else {
-        op->emitOpError() << "parameter '" << a.getName().getValue()
-                          << "' has no program-file encoding";
-        return failure();
-      }
-      out.push_back(::zrt::fb::CreateAttrDirect(
-          fbb, a.getName().getValue().str().c_str(), ints.empty() && !isStr ? nullptr : &ints,
-          floats.empty() ? nullptr : &floats, isStr ? str.c_str() : nullptr));
-    }
-    return out;
-  };
+    out.push_back(::zrt::fb::CreateAttrDirect(
+        fbb, a.getName().getValue().str().c_str(),
+        ints.empty() && !isStr ? nullptr : &ints,
+        floats.empty() ? nullptr : &floats, isStr ? str.c_str() : nullptr));
+  }
+  return out;
+}
 
-  for (Operation &op : program.getBody().front()) {
-    if (auto s = dyn_cast<::zero::zrt::StreamOp>(op)) {
-      streams[s.getSymName()] = streamTable.size();
-      streamTable.push_back(::zrt::fb::CreateStreamDirect(
-          fbb, s.getSymName().str().c_str(),
-          s.getKind() == "comm" ? ::zrt::fb::StreamKind_Comm : ::zrt::fb::StreamKind_Compute));
-    } else if (auto g = dyn_cast<::zero::zrt::GroupOp>(op)) {
-      groups[g.getSymName()] = groupTable.size();
-      std::vector<int32_t> ranks(g.getRanks().begin(), g.getRanks().end());
-      groupTable.push_back(
-          ::zrt::fb::CreateProcessGroupDirect(fbb, g.getSymName().str().c_str(), &ranks,
-                                              int32_t(g.getGroupSize().value_or(0))));
-    } else if (auto a = dyn_cast<::zero::zrt::ArenaOp>(op)) {
-      arenas[a.getSymName()] = arenaTable.size();
-      arenaTable.push_back(::zrt::fb::CreateArenaDirect(
-          fbb, a.getSymName().str().c_str(), a.getSize(), a.getNoReuseSize(),
-          a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0))));
-    } else if (auto b = dyn_cast<::zero::zrt::BufferOp>(op)) {
-      FailureOr<uint32_t> arena = index(&op, arenas, b.getArenaAttr());
-      auto type = cast<RankedTensorType>(b.getType());
-      FailureOr<::zrt::fb::DType> dt = dtypeOf(&op, type);
-      if (failed(arena) || failed(dt))
+/// Dispatches one program-body op to the table it belongs in.
+LogicalResult ProgramWriter::add(Operation &op) {
+  using namespace ::zero::zrt;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](StreamOp s) {
+        declareStream(s);
+        return success();
+      })
+      .Case([&](GroupOp g) {
+        declareGroup(g);
+        return success();
+      })
+      .Case([&](ArenaOp a) {
+        declareArena(a);
+        return success();
+      })
+      .Case([&](BufferOp b) { return declareBuffer(b); })
+      .Case([&](ConstantOp c) { return addConstant(c); })
+      .Case([&](GlobalOp g) { return addGlobal(g); })
+      .Case([&](InputOp in) { return addBinding(in, inputTable); })
+      .Case([&](OutputOp o) { return addBinding(o, outputTable); })
+      .Case([&](KernelOp k) { return addKernel(k); })
+      .Case([&](CollectiveOp c) { return addCollective(c); })
+      .Case([&](RecordOp r) { return addEvent(r, "Record"); })
+      .Case([&](WaitOp w) { return addEvent(w, "Wait"); })
+      .Default([](Operation *other) {
+        other->emitOpError("cannot be serialised into a .zrt program");
         return failure();
-      buffers[b.getSymName()] = bufferTable.size();
-      std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-      bufferTable.push_back(::zrt::fb::CreateBufferDirect(
-          fbb, b.getSymName().str().c_str(), *dt, &shape, *arena, b.getOffset(),
-          b.getInOrderOffset().value_or(-1)));
-    } else if (auto c = dyn_cast<::zero::zrt::ConstantOp>(op)) {
-      FailureOr<uint32_t> buf = index(&op, buffers, c.getBufferAttr());
-      if (failed(buf))
-        return failure();
-      std::vector<uint8_t> bytes = constantBytes(c.getValue());
-      constantTable.push_back(::zrt::fb::CreateConstantDirect(fbb, *buf, &bytes));
-    } else if (auto g = dyn_cast<::zero::zrt::GlobalOp>(op)) {
-      FailureOr<uint32_t> buf = index(&op, buffers, g.getBufferAttr());
-      auto type = cast<RankedTensorType>(g.getType());
-      FailureOr<::zrt::fb::DType> dt = dtypeOf(&op, type);
-      if (failed(buf) || failed(dt))
-        return failure();
-      std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-      flatbuffers::Offset<::zrt::fb::ShardSpec> shard = 0;
-      if (g.getShardWorld())
-        shard = ::zrt::fb::CreateShardSpec(fbb, int32_t(*g.getShardWorld()),
-                                         type.getNumElements(), *g.getPaddedNumel());
-      ::zrt::fb::GlobalRole role = ::zrt::fb::GlobalRole_Parameter;
-      if (std::optional<StringRef> r = g.getRole()) {
-        if (*r == "frozen")
-          role = ::zrt::fb::GlobalRole_Frozen;
-        else if (*r == "optimizer_state")
-          role = ::zrt::fb::GlobalRole_OptimizerState;
-        else if (*r == "counter")
-          role = ::zrt::fb::GlobalRole_Counter;
-        else if (*r != "parameter")
-          return g.emitOpError() << "has an unknown role '" << *r
-                                 << "' (parameter, frozen, optimizer_state, counter)";
-      }
-      globalTable.push_back(::zrt::fb::CreateGlobalDirect(
-          fbb, g.getName().str().c_str(), g.getTensor().str().c_str(), *dt, &shape, *buf,
-          shard, role));
-    } else if (auto in = dyn_cast<::zero::zrt::InputOp>(op)) {
-      FailureOr<uint32_t> buf = index(&op, buffers, in.getBufferAttr());
-      if (failed(buf))
-        return failure();
-      inputTable.push_back(::zrt::fb::CreateBindingDirect(fbb, in.getName().str().c_str(), *buf));
-    } else if (auto o = dyn_cast<::zero::zrt::OutputOp>(op)) {
-      FailureOr<uint32_t> buf = index(&op, buffers, o.getBufferAttr());
-      if (failed(buf))
-        return failure();
-      outputTable.push_back(::zrt::fb::CreateBindingDirect(fbb, o.getName().str().c_str(), *buf));
-    } else if (auto k = dyn_cast<::zero::zrt::KernelOp>(op)) {
-      auto stream = index(&op, streams, k.getStreamAttr());
-      auto ins = indices(&op, k.getIns());
-      auto outs = indices(&op, k.getOuts());
-      auto params = attrs(&op, k.getParams());
-      if (failed(stream) || failed(ins) || failed(outs) || failed(params))
-        return failure();
-      std::vector<int32_t> ranks;
-      if (auto r = k.getRanks())
-        ranks.assign(r->begin(), r->end());
-      instrTable.push_back(::zrt::fb::CreateInstructionDirect(
-          fbb, k.getKernel().str().c_str(), *stream, &*ins, &*outs, &*params, -1, -1,
-          locString(op.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks));
-    } else if (auto c = dyn_cast<::zero::zrt::CollectiveOp>(op)) {
-      auto stream = index(&op, streams, c.getStreamAttr());
-      auto group = index(&op, groups, c.getGroupAttr());
-      auto ins = indices(&op, c.getIns());
-      auto outs = indices(&op, c.getOuts());
-      auto params = attrs(&op, c.getParams());
-      if (failed(stream) || failed(group) || failed(ins) || failed(outs) || failed(params))
-        return failure();
-      std::vector<int32_t> ranks;
-      if (auto r = c.getRanks())
-        ranks.assign(r->begin(), r->end());
-      instrTable.push_back(::zrt::fb::CreateInstructionDirect(
-          fbb, c.getKind().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
-          int32_t(*group), locString(op.getLoc()).c_str(),
-          ranks.empty() ? nullptr : &ranks));
-    } else if (isa<::zero::zrt::RecordOp, ::zero::zrt::WaitOp>(op)) {
-      bool record = isa<::zero::zrt::RecordOp>(op);
-      int64_t event = record ? cast<::zero::zrt::RecordOp>(op).getEvent()
-                             : cast<::zero::zrt::WaitOp>(op).getEvent();
-      FlatSymbolRefAttr s = record ? cast<::zero::zrt::RecordOp>(op).getStreamAttr()
-                                   : cast<::zero::zrt::WaitOp>(op).getStreamAttr();
-      auto stream = index(&op, streams, s);
-      if (failed(stream))
-        return failure();
-      numEvents = std::max(numEvents, event + 1);
-      std::optional<ArrayRef<int64_t>> r = record ? cast<::zero::zrt::RecordOp>(op).getRanks()
-                                                  : cast<::zero::zrt::WaitOp>(op).getRanks();
-      std::vector<int32_t> ranks;
-      if (r)
-        ranks.assign(r->begin(), r->end());
-      instrTable.push_back(::zrt::fb::CreateInstructionDirect(
-          fbb, record ? "Record" : "Wait", *stream, nullptr, nullptr, nullptr,
-          int32_t(event), -1, locString(op.getLoc()).c_str(),
-          ranks.empty() ? nullptr : &ranks));
-    } else {
-      op.emitOpError("cannot be serialised into a .zrt program");
-      return failure();
-    }
+      });
+}
+
+/// A stream: where instructions run in order (compute or communication).
+void ProgramWriter::declareStream(::zero::zrt::StreamOp s) {
+  streams[s.getSymName()] = streamTable.size();
+  streamTable.push_back(::zrt::fb::CreateStreamDirect(
+      fbb, s.getSymName().str().c_str(),
+      s.getKind() == "comm" ? ::zrt::fb::StreamKind_Comm
+                            : ::zrt::fb::StreamKind_Compute));
+}
+
+/// A process group: the world ranks a collective runs over.
+void ProgramWriter::declareGroup(::zero::zrt::GroupOp g) {
+  groups[g.getSymName()] = groupTable.size();
+  std::vector<int32_t> ranks(g.getRanks().begin(), g.getRanks().end());
+  groupTable.push_back(::zrt::fb::CreateProcessGroupDirect(
+      fbb, g.getSymName().str().c_str(), &ranks,
+      int32_t(g.getGroupSize().value_or(0))));
+}
+
+/// An arena: one allocation that buffers are offsets into.
+void ProgramWriter::declareArena(::zero::zrt::ArenaOp a) {
+  arenas[a.getSymName()] = arenaTable.size();
+  arenaTable.push_back(::zrt::fb::CreateArenaDirect(
+      fbb, a.getSymName().str().c_str(), a.getSize(), a.getNoReuseSize(),
+      a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0))));
+}
+
+/// A buffer: a typed tensor at an offset of its arena.
+LogicalResult ProgramWriter::declareBuffer(::zero::zrt::BufferOp b) {
+  FailureOr<uint32_t> arena = index(b, arenas, b.getArenaAttr());
+  auto type = cast<RankedTensorType>(b.getType());
+  FailureOr<::zrt::fb::DType> dt = dtypeOf(b, type);
+  if (failed(arena) || failed(dt))
+    return failure();
+  buffers[b.getSymName()] = bufferTable.size();
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  bufferTable.push_back(::zrt::fb::CreateBufferDirect(
+      fbb, b.getSymName().str().c_str(), *dt, &shape, *arena, b.getOffset(),
+      b.getInOrderOffset().value_or(-1)));
+  return success();
+}
+
+/// A constant: the bytes a buffer is filled with before the program runs.
+LogicalResult ProgramWriter::addConstant(::zero::zrt::ConstantOp c) {
+  FailureOr<uint32_t> buf = index(c, buffers, c.getBufferAttr());
+  if (failed(buf))
+    return failure();
+  std::vector<uint8_t> bytes = constantBytes(c.getValue());
+  constantTable.push_back(::zrt::fb::CreateConstantDirect(fbb, *buf, &bytes));
+  return success();
+}
+
+/// A global: a named, persistent tensor (parameter, optimizer state, ...)
+/// with its buffer and, under ZeRO, its shard layout.
+LogicalResult ProgramWriter::addGlobal(::zero::zrt::GlobalOp g) {
+  FailureOr<uint32_t> buf = index(g, buffers, g.getBufferAttr());
+  auto type = cast<RankedTensorType>(g.getType());
+  FailureOr<::zrt::fb::DType> dt = dtypeOf(g, type);
+  if (failed(buf) || failed(dt))
+    return failure();
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  flatbuffers::Offset<::zrt::fb::ShardSpec> shard = 0;
+  if (g.getShardWorld())
+    shard =
+        ::zrt::fb::CreateShardSpec(fbb, int32_t(*g.getShardWorld()),
+                                   type.getNumElements(), *g.getPaddedNumel());
+  ::zrt::fb::GlobalRole role = ::zrt::fb::GlobalRole_Parameter;
+  if (std::optional<StringRef> r = g.getRole()) {
+    if (*r == "frozen")
+      role = ::zrt::fb::GlobalRole_Frozen;
+    else if (*r == "optimizer_state")
+      role = ::zrt::fb::GlobalRole_OptimizerState;
+    else if (*r == "counter")
+      role = ::zrt::fb::GlobalRole_Counter;
+    else if (*r != "parameter")
+      return g.emitOpError()
+             << "has an unknown role '" << *r
+             << "' (parameter, frozen, optimizer_state, counter)";
   }
-  flatbuffers::Offset<::zrt::fb::Training> training = 0;
-  if (auto t = program->getAttrOfType<DictionaryAttr>("training")) {
-    auto str = [&](StringRef key) {
-      auto s = t.getAs<StringAttr>(key);
-      return s ? s.str() : std::string();
-    };
-    int64_t accumulation = 1;
-    if (auto a = t.getAs<IntegerAttr>("accumulation_steps"))
-      accumulation = a.getInt();
-    training = ::zrt::fb::CreateTrainingDirect(
-        fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
-        int32_t(accumulation), str("optimizer").c_str());
-  }
+  globalTable.push_back(::zrt::fb::CreateGlobalDirect(
+      fbb, g.getName().str().c_str(), g.getTensor().str().c_str(), *dt, &shape,
+      *buf, shard, role));
+  return success();
+}
+
+/// A graph input or output: its name and buffer.
+template <typename BindingOp>
+LogicalResult ProgramWriter::addBinding(
+    BindingOp b, std::vector<flatbuffers::Offset<::zrt::fb::Binding>> &table) {
+  FailureOr<uint32_t> buf = index(b, buffers, b.getBufferAttr());
+  if (failed(buf))
+    return failure();
+  table.push_back(
+      ::zrt::fb::CreateBindingDirect(fbb, b.getName().str().c_str(), *buf));
+  return success();
+}
+
+/// A kernel call on a stream.
+LogicalResult ProgramWriter::addKernel(::zero::zrt::KernelOp k) {
+  auto stream = index(k, streams, k.getStreamAttr());
+  auto ins = bufferIndices(k, k.getIns());
+  auto outs = bufferIndices(k, k.getOuts());
+  auto params = kernelParams(k, k.getParams());
+  if (failed(stream) || failed(ins) || failed(outs) || failed(params))
+    return failure();
+  std::vector<int32_t> ranks = ranksOf(k.getRanks());
+  instrTable.push_back(::zrt::fb::CreateInstructionDirect(
+      fbb, k.getKernel().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
+      -1, locString(k.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks));
+  return success();
+}
+
+/// A collective call on a stream over a process group.
+LogicalResult ProgramWriter::addCollective(::zero::zrt::CollectiveOp c) {
+  auto stream = index(c, streams, c.getStreamAttr());
+  auto group = index(c, groups, c.getGroupAttr());
+  auto ins = bufferIndices(c, c.getIns());
+  auto outs = bufferIndices(c, c.getOuts());
+  auto params = kernelParams(c, c.getParams());
+  if (failed(stream) || failed(group) || failed(ins) || failed(outs) ||
+      failed(params))
+    return failure();
+  std::vector<int32_t> ranks = ranksOf(c.getRanks());
+  instrTable.push_back(::zrt::fb::CreateInstructionDirect(
+      fbb, c.getKind().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
+      int32_t(*group), locString(c.getLoc()).c_str(),
+      ranks.empty() ? nullptr : &ranks));
+  return success();
+}
+
+/// A Record or Wait instruction; the program has as many events as the
+/// largest event number plus one.
+template <typename EventOp>
+LogicalResult ProgramWriter::addEvent(EventOp ev, const char *name) {
+  int64_t event = ev.getEvent();
+  auto stream = index(ev, streams, ev.getStreamAttr());
+  if (failed(stream))
+    return failure();
+  numEvents = std::max(numEvents, event + 1);
+  std::vector<int32_t> ranks = ranksOf(ev.getRanks());
+  instrTable.push_back(::zrt::fb::CreateInstructionDirect(
+      fbb, name, *stream, nullptr, nullptr, nullptr, int32_t(event), -1,
+      locString(ev.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks));
+  return success();
+}
+
+/// The training settings the runtime reads (absent for inference programs).
+flatbuffers::Offset<::zrt::fb::Training>
+ProgramWriter::training(::zero::zrt::ProgramOp program) {
+  auto t = program->getAttrOfType<DictionaryAttr>("training");
+  if (!t)
+    return 0;
+  auto str = [&](StringRef key) {
+    auto s = t.getAs<StringAttr>(key);
+    return s ? s.str() : std::string();
+  };
+  int64_t accumulation = 1;
+  if (auto a = t.getAs<IntegerAttr>("accumulation_steps"))
+    accumulation = a.getInt();
+  return ::zrt::fb::CreateTrainingDirect(
+      fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
+      int32_t(accumulation), str("optimizer").c_str());
+}
+
+/// Writes the program header over the finished tables and copies the bytes out.
+void ProgramWriter::finish(::zero::zrt::ProgramOp program, std::string &out) {
+  flatbuffers::Offset<::zrt::fb::Training> trainingTable = training(program);
   auto root = ::zrt::fb::CreateProgramDirect(
-      fbb, kZRTFormatVersion, int32_t(program.getWorldSize()), &arenaTable, &bufferTable,
-      &constantTable, &globalTable, &streamTable, uint32_t(numEvents), &groupTable,
-      &inputTable, &outputTable, &instrTable, training,
+      fbb, kZRTFormatVersion, int32_t(program.getWorldSize()), &arenaTable,
+      &bufferTable, &constantTable, &globalTable, &streamTable,
+      uint32_t(numEvents), &groupTable, &inputTable, &outputTable, &instrTable,
+      trainingTable,
       program->getAttrOfType<IntegerAttr>("pipeline_dp")
           ? int32_t(program->getAttrOfType<IntegerAttr>("pipeline_dp").getInt())
           : 0);
   ::zrt::fb::FinishProgramBuffer(fbb, root);
-  out.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
+  out.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+             fbb.GetSize());
+}
+
+} // namespace
+
+LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program,
+                                        std::string &out) {
+  ProgramWriter writer;
+  for (Operation &op : program.getBody().front())
+    if (failed(writer.add(op)))
+      return failure();
+  writer.finish(program, out);
   return success();
 }

@@ -12,7 +12,7 @@
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
 #include <functional>
@@ -192,6 +192,393 @@ int64_t ravel(ArrayRef<int64_t> idx, ArrayRef<int64_t> shape) {
   return k;
 }
 
+/// One op being folded: the op, its result type, and its operands' values.
+struct FoldOperands {
+  Operation *op;
+  RankedTensorType resultType;
+  SmallVector<ConstTensor> in;
+
+  bool isFloat() const { return in.front().isFloat; }
+};
+
+/// Computes an op's constant result, or a null attribute to leave it be.
+using FoldFn = Attribute (*)(const FoldOperands &);
+
+using FloatArgs = ArrayRef<double>;
+using IntArgs = ArrayRef<int64_t>;
+
+/// The larger of two values (a functor, so that one template serves all the
+/// two-operand arithmetic ops).
+struct Maximum {
+  template <typename T> T operator()(T a, T b) const { return std::max(a, b); }
+};
+
+/// The smaller of two values.
+struct Minimum {
+  template <typename T> T operator()(T a, T b) const { return std::min(a, b); }
+};
+
+/// Xor of two truth values.
+struct LogicalXor {
+  template <typename T> bool operator()(T a, T b) const {
+    return bool(a) != bool(b);
+  }
+};
+
+/// Add, Sub, Mul, Div, Max, Min: `Fn` applied in the operands' own type.
+template <typename Fn> Attribute foldArithmetic(const FoldOperands &f) {
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return Fn()(a[0], a[1]); },
+      [](IntArgs a) { return Fn()(a[0], a[1]); }, f.isFloat());
+}
+
+/// Comparisons and logical ops: a truth value from two operands.
+template <typename Cmp> Attribute foldComparison(const FoldOperands &f) {
+  // Float operands are compared as doubles (not truncated to integers).
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return double(Cmp()(a[0], a[1])); },
+      [](IntArgs a) { return int64_t(Cmp()(a[0], a[1])); }, f.isFloat());
+}
+
+/// Div, except an integer division by zero.
+Attribute foldDiv(const FoldOperands &f) {
+  if (!f.isFloat() && llvm::is_contained(f.in[1].i, 0))
+    return {};
+  return foldArithmetic<std::divides<>>(f);
+}
+
+/// Pow, of floats only.
+Attribute foldPow(const FoldOperands &f) {
+  if (!f.isFloat())
+    return {};
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return std::pow(a[0], a[1]); },
+      [](IntArgs) { return int64_t(0); }, true);
+}
+
+/// Mod of integers, with the divisor's sign unless fmod (the dividend's).
+Attribute foldMod(const FoldOperands &f) {
+  if (f.isFloat() || llvm::is_contained(f.in[1].i, 0))
+    return {};
+  bool fmod = cast<ModOp>(f.op).getFmod();
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return std::fmod(a[0], a[1]); },
+      [fmod](IntArgs a) {
+        int64_t r = a[0] % a[1];
+        if (!fmod && r != 0 && ((r < 0) != (a[1] < 0)))
+          r += a[1];
+        return r;
+      },
+      f.isFloat());
+}
+
+/// Where: the condition picks the second or third operand.
+Attribute foldWhere(const FoldOperands &f) {
+  bool isFloat = f.in[1].isFloat;
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return a[0] != 0 ? a[1] : a[2]; },
+      [](IntArgs a) { return a[0] != 0 ? a[1] : a[2]; }, isFloat);
+}
+
+/// Neg.
+Attribute foldNeg(const FoldOperands &f) {
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return -a[0]; },
+      [](IntArgs a) { return -a[0]; }, f.isFloat());
+}
+
+/// Not.
+Attribute foldNot(const FoldOperands &f) {
+  return foldElementwise(
+      f.resultType, f.in, [](FloatArgs a) { return double(a[0] == 0); },
+      [](IntArgs a) { return int64_t(a[0] == 0); }, false);
+}
+
+/// Cast: to bool is "nonzero"; float to integer truncates.
+Attribute foldCast(const FoldOperands &f) {
+  bool toFloat = isa<FloatType>(f.resultType.getElementType());
+  bool toBool = f.resultType.getElementType().isInteger(1);
+  return foldElementwise(
+      f.resultType, f.in,
+      [toBool](FloatArgs a) { return toBool ? double(a[0] != 0) : a[0]; },
+      [toBool](IntArgs a) { return toBool ? int64_t(a[0] != 0) : a[0]; },
+      toFloat || f.isFloat());
+}
+
+/// ReduceSum and ReduceProd over the op's axes (kept as size 1).
+template <typename ReduceOp> Attribute foldReduce(const FoldOperands &f) {
+  const ConstTensor &t = f.in[0];
+  if (t.splat && t.numel() > kMaxFoldElements)
+    return {};
+  bool isProd = std::is_same_v<ReduceOp, ReduceProdOp>;
+  ArrayRef<int64_t> axes = cast<ReduceOp>(f.op).getAxes();
+  int64_t n = f.resultType.getNumElements();
+  std::vector<double> accF(n, isProd ? 1.0 : 0.0);
+  std::vector<int64_t> accI(n, isProd ? 1 : 0);
+  SmallVector<int64_t> outShape;
+  for (int64_t d = 0; d < t.type.getRank(); ++d)
+    outShape.push_back(llvm::is_contained(axes, d) ? 1 : t.shape()[d]);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    SmallVector<int64_t> idx = unravel(k, t.shape());
+    for (int64_t a : axes)
+      idx[a] = 0;
+    int64_t o = ravel(idx, outShape);
+    if (isProd) {
+      accF[o] *= t.asDouble(k);
+      accI[o] *= t.asInt(k);
+    } else {
+      accF[o] += t.asDouble(k);
+      accI[o] += t.asInt(k);
+    }
+  }
+  return makeConst(
+      f.resultType, n, [&](int64_t k) { return accF[k]; },
+      [&](int64_t k) { return accI[k]; });
+}
+
+/// Reshape, Unsqueeze, Squeeze: the elements in the same order.
+Attribute foldReshape(const FoldOperands &f) {
+  return foldGatherLike(f.resultType, f.in[0], [](int64_t k) { return k; });
+}
+
+/// Expand: a broadcast of the input.
+Attribute foldExpand(const FoldOperands &f) {
+  return foldGatherLike(f.resultType, f.in[0], [&](int64_t k) {
+    return broadcastIndex(f.resultType.getShape(), f.in[0].shape(), k);
+  });
+}
+
+/// Transpose by the op's permutation.
+Attribute foldTranspose(const FoldOperands &f) {
+  ArrayRef<int64_t> perm = cast<TransposeOp>(f.op).getPerm();
+  return foldGatherLike(f.resultType, f.in[0], [&](int64_t k) {
+    SmallVector<int64_t> outIdx = unravel(k, f.resultType.getShape());
+    SmallVector<int64_t> inIdx(perm.size());
+    for (size_t d = 0; d < perm.size(); ++d)
+      inIdx[perm[d]] = outIdx[d];
+    return ravel(inIdx, f.in[0].shape());
+  });
+}
+
+/// Slice with the op's full-rank starts and steps.
+Attribute foldSlice(const FoldOperands &f) {
+  auto s = cast<SliceOp>(f.op);
+  ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
+  return foldGatherLike(f.resultType, f.in[0], [&](int64_t k) {
+    SmallVector<int64_t> idx = unravel(k, f.resultType.getShape());
+    for (size_t d = 0; d < idx.size(); ++d)
+      idx[d] = starts[d] + idx[d] * steps[d];
+    return ravel(idx, f.in[0].shape());
+  });
+}
+
+/// Gather along the op's axis, unless an index is out of range.
+Attribute foldGather(const FoldOperands &f) {
+  int64_t axis = cast<GatherOp>(f.op).getAxis();
+  const ConstTensor &data = f.in[0], &indices = f.in[1];
+  int64_t dim = data.shape()[axis];
+  int64_t q = indices.type.getRank();
+  for (int64_t k = 0; k < (indices.splat ? 1 : indices.numel()); ++k) {
+    int64_t v = indices.asInt(k);
+    if (v < -dim || v >= dim)
+      return {};
+  }
+  return foldGatherLike(f.resultType, data, [&](int64_t k) {
+    SmallVector<int64_t> outIdx = unravel(k, f.resultType.getShape());
+    SmallVector<int64_t> idxIdx(outIdx.begin() + axis,
+                                outIdx.begin() + axis + q);
+    int64_t v =
+        indices.asInt(indices.splat ? 0 : ravel(idxIdx, indices.shape()));
+    if (v < 0)
+      v += dim;
+    SmallVector<int64_t> inIdx(outIdx.begin(), outIdx.begin() + axis);
+    inIdx.push_back(v);
+    inIdx.append(outIdx.begin() + axis + q, outIdx.end());
+    return ravel(inIdx, data.shape());
+  });
+}
+
+/// Concat along the op's axis.
+Attribute foldConcat(const FoldOperands &f) {
+  int64_t n = f.resultType.getNumElements();
+  if (n > kMaxFoldElements)
+    return {};
+  int64_t axis = cast<ConcatOp>(f.op).getAxis();
+  // Input and offset along `axis` for each output position on that axis.
+  SmallVector<std::pair<int64_t, int64_t>> owner;
+  for (auto [i, t] : llvm::enumerate(f.in))
+    for (int64_t j = 0; j < t.shape()[axis]; ++j)
+      owner.push_back({int64_t(i), j});
+  auto locate = [&](int64_t k) {
+    SmallVector<int64_t> idx = unravel(k, f.resultType.getShape());
+    auto [i, j] = owner[idx[axis]];
+    idx[axis] = j;
+    return std::make_pair(i, ravel(idx, f.in[i].shape()));
+  };
+  return makeConst(
+      f.resultType, n,
+      [&](int64_t k) {
+        auto [i, s] = locate(k);
+        return f.in[i].asDouble(s);
+      },
+      [&](int64_t k) {
+        auto [i, s] = locate(k);
+        return f.in[i].asInt(s);
+      });
+}
+
+/// Trilu: the upper or lower triangle from diagonal k, zeros elsewhere.
+Attribute foldTrilu(const FoldOperands &f) {
+  int64_t n = f.resultType.getNumElements();
+  if (n > kMaxFoldElements)
+    return {};
+  auto t = cast<TriluOp>(f.op);
+  bool upper = t.getUpper();
+  int64_t diag = t.getK();
+  auto keep = [&](int64_t k) {
+    SmallVector<int64_t> idx = unravel(k, f.resultType.getShape());
+    int64_t r = idx[idx.size() - 2], col = idx.back();
+    return upper ? col - r >= diag : col - r <= diag;
+  };
+  return makeConst(
+      f.resultType, n,
+      [&](int64_t k) { return keep(k) ? f.in[0].asDouble(k) : 0.0; },
+      [&](int64_t k) { return keep(k) ? f.in[0].asInt(k) : int64_t(0); });
+}
+
+/// Range: start + k * delta.
+Attribute foldRange(const FoldOperands &f) {
+  const SmallVector<ConstTensor> &in = f.in;
+  int64_t n = f.resultType.getNumElements();
+  if (n > kMaxFoldElements || in[0].numel() != 1 || in[2].numel() != 1)
+    return {};
+  // start + k * delta lies between start and limit, but k * delta
+  // alone may not fit in int64: wrap-around arithmetic gives the exact
+  // result without signed overflow.
+  return makeConst(
+      f.resultType, n,
+      [&](int64_t k) { return in[0].asDouble(0) + k * in[2].asDouble(0); },
+      [&](int64_t k) {
+        return int64_t(uint64_t(in[0].asInt(0)) +
+                       uint64_t(k) * uint64_t(in[2].asInt(0)));
+      });
+}
+
+/// CumSum along the op's axis, inclusive or exclusive, forward or reversed.
+Attribute foldCumSum(const FoldOperands &f) {
+  const ConstTensor &t = f.in[0];
+  int64_t n = f.resultType.getNumElements();
+  if (n > kMaxFoldElements)
+    return {};
+  auto c = cast<CumSumOp>(f.op);
+  int64_t axis = c.getAxis();
+  bool exclusive = c.getExclusive(), reverse = c.getReverse();
+  ArrayRef<int64_t> shape = f.resultType.getShape();
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t len = shape[axis], outer = n / std::max<int64_t>(1, len * inner);
+  std::vector<double> sumF(n);
+  std::vector<int64_t> sumI(n);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double accF = 0;
+      int64_t accI = 0;
+      for (int64_t step = 0; step < len; ++step) {
+        int64_t j = reverse ? len - 1 - step : step;
+        int64_t k = (o * len + j) * inner + i;
+        if (!exclusive) {
+          accF += t.asDouble(k);
+          accI += t.asInt(k);
+        }
+        sumF[k] = accF;
+        sumI[k] = accI;
+        if (exclusive) {
+          accF += t.asDouble(k);
+          accI += t.asInt(k);
+        }
+      }
+    }
+  return makeConst(
+      f.resultType, n, [&](int64_t k) { return sumF[k]; },
+      [&](int64_t k) { return sumI[k]; });
+}
+
+/// GatherND with the op's batch dims, unless an index is out of range.
+Attribute foldGatherND(const FoldOperands &f) {
+  const ConstTensor &data = f.in[0], &indices = f.in[1];
+  int64_t b = cast<GatherNDOp>(f.op).getBatchDims();
+  ArrayRef<int64_t> ds = data.shape(), is = indices.shape();
+  int64_t depth = is.back();
+  int64_t sliceSize = 1;
+  for (size_t d = b + depth; d < ds.size(); ++d)
+    sliceSize *= ds[d];
+  SmallVector<int64_t> dataStrides = strides(ds);
+  int64_t batch = 1;
+  for (int64_t d = 0; d < b; ++d)
+    batch *= ds[d];
+  int64_t tuples = indices.numel() / std::max<int64_t>(1, depth);
+  int64_t perBatch = tuples / std::max<int64_t>(1, batch);
+  // Source element of each output element.
+  std::vector<int64_t> src(f.resultType.getNumElements());
+  if (int64_t(src.size()) > kMaxFoldElements)
+    return {};
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t bi = perBatch ? t / perBatch : 0;
+    int64_t base = bi * (b ? dataStrides[b - 1] : 0);
+    for (int64_t k = 0; k < depth; ++k) {
+      int64_t v = indices.asInt(t * depth + k), dim = ds[b + k];
+      if (v < -dim || v >= dim)
+        return {};
+      base += (v < 0 ? v + dim : v) * dataStrides[b + k];
+    }
+    for (int64_t e = 0; e < sliceSize; ++e)
+      src[t * sliceSize + e] = base + e;
+  }
+  return foldGatherLike(f.resultType, data, [&](int64_t k) { return src[k]; });
+}
+
+/// The fold of each op that has one: folding a new op is a new row here.
+const llvm::DenseMap<TypeID, FoldFn> &getFolders() {
+  static const llvm::DenseMap<TypeID, FoldFn> folders = {
+      {TypeID::get<AddOp>(), foldArithmetic<std::plus<>>},
+      {TypeID::get<SubOp>(), foldArithmetic<std::minus<>>},
+      {TypeID::get<MulOp>(), foldArithmetic<std::multiplies<>>},
+      {TypeID::get<DivOp>(), foldDiv},
+      {TypeID::get<MaxOp>(), foldArithmetic<Maximum>},
+      {TypeID::get<MinOp>(), foldArithmetic<Minimum>},
+      {TypeID::get<PowOp>(), foldPow},
+      {TypeID::get<ModOp>(), foldMod},
+      {TypeID::get<EqualOp>(), foldComparison<std::equal_to<>>},
+      {TypeID::get<LessOp>(), foldComparison<std::less<>>},
+      {TypeID::get<LessOrEqualOp>(), foldComparison<std::less_equal<>>},
+      {TypeID::get<GreaterOp>(), foldComparison<std::greater<>>},
+      {TypeID::get<GreaterOrEqualOp>(), foldComparison<std::greater_equal<>>},
+      {TypeID::get<AndOp>(), foldComparison<std::logical_and<>>},
+      {TypeID::get<OrOp>(), foldComparison<std::logical_or<>>},
+      {TypeID::get<XorOp>(), foldComparison<LogicalXor>},
+      {TypeID::get<WhereOp>(), foldWhere},
+      {TypeID::get<NegOp>(), foldNeg},
+      {TypeID::get<NotOp>(), foldNot},
+      {TypeID::get<CastOp>(), foldCast},
+      {TypeID::get<ReduceSumOp>(), foldReduce<ReduceSumOp>},
+      {TypeID::get<ReduceProdOp>(), foldReduce<ReduceProdOp>},
+      {TypeID::get<ReshapeOp>(), foldReshape},
+      {TypeID::get<UnsqueezeOp>(), foldReshape},
+      {TypeID::get<SqueezeOp>(), foldReshape},
+      {TypeID::get<ExpandOp>(), foldExpand},
+      {TypeID::get<TransposeOp>(), foldTranspose},
+      {TypeID::get<SliceOp>(), foldSlice},
+      {TypeID::get<GatherOp>(), foldGather},
+      {TypeID::get<ConcatOp>(), foldConcat},
+      {TypeID::get<TriluOp>(), foldTrilu},
+      {TypeID::get<RangeOp>(), foldRange},
+      {TypeID::get<CumSumOp>(), foldCumSum},
+      {TypeID::get<GatherNDOp>(), foldGatherND},
+  };
+  return folders;
+}
+
 } // namespace
 
 Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
@@ -200,292 +587,18 @@ Attribute zero::onnx::foldONNXOp(Operation *op, ArrayRef<Attribute> operands) {
   auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!resultType)
     return {};
-  SmallVector<ConstTensor> in;
+  FoldOperands f{op, resultType, {}};
   for (Attribute a : operands) {
     std::optional<ConstTensor> t = readConst(a);
     if (!t)
       return {};
-    in.push_back(std::move(*t));
+    f.in.push_back(std::move(*t));
   }
-  bool isFloat = in.front().isFloat;
-  using F = ArrayRef<double>;
-  using I = ArrayRef<int64_t>;
-  auto binary = [&](auto fnF, auto fnI) {
-    return foldElementwise(resultType, in, [&](F a) { return fnF(a[0], a[1]); },
-                           [&](I a) { return fnI(a[0], a[1]); }, isFloat);
-  };
-  // Float operands are compared as doubles (not truncated to integers).
-  auto compare = [&](auto fn) {
-    return foldElementwise(
-        resultType, in, [&](F a) { return double(fn(a[0], a[1])); },
-        [&](I a) { return int64_t(fn(a[0], a[1])); }, isFloat);
-  };
-
-  return llvm::TypeSwitch<Operation *, Attribute>(op)
-      .Case([&](AddOp) { return binary(std::plus<double>(), std::plus<int64_t>()); })
-      .Case([&](SubOp) { return binary(std::minus<double>(), std::minus<int64_t>()); })
-      .Case([&](MulOp) { return binary(std::multiplies<double>(), std::multiplies<int64_t>()); })
-      .Case([&](DivOp) -> Attribute {
-        if (!isFloat && llvm::is_contained(in[1].i, 0))
-          return {};
-        return binary(std::divides<double>(), std::divides<int64_t>());
-      })
-      .Case([&](MaxOp) {
-        return binary([](double a, double b) { return std::max(a, b); },
-                      [](int64_t a, int64_t b) { return std::max(a, b); });
-      })
-      .Case([&](MinOp) {
-        return binary([](double a, double b) { return std::min(a, b); },
-                      [](int64_t a, int64_t b) { return std::min(a, b); });
-      })
-      .Case([&](PowOp) -> Attribute {
-        if (!isFloat)
-          return {};
-        return foldElementwise(resultType, in,
-                               [](F a) { return std::pow(a[0], a[1]); },
-                               [](I) { return int64_t(0); }, true);
-      })
-      .Case([&](ModOp m) -> Attribute {
-        if (isFloat || llvm::is_contained(in[1].i, 0))
-          return {};
-        bool fmod = m.getFmod();
-        return binary([](double a, double b) { return std::fmod(a, b); },
-                      [fmod](int64_t a, int64_t b) {
-                        int64_t r = a % b;
-                        if (!fmod && r != 0 && ((r < 0) != (b < 0)))
-                          r += b;
-                        return r;
-                      });
-      })
-      .Case([&](EqualOp) { return compare([](auto a, auto b) { return a == b; }); })
-      .Case([&](LessOp) { return compare([](auto a, auto b) { return a < b; }); })
-      .Case([&](LessOrEqualOp) { return compare([](auto a, auto b) { return a <= b; }); })
-      .Case([&](GreaterOp) { return compare([](auto a, auto b) { return a > b; }); })
-      .Case([&](GreaterOrEqualOp) { return compare([](auto a, auto b) { return a >= b; }); })
-      .Case([&](AndOp) { return compare([](auto a, auto b) { return a && b; }); })
-      .Case([&](OrOp) { return compare([](auto a, auto b) { return a || b; }); })
-      .Case([&](XorOp) { return compare([](auto a, auto b) { return bool(a) != bool(b); }); })
-      .Case([&](WhereOp) {
-        bool f = in[1].isFloat;
-        return foldElementwise(
-            resultType, in, [](F a) { return a[0] != 0 ? a[1] : a[2]; },
-            [](I a) { return a[0] != 0 ? a[1] : a[2]; }, f);
-      })
-      .Case([&](NegOp) {
-        return foldElementwise(resultType, in, [](F a) { return -a[0]; },
-                               [](I a) { return -a[0]; }, isFloat);
-      })
-      .Case([&](NotOp) {
-        return foldElementwise(resultType, in, [](F a) { return double(a[0] == 0); },
-                               [](I a) { return int64_t(a[0] == 0); }, false);
-      })
-      .Case([&](CastOp) {
-        bool toFloat = isa<FloatType>(resultType.getElementType());
-        bool toBool = resultType.getElementType().isInteger(1);
-        return foldElementwise(
-            resultType, in,
-            [toBool](F a) { return toBool ? double(a[0] != 0) : a[0]; },
-            [toBool](I a) { return toBool ? int64_t(a[0] != 0) : a[0]; },
-            toFloat || isFloat);
-      })
-      .Case<ReduceSumOp, ReduceProdOp>([&](auto reduce) -> Attribute {
-        const ConstTensor &t = in[0];
-        if (t.splat && t.numel() > kMaxFoldElements)
-          return {};
-        bool isProd = isa<ReduceProdOp>(reduce.getOperation());
-        ArrayRef<int64_t> axes = reduce.getAxes();
-        int64_t n = resultType.getNumElements();
-        std::vector<double> accF(n, isProd ? 1.0 : 0.0);
-        std::vector<int64_t> accI(n, isProd ? 1 : 0);
-        SmallVector<int64_t> outShape;
-        for (int64_t d = 0; d < t.type.getRank(); ++d)
-          outShape.push_back(llvm::is_contained(axes, d) ? 1 : t.shape()[d]);
-        for (int64_t k = 0; k < t.numel(); ++k) {
-          SmallVector<int64_t> idx = unravel(k, t.shape());
-          for (int64_t a : axes)
-            idx[a] = 0;
-          int64_t o = ravel(idx, outShape);
-          if (isProd) {
-            accF[o] *= t.asDouble(k);
-            accI[o] *= t.asInt(k);
-          } else {
-            accF[o] += t.asDouble(k);
-            accI[o] += t.asInt(k);
-          }
-        }
-        return makeConst(resultType, n, [&](int64_t k) { return accF[k]; },
-                         [&](int64_t k) { return accI[k]; });
-      })
-      .Case<ReshapeOp, UnsqueezeOp, SqueezeOp>([&](Operation *) {
-        return foldGatherLike(resultType, in[0], [](int64_t k) { return k; });
-      })
-      .Case([&](ExpandOp) {
-        return foldGatherLike(resultType, in[0], [&](int64_t k) {
-          return broadcastIndex(resultType.getShape(), in[0].shape(), k);
-        });
-      })
-      .Case([&](TransposeOp t) {
-        ArrayRef<int64_t> perm = t.getPerm();
-        return foldGatherLike(resultType, in[0], [&](int64_t k) {
-          SmallVector<int64_t> outIdx = unravel(k, resultType.getShape());
-          SmallVector<int64_t> inIdx(perm.size());
-          for (size_t d = 0; d < perm.size(); ++d)
-            inIdx[perm[d]] = outIdx[d];
-          return ravel(inIdx, in[0].shape());
-        });
-      })
-      .Case([&](SliceOp s) {
-        ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
-        return foldGatherLike(resultType, in[0], [&](int64_t k) {
-          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
-          for (size_t d = 0; d < idx.size(); ++d)
-            idx[d] = starts[d] + idx[d] * steps[d];
-          return ravel(idx, in[0].shape());
-        });
-      })
-      .Case([&](GatherOp g) -> Attribute {
-        int64_t axis = g.getAxis();
-        const ConstTensor &data = in[0], &indices = in[1];
-        int64_t dim = data.shape()[axis];
-        int64_t q = indices.type.getRank();
-        for (int64_t k = 0; k < (indices.splat ? 1 : indices.numel()); ++k) {
-          int64_t v = indices.asInt(k);
-          if (v < -dim || v >= dim)
-            return {};
-        }
-        return foldGatherLike(resultType, data, [&](int64_t k) {
-          SmallVector<int64_t> outIdx = unravel(k, resultType.getShape());
-          SmallVector<int64_t> idxIdx(outIdx.begin() + axis, outIdx.begin() + axis + q);
-          int64_t v = indices.asInt(indices.splat ? 0 : ravel(idxIdx, indices.shape()));
-          if (v < 0)
-            v += dim;
-          SmallVector<int64_t> inIdx(outIdx.begin(), outIdx.begin() + axis);
-          inIdx.push_back(v);
-          inIdx.append(outIdx.begin() + axis + q, outIdx.end());
-          return ravel(inIdx, data.shape());
-        });
-      })
-      .Case([&](ConcatOp c) -> Attribute {
-        int64_t n = resultType.getNumElements();
-        if (n > kMaxFoldElements)
-          return {};
-        int64_t axis = c.getAxis();
-        // Input and offset along `axis` for each output position on that axis.
-        SmallVector<std::pair<int64_t, int64_t>> owner;
-        for (auto [i, t] : llvm::enumerate(in))
-          for (int64_t j = 0; j < t.shape()[axis]; ++j)
-            owner.push_back({int64_t(i), j});
-        auto locate = [&](int64_t k) {
-          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
-          auto [i, j] = owner[idx[axis]];
-          idx[axis] = j;
-          return std::make_pair(i, ravel(idx, in[i].shape()));
-        };
-        return makeConst(
-            resultType, n,
-            [&](int64_t k) { auto [i, s] = locate(k); return in[i].asDouble(s); },
-            [&](int64_t k) { auto [i, s] = locate(k); return in[i].asInt(s); });
-      })
-      .Case([&](TriluOp t) -> Attribute {
-        int64_t n = resultType.getNumElements();
-        if (n > kMaxFoldElements)
-          return {};
-        bool upper = t.getUpper();
-        int64_t diag = t.getK();
-        auto keep = [&](int64_t k) {
-          SmallVector<int64_t> idx = unravel(k, resultType.getShape());
-          int64_t r = idx[idx.size() - 2], col = idx.back();
-          return upper ? col - r >= diag : col - r <= diag;
-        };
-        return makeConst(
-            resultType, n,
-            [&](int64_t k) { return keep(k) ? in[0].asDouble(k) : 0.0; },
-            [&](int64_t k) { return keep(k) ? in[0].asInt(k) : int64_t(0); });
-      })
-      .Case([&](RangeOp r) -> Attribute {
-        int64_t n = resultType.getNumElements();
-        if (n > kMaxFoldElements || in[0].numel() != 1 || in[2].numel() != 1)
-          return {};
-        // start + k * delta lies between start and limit, but k * delta
-        // alone may not fit in int64: wrap-around arithmetic gives the exact
-        // result without signed overflow.
-        return makeConst(
-            resultType, n,
-            [&](int64_t k) { return in[0].asDouble(0) + k * in[2].asDouble(0); },
-            [&](int64_t k) {
-              return int64_t(uint64_t(in[0].asInt(0)) +
-                             uint64_t(k) * uint64_t(in[2].asInt(0)));
-            });
-      })
-      .Case([&](CumSumOp c) -> Attribute {
-        const ConstTensor &t = in[0];
-        int64_t n = resultType.getNumElements();
-        if (n > kMaxFoldElements)
-          return {};
-        int64_t axis = c.getAxis();
-        bool exclusive = c.getExclusive(), reverse = c.getReverse();
-        ArrayRef<int64_t> shape = resultType.getShape();
-        int64_t inner = 1;
-        for (size_t d = axis + 1; d < shape.size(); ++d)
-          inner *= shape[d];
-        int64_t len = shape[axis], outer = n / std::max<int64_t>(1, len * inner);
-        std::vector<double> f(n);
-        std::vector<int64_t> iv(n);
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < inner; ++i) {
-            double accF = 0;
-            int64_t accI = 0;
-            for (int64_t step = 0; step < len; ++step) {
-              int64_t j = reverse ? len - 1 - step : step;
-              int64_t k = (o * len + j) * inner + i;
-              if (!exclusive) {
-                accF += t.asDouble(k);
-                accI += t.asInt(k);
-              }
-              f[k] = accF;
-              iv[k] = accI;
-              if (exclusive) {
-                accF += t.asDouble(k);
-                accI += t.asInt(k);
-              }
-            }
-          }
-        return makeConst(resultType, n, [&](int64_t k) { return f[k]; },
-                         [&](int64_t k) { return iv[k]; });
-      })
-      .Case([&](GatherNDOp g) -> Attribute {
-        const ConstTensor &data = in[0], &indices = in[1];
-        int64_t b = g.getBatchDims();
-        ArrayRef<int64_t> ds = data.shape(), is = indices.shape();
-        int64_t depth = is.back();
-        int64_t sliceSize = 1;
-        for (size_t d = b + depth; d < ds.size(); ++d)
-          sliceSize *= ds[d];
-        SmallVector<int64_t> dataStrides = strides(ds);
-        int64_t batch = 1;
-        for (int64_t d = 0; d < b; ++d)
-          batch *= ds[d];
-        int64_t tuples = indices.numel() / std::max<int64_t>(1, depth);
-        int64_t perBatch = tuples / std::max<int64_t>(1, batch);
-        // Source element of each output element.
-        std::vector<int64_t> src(resultType.getNumElements());
-        if (int64_t(src.size()) > kMaxFoldElements)
-          return {};
-        for (int64_t t = 0; t < tuples; ++t) {
-          int64_t bi = perBatch ? t / perBatch : 0;
-          int64_t base = bi * (b ? dataStrides[b - 1] : 0);
-          for (int64_t k = 0; k < depth; ++k) {
-            int64_t v = indices.asInt(t * depth + k), dim = ds[b + k];
-            if (v < -dim || v >= dim)
-              return {};
-            base += (v < 0 ? v + dim : v) * dataStrides[b + k];
-          }
-          for (int64_t e = 0; e < sliceSize; ++e)
-            src[t * sliceSize + e] = base + e;
-        }
-        return foldGatherLike(resultType, data, [&](int64_t k) { return src[k]; });
-      })
-      .Default([](Operation *) { return Attribute(); });
+  const llvm::DenseMap<TypeID, FoldFn> &folders = getFolders();
+  auto folder = folders.find(op->getName().getTypeID());
+  if (folder == folders.end())
+    return {};
+  return folder->second(f);
 }
 
 #define ZERO_FOLD(OP)                                                          \
