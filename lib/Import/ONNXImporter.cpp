@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Import/ONNXImporter.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
 #include "ImporterImpl.h"
 
@@ -44,6 +45,7 @@
 #include <unistd.h>
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 using namespace zero;
 using namespace zero::import;
 
@@ -845,7 +847,7 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     global = ml_program::GlobalOp::create(
         builder_, loc, t.name(), type, /*is_mutable=*/false,
         ml_program::ExternAttr::get(ctx, type), builder_.getStringAttr("private"));
-    global->setAttr("zero.tensor", builder_.getStringAttr(t.name()));
+    attrs::kTensor.set(global, builder_.getStringAttr(t.name()));
     // torch.export records which initializers are module buffers (rotary
     // frequencies, position ids): state, not parameters; training leaves
     // them alone as PyTorch does.
@@ -857,7 +859,7 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     if ((kind != exportKinds_.end() && kind->second == "BUFFER") ||
         (foldedFrom_.count(t.name()) && !foldedFromParameter(t.name())) ||
         runningStatistics_.contains(t.name()))
-      global->setAttr("zero.buffer", builder_.getUnitAttr());
+      attrs::kBuffer.set(global, builder_.getUnitAttr());
     symbols_->insert(global);
   }
   return ml_program::GlobalLoadOp::create(builder_, loc, type,
@@ -1261,7 +1263,7 @@ void GraphImporter::eraseDeadCode() {
       global.erase();
       continue;
     }
-    keptTensors.insert(global->getAttrOfType<StringAttr>("zero.tensor").getValue());
+    keptTensors.insert(attrs::kTensor.get(global).getValue());
   }
   llvm::erase_if(weights_, [&](const WeightRef &w) { return !keptTensors.contains(w.name); });
 }

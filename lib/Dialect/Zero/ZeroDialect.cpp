@@ -1,10 +1,12 @@
 //===- ZeroDialect.cpp - ZeRO collectives and life cycle ------------------===//
 //
-// Registers the zero ops and checks the shape rules of each collective.
+// Registers the zero ops, checks the shape rules of each collective and the
+// value type of every zero.* attribute.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/ZeroDialect.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -21,6 +23,77 @@ void ZeroDialect::initialize() {
 #define GET_OP_LIST
 #include "zero/Dialect/Zero/ZeroOps.cpp.inc"
       >();
+}
+
+namespace {
+/// A zero.* attribute's name and the check of its value.
+struct KnownAttribute {
+  StringRef name;
+  bool (*isValid)(Attribute);
+  StringRef expected;
+};
+
+template <typename AttrT>
+KnownAttribute known(const zero::attrs::ZeroAttr<AttrT> &attr, StringRef expected) {
+  return {attr.name, [](Attribute v) { return isa<AttrT>(v); }, expected};
+}
+
+/// Every zero.* attribute, as ZeroAttributes.h names it.
+ArrayRef<KnownAttribute> knownAttributes() {
+  namespace a = zero::attrs;
+  static const KnownAttribute table[] = {
+      known(a::kWorldSize, "an integer"),
+      known(a::kStage, "an integer"),
+      known(a::kTraining, "a dictionary"),
+      known(a::kAccumulationSteps, "an integer"),
+      known(a::kActivationCheckpointInterval, "an integer"),
+      known(a::kPipelinePlan, "a dictionary"),
+      known(a::kTensor, "a string"),
+      known(a::kRole, "a string"),
+      known(a::kShard, "a dictionary"),
+      known(a::kFullType, "a type"),
+      known(a::kBuffer, "a unit attribute"),
+      known(a::kTrainable, "a unit attribute"),
+      known(a::kPipelineStage, "an integer"),
+      known(a::kPipelineStep, "a string"),
+      known(a::kPhase, "a string"),
+      known(a::kMicroBatch, "an integer"),
+      known(a::kStream, "a string"),
+      known(a::kRecompute, "a unit attribute"),
+      known(a::kQgzFallback, "a unit attribute"),
+      known(a::kGradOf, "a symbol reference"),
+      known(a::kGradShard, "an integer"),
+  };
+  return table;
+}
+
+/// Checks one zero.* attribute: a known name with a value of its type.
+LogicalResult verifyZeroAttribute(Operation *op, NamedAttribute attr,
+                                  StringRef where) {
+  StringRef name = attr.getName().getValue();
+  for (const KnownAttribute &k : knownAttributes()) {
+    if (k.name != name)
+      continue;
+    if (k.isValid(attr.getValue()))
+      return success();
+    return op->emitOpError() << where << "'" << name << "' must be " << k.expected
+                             << ", got " << attr.getValue();
+  }
+  return op->emitOpError() << where << "'" << name
+                           << "' is not a zero attribute (see ZeroAttributes.h)";
+}
+} // namespace
+
+LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  return verifyZeroAttribute(op, attr, "attribute ");
+}
+
+LogicalResult ZeroDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned result,
+                                                       NamedAttribute attr) {
+  return verifyZeroAttribute(op, attr,
+                             ("result " + Twine(result) + " attribute ").str());
 }
 
 /// Checks `world` and that `in` and `out` are 1-D of one element type with

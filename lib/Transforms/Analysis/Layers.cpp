@@ -1,6 +1,7 @@
 //===- Layers.cpp - Layers from module paths or cut points; partitions ---===//
 
 #include "zero/Transforms/Analysis/Layers.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -13,6 +14,7 @@
 #include <limits>
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 
 namespace {
 
@@ -106,10 +108,10 @@ zero::LayerStructure fromModulePaths(Block &body) {
         load, load.getGlobalAttr());
     // Trainable parameters, as DeepSpeed counts them (requires_grad): the
     // exporter's buffers (rotary frequencies, position ids) are not.
-    if (!global || global->hasAttr("zero.buffer"))
+    if (!global || attrs::kBuffer.isSetOn(global))
       continue;
     Type full = global.getType();
-    if (auto f = global->getAttrOfType<TypeAttr>("zero.full_type"))
+    if (auto f = attrs::kFullType.get(global))
       full = f.getValue();
     int64_t numel = cast<ShapedType>(full).getNumElements();
     SmallVector<Operation *> work(load->getUsers().begin(), load->getUsers().end());
@@ -138,13 +140,13 @@ zero::LayerStructure fromModulePaths(Block &body) {
 ml_program::GlobalOp parameterOf(ml_program::GlobalLoadOp load) {
   auto global =
       SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, load.getGlobalAttr());
-  return global && !global->hasAttr("zero.buffer") ? global : ml_program::GlobalOp();
+  return global && !attrs::kBuffer.isSetOn(global) ? global : ml_program::GlobalOp();
 }
 
 /// A parameter's elements (its full shape when sharded).
 int64_t elementsOf(ml_program::GlobalOp global) {
   Type full = global.getType();
-  if (auto f = global->getAttrOfType<TypeAttr>("zero.full_type"))
+  if (auto f = attrs::kFullType.get(global))
     full = f.getValue();
   return cast<ShapedType>(full).getNumElements();
 }
@@ -169,7 +171,7 @@ zero::LayerStructure fromCutPoints(Block &body) {
   SmallVector<Operation *> ops;
   for (Operation &op : body) {
     // Already cut, or a training step: the fallback needs the forward.
-    if (op.hasAttr("zero.pipeline_stage") || op.hasAttr("zero.phase"))
+    if (attrs::kPipelineStage.isSetOn(op) || attrs::kPhase.isSetOn(op))
       return zero::LayerStructure();
     if (&op != term)
       ops.push_back(&op);
@@ -390,8 +392,8 @@ int64_t zero::layerMacs(const Layer &layer) {
   for (mlir::Operation *op : layer.ops) {
     // Forward products only: a training step's backward repeats them in
     // proportion (twice), and its recomputed clones are not the layer's.
-    if (auto phase = op->getAttrOfType<mlir::StringAttr>("zero.phase");
-        (phase && phase.getValue() != "forward") || op->hasAttr("zero.recompute"))
+    if (auto phase = attrs::kPhase.get(op);
+        (phase && phase.getValue() != "forward") || attrs::kRecompute.isSetOn(op))
       continue;
     llvm::StringRef name = op->getName().getStringRef();
     if (op->getNumResults() != 1 || op->getNumOperands() < 2)
@@ -421,7 +423,7 @@ int64_t zero::layerMacs(const Layer &layer) {
 
 std::optional<int64_t> zero::pipelineStageOf(Operation *op) {
   for (; op; op = op->getParentOp())
-    if (auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage"))
+    if (auto st = attrs::kPipelineStage.get(op))
       return st.getInt();
   return std::nullopt;
 }

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/GatherPlan.h"
 
 #include "zero/Transforms/Passes.h"
@@ -30,6 +31,7 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 using ::zero::dist::AllGatherOp;
 
 namespace {
@@ -111,8 +113,8 @@ struct ZeroBucketPass : public ::zero::impl::ZeroBucketPassBase<ZeroBucketPass> 
                                                             shards, first.getWorld());
       if (first.getGroupAttr())
         bucket.setGroupAttr(first.getGroupAttr());
-      if (Attribute step = first->getAttr("zero.pipeline_step"))
-        bucket->setAttr("zero.pipeline_step", step);
+      if (Attribute step = first->getAttr(attrs::kPipelineStep))
+        bucket->setAttr(attrs::kPipelineStep, step);
       for (auto [g, r] : llvm::zip(group, bucket.getResults())) {
         g.getResult().replaceAllUsesWith(r);
         g.erase();

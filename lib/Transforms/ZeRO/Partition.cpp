@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
@@ -23,6 +24,7 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 
 namespace {
 
@@ -41,10 +43,10 @@ struct ZeroPartitionPass
     // A training step (zero-optimizer's): its gradient averaging and optimizer
     // state partitioning were compiled by zero-optimizer{world stage}; here the
     // module records them, and stage 3 partitions the parameters too.
-    bool training = module->hasAttr("zero.training");
+    bool training = attrs::kTraining.isSetOn(module);
     if (training) {
       OpBuilder b(module.getContext());
-      auto compiled = module->getAttrOfType<IntegerAttr>("zero.world_size");
+      auto compiled = attrs::kWorldSize.get(module);
       int64_t world = compiled ? compiled.getInt() : 1;
       if (world != dp) {
         module.emitError() << "zero-partition: the training step was compiled for "
@@ -53,7 +55,7 @@ struct ZeroPartitionPass
                            << "; give the world size once, to zero-opt --train";
         return signalPassFailure();
       }
-      auto compiledStage = module->getAttrOfType<IntegerAttr>("zero.stage");
+      auto compiledStage = attrs::kStage.get(module);
       if (dp > 1 && (stage == 3) != (compiledStage && compiledStage.getInt() == 3)) {
         module.emitError() << "zero-partition: the training step was compiled for stage "
                            << (compiledStage ? compiledStage.getInt() : 0)
@@ -61,8 +63,8 @@ struct ZeroPartitionPass
                            << "; give the stage once, to zero-opt --train";
         return signalPassFailure();
       }
-      module->setAttr("zero.world_size", b.getI64IntegerAttr(dp));
-      module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+      attrs::kWorldSize.set(module, b.getI64IntegerAttr(dp));
+      attrs::kStage.set(module, b.getI64IntegerAttr(stage));
       if (stage != 3 || dp == 1)
         return;
     }
@@ -85,15 +87,15 @@ struct ZeroPartitionPass
       return signalPassFailure();
     }
     OpBuilder b(module.getContext());
-    module->setAttr("zero.world_size", b.getI64IntegerAttr(dp));
-    module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+    attrs::kWorldSize.set(module, b.getI64IntegerAttr(dp));
+    attrs::kStage.set(module, b.getI64IntegerAttr(stage));
     if (stage == 0)
       return;
 
     for (auto global : module.getOps<ml_program::GlobalOp>()) {
       auto type = dyn_cast<RankedTensorType>(global.getType());
       // Optimizer state is partitioned by zero-optimizer; counters are scalars.
-      if (!type || global->hasAttr("zero.shard") || global->hasAttr("zero.role"))
+      if (!type || attrs::kShard.isSetOn(global) || attrs::kRole.isSetOn(global))
         continue;
       int64_t numel = type.getNumElements();
       if (numel <= persistenceThreshold)
@@ -103,9 +105,8 @@ struct ZeroPartitionPass
       auto shardType = RankedTensorType::get({shardNumel}, type.getElementType());
       global.setType(shardType);
       global.setValueAttr(ml_program::ExternAttr::get(b.getContext(), shardType));
-      global->setAttr("zero.full_type", TypeAttr::get(type));
-      global->setAttr("zero.shard",
-                      b.getDictionaryAttr(
+      attrs::kFullType.set(global, TypeAttr::get(type));
+      attrs::kShard.set(global, b.getDictionaryAttr(
                           {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),
                            b.getNamedAttr("numel", b.getI64IntegerAttr(numel)),
                            b.getNamedAttr("padded_numel", b.getI64IntegerAttr(padded))}));
@@ -193,7 +194,7 @@ struct ZeroPartitionPass
     for (auto store : stores) {
       auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
           store, store.getGlobalAttr());
-      if (!global || !global->hasAttr("zero.shard") || global->hasAttr("zero.role"))
+      if (!global || !attrs::kShard.isSetOn(global) || attrs::kRole.isSetOn(global))
         continue;
       auto gather = gatherOf(store.getValue());
       if (!gather || gather.getShard().getType() != global.getType())

@@ -5,15 +5,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "Quantization.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 using ::zero::dist::DequantizeOp;
 using ::zero::dist::QuantizeOp;
 
 /// Marks an op the passes add for a collective's packing: the lowering runs
 /// it on the communication stream, so compute never waits for it.
 void zero::quantization::onCommStream(Operation *op) {
-  op->setAttr("zero.stream", StringAttr::get(op->getContext(), "comm"));
+  attrs::kStream.set(op, StringAttr::get(op->getContext(), "comm"));
 }
 
 LogicalResult zero::quantization::checkBitsBlock(Operation *root, StringRef pass,

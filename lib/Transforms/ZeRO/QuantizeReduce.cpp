@@ -9,6 +9,8 @@
 
 #include "Quantization.h"
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
+
 #include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Passes.h"
 
@@ -29,6 +31,7 @@ using ::zero::dist::DequantizeOp;
 using ::zero::dist::QuantizeOp;
 using ::zero::dist::ReduceScatterOp;
 using namespace ::zero::quantization;
+namespace attrs = ::zero::attrs;
 
 namespace {
 
@@ -64,7 +67,7 @@ struct ZeroQuantizeReducePass
       if (int64_t(rs.getWorld()) != world || !isF32(rs.getType())) {
         // Gradients are fp32 in this compiler; anything else keeps the plain
         // collective, marked for the report.
-        rs->setAttr("zero.qgz_fallback", UnitAttr::get(rs.getContext()));
+        attrs::kQgzFallback.set(rs, UnitAttr::get(rs.getContext()));
         continue;
       }
       ImplicitLocOpBuilder b(rs.getLoc(), rs);

@@ -1,0 +1,101 @@
+//===- ZeroAttributes.h - The zero.* discardable attributes -----*- C++ -*-===//
+//
+// Every `zero.*` attribute the passes put on modules, globals and ops, named
+// once: what it means, where it sits, the type of its value. Passes read and
+// write them through these accessors, never through a spelled string, and
+// the zero dialect verifies each one's type (ZeroDialect::verify*Attribute),
+// so a pass that writes one wrongly is caught where it does.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZERO_DIALECT_ZERO_ZEROATTRIBUTES_H
+#define ZERO_DIALECT_ZERO_ZEROATTRIBUTES_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+
+namespace zero {
+namespace attrs {
+
+/// One discardable `zero.*` attribute whose value is an `AttrT`: its name and
+/// typed access. Converts to its name where an API wants one (a function
+/// result attribute, a NamedAttribute).
+template <typename AttrT>
+struct ZeroAttr {
+  llvm::StringLiteral name;
+
+  constexpr operator llvm::StringRef() const { return name; }
+  /// The value on `op`, null when absent or of another type.
+  AttrT get(mlir::Operation *op) const { return op->getAttrOfType<AttrT>(name); }
+  AttrT get(mlir::Operation &op) const { return get(&op); }
+  bool isSetOn(mlir::Operation *op) const { return op->hasAttr(name); }
+  bool isSetOn(mlir::Operation &op) const { return isSetOn(&op); }
+  void set(mlir::Operation *op, AttrT value) const { op->setAttr(name, value); }
+  void remove(mlir::Operation *op) const { op->removeAttr(name); }
+  /// An integer attribute's value, when present.
+  std::optional<int64_t> getInt(mlir::Operation *op) const {
+    if (auto v = get(op))
+      return v.getInt();
+    return std::nullopt;
+  }
+};
+
+// Module attributes.
+/// Ranks the program is compiled for (every stage's replicas together).
+inline constexpr ZeroAttr<mlir::IntegerAttr> kWorldSize{"zero.world_size"};
+/// The ZeRO stage the program was compiled at.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kStage{"zero.stage"};
+/// A training step's settings (optimizer, schedule) for the runtime.
+inline constexpr ZeroAttr<mlir::DictionaryAttr> kTraining{"zero.training"};
+/// Micro-batches (gradient accumulation steps) per training step.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kAccumulationSteps{"zero.accumulation_steps"};
+/// Layers per activation-checkpointed segment.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kActivationCheckpointInterval{
+    "zero.activation_checkpoint_interval"};
+/// The pipeline split's plan: stages, their ranks and schedule.
+inline constexpr ZeroAttr<mlir::DictionaryAttr> kPipelinePlan{"zero.pipeline_plan"};
+
+// Global (parameter, buffer, optimizer state) attributes.
+/// The ONNX initializer name a global holds.
+inline constexpr ZeroAttr<mlir::StringAttr> kTensor{"zero.tensor"};
+/// What a global the optimizer adds holds (e.g. "counter", the step count).
+inline constexpr ZeroAttr<mlir::StringAttr> kRole{"zero.role"};
+/// How a global is sharded over ranks (DeepSpeed's flatten-pad-split).
+inline constexpr ZeroAttr<mlir::DictionaryAttr> kShard{"zero.shard"};
+/// The unsharded type of a sharded global.
+inline constexpr ZeroAttr<mlir::TypeAttr> kFullType{"zero.full_type"};
+/// A model buffer (a register_buffer, running statistics, a constant folded
+/// from buffers): a float initializer that is never trained.
+inline constexpr ZeroAttr<mlir::UnitAttr> kBuffer{"zero.buffer"};
+/// A global zero-autodiff trains.
+inline constexpr ZeroAttr<mlir::UnitAttr> kTrainable{"zero.trainable"};
+
+// Op attributes.
+/// The pipeline stage an op runs on.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kPipelineStage{"zero.pipeline_stage"};
+/// The pipeline schedule step an op belongs to (e.g. "F0": the forward of
+/// micro-batch 0).
+inline constexpr ZeroAttr<mlir::StringAttr> kPipelineStep{"zero.pipeline_step"};
+/// Which part of a training step an op belongs to (e.g. "backward").
+inline constexpr ZeroAttr<mlir::StringAttr> kPhase{"zero.phase"};
+/// The micro-batch an op of a training step works on.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kMicroBatch{"zero.micro_batch"};
+/// The stream an op runs on ("comm": the communication stream).
+inline constexpr ZeroAttr<mlir::StringAttr> kStream{"zero.stream"};
+/// An op activation checkpointing recomputes in backward.
+inline constexpr ZeroAttr<mlir::UnitAttr> kRecompute{"zero.recompute"};
+/// A reduce-scatter qgZ left unquantized (not f32, or another world): the
+/// report counts it as a plain collective.
+inline constexpr ZeroAttr<mlir::UnitAttr> kQgzFallback{"zero.qgz_fallback"};
+
+// Function result attributes (a gradient output of --optimizer none).
+/// The parameter a result is the gradient of.
+inline constexpr ZeroAttr<mlir::FlatSymbolRefAttr> kGradOf{"zero.grad_of"};
+/// The ranks a gradient result is sharded over.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kGradShard{"zero.grad_shard"};
+
+} // namespace attrs
+} // namespace zero
+
+#endif // ZERO_DIALECT_ZERO_ZEROATTRIBUTES_H
