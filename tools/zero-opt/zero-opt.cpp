@@ -48,73 +48,91 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<input .mlir/.onnx/.onnxtext>"),
-                                          cl::init("-"));
+/// zero-opt's own options, listed first by --help.
+static cl::OptionCategory toolCategory("zero-opt options");
+
+static cl::opt<std::string>
+    inputFilename(cl::Positional, cl::desc("<input .mlir/.onnx/.onnxtext>"),
+                  cl::init("-"), cl::cat(toolCategory));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("filename"), cl::init("-"));
-static cl::list<std::string>
-    inputShapes("input-shape",
-                cl::desc("Fix a graph input's shape: NAME=D0xD1x... (repeatable)"),
-                cl::value_desc("name=2x8"));
+                                           cl::value_desc("filename"),
+                                           cl::init("-"),
+                                           cl::cat(toolCategory));
+static cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Fix a graph input's shape: NAME=D0xD1x... (repeatable)"),
+    cl::value_desc("name=2x8"), cl::cat(toolCategory));
 static cl::opt<std::string>
     weightsOut("weights-out",
                cl::desc("Where to write the imported weights (safetensors); "
                         "default: next to -o, with extension .safetensors"),
-               cl::value_desc("file"));
-static cl::opt<std::string> functionName("function-name",
-                                         cl::desc("Name of the imported function"),
-                                         cl::init("forward"));
-static cl::opt<bool> printSummary(
-    "summary", cl::desc("Print a summary of the imported model (ops by type, "
-                        "parameters and bytes, weights file)"));
+               cl::value_desc("file"), cl::cat(toolCategory));
+static cl::opt<std::string>
+    functionName("function-name", cl::desc("Name of the imported function"),
+                 cl::init("forward"), cl::cat(toolCategory));
+static cl::opt<bool>
+    printSummary("summary",
+                 cl::desc("Print a summary of the imported model (ops by type, "
+                          "parameters and bytes, weights file)"),
+                 cl::cat(toolCategory));
 enum class EmitKind { MLIR, ZRT };
 static cl::opt<EmitKind> emitKind(
     "emit", cl::desc("What to write"), cl::init(EmitKind::MLIR),
     cl::values(clEnumValN(EmitKind::MLIR, "mlir", "MLIR text (default)"),
                clEnumValN(EmitKind::ZRT, "zrt",
-                          "the .zrt runtime program (lowers to zrt first)")));
+                          "the .zrt runtime program (lowers to zrt first)")),
+    cl::cat(toolCategory));
 static cl::opt<bool> noFuse(
     "no-fuse",
-    cl::desc("With --emit=zrt: keep one kernel per elementwise op (no "
-             "FusedElementwise; zero-lower-to-runtime's fuse-elementwise=false)"));
+    cl::desc(
+        "With --emit=zrt: keep one kernel per elementwise op (no "
+        "FusedElementwise; zero-lower-to-runtime's fuse-elementwise=false)"),
+    cl::cat(toolCategory));
 static cl::opt<std::string> deepspeedConfig(
     "config",
     cl::desc("DeepSpeed-style JSON config (zero_optimization.*, batch sizes); "
              "shorthand for --zero-pipeline=\"config=FILE ...\""),
-    cl::value_desc("ds_config.json"));
+    cl::value_desc("ds_config.json"), cl::cat(toolCategory));
 static cl::opt<bool> zeroReport(
-    "report", cl::desc("Print the per-rank memory/communication plan (zero-report)"));
+    "report",
+    cl::desc("Print the per-rank memory/communication plan (zero-report)"),
+    cl::cat(toolCategory));
 static cl::opt<std::string> estimateMemory(
     "estimate-memory",
     cl::desc("Print the ZeRO paper's per-rank model-state memory and "
              "communication for each stage, without a model: "
              "\"params=7.5e9 dp=64 precision=mixed|fp32\""),
-    cl::value_desc("spec"));
-static cl::opt<bool> train(
-    "train", cl::desc("Compile the training step (zero-autodiff, zero-optimizer) "
-                      "instead of the forward program"));
+    cl::value_desc("spec"), cl::cat(toolCategory));
+static cl::opt<bool>
+    train("train",
+          cl::desc("Compile the training step (zero-autodiff, zero-optimizer) "
+                   "instead of the forward program"),
+          cl::cat(toolCategory));
 static cl::opt<std::string> lossSpec(
     "loss",
     cl::desc("With --train on a logits model: KIND:LABELS[@OUTPUT], KIND "
              "cross-entropy or causal-lm (shifts labels by one token)"),
-    cl::value_desc("cross-entropy:labels"));
+    cl::value_desc("cross-entropy:labels"), cl::cat(toolCategory));
 static cl::opt<std::string> optimizerSpec(
     "optimizer",
-    cl::desc("With --train: \"adamw|adam|sgd key=value ...\" (lr, betas=B1,B2, eps, "
-             "weight-decay, momentum, dampening, nesterov, clip), or none to "
-             "output the gradients; default: the config's, else adamw"),
-    cl::value_desc("spec"));
+    cl::desc(
+        "With --train: \"adamw|adam|sgd key=value ...\" (lr, betas=B1,B2, eps, "
+        "weight-decay, momentum, dampening, nesterov, clip), or none to "
+        "output the gradients; default: the config's, else adamw"),
+    cl::value_desc("spec"), cl::cat(toolCategory));
 static cl::opt<std::string> trainOutput(
     "loss-output",
-    cl::desc("With --train on a model that returns its loss and more (Hugging Face's "
-             "loss and logits): the output that is the loss; default: the one named "
-             "loss, else the only floating-point scalar"),
-    cl::value_desc("name"));
+    cl::desc(
+        "With --train on a model that returns its loss and more (Hugging "
+        "Face's "
+        "loss and logits): the output that is the loss; default: the one named "
+        "loss, else the only floating-point scalar"),
+    cl::value_desc("name"), cl::cat(toolCategory));
 static cl::opt<std::string> freezeRegex(
-    "freeze", cl::desc("With --train: parameters whose initializer name matches "
-                       "this regex are not trained"),
-    cl::value_desc("regex"));
+    "freeze",
+    cl::desc("With --train: parameters whose initializer name matches "
+             "this regex are not trained"),
+    cl::value_desc("regex"), cl::cat(toolCategory));
 /// --config's file when --train takes it (the training keys and the check
 /// that it describes one rank).
 static std::string trainConfig;
@@ -122,11 +140,14 @@ static std::string trainConfig;
 /// training settings instead of running as a pass pipeline.
 static std::string trainZeroOptions;
 static bool trainZeroGiven = false;
-static cl::opt<bool> splitInputFile("split-input-file",
-                                    cl::desc("Process each `// -----` chunk separately"));
+static cl::opt<bool>
+    splitInputFile("split-input-file",
+                   cl::desc("Process each `// -----` chunk separately"),
+                   cl::cat(toolCategory));
 static cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
-    cl::desc("Check that emitted diagnostics match expected-* comments"));
+    cl::desc("Check that emitted diagnostics match expected-* comments"),
+    cl::cat(toolCategory));
 
 namespace {
 
@@ -512,121 +533,123 @@ static int printMemoryEstimate(StringRef spec) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM y(argc, argv);
-  registerAsmPrinterCLOptions();
-  registerMLIRContextCLOptions();
-  registerPassManagerCLOptions();
-  registerDefaultTimingManagerCLOptions();
-  registerTransformsPasses();
-  zero::registerZeroPasses();
-  zero::registerZeroPipeline();
-  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
-  std::vector<std::string> args = withConfigInPipeline(argc, argv);
-  std::vector<const char *> argPointers;
-  for (const std::string &a : args)
-    argPointers.push_back(a.c_str());
-  cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
-                              "zero compiler driver: ONNX import, ZeRO passes\n");
-  if (estimateMemory.getNumOccurrences())
-    return printMemoryEstimate(estimateMemory);
-
-  DialectRegistry registry;
-  registry.insert<zero::onnx::ONNXDialect, zero::dist::ZeroDialect,
-                  zero::zrt::ZRTDialect, func::FuncDialect,
-                  ml_program::MLProgramDialect>();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-
-  auto buildPipeline = [&](PassManager &pm) -> LogicalResult {
-    if (failed(applyPassManagerCLOptions(pm)))
-      return failure();
-    auto errorHandler = [&](const Twine &msg) {
-      llvm::errs() << "zero-opt: error: " << msg << "\n";
-      return failure();
-    };
-    if (train) {
-      zero::TrainSettings settings;
-      std::vector<std::string> warnings;
-      if (!trainConfig.empty()) {
-        std::string err = zero::readTrainingConfig(trainConfig, settings, warnings);
-        if (!err.empty())
-          return errorHandler(err);
-        for (const std::string &w : warnings)
-          llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
-      } else {
-        settings.step.weightDecay = 0.01; // torch.optim.AdamW's default
-      }
-      // Data parallelism and the ZeRO stage (DeepSpeed's default: stage 0).
-      if (!StringRef(trainZeroOptions).trim().empty()) {
-        zero::ZeroSettings zs;
-        zs.training = true;
-        if (failed(zero::parseZeroPipelineOptions(StringRef(trainZeroOptions).trim(), zs,
-                                                  errorHandler)))
-          return failure();
-        settings.step.world = zs.dp < 0 ? 1 : zs.dp;
-        settings.step.stage = zs.stageGiven ? zs.stage : 0;
-        settings.step.bucket = zs.reduceBucketElems;
-        settings.zero = zs;
-        settings.zero.dp = settings.step.world;
-        settings.zero.stage = settings.step.stage;
-        settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1 || zs.pp > 1 ||
-                             zs.activationCheckpointInterval > 0;
-        // Pipeline stages: the step's micro-batches are its gradient
-        // accumulation steps (DeepSpeed's PipelineEngine takes
-        // gradient_accumulation_steps as the micro-batches).
-        if (zs.pp > 1 && zs.microBatchesGiven) {
-          if (settings.accumulation != 1 && settings.accumulation != zs.microBatches)
-            return errorHandler("--zero-pipeline: micro-batches=" + Twine(zs.microBatches) +
-                                " but the config's gradient_accumulation_steps is " +
-                                Twine(settings.accumulation) +
-                                "; a pipeline's micro-batches are the accumulation "
-                                "steps: give one of them, or the same number");
-          settings.accumulation = zs.microBatches;
-        }
-      }
-      if (!optimizerSpec.empty())
-        if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())
-          return errorHandler(err);
-      if (!lossSpec.empty()) {
-        StringRef spec = lossSpec;
-        auto [kind, rest] = spec.split(':');
-        auto [labels, output] = rest.split('@');
-        if (kind != "cross-entropy" && kind != "causal-lm")
-          return errorHandler("--loss '" + spec +
-                              "': the losses are cross-entropy:LABELS and "
-                              "causal-lm:LABELS (optionally @OUTPUT)");
-        settings.lossKind = kind.str();
-        if (!labels.empty())
-          settings.labels = labels.str();
-        settings.lossOutput = output.str();
-      }
-      settings.freeze = freezeRegex;
-      settings.trainOutput = trainOutput;
-      if (!settings.optimizer && settings.step.world > 1)
-        return errorHandler("--optimizer none outputs one rank's gradients; the "
-                            "gradient averaging over " + Twine(settings.step.world) +
-                            " ranks is part of the optimizer step: compile for one rank "
-                            "(dp=1) or give an optimizer");
-      zero::buildTrainingPipeline(pm, settings);
-    } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty() ||
-               !trainOutput.empty()) {
-      return errorHandler("--loss, --loss-output, --optimizer and --freeze need --train");
-    }
-    if (failed(passPipeline.addToPipeline(pm, errorHandler)))
-      return failure();
-    if (zeroReport)
-      pm.addPass(zero::createZeroReportPass());
-    return success();
-  };
-
-  if (isONNXInput(inputFilename)) {
-    PassManager pm(&context);
-    if (failed(buildPipeline(pm)))
-      return 1;
-    return importAndWrite(context, pm);
+/// With --train: the --zero-pipeline options (and the config's
+/// zero_optimization and batch sizes) give the step's data-parallel world
+/// and ZeRO stage (DeepSpeed's default: stage 0) and, with pipeline stages,
+/// its micro-batches.
+static LogicalResult
+readTrainingZeroSettings(zero::TrainSettings &settings,
+                         function_ref<LogicalResult(const Twine &)> errorHandler) {
+  zero::ZeroSettings zs;
+  zs.training = true;
+  if (failed(zero::parseZeroPipelineOptions(StringRef(trainZeroOptions).trim(), zs,
+                                            errorHandler)))
+    return failure();
+  settings.step.world = zs.dp < 0 ? 1 : zs.dp;
+  settings.step.stage = zs.stageGiven ? zs.stage : 0;
+  settings.step.bucket = zs.reduceBucketElems;
+  settings.zero = zs;
+  settings.zero.dp = settings.step.world;
+  settings.zero.stage = settings.step.stage;
+  settings.zeroGiven = trainZeroGiven || zs.stageGiven || zs.dp > 1 || zs.pp > 1 ||
+                       zs.activationCheckpointInterval > 0;
+  // Pipeline stages: the step's micro-batches are its gradient accumulation
+  // steps (DeepSpeed's PipelineEngine takes gradient_accumulation_steps as the
+  // micro-batches).
+  if (zs.pp > 1 && zs.microBatchesGiven) {
+    if (settings.accumulation != 1 && settings.accumulation != zs.microBatches)
+      return errorHandler("--zero-pipeline: micro-batches=" + Twine(zs.microBatches) +
+                          " but the config's gradient_accumulation_steps is " +
+                          Twine(settings.accumulation) +
+                          "; a pipeline's micro-batches are the accumulation "
+                          "steps: give one of them, or the same number");
+    settings.accumulation = zs.microBatches;
   }
+  return success();
+}
 
+/// --loss KIND:LABELS[@OUTPUT] into the training settings.
+static LogicalResult
+readLossSpec(zero::TrainSettings &settings,
+             function_ref<LogicalResult(const Twine &)> errorHandler) {
+  StringRef spec = lossSpec;
+  auto [kind, rest] = spec.split(':');
+  auto [labels, output] = rest.split('@');
+  if (kind != "cross-entropy" && kind != "causal-lm")
+    return errorHandler("--loss '" + spec +
+                        "': the losses are cross-entropy:LABELS and "
+                        "causal-lm:LABELS (optionally @OUTPUT)");
+  settings.lossKind = kind.str();
+  if (!labels.empty())
+    settings.labels = labels.str();
+  settings.lossOutput = output.str();
+  return success();
+}
+
+/// --train: the training settings from the config, --zero-pipeline,
+/// --optimizer, --loss, --loss-output and --freeze, expanded into `pm`.
+static LogicalResult
+addTrainingPipeline(PassManager &pm,
+                    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  zero::TrainSettings settings;
+  std::vector<std::string> warnings;
+  if (!trainConfig.empty()) {
+    std::string err = zero::readTrainingConfig(trainConfig, settings, warnings);
+    if (!err.empty())
+      return errorHandler(err);
+    for (const std::string &w : warnings)
+      llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
+  } else {
+    settings.step.weightDecay = 0.01; // torch.optim.AdamW's default
+  }
+  if (!StringRef(trainZeroOptions).trim().empty() &&
+      failed(readTrainingZeroSettings(settings, errorHandler)))
+    return failure();
+  if (!optimizerSpec.empty())
+    if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())
+      return errorHandler(err);
+  if (!lossSpec.empty() && failed(readLossSpec(settings, errorHandler)))
+    return failure();
+  settings.freeze = freezeRegex;
+  settings.trainOutput = trainOutput;
+  if (!settings.optimizer && settings.step.world > 1)
+    return errorHandler("--optimizer none outputs one rank's gradients; the "
+                        "gradient averaging over " + Twine(settings.step.world) +
+                        " ranks is part of the optimizer step: compile for one rank "
+                        "(dp=1) or give an optimizer");
+  zero::buildTrainingPipeline(pm, settings);
+  return success();
+}
+
+/// The passes of one run: the training step (--train), then the passes and
+/// pipelines named on the command line, then zero-report (--report).
+static LogicalResult buildPassPipeline(PassManager &pm,
+                                       const PassPipelineCLParser &passPipeline) {
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  auto errorHandler = [&](const Twine &msg) {
+    llvm::errs() << "zero-opt: error: " << msg << "\n";
+    return failure();
+  };
+  if (train) {
+    if (failed(addTrainingPipeline(pm, errorHandler)))
+      return failure();
+  } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty() ||
+             !trainOutput.empty()) {
+    return errorHandler("--loss, --loss-output, --optimizer and --freeze need --train");
+  }
+  if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+    return failure();
+  if (zeroReport)
+    pm.addPass(zero::createZeroReportPass());
+  return success();
+}
+
+/// An .mlir input: each chunk (--split-input-file) parsed, run through the
+/// pipeline and printed; with --verify-diagnostics, its diagnostics checked
+/// against its expected-* comments instead.
+static int processMLIRInput(const DialectRegistry &registry,
+                            function_ref<LogicalResult(PassManager &)> buildPipeline) {
   std::string errorMessage;
   auto file = openInputFile(inputFilename, &errorMessage);
   if (!file) {
@@ -680,4 +703,83 @@ int main(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+/// The MLIR options a zero-opt user reaches for, listed by --help beside
+/// zero-opt's own; every other LLVM and MLIR option stays usable and is
+/// listed by --help-hidden only.
+static const char *const kListedMLIROptions[] = {
+    "pass-pipeline", "mlir-pass-statistics", "mlir-print-ir-after-all", "mlir-timing"};
+
+/// --help lists zero-opt's options, the registered passes and pipelines (with
+/// their options) and a few MLIR options; LLVM's backend options (linked in
+/// with LLVM) move to --help-hidden.
+static void listOnlyToolOptionsInHelp(const PassPipelineCLParser &) {
+  static cl::OptionCategory passCategory("Passes and pipelines");
+  static cl::OptionCategory mlirCategory("MLIR options");
+  auto &options = cl::getRegisteredOptions();
+  // The pass list is one option whose values are the pass names.
+  if (cl::Option *passList = options.lookup("zero-partition"))
+    passList->addCategory(passCategory);
+  for (const char *name : kListedMLIROptions)
+    if (cl::Option *option = options.lookup(name))
+      option->addCategory(mlirCategory);
+  for (auto &entry : options) {
+    cl::Option *option = entry.second;
+    if (llvm::any_of(option->Categories, [&](cl::OptionCategory *c) {
+          return c == &toolCategory || c == &passCategory || c == &mlirCategory ||
+                 c->getName() == "Generic Options";
+        }))
+      continue;
+    if (option->getOptionHiddenFlag() == cl::NotHidden)
+      option->setHiddenFlag(cl::Hidden);
+  }
+  if (cl::Option *helpList = options.lookup("help-list"))
+    helpList->setHiddenFlag(cl::Hidden);
+}
+
+/// MLIR's command-line options, the zero passes and pipelines, and the few
+/// upstream passes zero-opt offers (canonicalize, cse, symbol-dce).
+static void registerCommandLine() {
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerSymbolDCEPass();
+  zero::registerZeroPasses();
+  zero::registerZeroPipeline();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  registerCommandLine();
+  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
+  listOnlyToolOptionsInHelp(passPipeline);
+  std::vector<std::string> args = withConfigInPipeline(argc, argv);
+  std::vector<const char *> argPointers;
+  for (const std::string &a : args)
+    argPointers.push_back(a.c_str());
+  cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
+                              "zero compiler driver: ONNX import, ZeRO passes\n");
+  if (estimateMemory.getNumOccurrences())
+    return printMemoryEstimate(estimateMemory);
+
+  DialectRegistry registry;
+  registry.insert<zero::onnx::ONNXDialect, zero::dist::ZeroDialect,
+                  zero::zrt::ZRTDialect, func::FuncDialect,
+                  ml_program::MLProgramDialect>();
+  auto buildPipeline = [&](PassManager &pm) {
+    return buildPassPipeline(pm, passPipeline);
+  };
+  if (isONNXInput(inputFilename)) {
+    MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    PassManager pm(&context);
+    if (failed(buildPipeline(pm)))
+      return 1;
+    return importAndWrite(context, pm);
+  }
+  return processMLIRInput(registry, buildPipeline);
 }
