@@ -19,7 +19,9 @@
 
 using namespace mlir;
 
-void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
+namespace zero {
+/// The ZeRO and pipeline-parallel passes of `opts`, in their order.
+static void addZeroPasses(OpPassManager &pm, const ZeroSettings &opts) {
   // Pipeline stages: the ZeRO passes of the data-parallel step first (over
   // dp ranks; none with one replica), then the cut, which runs each stage's
   // collectives over its own replicas.
@@ -108,6 +110,15 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
     if (opts.stage == 3)
       addGatherPasses(/*release=*/!opts.training);
   }
+}
+
+} // namespace zero
+
+void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
+  addZeroPasses(pm, opts);
+  ZeroVerifyPassOptions verify;
+  verify.phase = VerifyPhase::Sharded;
+  pm.addPass(createZeroVerifyPass(verify));
 }
 
 LogicalResult

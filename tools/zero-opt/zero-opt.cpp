@@ -250,6 +250,9 @@ LogicalResult renderOutput(ModuleOp module, std::string &out) {
     zero::ZeroLowerToRuntimePassOptions options;
     options.fuseElementwise = !noFuse;
     pm.addPass(zero::createZeroLowerToRuntimePass(options));
+    zero::ZeroVerifyPassOptions verify;
+    verify.phase = zero::VerifyPhase::Lowered;
+    pm.addPass(zero::createZeroVerifyPass(verify));
     if (failed(pm.run(module)))
       return failure();
     programs = module.getOps<zero::zrt::ProgramOp>();
@@ -631,6 +634,11 @@ static LogicalResult buildPassPipeline(PassManager &pm,
     llvm::errs() << "zero-opt: error: " << msg << "\n";
     return failure();
   };
+  if (isONNXInput(inputFilename)) {
+    zero::ZeroVerifyPassOptions verify;
+    verify.phase = zero::VerifyPhase::Imported;
+    pm.addPass(zero::createZeroVerifyPass(verify));
+  }
   if (train) {
     if (failed(addTrainingPipeline(pm, errorHandler)))
       return failure();
@@ -745,8 +753,12 @@ static void registerCommandLine() {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  registerCanonicalizerPass();
-  registerCSEPass();
+  // Registered as pipelines of their default form: --help lists each on one
+  // line (their options are for MLIR's own tests, not zero-opt's users).
+  PassPipelineRegistration<>("canonicalize", "Canonicalize operations (MLIR's)",
+                             [](OpPassManager &pm) { pm.addPass(createCanonicalizerPass()); });
+  PassPipelineRegistration<>("cse", "Eliminate common sub-expressions (MLIR's)",
+                             [](OpPassManager &pm) { pm.addPass(createCSEPass()); });
   registerSymbolDCEPass();
   zero::registerZeroPasses();
   zero::registerZeroPipeline();

@@ -26,6 +26,9 @@ namespace zero {
 /// table (groups, shard offsets) grows with it, so it is bounded.
 constexpr int64_t kMaxWorldSize = 65536;
 
+/// The end of a phase that zero-verify checks (see Passes.td).
+enum class VerifyPhase { Imported, Sharded, Lowered };
+
 #define GEN_PASS_DECL
 #include "zero/Transforms/Passes.h.inc"
 

@@ -434,4 +434,41 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def ZeroVerifyPass : Pass<"zero-verify", "mlir::ModuleOp"> {
+  let summary = "Check the invariants of one phase, where the phase ends";
+  let description = [{
+    Runs between the phases of zero-opt's pipeline (as IREE's verify passes
+    do), so a broken invariant is reported by the phase that made it, not by
+    a later pass that trips over it:
+
+    - `imported`: the importer's output holds only onnx, func and ml_program
+      ops, and every global names its ONNX initializer (`zero.tensor`).
+    - `sharded`: after the ZeRO passes, every sharded global follows
+      DeepSpeed's flatten-pad-split rule: a flat shard of ceil(full / world)
+      elements of its `zero.full_type`, on a module that says its
+      `zero.world_size`.
+    - `lowered`: after zero-lower-to-runtime, every op inside a zrt.program is
+      a zrt op.
+
+    ```mlir
+    // zero-verify{phase=sharded} refuses a shard too small for its parameter:
+    module attributes {zero.world_size = 2 : i64} {
+      ml_program.global private mutable @w(dense<0.0> : tensor<2xf32>)
+          : tensor<2xf32> {zero.full_type = tensor<3x2xf32>, zero.shard = {}}
+    }
+    ```
+  }];
+  let options = [
+    Option<"phase", "phase", "::zero::VerifyPhase", "::zero::VerifyPhase::Imported",
+           "The phase whose end this is",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::VerifyPhase::Imported, "imported",
+                        "after the ONNX import"),
+             clEnumValN(::zero::VerifyPhase::Sharded, "sharded",
+                        "after the ZeRO passes"),
+             clEnumValN(::zero::VerifyPhase::Lowered, "lowered",
+                        "after zero-lower-to-runtime"))}]>,
+  ];
+}
+
 #endif // ZERO_TRANSFORMS_PASSES_TD
