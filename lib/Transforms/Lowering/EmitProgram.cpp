@@ -8,34 +8,84 @@
 
 #include "RuntimeLowering.h"
 
-#include "mlir/IR/BuiltinAttributes.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/Debug.h"
+
+#include <map>
 #include <tuple>
 
-using namespace mlir;
-using namespace zero::lowering;
+#define DEBUG_TYPE "zero-lower-to-runtime"
 
-void RuntimeLowering::emit() {
-  MLIRContext *ctx = module_.getContext();
-  OpBuilder b(ctx);
+using namespace mlir;
+
+namespace zero {
+namespace lowering {
+
+namespace {
+constexpr const char *kStreamNames[2] = {"compute", "comm"}; // by StreamId
+constexpr const char *kArenaNames[3] = {"params", "constants", "activations"}; // by ArenaKind
+} // namespace
+
+/// The program's zrt.buffer ops: one per distinct (storage, offset, type)
+/// view, named b0, b1, ... in the order they are first asked for, each
+/// created where the builder stands when it is.
+class BufferTable {
+public:
+  BufferTable(OpBuilder &b, Location loc, const std::vector<Storage> &storages,
+              const llvm::DenseMap<Value, Placement> &placement)
+      : b_(b), loc_(loc), storages_(storages), placement_(placement) {}
+
+  /// The buffer of a `type` view at `offset` in block `storage`.
+  FlatSymbolRefAttr at(int storage, int64_t offset, Type type) {
+    std::string key;
+    llvm::raw_string_ostream(key) << type;
+    auto it = buffers_.find({storage, offset, key});
+    if (it != buffers_.end())
+      return it->second;
+    std::string name = "b" + std::to_string(buffers_.size());
+    const Storage &st = storages_[storage];
+    ::zero::zrt::BufferOp::create(
+        b_, loc_, name, type, kArenaNames[int(st.arena)], st.offset + offset,
+        st.inOrderOffset >= 0 ? b_.getI64IntegerAttr(st.inOrderOffset + offset) : nullptr);
+    auto ref = FlatSymbolRefAttr::get(b_.getContext(), name);
+    buffers_[{storage, offset, key}] = ref;
+    return ref;
+  }
+  /// The buffer of a `type` view of `v` where it is placed.
+  FlatSymbolRefAttr of(Value v, Type type) {
+    Placement p = placement_.lookup(v);
+    return at(p.storage, p.offset, type);
+  }
+
+private:
+  OpBuilder &b_;
+  Location loc_;
+  const std::vector<Storage> &storages_;
+  const llvm::DenseMap<Value, Placement> &placement_;
+  std::map<std::tuple<int, int64_t, std::string>, FlatSymbolRefAttr> buffers_;
+};
+
+void RuntimeLowering::emitProgramOp(OpBuilder &b, DictionaryAttr training) {
   b.setInsertionPoint(func_);
-  Location loc = func_.getLoc();
-  auto program = ::zero::zrt::ProgramOp::create(b, loc, func_.getName(), worldSize_);
-  auto training = module_->getAttrOfType<DictionaryAttr>("zero.training");
+  auto program = ::zero::zrt::ProgramOp::create(b, func_.getLoc(), func_.getName(), worldSize_);
   if (training)
     program->setAttr("training", training);
   // A pipeline: its replicas per stage (the runtime's data split and shard
   // positions).
-  if (auto plan = module_->getAttrOfType<DictionaryAttr>("zero.pipeline_plan")) {
+  if (DictionaryAttr plan = attrs::kPipelinePlan.get(module_)) {
     auto dp = plan.getAs<IntegerAttr>("dp");
     program->setAttr("pipeline_dp", b.getI32IntegerAttr(dp ? int32_t(dp.getInt()) : 1));
   }
   Block *body = new Block();
   program.getBody().push_back(body);
   b.setInsertionPointToStart(body);
+}
 
-  const char *streamNames[2] = {"compute", "comm"};
-  for (const char *s : streamNames)
+void RuntimeLowering::emitResources(OpBuilder &b) {
+  Location loc = func_.getLoc();
+  for (const char *s : kStreamNames)
     ::zero::zrt::StreamOp::create(b, loc, s, s);
   SmallVector<int64_t> ranks;
   for (int64_t r = 0; r < worldSize_; ++r)
@@ -45,103 +95,95 @@ void RuntimeLowering::emit() {
   for (auto pg : module_.getOps<::zero::dist::ProcessGroupOp>())
     ::zero::zrt::GroupOp::create(b, loc, pg.getSymName(), pg.getRanksAttr(),
                                  pg.getGroupSizeAttr());
-  const char *arenaNames[3] = {"params", "constants", "activations"};
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": arenas params=" << arenaSize_[0]
+                          << " constants=" << arenaSize_[1] << " activations=" << arenaSize_[2]
+                          << " (no reuse " << noReuse_[2] << ", live bound " << lowerBound_[2]
+                          << ", in order " << inOrderSize_ << ")\n");
   for (int a = 0; a < 3; ++a)
-    ::zero::zrt::ArenaOp::create(
-        b, loc, arenaNames[a], arenaSize_[a], noReuse_[a], lowerBound_[a],
-        a == int(ArenaKind::Activations) && inOrderSize_ > 0
-            ? b.getI64IntegerAttr(inOrderSize_)
-            : nullptr);
+    ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], arenaSize_[a], noReuse_[a],
+                                 lowerBound_[a],
+                                 a == int(ArenaKind::Activations) && inOrderSize_ > 0
+                                     ? b.getI64IntegerAttr(inOrderSize_)
+                                     : nullptr);
+}
 
-  // Buffers: one per distinct (storage, offset, type) view.
-  std::map<std::tuple<int, int64_t, std::string>, FlatSymbolRefAttr> buffers;
-  auto bufferFor = [&](int storage, int64_t off, Type type) {
-    std::string key;
-    llvm::raw_string_ostream(key) << type;
-    auto it = buffers.find({storage, off, key});
-    if (it != buffers.end())
-      return it->second;
-    std::string name = "b" + std::to_string(buffers.size());
-    const Storage &st = storages_[storage];
-    ::zero::zrt::BufferOp::create(
-        b, loc, name, type, arenaNames[int(st.arena)], st.offset + off,
-        st.inOrderOffset >= 0 ? b.getI64IntegerAttr(st.inOrderOffset + off) : nullptr);
-    auto ref = FlatSymbolRefAttr::get(ctx, name);
-    buffers[{storage, off, key}] = ref;
-    return ref;
-  };
-  auto valueBuffer = [&](Value v, Type type) {
-    Placement p = placement_.lookup(v);
-    return bufferFor(p.storage, p.offset, type);
-  };
-
+void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training) {
+  Location loc = func_.getLoc();
   for (auto &[global, s] : globals_) {
     auto type = cast<RankedTensorType>(global.getType());
-    auto ref = bufferFor(s, 0, type);
+    auto ref = buffers.at(s, 0, type);
     Type full = type;
-    if (auto f = global->getAttrOfType<TypeAttr>("zero.full_type"))
+    if (TypeAttr f = attrs::kFullType.get(global))
       full = f.getValue();
-    auto tensor = global->getAttrOfType<StringAttr>("zero.tensor");
+    StringAttr tensor = attrs::kTensor.get(global);
     auto op = ::zero::zrt::GlobalOp::create(
-        b, loc, global.getSymName(), tensor ? tensor.getValue() : global.getSymName(),
-        full, ref.getValue(), nullptr, nullptr, nullptr);
+        b, loc, global.getSymName(), tensor ? tensor.getValue() : global.getSymName(), full,
+        ref.getValue(), nullptr, nullptr, nullptr);
     // What the global holds: in a training program, parameters are trained
     // or frozen, optimizer state and the step counter start at zero.
-    if (auto role = global->getAttrOfType<StringAttr>("zero.role"))
+    if (StringAttr role = attrs::kRole.get(global))
       op.setRoleAttr(role);
     else if (training)
-      op.setRoleAttr(b.getStringAttr(global->hasAttr("zero.trainable") ? "parameter"
-                                                                       : "frozen"));
-    if (auto shard = global->getAttrOfType<DictionaryAttr>("zero.shard")) {
+      op.setRoleAttr(
+          b.getStringAttr(attrs::kTrainable.isSetOn(global) ? "parameter" : "frozen"));
+    if (DictionaryAttr shard = attrs::kShard.get(global)) {
       op.setShardWorldAttr(cast<IntegerAttr>(shard.get("world")));
       op.setPaddedNumelAttr(cast<IntegerAttr>(shard.get("padded_numel")));
     }
   }
-  for (auto &[c, s] : constants_)
-    ::zero::zrt::ConstantOp::create(b, loc, bufferFor(s, 0, c.getType()).getValue(),
-                                  cast<ElementsAttr>(c.getValue()));
-  for (auto &[name, v] : inputs_)
-    ::zero::zrt::InputOp::create(b, loc, name, valueBuffer(v, v.getType()).getValue());
+}
 
-  auto streamRef = [&](int s) { return FlatSymbolRefAttr::get(ctx, streamNames[s]); };
+void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
+  MLIRContext *ctx = b.getContext();
+  auto streamRef = [&](int s) { return FlatSymbolRefAttr::get(ctx, kStreamNames[s]); };
   auto worldRef = FlatSymbolRefAttr::get(ctx, "world");
   auto ranksAttr = [&](const Instr &in) -> DenseI64ArrayAttr {
     return in.ranks.empty() ? nullptr : b.getDenseI64ArrayAttr(in.ranks);
   };
-  const int64_t n = instrs_.size();
-  for (int64_t i = 0; i < n; ++i) {
-    const Instr &in = instrs_[i];
+  for (auto [i, in] : llvm::enumerate(instrs_)) {
     for (int64_t d : waits_[i])
       ::zero::zrt::WaitOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[d]),
-                                streamRef(in.stream), ranksAttr(in));
+                                  streamRef(in.stream), ranksAttr(in));
     SmallVector<Attribute> ins, outs;
-    for (size_t k = 0; k < in.ins.size(); ++k) {
-      if (k < in.inViews.size())
-        ins.push_back(bufferFor(in.inViews[k].first, in.inViews[k].second, in.ins[k].second));
-      else
-        ins.push_back(valueBuffer(in.ins[k].first, in.ins[k].second));
-    }
-    for (size_t k = 0; k < in.outs.size(); ++k) {
-      if (k < in.outViews.size())
-        outs.push_back(bufferFor(in.outViews[k].first, in.outViews[k].second, in.outs[k].second));
-      else
-        outs.push_back(valueBuffer(in.outs[k].first, in.outs[k].second));
-    }
-    if (in.collective)
-      ::zero::zrt::CollectiveOp::create(b, in.loc, b.getStringAttr(in.name),
-                                        streamRef(in.stream),
-                                        in.group ? in.group : worldRef,
-                                      b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
-                                      ranksAttr(in));
+    for (auto [k, v] : llvm::enumerate(in.ins))
+      ins.push_back(k < in.inViews.size()
+                        ? buffers.at(in.inViews[k].first, in.inViews[k].second, v.second)
+                        : buffers.of(v.first, v.second));
+    for (auto [k, v] : llvm::enumerate(in.outs))
+      outs.push_back(k < in.outViews.size()
+                         ? buffers.at(in.outViews[k].first, in.outViews[k].second, v.second)
+                         : buffers.of(v.first, v.second));
+    if (in.isCollective)
+      ::zero::zrt::CollectiveOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
+                                        in.group ? in.group : worldRef, b.getArrayAttr(ins),
+                                        b.getArrayAttr(outs), in.params, ranksAttr(in));
     else
-      ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name),
-                                    streamRef(in.stream),
-                                  b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
-                                  ranksAttr(in));
+      ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
+                                    b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
+                                    ranksAttr(in));
     if (eventOf_[i] >= 0)
       ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
-                                  streamRef(in.stream), ranksAttr(in));
+                                    streamRef(in.stream), ranksAttr(in));
   }
-  for (auto &[name, v] : outputs_)
-    ::zero::zrt::OutputOp::create(b, loc, name, valueBuffer(v, v.getType()).getValue());
 }
+
+void RuntimeLowering::emit() {
+  OpBuilder b(module_.getContext());
+  Location loc = func_.getLoc();
+  DictionaryAttr training = attrs::kTraining.get(module_);
+  emitProgramOp(b, training);
+  emitResources(b);
+  BufferTable buffers(b, loc, storages_, placement_);
+  emitGlobals(b, buffers, training);
+  for (auto &[c, s] : constants_)
+    ::zero::zrt::ConstantOp::create(b, loc, buffers.at(s, 0, c.getType()).getValue(),
+                                    cast<ElementsAttr>(c.getValue()));
+  for (auto &[name, v] : inputs_)
+    ::zero::zrt::InputOp::create(b, loc, name, buffers.of(v, v.getType()).getValue());
+  emitInstructions(b, buffers);
+  for (auto &[name, v] : outputs_)
+    ::zero::zrt::OutputOp::create(b, loc, name, buffers.of(v, v.getType()).getValue());
+}
+
+} // namespace lowering
+} // namespace zero

@@ -29,13 +29,17 @@
 #include "RuntimeLowering.h"
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Debug.h"
 
 #include <algorithm>
+
+#define DEBUG_TYPE "zero-lower-to-runtime"
 
 namespace zero {
 namespace lowering {
@@ -65,6 +69,11 @@ std::optional<int64_t> fusedOpcode(Operation *op) {
       .Default(std::nullopt);
 }
 
+/// The marks of where and when an op runs (stream, pipeline stage and step):
+/// a member may carry them, and the members of a group share them.
+constexpr StringRef kPlacementMarks[] = {attrs::kStream, attrs::kPipelineStage,
+                                         attrs::kPipelineStep};
+
 bool isStaticF32(Type t) {
   auto r = dyn_cast<RankedTensorType>(t);
   return r && r.hasStaticShape() && r.getElementType().isF32();
@@ -91,11 +100,10 @@ bool fusible(Operation *op) {
   std::optional<int64_t> code = fusedOpcode(op);
   if (!code || op->getNumResults() != 1 || !isStaticF32(op->getResult(0).getType()))
     return false;
-  // The placement marks (stream, pipeline stage and step) may be there; the
-  // members of a group share them (findFusionGroups).
+  // The placement marks may be there; the members of a group share them
+  // (findFusionGroups).
   for (NamedAttribute a : op->getAttrDictionary())
-    if (a.getName() != "zero.stream" && a.getName() != "zero.pipeline_stage" &&
-        a.getName() != "zero.pipeline_step")
+    if (!llvm::is_contained(kPlacementMarks, a.getName().getValue()))
       return false;
   if (op->getNumOperands() != (isBinary(*code) ? 2u : 1u))
     return false;
@@ -113,8 +121,10 @@ bool fusible(Operation *op) {
   return true;
 }
 
-bool sameAttr(Operation *a, Operation *b, StringRef name) {
-  return a->getAttr(name) == b->getAttr(name);
+/// Whether `a` and `b` carry the same placement marks.
+bool samePlacement(Operation *a, Operation *b) {
+  return llvm::all_of(kPlacementMarks,
+                      [&](StringRef name) { return a->getAttr(name) == b->getAttr(name); });
 }
 
 } // namespace
@@ -142,10 +152,7 @@ std::vector<FusionGroup> findFusionGroups(Block &body) {
           Operation *def = v.getDefiningOp();
           if (!def || def->getBlock() != &body || members.contains(def) ||
               assigned.contains(def) || !fusible(def) ||
-              def->getResult(0).getType() != type ||
-              !sameAttr(def, root, "zero.stream") ||
-              !sameAttr(def, root, "zero.pipeline_stage") ||
-              !sameAttr(def, root, "zero.pipeline_step"))
+              def->getResult(0).getType() != type || !samePlacement(def, root))
             continue;
           if (!llvm::all_of(def->getResult(0).getUsers(),
                             [&](Operation *u) { return members.contains(u); }))
@@ -170,8 +177,12 @@ std::vector<FusionGroup> findFusionGroups(Block &body) {
       safe = !isa<::zero::dist::ReleaseOp, ml_program::GlobalStoreOp, ::zero::dist::AdamWOp,
                   ::zero::dist::SGDOp>(op);
     }
-    if (!safe)
+    if (!safe) {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": no fusion into " << root->getName() << " at "
+                              << root->getLoc()
+                              << ": a release, store or update lies inside the group\n");
       continue;
+    }
     FusionGroup g;
     g.members.assign(members.begin(), members.end());
     llvm::sort(g.members, [&](Operation *a, Operation *b) {
@@ -188,8 +199,6 @@ std::vector<FusionGroup> findFusionGroups(Block &body) {
 
 void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
   Operation *root = g.root;
-  auto stream = root->getAttrOfType<StringAttr>("zero.stream");
-  const int kernelStream = stream && stream.getValue() == "comm" ? kComm : kCompute;
   llvm::DenseMap<Operation *, int64_t> index;
   for (auto [k, m] : llvm::enumerate(g.members))
     index[m] = int64_t(k);
@@ -225,14 +234,22 @@ void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
   SmallVector<NamedAttribute> params{b_.getNamedAttr("ops", b_.getDenseI64ArrayAttr(program))};
   if (!constants.empty())
     params.push_back(b_.getNamedAttr("constants", b_.getDenseF64ArrayAttr(constants)));
-  Instr in{false, "FusedElementwise", kernelStream, {}, {}, {}, {},
-           b_.getDictionaryAttr(params), root->getLoc()};
-  for (Value v : inputs)
-    in.ins.push_back({v, v.getType()});
+  LLVM_DEBUG({
+    llvm::dbgs() << DEBUG_TYPE ": fused " << g.members.size() << " ops (";
+    llvm::interleave(
+        g.members, llvm::dbgs(), [](Operation *m) { llvm::dbgs() << m->getName().stripDialect(); },
+        " ");
+    llvm::dbgs() << ") at " << root->getLoc() << "\n";
+  });
+  ++fusedGroups_;
+  fusedOps_ += int64_t(g.members.size());
+  Instr &in = append(Instr::kernel("FusedElementwise", root->getLoc()));
+  in.on(kernelStream(root))
+      .withParams(b_.getDictionaryAttr(params))
+      .readsAll(inputs.getArrayRef());
   Value result = root->getResult(0);
   bind(result, newStorage(ArenaKind::Activations, byteSize(result.getType())));
-  in.outs.push_back({result, result.getType()});
-  instrs_.push_back(std::move(in));
+  in.writes(result);
 }
 
 } // namespace lowering

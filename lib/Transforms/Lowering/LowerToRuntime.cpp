@@ -14,28 +14,27 @@
 //  - events: a record/wait pair for every dependency that crosses streams,
 //    both read-after-write and the write-after-read that memory reuse creates.
 //
+// This file holds the pass and instruction selection: lowerOp dispatches each
+// op to the lowering of its family (parameter life cycle, collectives,
+// pipeline transfers, quantization, storage-only ops, compute kernels).
+//
 //===----------------------------------------------------------------------===//
 
-#include "zero/Transforms/Analysis/GatherPlan.h"
 #include "RuntimeLowering.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
-
+#include "zero/Dialect/Zero/ZeroAttributes.h"
+#include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Passes.h"
 
-#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
 
-#include <map>
-#include <set>
+#define DEBUG_TYPE "zero-lower-to-runtime"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROLOWERTORUNTIMEPASS
@@ -45,21 +44,49 @@ namespace zero {
 using namespace mlir;
 using namespace zero;
 
-using namespace zero::lowering;
-
 namespace zero {
 namespace lowering {
 
-DictionaryAttr kernelParams(Operation *op, OpBuilder &b) {
+namespace {
+
+/// Whether `name` is one of the zero dialect's discardable attributes
+/// (zero.stream, zero.pipeline_stage, ...).
+bool isZeroDialectAttr(StringRef name) {
+  return name.consume_front(::zero::dist::ZeroDialect::getDialectNamespace()) &&
+         name.starts_with(".");
+}
+
+/// A kernel's parameters: the op's attributes, less the zero dialect's marks
+/// (where and when it runs: stream, stage, micro-batch, not how) and a type
+/// (Cast's target: the output buffer's dtype says it).
+DictionaryAttr kernelParams(Operation *op, Builder &b) {
   SmallVector<NamedAttribute> out;
   for (NamedAttribute a : op->getAttrDictionary()) {
-    if (isa<TypeAttr>(a.getValue()))
-      continue; // Cast's target: the output buffer's dtype says it.
-    if (a.getName().getValue().starts_with("zero."))
-      continue; // where and when it runs (stream, stage, micro-batch), not how
+    if (isa<TypeAttr>(a.getValue()) || isZeroDialectAttr(a.getName()))
+      continue;
     out.push_back(a);
   }
   return b.getDictionaryAttr(out);
+}
+
+/// The parameters of Quantize and Dequantize: the quantized width, the
+/// elements per scale, and the chunks (ranks) the blocks are split into.
+DictionaryAttr quantizationParams(Builder &b, IntegerAttr bits, IntegerAttr block,
+                                  IntegerAttr chunks) {
+  return b.getDictionaryAttr({b.getNamedAttr("bits", bits), b.getNamedAttr("block", block),
+                              b.getNamedAttr("chunks", chunks)});
+}
+
+/// The parameters of Send and Recv: the peer rank and the message tag.
+DictionaryAttr pointToPointParams(Builder &b, IntegerAttr peer, IntegerAttr tag) {
+  return b.getDictionaryAttr({b.getNamedAttr("peer", peer), b.getNamedAttr("tag", tag)});
+}
+
+} // namespace
+
+StreamId kernelStream(Operation *op) {
+  StringAttr stream = attrs::kStream.get(op);
+  return stream && stream.getValue() == "comm" ? kComm : kCompute;
 }
 
 int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
@@ -78,309 +105,348 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
   return it->second;
 }
 
+//===----------------------------------------------------------------------===//
+// Instruction selection
+//===----------------------------------------------------------------------===//
+
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
-  MLIRContext *ctx = op->getContext();
-  // Ops a pass added to pack a collective (zero.stream = "comm") run on the
-  // communication stream, so compute does not wait for them.
-  auto stream = op->getAttrOfType<StringAttr>("zero.stream");
-  const int kernelStream = stream && stream.getValue() == "comm" ? kComm : kCompute;
-  auto addKernel = [&](StringRef name, DictionaryAttr params) {
-    Instr in{false, name.str(), kernelStream, {}, {}, {}, {}, params, op->getLoc()};
-    for (Value v : op->getOperands())
-      in.ins.push_back({v, v.getType()});
-    for (Value v : op->getResults()) {
-      bind(v, newStorage(ArenaKind::Activations, byteSize(v.getType())));
-      in.outs.push_back({v, v.getType()});
-    }
-    instrs_.push_back(std::move(in));
-  };
-  auto collective = [&](StringRef name, DictionaryAttr params) {
-    addKernel(name, params);
-    instrs_.back().collective = true;
-    instrs_.back().stream = kComm;
-    instrs_.back().group = op->getAttrOfType<FlatSymbolRefAttr>("group");
-  };
+  using namespace ::zero::dist;
   Builder &b = b_;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](ml_program::GlobalLoadOp load) -> LogicalResult {
-        int s = globalStorage(load, load.getGlobalAttr());
-        if (s < 0)
-          return failure();
-        bind(load.getResult(), s);
-        return success();
+      // Parameters, optimizer state and their updates.
+      .Case([&](ml_program::GlobalLoadOp load) { return lowerGlobalLoad(load); })
+      .Case([&](ml_program::GlobalStoreOp store) { return lowerGlobalStore(store); })
+      .Case<AdamWOp, SGDOp, LrScheduleOp>(
+          [&](Operation *update) { return lowerOptimizerUpdate(update); })
+      .Case([&](ReleaseOp release) { return lowerRelease(release); })
+      // Collectives.
+      .Case([&](AllGatherOp gather) { return lowerAllGather(gather); })
+      .Case([&](BucketAllGatherOp gather) { return lowerBucketAllGather(gather); })
+      .Case([&](ReduceScatterOp) { return lowerCollective(op, "ReduceScatter"); })
+      .Case([&](AllReduceOp) { return lowerCollective(op, "AllReduce"); })
+      .Case([&](AllToAllOp) { return lowerCollective(op, "AllToAll"); })
+      .Case([&](BroadcastOp bc) {
+        return lowerCollective(op, "Broadcast", b.getNamedAttr("root", bc.getRootAttr()));
       })
-      .Case([&](ml_program::GlobalStoreOp store) -> LogicalResult {
-        // The optimizer's updates are bound to their global's storage when
-        // lowered (in place); anything else is copied in.
-        int s = globalStorage(store, store.getGlobalAttr());
-        if (s < 0)
-          return failure();
-        Placement p = placement_.lookup(store.getValue());
-        if (p.storage == s && p.offset == 0)
-          return success();
-        Instr copy{false, "Copy", kCompute, {}, {}, {}, {}, b.getDictionaryAttr({}),
-                   op->getLoc()};
-        copy.ins.push_back({store.getValue(), store.getValue().getType()});
-        copy.outViews.push_back({s, 0});
-        copy.outs.push_back({Value(), store.getValue().getType()});
-        instrs_.push_back(std::move(copy));
-        return success();
-      })
-      .Case<::zero::dist::AdamWOp, ::zero::dist::SGDOp, ::zero::dist::LrScheduleOp>(
-          [&](Operation *update) -> LogicalResult {
-            StringRef kernel = isa<::zero::dist::AdamWOp>(update)  ? "AdamW"
-                               : isa<::zero::dist::SGDOp>(update) ? "SGD"
-                                                                  : "LrSchedule";
-            SmallVector<NamedAttribute> params;
-            for (NamedAttribute a : update->getAttrDictionary())
-              params.push_back(a.getName() == "schedule"
-                                   ? b.getNamedAttr("type", a.getValue())
-                                   : a);
-            addKernel(kernel, b.getDictionaryAttr(params));
-            auto rebind = [&](Value r, int s) {
-              storages_[placement_.lookup(r).storage].bytes = 0; // never used
-              bind(r, s);
-            };
-            // An update whose only use stores it into a global is written
-            // there directly: the kernel runs in place.
-            for (Value r : update->getResults()) {
-              if (!r.hasOneUse())
-                continue;
-              auto store = dyn_cast<ml_program::GlobalStoreOp>(*r.getUsers().begin());
-              if (!store)
-                continue;
-              int s = globalStorage(store, store.getGlobalAttr());
-              if (s < 0)
-                return failure();
-              rebind(r, s);
-            }
-            return success();
-          })
-      .Case([&](::zero::onnx::ConstantOp c) -> LogicalResult {
-        auto value = cast<ElementsAttr>(c.getValue());
-        auto dense = dyn_cast<DenseElementsAttr>(value);
-        if (dense && dense.isSplat() && value.getNumElements() > kMaxInlineSplat) {
-          Attribute splat = dense.getSplatValue<Attribute>();
-          double v = 0;
-          if (auto f = dyn_cast<FloatAttr>(splat))
-            v = f.getValueAsDouble();
-          else if (auto i = dyn_cast<IntegerAttr>(splat))
-            v = double(i.getValue().getSExtValue());
-          else if (auto bl = dyn_cast<BoolAttr>(splat))
-            v = bl.getValue();
-          Instr in{false, "Fill", kCompute, {}, {}, {}, {},
-                   b.getDictionaryAttr({b.getNamedAttr("value", b.getF64FloatAttr(v))}),
-                   op->getLoc()};
-          bind(c.getResult(), newStorage(ArenaKind::Activations, byteSize(c.getType())));
-          in.outs.push_back({c.getResult(), c.getType()});
-          instrs_.push_back(std::move(in));
-          return success();
-        }
-        int s = newStorage(ArenaKind::Constants, byteSize(c.getType()));
-        storages_[s].def = -1;
-        bind(c.getResult(), s);
-        constants_.push_back({c, s});
-        return success();
-      })
-      .Case<::zero::onnx::ReshapeOp, ::zero::onnx::SqueezeOp, ::zero::onnx::UnsqueezeOp,
-            ::zero::onnx::FlattenOp, ::zero::onnx::IdentityOp, ::zero::onnx::DropoutOp>(
-          [&](Operation *view) {
-            // Same bytes, another shape: a view of the operand's block.
-            placement_[view->getResult(0)] = placement_.lookup(view->getOperand(0));
-            return success();
-          })
-      .Case([&](::zero::onnx::SliceOp slice) -> LogicalResult {
-        // A contiguous block of the input (the unpad of a gathered parameter,
-        // a row range) is a view at an offset; anything else is a copy.
-        if (std::optional<int64_t> offset = ::zero::contiguousSliceOffset(slice)) {
-          Placement p = placement_.lookup(slice.getData());
-          p.offset += *offset * (byteSize(slice.getType()) /
-                                 std::max<int64_t>(1, slice.getType().getNumElements()));
-          placement_[slice.getResult()] = p;
-          return success();
-        }
-        addKernel("Slice", kernelParams(op, b_));
-        return success();
-      })
-      .Case([&](::zero::dist::LocalShardOp shard) -> LogicalResult {
-        SmallVector<NamedAttribute> params{b.getNamedAttr("world", shard.getWorldAttr())};
-        if (shard.getGroupAttr()) {
-          // The kernel finds the rank's position in its group as
-          // (rank / stride) % world.
-          auto pg = SymbolTable::lookupNearestSymbolFrom<::zero::dist::ProcessGroupOp>(
-              shard, shard.getGroupAttr());
-          std::optional<int64_t> stride = pg ? pg.positionStride() : std::nullopt;
-          if (!stride)
-            return shard.emitOpError("takes a shard over a process group whose "
-                                     "positions are not (rank / stride) % size; "
-                                     "the runtime cannot compute them");
-          params.push_back(b.getNamedAttr("stride", b.getI64IntegerAttr(*stride)));
-        }
-        addKernel("LocalShard", b.getDictionaryAttr(params));
-        return success();
-      })
-      .Case([&](::zero::dist::QuantizeOp q) -> LogicalResult {
-        addKernel("Quantize", b.getDictionaryAttr(
-                                  {b.getNamedAttr("bits", q.getBitsAttr()),
-                                   b.getNamedAttr("block", q.getBlockAttr()),
-                                   b.getNamedAttr("chunks", q.getChunksAttr())}));
-        return success();
-      })
-      .Case([&](::zero::dist::DequantizeOp dq) -> LogicalResult {
-        addKernel("Dequantize", b.getDictionaryAttr(
-                                    {b.getNamedAttr("bits", dq.getBitsAttr()),
-                                     b.getNamedAttr("block", dq.getBlockAttr()),
-                                     b.getNamedAttr("chunks", dq.getChunksAttr())}));
-        // qwZ: the dequantized parameter is the gathered one (released by
-        // its zero.release).
-        if (::zero::isGather(dq))
-          storages_[placement_.lookup(dq.getResult()).storage].gathered = true;
-        return success();
-      })
-      .Case([&](::zero::dist::SendOp send) {
-        collective("Send", b.getDictionaryAttr({b.getNamedAttr("peer", send.getPeerAttr()),
-                                                b.getNamedAttr("tag", send.getTagAttr())}));
-        return success();
-      })
-      .Case([&](::zero::dist::RecvOp recv) {
-        collective("Recv", b.getDictionaryAttr({b.getNamedAttr("peer", recv.getPeerAttr()),
-                                                b.getNamedAttr("tag", recv.getTagAttr())}));
-        // A stage receives on its compute stream (its own channel), which
-        // needs the data next anyway; sends stay on the communication stream.
-        // So a stage's sends never wait behind its receives: with blocking
-        // point-to-point calls the two directions cannot deadlock.
-        instrs_.back().stream = kCompute;
-        return success();
-      })
-      .Case([&](::zero::dist::AllToAllOp) {
-        collective("AllToAll", b.getDictionaryAttr({}));
-        return success();
-      })
-      .Case([&](::zero::dist::ReleaseOp release) -> LogicalResult {
-        // zero.release is when a gathered buffer dies: its memory is free for
-        // reuse after the instruction before it.
-        Placement p = placement_.lookup(release.getValue());
-        if (p.storage < 0 || !storages_[p.storage].gathered)
-          return release.emitOpError(
-              "releases a value that is not a gathered parameter (the result "
-              "of zero.all_gather or zero.bucket_all_gather, or a view of one)");
-        Storage &st = storages_[p.storage];
-        // A bucket's buffer is released once per member; it dies at the last.
-        if (st.release && ++st.releases > st.members)
-          return release.emitOpError("releases a gathered parameter that was "
-                                     "already released")
-                     .attachNote(st.release->getLoc())
-                 << "released here";
-        if (!st.release)
-          st.releases = 1;
-        st.released = int64_t(instrs_.size()) - 1;
-        st.release = release;
-        return success();
-      })
-      .Case([&](::zero::dist::AllGatherOp g) {
-        collective("AllGather", b.getDictionaryAttr({}));
-        // A gathered parameter lives until its zero.release; a gathered
-        // computed value (a training step's updated shards) is an ordinary
-        // activation.
-        if (::zero::isGather(g))
-          storages_[placement_.lookup(g.getResult()).storage].gathered = true;
-        return success();
-      })
-      .Case([&](::zero::dist::ReduceScatterOp) {
-        collective("ReduceScatter", b.getDictionaryAttr({}));
-        return success();
-      })
-      .Case([&](::zero::dist::AllReduceOp) {
-        collective("AllReduce", b.getDictionaryAttr({}));
-        return success();
-      })
-      .Case([&](::zero::dist::BroadcastOp bc) {
-        collective("Broadcast", b.getDictionaryAttr(
-                                    {b.getNamedAttr("root", bc.getRootAttr())}));
-        return success();
-      })
-      .Case([&](::zero::dist::BucketAllGatherOp g) -> LogicalResult {
-        // DeepSpeed's coalesced all-gather: one buffer for the whole bucket,
-        // each member gathered into its own part of it (world x its shard,
-        // back to back in the bucket's order), so every result is a view of
-        // the bucket's buffer and the bucket holds its bytes once. One
-        // AllGather instruction with a shard in and a part out per member;
-        // the buffer lives until the last member's zero.release.
-        int64_t total = 0;
-        for (Value r : g.getResults())
-          total += byteSize(r.getType());
-        int bucket = newStorage(ArenaKind::Activations, total);
-        storages_[bucket].gathered = true;
-        storages_[bucket].members = int(g.getResults().size());
-        Instr gather{true, "AllGather", kComm, {}, {}, {}, {},
-                     b.getDictionaryAttr({}), op->getLoc()};
-        gather.group = g.getGroupAttr();
-        int64_t offset = 0;
-        for (auto [shard, result] : llvm::zip(g.getShards(), g.getResults())) {
-          placement_[result] = Placement{bucket, offset};
-          gather.ins.push_back({shard, shard.getType()});
-          gather.outs.push_back({result, result.getType()});
-          offset += byteSize(result.getType());
-        }
-        instrs_.push_back(std::move(gather));
-        return success();
-      })
-      .Case<::zero::onnx::ScatterNDOp, ::zero::onnx::ScatterElementsOp>(
-          [&](Operation *scatter) -> LogicalResult {
-            addKernel(scatter->getName().stripDialect(), kernelParams(scatter, b_));
-            // A scatter is the last reader of its data when nothing else reads
-            // the data's block (a gradient sum's running total, zeros filled
-            // for it): it then writes there, and the kernel skips its copy.
-            Value data = scatter->getOperand(0), result = scatter->getResult(0);
-            Placement p = placement_.lookup(data);
-            if (!data.hasOneUse() || !data.getDefiningOp() || p.storage < 0 || p.offset != 0)
-              return success();
-            const Storage &st = storages_[p.storage];
-            if (st.arena != ArenaKind::Activations || st.gathered ||
-                st.bytes != byteSize(result.getType()))
-              return success();
-            // Other values on the block (a view of it, the data of an
-            // earlier in-place scatter) must all have been read already.
-            for (auto &[v, q] : placement_)
-              if (q.storage == p.storage && v != data)
-                for (Operation *user : v.getUsers())
-                  if (user->getBlock() != scatter->getBlock() ||
-                      !user->isBeforeInBlock(scatter))
-                    return success();
-            storages_[placement_.lookup(result).storage].bytes = 0; // never used
-            bind(result, p.storage);
-            return success();
-          })
-      .Case([&](func::ReturnOp ret) {
-        ArrayAttr names = func_.getResAttrsAttr();
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          std::string name = "output" + std::to_string(i);
-          if (auto n = func_.getResultAttrOfType<StringAttr>(i, "onnx.name"))
-            name = n.str();
-          outputs_.push_back({name, v});
-        }
-        (void)names;
-        return success();
-      })
-      .Default([&](Operation *other) -> LogicalResult {
-        if (!isa<::zero::onnx::ONNXDialect>(other->getDialect()))
-          return other->emitOpError("cannot be lowered to the runtime: only onnx, "
-                                    "zero and ml_program ops are supported");
-        addKernel(other->getName().stripDialect(), kernelParams(other, b_));
-        (void)ctx;
-        return success();
-      });
+      // Pipeline stages' transfers.
+      .Case([&](SendOp send) { return lowerSend(send); })
+      .Case([&](RecvOp recv) { return lowerRecv(recv); })
+      // ZeRO++ quantization and sharding.
+      .Case([&](QuantizeOp q) { return lowerQuantize(q); })
+      .Case([&](DequantizeOp dq) { return lowerDequantize(dq); })
+      .Case([&](LocalShardOp shard) { return lowerLocalShard(shard); })
+      // Storage, mostly without instructions.
+      .Case([&](onnx::ConstantOp c) { return lowerConstant(c); })
+      .Case<onnx::ReshapeOp, onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::FlattenOp,
+            onnx::IdentityOp, onnx::DropoutOp>([&](Operation *view) { return lowerView(view); })
+      .Case([&](onnx::SliceOp slice) { return lowerSlice(slice); })
+      // The program's outputs.
+      .Case([&](func::ReturnOp ret) { return lowerReturn(ret); })
+      // Compute kernels.
+      .Case<onnx::ScatterNDOp, onnx::ScatterElementsOp>(
+          [&](Operation *scatter) { return lowerScatter(scatter); })
+      .Default([&](Operation *other) { return lowerComputeOp(other); });
 }
 
-LogicalResult RuntimeLowering::collect() {
-  if (auto w = module_->getAttrOfType<IntegerAttr>("zero.world_size"))
-    worldSize_ = w.getInt();
-  const bool pipelined = module_->hasAttr("zero.pipeline_plan");
-  int64_t pipelineDp = 1;
-  if (auto plan = module_->getAttrOfType<DictionaryAttr>("zero.pipeline_plan"))
-    if (auto d = plan.getAs<IntegerAttr>("dp"))
-      pipelineDp = d.getInt();
-  Block &body = func_.getBody().front();
+void RuntimeLowering::readOperandsWriteResults(Instr &in, Operation *op) {
+  in.readsAll(op->getOperands());
+  for (Value v : op->getResults()) {
+    bind(v, newStorage(ArenaKind::Activations, byteSize(v.getType())));
+    in.writes(v);
+  }
+}
+
+Instr &RuntimeLowering::appendKernel(Operation *op, StringRef name, DictionaryAttr params) {
+  Instr &in = append(Instr::kernel(name, op->getLoc()));
+  in.on(kernelStream(op)).withParams(params);
+  LLVM_DEBUG(if (in.stream == kComm) llvm::dbgs()
+             << DEBUG_TYPE ": kernel " << name
+             << " runs on the communication stream (zero.stream) at " << op->getLoc()
+             << "\n");
+  readOperandsWriteResults(in, op);
+  return in;
+}
+
+Instr &RuntimeLowering::appendCollective(Operation *op, StringRef name,
+                                         DictionaryAttr params) {
+  auto group = op->getAttrOfType<FlatSymbolRefAttr>("group");
+  Instr &in = append(Instr::collective(name, op->getLoc(), group));
+  in.withParams(params);
+  readOperandsWriteResults(in, op);
+  return in;
+}
+
+/// A load reads the global's storage in the params arena: no instruction.
+LogicalResult RuntimeLowering::lowerGlobalLoad(ml_program::GlobalLoadOp load) {
+  int s = globalStorage(load, load.getGlobalAttr());
+  if (s < 0)
+    return failure();
+  bind(load.getResult(), s);
+  return success();
+}
+
+/// The optimizer's updates are bound to their global's storage when lowered
+/// (in place); anything else is copied in.
+LogicalResult RuntimeLowering::lowerGlobalStore(ml_program::GlobalStoreOp store) {
+  int s = globalStorage(store, store.getGlobalAttr());
+  if (s < 0)
+    return failure();
+  Value value = store.getValue();
+  Placement p = placement_.lookup(value);
+  if (p.storage == s && p.offset == 0)
+    return success();
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": copy into " << store.getGlobalAttr()
+                          << " (its value is not computed in place)\n");
+  append(Instr::kernel("Copy", store.getLoc())).reads(value).writesTo(s, 0, value.getType());
+  return success();
+}
+
+/// An update whose only use stores it into a global is written there
+/// directly: the kernel runs in place, and the block it would have had is
+/// never used. Its parameters are the op's attributes, `schedule` named
+/// `type` as the runtime's LrSchedule reads it.
+LogicalResult RuntimeLowering::lowerOptimizerUpdate(Operation *update) {
+  Builder &b = b_;
+  StringRef kernel = isa<::zero::dist::AdamWOp>(update) ? "AdamW"
+                     : isa<::zero::dist::SGDOp>(update) ? "SGD"
+                                                        : "LrSchedule";
+  SmallVector<NamedAttribute> params;
+  for (NamedAttribute a : update->getAttrDictionary())
+    params.push_back(a.getName() == "schedule" ? b.getNamedAttr("type", a.getValue()) : a);
+  appendKernel(update, kernel, b.getDictionaryAttr(params));
+  for (Value r : update->getResults()) {
+    if (!r.hasOneUse())
+      continue;
+    auto store = dyn_cast<ml_program::GlobalStoreOp>(*r.getUsers().begin());
+    if (!store)
+      continue;
+    int s = globalStorage(store, store.getGlobalAttr());
+    if (s < 0)
+      return failure();
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << kernel << " updates "
+                            << store.getGlobalAttr() << " in place\n");
+    storages_[placement_.lookup(r).storage].bytes = 0; // never used
+    bind(r, s);
+  }
+  return success();
+}
+
+/// zero.release is when a gathered buffer dies: its memory is free for reuse
+/// after the instruction before it. A bucket's buffer is released once per
+/// member; it dies at the last.
+LogicalResult RuntimeLowering::lowerRelease(::zero::dist::ReleaseOp release) {
+  Placement p = placement_.lookup(release.getValue());
+  if (p.storage < 0 || !storages_[p.storage].gathered)
+    return release.emitOpError(
+        "releases a value that is not a gathered parameter (the result "
+        "of zero.all_gather or zero.bucket_all_gather, or a view of one)");
+  Storage &st = storages_[p.storage];
+  if (st.release && ++st.releases > st.members)
+    return release.emitOpError("releases a gathered parameter that was "
+                               "already released")
+               .attachNote(st.release->getLoc())
+           << "released here";
+  if (!st.release)
+    st.releases = 1;
+  st.released = int64_t(instrs_.size()) - 1;
+  st.release = release;
+  return success();
+}
+
+LogicalResult RuntimeLowering::lowerCollective(Operation *op, StringRef name,
+                                               ArrayRef<NamedAttribute> params) {
+  appendCollective(op, name, b_.getDictionaryAttr(params));
+  return success();
+}
+
+/// A gathered parameter lives until its zero.release; a gathered computed
+/// value (a training step's updated shards) is an ordinary activation.
+LogicalResult RuntimeLowering::lowerAllGather(::zero::dist::AllGatherOp gather) {
+  appendCollective(gather, "AllGather", b_.getDictionaryAttr({}));
+  if (::zero::isGather(gather))
+    markGathered(gather.getResult());
+  return success();
+}
+
+/// DeepSpeed's coalesced all-gather: one buffer for the whole bucket, each
+/// member gathered into its own part of it (world x its shard, back to back
+/// in the bucket's order), so every result is a view of the bucket's buffer
+/// and the bucket holds its bytes once. One AllGather instruction with a
+/// shard in and a part out per member; the buffer lives until the last
+/// member's zero.release.
+LogicalResult RuntimeLowering::lowerBucketAllGather(::zero::dist::BucketAllGatherOp gather) {
+  int64_t total = 0;
+  for (Value r : gather.getResults())
+    total += byteSize(r.getType());
+  int bucket = newStorage(ArenaKind::Activations, total);
+  storages_[bucket].gathered = true;
+  storages_[bucket].members = int(gather.getResults().size());
+  Instr &in = append(Instr::collective("AllGather", gather.getLoc(), gather.getGroupAttr()));
+  int64_t offset = 0;
+  for (auto [shard, result] : llvm::zip(gather.getShards(), gather.getResults())) {
+    bind(result, bucket, offset);
+    in.reads(shard).writes(result);
+    offset += byteSize(result.getType());
+  }
+  return success();
+}
+
+LogicalResult RuntimeLowering::lowerSend(::zero::dist::SendOp send) {
+  appendCollective(send, "Send", pointToPointParams(b_, send.getPeerAttr(), send.getTagAttr()));
+  return success();
+}
+
+/// A stage receives on its compute stream (its own channel), which needs the
+/// data next anyway; sends stay on the communication stream. So a stage's
+/// sends never wait behind its receives: with blocking point-to-point calls
+/// the two directions cannot deadlock.
+LogicalResult RuntimeLowering::lowerRecv(::zero::dist::RecvOp recv) {
+  appendCollective(recv, "Recv", pointToPointParams(b_, recv.getPeerAttr(), recv.getTagAttr()))
+      .on(kCompute);
+  return success();
+}
+
+LogicalResult RuntimeLowering::lowerQuantize(::zero::dist::QuantizeOp q) {
+  appendKernel(q, "Quantize",
+               quantizationParams(b_, q.getBitsAttr(), q.getBlockAttr(), q.getChunksAttr()));
+  return success();
+}
+
+/// qwZ: the dequantized parameter is the gathered one (released by its
+/// zero.release).
+LogicalResult RuntimeLowering::lowerDequantize(::zero::dist::DequantizeOp dq) {
+  appendKernel(dq, "Dequantize",
+               quantizationParams(b_, dq.getBitsAttr(), dq.getBlockAttr(), dq.getChunksAttr()));
+  if (::zero::isGather(dq))
+    markGathered(dq.getResult());
+  return success();
+}
+
+/// Over a process group, the kernel finds the rank's position in it as
+/// (rank / stride) % world: a group whose positions are not such cannot be
+/// lowered.
+LogicalResult RuntimeLowering::lowerLocalShard(::zero::dist::LocalShardOp shard) {
+  Builder &b = b_;
+  SmallVector<NamedAttribute> params{b.getNamedAttr("world", shard.getWorldAttr())};
+  if (shard.getGroupAttr()) {
+    auto pg = SymbolTable::lookupNearestSymbolFrom<::zero::dist::ProcessGroupOp>(
+        shard, shard.getGroupAttr());
+    std::optional<int64_t> stride = pg ? pg.positionStride() : std::nullopt;
+    if (!stride)
+      return shard.emitOpError("takes a shard over a process group whose "
+                               "positions are not (rank / stride) % size; "
+                               "the runtime cannot compute them");
+    params.push_back(b.getNamedAttr("stride", b.getI64IntegerAttr(*stride)));
+  }
+  appendKernel(shard, "LocalShard", b.getDictionaryAttr(params));
+  return success();
+}
+
+/// A splat of more than kMaxInlineSplat elements becomes a Fill kernel into
+/// an activation block (the program carries one number, not the tensor);
+/// anything else is a block of the constants arena the program carries.
+LogicalResult RuntimeLowering::lowerConstant(::zero::onnx::ConstantOp c) {
+  auto value = cast<ElementsAttr>(c.getValue());
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (dense && dense.isSplat() && value.getNumElements() > kMaxInlineSplat) {
+    Builder &b = b_;
+    Attribute splat = dense.getSplatValue<Attribute>();
+    double v = 0;
+    if (auto f = dyn_cast<FloatAttr>(splat))
+      v = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(splat))
+      v = double(i.getValue().getSExtValue());
+    else if (auto bl = dyn_cast<BoolAttr>(splat))
+      v = bl.getValue();
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": splat constant of " << value.getNumElements()
+                            << " elements becomes a Fill at " << c.getLoc() << "\n");
+    bind(c.getResult(), newStorage(ArenaKind::Activations, byteSize(c.getType())));
+    append(Instr::kernel("Fill", c.getLoc()))
+        .withParams(b.getDictionaryAttr({b.getNamedAttr("value", b.getF64FloatAttr(v))}))
+        .writes(c.getResult());
+    return success();
+  }
+  int s = newStorage(ArenaKind::Constants, byteSize(c.getType()));
+  storages_[s].def = -1;
+  bind(c.getResult(), s);
+  constants_.push_back({c, s});
+  return success();
+}
+
+/// Same bytes, another shape: a view of the operand's block.
+LogicalResult RuntimeLowering::lowerView(Operation *view) {
+  placement_[view->getResult(0)] = placement_.lookup(view->getOperand(0));
+  return success();
+}
+
+/// A contiguous block of the input (the unpad of a gathered parameter, a row
+/// range) is a view at an offset; anything else is a copy by a Slice kernel.
+LogicalResult RuntimeLowering::lowerSlice(::zero::onnx::SliceOp slice) {
+  if (std::optional<int64_t> offset = ::zero::contiguousSliceOffset(slice)) {
+    Placement p = placement_.lookup(slice.getData());
+    p.offset += *offset * (byteSize(slice.getType()) /
+                           std::max<int64_t>(1, slice.getType().getNumElements()));
+    placement_[slice.getResult()] = p;
+    return success();
+  }
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": slice at " << slice.getLoc()
+                          << " is not contiguous: a Slice kernel copies it\n");
+  appendKernel(slice, "Slice", kernelParams(slice, b_));
+  return success();
+}
+
+/// A scatter is the last reader of its data when nothing else reads the
+/// data's block (a gradient sum's running total, zeros filled for it): it
+/// then writes there, and the kernel skips its copy.
+LogicalResult RuntimeLowering::lowerScatter(Operation *scatter) {
+  appendKernel(scatter, scatter->getName().stripDialect(), kernelParams(scatter, b_));
+  Value data = scatter->getOperand(0), result = scatter->getResult(0);
+  Placement p = placement_.lookup(data);
+  if (!data.hasOneUse() || !data.getDefiningOp() || p.storage < 0 || p.offset != 0)
+    return success();
+  const Storage &st = storages_[p.storage];
+  if (st.arena != ArenaKind::Activations || st.gathered || st.bytes != byteSize(result.getType()))
+    return success();
+  // Other values on the block (a view of it, the data of an earlier in-place
+  // scatter) must all have been read already.
+  for (auto &[v, q] : placement_)
+    if (q.storage == p.storage && v != data)
+      for (Operation *user : v.getUsers())
+        if (user->getBlock() != scatter->getBlock() || !user->isBeforeInBlock(scatter))
+          return success();
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << scatter->getName() << " at "
+                          << scatter->getLoc() << " writes its data's block in place\n");
+  storages_[placement_.lookup(result).storage].bytes = 0; // never used
+  bind(result, p.storage);
+  return success();
+}
+
+/// Each result is an output, named by its onnx.name (else output<i>).
+LogicalResult RuntimeLowering::lowerReturn(func::ReturnOp ret) {
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    std::string name = "output" + std::to_string(i);
+    if (auto n = func_.getResultAttrOfType<StringAttr>(i, "onnx.name"))
+      name = n.str();
+    outputs_.push_back({name, v});
+  }
+  return success();
+}
+
+/// The runtime has a kernel per onnx op of the same name, taking the op's
+/// attributes as parameters; ops of other dialects have none.
+LogicalResult RuntimeLowering::lowerComputeOp(Operation *op) {
+  if (!isa<::zero::onnx::ONNXDialect>(op->getDialect()))
+    return op->emitOpError("cannot be lowered to the runtime: only onnx, "
+                           "zero and ml_program ops are supported");
+  appendKernel(op, op->getName().stripDialect(), kernelParams(op, b_));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The function, op by op
+//===----------------------------------------------------------------------===//
+
+void RuntimeLowering::bindArguments(Block &body) {
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     int s = newStorage(ArenaKind::Activations, byteSize(arg.getType()));
     storages_[s].def = -1;
@@ -390,6 +456,42 @@ LogicalResult RuntimeLowering::collect() {
       name = n.str();
     inputs_.push_back({name, arg});
   }
+}
+
+/// A pipeline stage's op runs on that stage's rank only. In a cut program
+/// every op that becomes an instruction has a stage: one without would run
+/// on every rank, reading memory only its own stage wrote.
+LogicalResult RuntimeLowering::markPipelinePlacement(Operation &op, size_t first) {
+  IntegerAttr stage = attrs::kPipelineStage.get(&op);
+  if (!stage && pipelined_ && first < instrs_.size())
+    return op.emitOpError("has no zero.pipeline_stage in a program cut into pipeline "
+                          "stages (a rewrite after zero-pipeline-split dropped it)");
+  // A training pipeline's step ("F3", "B1", ...): the trace's schedule track.
+  if (StringAttr step = attrs::kPipelineStep.get(&op))
+    for (size_t i = first; i < instrs_.size(); ++i) {
+      NamedAttrList params(instrs_[i].params);
+      params.set("pipeline_step", step);
+      instrs_[i].params = params.getDictionary(op.getContext());
+    }
+  if (stage)
+    for (size_t i = first; i < instrs_.size(); ++i) {
+      // Stage s runs on its data-parallel replicas' ranks [s*dp, (s+1)*dp).
+      instrs_[i].ranks.clear();
+      for (int64_t d = 0; d < pipelineDp_; ++d)
+        instrs_[i].ranks.push_back(stage.getInt() * pipelineDp_ + d);
+    }
+  return success();
+}
+
+LogicalResult RuntimeLowering::collect() {
+  if (IntegerAttr w = attrs::kWorldSize.get(module_))
+    worldSize_ = w.getInt();
+  pipelined_ = attrs::kPipelinePlan.isSetOn(module_);
+  if (DictionaryAttr plan = attrs::kPipelinePlan.get(module_))
+    if (auto d = plan.getAs<IntegerAttr>("dp"))
+      pipelineDp_ = d.getInt();
+  Block &body = func_.getBody().front();
+  bindArguments(body);
   // Fusion groups: members before the root become nothing, the root one
   // FusedElementwise instruction (FuseElementwise.cpp).
   std::vector<FusionGroup> groups;
@@ -413,27 +515,8 @@ LogicalResult RuntimeLowering::collect() {
     } else if (failed(lowerOp(&op))) {
       return failure();
     }
-    // A pipeline stage's op runs on that stage's rank only. In a cut program
-    // every op that becomes an instruction has a stage: one without would run
-    // on every rank, reading memory only its own stage wrote.
-    auto stage = op.getAttrOfType<IntegerAttr>("zero.pipeline_stage");
-    if (!stage && pipelined && first < instrs_.size())
-      return op.emitOpError("has no zero.pipeline_stage in a program cut into pipeline "
-                            "stages (a rewrite after zero-pipeline-split dropped it)");
-    // A training pipeline's step ("F3", "B1", ...): the trace's schedule track.
-    if (auto step = op.getAttrOfType<StringAttr>("zero.pipeline_step"))
-      for (size_t i = first; i < instrs_.size(); ++i) {
-        NamedAttrList params(instrs_[i].params);
-        params.set("pipeline_step", step);
-        instrs_[i].params = params.getDictionary(op.getContext());
-      }
-    if (stage)
-      for (size_t i = first; i < instrs_.size(); ++i) {
-        // Stage s runs on its data-parallel replicas' ranks [s*dp, (s+1)*dp).
-        instrs_[i].ranks.clear();
-        for (int64_t d = 0; d < pipelineDp; ++d)
-          instrs_[i].ranks.push_back(stage.getInt() * pipelineDp + d);
-      }
+    if (failed(markPipelinePlacement(op, first)))
+      return failure();
   }
   return success();
 }
@@ -456,66 +539,137 @@ LogicalResult RuntimeLowering::run() {
   return success();
 }
 
+ProgramSummary RuntimeLowering::summary() const {
+  ProgramSummary s;
+  s.instructions = int64_t(instrs_.size());
+  s.collectives = llvm::count_if(instrs_, [](const Instr &in) { return in.isCollective; });
+  s.fusedGroups = fusedGroups_;
+  s.fusedOps = fusedOps_;
+  for (int64_t e : eventOf_)
+    s.events = std::max(s.events, e + 1);
+  for (const std::vector<int64_t> &w : waits_)
+    s.waits += int64_t(w.size());
+  for (int a = 0; a < 3; ++a)
+    s.arenaBytes[a] = arenaSize_[a];
+  return s;
+}
+
 } // namespace lowering
 } // namespace zero
 
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
 namespace {
+
+using ::zero::lowering::ProgramSummary;
+using ::zero::lowering::RuntimeLowering;
+
+/// The function to lower: `function` when named; else the one function that
+/// is not a pipeline stage (a cut program's driver), else @forward. Null when
+/// there is none.
+func::FuncOp entryFunction(ModuleOp module, StringRef function) {
+  if (!function.empty())
+    return module.lookupSymbol<func::FuncOp>(function);
+  SmallVector<func::FuncOp> entries;
+  for (func::FuncOp f : module.getOps<func::FuncOp>())
+    if (!attrs::kPipelineStage.isSetOn(f))
+      entries.push_back(f);
+  if (entries.size() == 1)
+    return entries.front();
+  return module.lookupSymbol<func::FuncOp>("forward");
+}
+
+/// A program cut into pipeline stages (zero-pipeline-split): the driver calls
+/// one function per stage. The program is one instruction stream in which
+/// each instruction names the ranks that run it, so every stage's body is
+/// lowered in place of its call, each op marked with the stage (its ranks),
+/// one stage after the other: a rank runs its stage's ops in the stage
+/// function's order, and the memory plan lets blocks of different stages
+/// share bytes.
+LogicalResult inlineStages(ModuleOp module, func::FuncOp driver) {
+  SmallVector<func::FuncOp> inlined;
+  for (auto call : llvm::make_early_inc_range(driver.getOps<func::CallOp>())) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
+    if (!callee || !attrs::kPipelineStage.isSetOn(callee))
+      continue; // not lowered: a clear error when the lowering meets it
+    if (!callee.getBody().hasOneBlock())
+      return callee.emitOpError("must have a single block to be lowered");
+    // The stage's mark, copied onto every op as it is.
+    Attribute stage = callee->getAttr(attrs::kPipelineStage);
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": inlining pipeline stage @"
+                            << callee.getSymName() << " (" << stage << ")\n");
+    OpBuilder b(call);
+    IRMapping map;
+    Block &body = callee.getBody().front();
+    map.map(body.getArguments(), call.getOperands());
+    for (Operation &op : body.without_terminator()) {
+      Operation *copy = b.clone(op, map);
+      copy->setAttr(attrs::kPipelineStage, stage);
+    }
+    for (auto [result, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
+      result.replaceAllUsesWith(map.lookupOrDefault(v));
+    call.erase();
+    inlined.push_back(callee);
+  }
+  for (func::FuncOp f : inlined)
+    if (SymbolTable::symbolKnownUseEmpty(f, module))
+      f.erase();
+  return success();
+}
+
+/// Kernel-level simplifications before lowering (e.g. MatMul of a transposed
+/// weight becomes a Gemm that reads the weight as stored). Program order is
+/// the schedule: no constant hoisting or folding here. A rewrite can make an
+/// op read a parameter where only its transpose was read before (the tied LM
+/// head's Gemm reads the embedding itself): a zero.release that followed the
+/// old last use then follows the new one.
+LogicalResult canonicalizeKernels(func::FuncOp func) {
+  MLIRContext *ctx = func.getContext();
+  RewritePatternSet patterns(ctx);
+  ::zero::onnx::MatMulOp::getCanonicalizationPatterns(patterns, ctx);
+  struct CreatedOps : public RewriterBase::Listener {
+    void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+      created.insert(op);
+    }
+    llvm::SmallPtrSet<Operation *, 8> created;
+  } listener;
+  GreedyRewriteConfig config;
+  config.enableFolding(false)
+      .enableConstantCSE(false)
+      .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled)
+      .setListener(&listener);
+  if (failed(applyPatternsGreedily(func, std::move(patterns), config)))
+    return failure();
+  if (listener.created.empty())
+    return success();
+  func.walk([&](::zero::dist::ReleaseOp release) {
+    Operation *last = release;
+    for (Operation *user : release.getValue().getUsers())
+      if (listener.created.contains(user) && user->getBlock() == release->getBlock() &&
+          last->isBeforeInBlock(user))
+        last = user;
+    if (last == release.getOperation())
+      return;
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": release at " << release.getLoc()
+                            << " moves after the rewritten " << last->getName() << "\n");
+    release->moveAfter(last);
+  });
+  return success();
+}
 
 struct ZeroLowerToRuntimePass
     : public ::zero::impl::ZeroLowerToRuntimePassBase<ZeroLowerToRuntimePass> {
   using Base::Base;
+  ZeroLowerToRuntimePass() = default;
+  /// A clone counts on its own: statistics are not copied (and cannot be
+  /// where LLVM tracks them).
+  ZeroLowerToRuntimePass(const ZeroLowerToRuntimePass &other) : Base(other) {}
 
-  /// A program cut into pipeline stages (zero-pipeline-split): the driver
-  /// calls one function per stage. The program is one instruction stream in
-  /// which each instruction names the ranks that run it, so every stage's
-  /// body is lowered in place of its call, each op marked with the stage
-  /// (its ranks), one stage after the other: a rank runs its stage's ops in
-  /// the stage function's order, and the memory plan lets blocks of
-  /// different stages share bytes.
-  static LogicalResult inlineStages(ModuleOp module, func::FuncOp driver) {
-    SmallVector<func::FuncOp> inlined;
-    for (auto call : llvm::make_early_inc_range(driver.getOps<func::CallOp>())) {
-      auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
-      if (!callee || !callee->hasAttr("zero.pipeline_stage"))
-        continue; // not lowered: a clear error when the lowering meets it
-      if (!callee.getBody().hasOneBlock())
-        return callee.emitOpError("must have a single block to be lowered");
-      Attribute stage = callee->getAttr("zero.pipeline_stage");
-      OpBuilder b(call);
-      IRMapping map;
-      Block &body = callee.getBody().front();
-      map.map(body.getArguments(), call.getOperands());
-      for (Operation &op : body.without_terminator()) {
-        Operation *copy = b.clone(op, map);
-        copy->setAttr("zero.pipeline_stage", stage);
-      }
-      for (auto [result, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
-        result.replaceAllUsesWith(map.lookupOrDefault(v));
-      call.erase();
-      inlined.push_back(callee);
-    }
-    for (func::FuncOp f : inlined)
-      if (SymbolTable::symbolKnownUseEmpty(f, module))
-        f.erase();
-    return success();
-  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp func;
-    if (!function.empty()) {
-      func = module.lookupSymbol<func::FuncOp>(function);
-    } else {
-      // The one function that is not a pipeline stage (a cut program's
-      // driver), else @forward.
-      SmallVector<func::FuncOp> entries;
-      for (func::FuncOp f : module.getOps<func::FuncOp>())
-        if (!f->hasAttr("zero.pipeline_stage"))
-          entries.push_back(f);
-      if (entries.size() == 1)
-        func = entries.front();
-      else
-        func = module.lookupSymbol<func::FuncOp>("forward");
-    }
+    func::FuncOp func = entryFunction(module, function);
     if (!func) {
       module.emitError() << "zero-lower-to-runtime: no function @"
                          << (function.empty() ? std::string("forward") : std::string(function))
@@ -526,44 +680,46 @@ struct ZeroLowerToRuntimePass
       func.emitOpError("must have a single block to be lowered");
       return signalPassFailure();
     }
-    if (failed(inlineStages(module, func)))
+    if (failed(inlineStages(module, func)) || failed(canonicalizeKernels(func)))
       return signalPassFailure();
-    // Kernel-level simplifications first (e.g. MatMul of a transposed weight
-    // becomes a Gemm that reads the weight as stored).
-    RewritePatternSet patterns(&getContext());
-    ::zero::onnx::MatMulOp::getCanonicalizationPatterns(patterns, &getContext());
-    // Program order is the schedule: no constant hoisting or folding here.
-    // A rewrite can make an op read a parameter where only its transpose was
-    // read before (the tied LM head's Gemm reads the embedding itself): a
-    // zero.release that followed the old last use then follows the new one.
-    struct CreatedOps : public RewriterBase::Listener {
-      void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-        created.insert(op);
-      }
-      llvm::SmallPtrSet<Operation *, 8> created;
-    } listener;
-    GreedyRewriteConfig config;
-    config.enableFolding(false)
-        .enableConstantCSE(false)
-        .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled)
-        .setListener(&listener);
-    if (failed(applyPatternsGreedily(func, std::move(patterns), config)))
-      return signalPassFailure();
-    if (!listener.created.empty())
-      func.walk([&](::zero::dist::ReleaseOp release) {
-        Operation *last = release;
-        for (Operation *user : release.getValue().getUsers())
-          if (listener.created.contains(user) &&
-              user->getBlock() == release->getBlock() &&
-              last->isBeforeInBlock(user))
-            last = user;
-        if (last != release.getOperation())
-          release->moveAfter(last);
-      });
     RuntimeLowering lowering(module, func, fuseElementwise);
     if (failed(lowering.run()))
       return signalPassFailure();
+    recordStatistics(lowering.summary());
   }
+
+  /// Adds what the lowering produced to the pass's statistics.
+  void recordStatistics(const ProgramSummary &s) {
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << s.instructions << " instructions ("
+                            << s.collectives << " collectives), " << s.fusedGroups
+                            << " fused groups of " << s.fusedOps << " ops, " << s.events
+                            << " events, " << s.waits << " waits\n");
+    numInstructions += s.instructions;
+    numCollectives += s.collectives;
+    numFusedGroups += s.fusedGroups;
+    numFusedOps += s.fusedOps;
+    numEvents += s.events;
+    numWaits += s.waits;
+    paramsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Params)];
+    constantsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Constants)];
+    activationsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Activations)];
+  }
+
+  Statistic numInstructions{this, "instructions",
+                            "Runtime instructions emitted (kernels and collectives)"};
+  Statistic numCollectives{this, "collectives",
+                           "Collective instructions emitted (Send and Recv included)"};
+  Statistic numFusedGroups{this, "fused-groups",
+                           "Elementwise groups lowered to one FusedElementwise kernel"};
+  Statistic numFusedOps{this, "fused-ops", "Elementwise ops inside FusedElementwise kernels"};
+  Statistic numEvents{this, "events", "Cross-stream events recorded"};
+  Statistic numWaits{this, "waits", "Cross-stream waits"};
+  Statistic paramsArenaBytes{this, "params-arena-bytes",
+                             "Bytes of the params arena (parameters, shards, optimizer state)"};
+  Statistic constantsArenaBytes{this, "constants-arena-bytes",
+                                "Bytes of the constants arena"};
+  Statistic activationsArenaBytes{this, "activations-arena-bytes",
+                                  "Bytes of the activations arena after memory reuse"};
 };
 
 } // namespace

@@ -10,8 +10,11 @@
 #include "RuntimeLowering.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Debug.h"
 
 #include <map>
+
+#define DEBUG_TYPE "zero-lower-to-runtime"
 
 using namespace mlir;
 using namespace zero::lowering;
@@ -29,15 +32,13 @@ LogicalResult RuntimeLowering::computeLiveness() {
   // any instruction reading the view reads the storage.
   for (auto [i, in] : llvm::enumerate(instrs_)) {
     const uint64_t stages = stagesOf(in);
-    for (auto [k, inp] : llvm::enumerate(in.ins)) {
-      int s = k < in.inViews.size() ? in.inViews[k].first
-                                    : placement_.lookup(inp.first).storage;
+    for (size_t k = 0; k < in.ins.size(); ++k) {
+      int s = inputStorage(in, k);
       storages_[s].lastUse = std::max<int64_t>(storages_[s].lastUse, i);
       storages_[s].stages |= stages;
     }
-    for (auto [k, out] : llvm::enumerate(in.outs)) {
-      int s = k < in.outViews.size() ? in.outViews[k].first
-                                     : placement_.lookup(out.first).storage;
+    for (size_t k = 0; k < in.outs.size(); ++k) {
+      int s = outputStorage(in, k);
       storages_[s].def = std::min<int64_t>(storages_[s].def, i);
       storages_[s].lastUse = std::max<int64_t>(storages_[s].lastUse, i);
       storages_[s].stages |= stages;
@@ -64,18 +65,17 @@ LogicalResult RuntimeLowering::computeLiveness() {
     llvm::DenseMap<int, int64_t> seen;
     for (int64_t i = end - 1; i >= 0; --i) {
       const Instr &in = instrs_[size_t(i)];
-      if (!in.collective)
+      if (!in.isCollective)
         continue;
       auto it = seen.find(in.stream);
       next[size_t(i)] = it == seen.end() ? end : it->second;
       seen[in.stream] = i;
     }
     for (auto [i, in] : llvm::enumerate(instrs_)) {
-      if (!in.collective)
+      if (!in.isCollective)
         continue;
-      for (auto [k, inp] : llvm::enumerate(in.ins)) {
-        int s = k < in.inViews.size() ? in.inViews[k].first
-                                      : placement_.lookup(inp.first).storage;
+      for (size_t k = 0; k < in.ins.size(); ++k) {
+        int s = inputStorage(in, k);
         if (s >= 0 && storages_[s].lastUse == int64_t(i))
           storages_[s].lastUse = next[i];
       }
@@ -263,14 +263,10 @@ void RuntimeLowering::planInOrder() {
       if (write && storages_[s].def == h)
         commWritten[s] = true;
     };
-    for (auto [k, v] : llvm::enumerate(in.ins))
-      touch(k < in.inViews.size() ? in.inViews[k].first
-                                  : placement_.lookup(v.first).storage,
-            false);
-    for (auto [k, v] : llvm::enumerate(in.outs))
-      touch(k < in.outViews.size() ? in.outViews[k].first
-                                   : placement_.lookup(v.first).storage,
-            true);
+    for (size_t k = 0; k < in.ins.size(); ++k)
+      touch(inputStorage(in, k), false);
+    for (size_t k = 0; k < in.outs.size(); ++k)
+      touch(outputStorage(in, k), true);
   }
   std::vector<int> order;
   for (auto [s, st] : llvm::enumerate(storages_)) {
@@ -288,6 +284,9 @@ void RuntimeLowering::planInOrder() {
   bool differs = false;
   for (int s : order)
     differs |= offsets[s] != storages_[s].offset;
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": in-order plan "
+                          << (differs ? "differs" : "is the main plan") << ": " << size
+                          << " activation bytes\n");
   if (!differs)
     return;
   for (int s : order)

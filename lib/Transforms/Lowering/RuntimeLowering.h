@@ -70,9 +70,17 @@ struct Placement {
   int64_t offset = 0;
 };
 
-/// One runtime instruction before events are added.
+/// One runtime instruction before events are added: made by its kind, then
+/// completed in place once appended to the program (RuntimeLowering::append):
+///
+///   append(Instr::kernel("Copy", loc)).reads(value).writesTo(storage, 0, type);
+///   append(Instr::collective("AllGather", loc, group)).reads(shard).writes(full);
+///   append(Instr::kernel("Fill", loc)).withParams(params).writes(result);
+///
+/// A kernel runs on the compute stream and a collective on the communication
+/// stream unless `on` moves it; both start with no parameters.
 struct Instr {
-  bool collective = false;
+  bool isCollective = false;
   std::string name;
   int stream = kCompute;
   SmallVector<std::pair<Value, Type>> ins, outs; ///< value and the view type
@@ -83,6 +91,57 @@ struct Instr {
   FlatSymbolRefAttr group = nullptr;
   /// The world ranks that run it (a pipeline stage's); empty: every rank.
   SmallVector<int64_t> ranks;
+
+  /// A kernel named `name` (the runtime's kernel table) on the compute stream.
+  static Instr kernel(StringRef name, Location loc) {
+    return Instr(/*isCollective=*/false, name, kCompute, loc);
+  }
+  /// A collective named `name` on the communication stream, over `group`
+  /// (null: the world).
+  static Instr collective(StringRef name, Location loc, FlatSymbolRefAttr group) {
+    Instr in(/*isCollective=*/true, name, kComm, loc);
+    in.group = group;
+    return in;
+  }
+
+  /// Runs it on `s` instead.
+  Instr &on(StreamId s) {
+    stream = s;
+    return *this;
+  }
+  /// The kernel's or collective's parameters (how it runs).
+  Instr &withParams(DictionaryAttr p) {
+    params = p;
+    return *this;
+  }
+  /// Reads `v` where it is placed, as its own type.
+  Instr &reads(Value v) {
+    ins.push_back({v, v.getType()});
+    return *this;
+  }
+  /// Reads each of `vs`, in order.
+  Instr &readsAll(ValueRange vs) {
+    for (Value v : vs)
+      reads(v);
+    return *this;
+  }
+  /// Writes `v` where it is placed, as its own type.
+  Instr &writes(Value v) {
+    outs.push_back({v, v.getType()});
+    return *this;
+  }
+  /// Writes a `type` view at `offset` in block `storage`, whatever value
+  /// (if any) is placed there: a copy into a global's storage.
+  Instr &writesTo(int storage, int64_t offset, Type type) {
+    outViews.push_back({storage, offset});
+    outs.push_back({Value(), type});
+    return *this;
+  }
+
+private:
+  Instr(bool isCollective, StringRef name, StreamId stream, Location loc)
+      : isCollective(isCollective), name(name.str()), stream(stream),
+        params(DictionaryAttr::get(loc.getContext())), loc(loc) {}
 };
 
 /// A group of f32 elementwise ops lowered to one FusedElementwise kernel
@@ -100,6 +159,25 @@ std::optional<float> scalarConstant(Value v);
 /// The fusion groups of `body`, in program order (FuseElementwise.cpp).
 std::vector<FusionGroup> findFusionGroups(Block &body);
 
+/// The stream `op`'s kernel runs on: the communication stream when a pass
+/// marked it zero.stream = "comm" (an op packing a collective's input), so
+/// compute does not wait for it; else the compute stream.
+StreamId kernelStream(Operation *op);
+
+/// What a lowering produced: the pass's statistics (--mlir-pass-statistics).
+struct ProgramSummary {
+  int64_t instructions = 0; ///< kernels and collectives
+  int64_t collectives = 0;
+  int64_t fusedGroups = 0; ///< FusedElementwise kernels
+  int64_t fusedOps = 0;    ///< elementwise ops inside them
+  int64_t events = 0;      ///< cross-stream record/wait pairs' events
+  int64_t waits = 0;
+  int64_t arenaBytes[3] = {0, 0, 0}; ///< by ArenaKind
+};
+
+/// The program's zrt.buffer ops, one per distinct view (EmitProgram.cpp).
+class BufferTable;
+
 /// Lowers one function to a zrt.program in four steps, one file each.
 class RuntimeLowering {
 public:
@@ -108,6 +186,9 @@ public:
         fuseElementwise_(fuseElementwise) {}
 
   LogicalResult run();
+
+  /// The program's counts, after run().
+  ProgramSummary summary() const;
 
 private:
   int newStorage(ArenaKind arena, int64_t bytes) {
@@ -120,17 +201,96 @@ private:
   void bind(Value v, int storage, int64_t offset = 0) {
     placement_[v] = {storage, offset};
   }
+  /// The block `in` reads as its `k`th input: its explicit view's, else the
+  /// one its value is placed in.
+  int inputStorage(const Instr &in, size_t k) const {
+    return k < in.inViews.size() ? in.inViews[k].first
+                                 : placement_.lookup(in.ins[k].first).storage;
+  }
+  /// The block `in` writes as its `k`th output.
+  int outputStorage(const Instr &in, size_t k) const {
+    return k < in.outViews.size() ? in.outViews[k].first
+                                  : placement_.lookup(in.outs[k].first).storage;
+  }
+  /// Marks the block `v` is placed in as a gathered parameter: it lives until
+  /// its zero.release.
+  void markGathered(Value v) { storages_[placement_.lookup(v).storage].gathered = true; }
+
   /// Instruction selection and stream assignment (LowerToRuntime.cpp).
   LogicalResult collect();
+  /// A block for each of the function's arguments, and its input name.
+  void bindArguments(Block &body);
+  /// Marks the instructions from `first` on, which `op` became, with its
+  /// pipeline step and the ranks of its pipeline stage.
+  LogicalResult markPipelinePlacement(Operation &op, size_t first);
+  /// Dispatches `op` to the lowering of its op family.
   LogicalResult lowerOp(Operation *op);
+  /// Appends `in` to the program and returns it for the caller to complete.
+  Instr &append(Instr in) {
+    instrs_.push_back(std::move(in));
+    return instrs_.back();
+  }
+  /// A kernel for `op`: reads its operands, writes each result into a new
+  /// activation block, on the stream its zero.stream asks for.
+  Instr &appendKernel(Operation *op, StringRef name, DictionaryAttr params);
+  /// A collective for `op` over its `group`, on the communication stream.
+  Instr &appendCollective(Operation *op, StringRef name, DictionaryAttr params);
+  /// Makes `in` read `op`'s operands and write each of its results, placed in
+  /// a new activation block.
+  void readOperandsWriteResults(Instr &in, Operation *op);
+
+  // The op families (LowerToRuntime.cpp).
+  /// Parameters and optimizer state: a load is the global's storage.
+  LogicalResult lowerGlobalLoad(ml_program::GlobalLoadOp load);
+  /// A store copies its value into the global unless it is already there.
+  LogicalResult lowerGlobalStore(ml_program::GlobalStoreOp store);
+  /// AdamW, SGD and LrSchedule: a kernel that updates in place when its
+  /// result only goes back into a global.
+  LogicalResult lowerOptimizerUpdate(Operation *update);
+  /// zero.release: the end of a gathered parameter's live interval.
+  LogicalResult lowerRelease(::zero::dist::ReleaseOp release);
+  /// A collective of the zero dialect, named `name` in the runtime.
+  LogicalResult lowerCollective(Operation *op, StringRef name,
+                                ArrayRef<NamedAttribute> params = {});
+  /// zero.all_gather: a collective whose result may be a gathered parameter.
+  LogicalResult lowerAllGather(::zero::dist::AllGatherOp gather);
+  /// zero.bucket_all_gather: one AllGather into one buffer for the bucket.
+  LogicalResult lowerBucketAllGather(::zero::dist::BucketAllGatherOp gather);
+  /// A pipeline stage's send to the next: a Send on the communication stream.
+  LogicalResult lowerSend(::zero::dist::SendOp send);
+  /// A pipeline stage's receive: a Recv on the compute stream.
+  LogicalResult lowerRecv(::zero::dist::RecvOp recv);
+  /// ZeRO++ block quantization (qwZ, qgZ) before a collective.
+  LogicalResult lowerQuantize(::zero::dist::QuantizeOp quantize);
+  /// Its inverse after the collective; qwZ's result is a gathered parameter.
+  LogicalResult lowerDequantize(::zero::dist::DequantizeOp dequantize);
+  /// This rank's shard of a replicated tensor.
+  LogicalResult lowerLocalShard(::zero::dist::LocalShardOp shard);
+  /// An onnx.Constant: a block of the constants arena, or a Fill kernel.
+  LogicalResult lowerConstant(::zero::onnx::ConstantOp constant);
+  /// Reshape-like ops: a view of their operand's block, no instruction.
+  LogicalResult lowerView(Operation *view);
+  /// onnx.Slice: a view when contiguous, else a Slice kernel.
+  LogicalResult lowerSlice(::zero::onnx::SliceOp slice);
+  /// ScatterND and ScatterElements: a kernel, in place when it may be.
+  LogicalResult lowerScatter(Operation *scatter);
+  /// The function's results become the program's outputs.
+  LogicalResult lowerReturn(func::ReturnOp ret);
+  /// Any other onnx op: the kernel of its name.
+  LogicalResult lowerComputeOp(Operation *op);
+
   /// One FusedElementwise instruction for a fusion group, at its root.
   void lowerFusionGroup(const FusionGroup &group);
   /// The params storage of the global `sym` names (created on first use);
   /// -1 after an error on `user`.
   int globalStorage(Operation *user, SymbolRefAttr sym);
-  /// Live intervals and arena offsets (MemoryPlan.cpp).
+  /// Live intervals of every block (MemoryPlan.cpp); fails on a release
+  /// before a use.
   LogicalResult computeLiveness();
+  /// Arena offsets: params and constants packed, activations reused.
   void planMemory();
+  /// Offsets for the blocks in `order`, each placed at the lowest offset free
+  /// over its interval [def, last].
   std::vector<int64_t> placeBlocks(const std::vector<int> &order,
                                    const std::vector<int64_t> &def,
                                    const std::vector<int64_t> &last,
@@ -141,16 +301,32 @@ private:
   void planInOrder();
   /// Record/wait events for cross-stream dependencies (Events.cpp).
   void computeEvents();
+  /// For each instruction, the earlier instructions on the other stream it
+  /// must follow: read-after-write on its inputs, write-after-read and
+  /// write-after-write on memory its outputs reuse, and the program-order
+  /// fence before communication.
+  std::vector<std::vector<int64_t>> crossStreamDependencies() const;
   /// The zrt.program (EmitProgram.cpp).
   void emit();
-
-  Type viewType(Value v) { return v.getType(); }
+  /// The zrt.program op with its attributes, before func_; moves `b` into
+  /// its body.
+  void emitProgramOp(OpBuilder &b, DictionaryAttr training);
+  /// Streams, the world and the process groups, the arenas.
+  void emitResources(OpBuilder &b);
+  /// A zrt.global per global: its buffer, name, full type, role, shard.
+  void emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training);
+  /// Each instruction with the waits before it and the record after it.
+  void emitInstructions(OpBuilder &b, BufferTable &buffers);
 
   ModuleOp module_;
   func::FuncOp func_;
   OpBuilder b_;
   bool fuseElementwise_ = true;
   int64_t worldSize_ = 1;
+  /// Ranks per pipeline stage (the plan's dp), and whether the program is cut
+  /// into stages at all.
+  int64_t pipelineDp_ = 1;
+  bool pipelined_ = false;
   std::vector<Storage> storages_;
   llvm::DenseMap<Value, Placement> placement_;
   std::vector<Instr> instrs_;
@@ -165,6 +341,8 @@ private:
   /// Per instruction: the event it records (-1: none) and those it waits for.
   std::vector<int64_t> eventOf_;
   std::vector<std::vector<int64_t>> waits_;
+  /// Fusion groups lowered, and the ops inside them.
+  int64_t fusedGroups_ = 0, fusedOps_ = 0;
 };
 
 } // namespace lowering
