@@ -9,6 +9,7 @@
 #include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Analysis/Layers.h"
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "zero/Transforms/Passes.h"
@@ -18,6 +19,7 @@
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Regex.h"
 
 #include <functional>
@@ -25,18 +27,236 @@
 #include <set>
 #include <tuple>
 
+#define DEBUG_TYPE "zero-pipeline-split"
+
 namespace zero {
 #define GEN_PASS_DEF_ZEROPIPELINESPLITPASS
 #include "zero/Transforms/Passes.h.inc"
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 
 namespace {
+
+/// The layers' weights a partition method balanced (one per layer; empty for
+/// `uniform`) and the stages it chose: stage s holds layers
+/// [bounds[s], bounds[s+1]).
+struct LayerPartition {
+  std::vector<int64_t> weights, bounds;
+};
+
+/// Where a training step's op sits in the step: before the micro-batches
+/// (the dropout step counter), in micro-batch k's forward or backward, or
+/// after them (the optimizer).
+struct Slot {
+  enum Phase { Prologue, Forward, Backward, Epilogue } phase = Prologue;
+  int64_t micro = 0;
+};
+
+/// A training step being cut (see `cutTraining`): where each op sits in the
+/// step, the stage it goes to, and then its step in that stage's order of
+/// work.
+struct TrainingStepCut {
+  TrainingStepCut(Block &body, int64_t m) : body(body), term(body.getTerminator()), m(m) {}
+
+  Block &body;
+  Operation *term;
+  /// Micro-batches per step.
+  int64_t m;
+  /// Each op's slot, from the autodiff's tags. Ops the ZeRO passes added
+  /// between them (gathers, gradient collectives) carry no tag and have
+  /// none: they are ordered by their neighbours.
+  llvm::DenseMap<Operation *, Slot> slotOf;
+  /// The ops after the last tagged one (the optimizer's), in order.
+  SmallVector<Operation *> epilogue;
+  llvm::DenseSet<Operation *> inEpilogue;
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  /// The stages that use each global in the micro-batches.
+  llvm::DenseMap<Attribute, std::set<int64_t>> usedOn;
+  /// The ops (but the terminator) in program order before scheduling, each
+  /// one's index there, and its step on its stage.
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, int64_t> position, stepOf;
+};
+
+/// Forward micro-batching of a cut function (see `unroll`): the body, which
+/// is micro-batch 0's, copied once for each other micro-batch.
+struct MicroBatchUnroll {
+  MicroBatchUnroll(func::FuncOp func, int64_t m)
+      : func(func), body(func.getBody().front()), term(body.getTerminator()), m(m),
+        b(func.getContext()) {}
+
+  func::FuncOp func;
+  Block &body;
+  Operation *term;
+  /// Micro-batches.
+  int64_t m;
+  OpBuilder b;
+  /// Micro-batch 0's ops, and the send / recv tags they use.
+  SmallVector<Operation *> ops;
+  int64_t tags = 0;
+  /// The function's types with the micro-batches stacked along dim 0.
+  SmallVector<Type> argTypes, resultTypes;
+  /// (input, stage, micro-batch 0's rows there).
+  SmallVector<std::tuple<BlockArgument, int64_t, Value>> first;
+  /// Each output's part of every micro-batch, in order.
+  SmallVector<SmallVector<Value>> outputs;
+  /// The sends the copies added.
+  int64_t sendsCopied = 0;
+
+  /// Micro-batch k's ops are its forward step, F<k> (the trace's schedule
+  /// track, and how zero-run's report counts M for the predicted bubble).
+  void mark(Operation *op, int64_t k) {
+    attrs::kPipelineStep.set(op, b.getStringAttr("F" + Twine(k)));
+  }
+
+  /// `t` with m of it stacked along dim 0; a scalar has no dim 0.
+  FailureOr<RankedTensorType> stacked(Type t) {
+    auto rt = cast<RankedTensorType>(t);
+    if (rt.getRank() == 0)
+      return failure();
+    SmallVector<int64_t> shape(rt.getShape());
+    shape[0] *= m;
+    return RankedTensorType::get(shape, rt.getElementType());
+  }
+
+  /// Marks micro-batch 0's ops, and finds the send / recv tags they use
+  /// and the stacked types of the inputs and outputs.
+  LogicalResult collectFirstMicroBatch() {
+    for (Operation &op : body)
+      if (&op != term)
+        mark(&op, 0);
+    for (Operation &op : body) {
+      if (&op == term)
+        continue;
+      ops.push_back(&op);
+      if (auto t = op.getAttrOfType<IntegerAttr>("tag"))
+        tags = std::max(tags, t.getInt() + 1);
+    }
+    for (BlockArgument arg : body.getArguments()) {
+      FailureOr<RankedTensorType> t = stacked(arg.getType());
+      if (failed(t))
+        return func.emitError("zero-pipeline-split: micro-batches need every input to "
+                              "have a batch dimension (dim 0); a scalar input has none");
+      argTypes.push_back(*t);
+    }
+    for (Value v : term->getOperands()) {
+      FailureOr<RankedTensorType> t = stacked(v.getType());
+      if (failed(t))
+        return func.emitError("zero-pipeline-split: micro-batches need every output to "
+                              "have a batch dimension (dim 0)");
+      resultTypes.push_back(*t);
+    }
+    return success();
+  }
+
+  /// Micro-batch k's rows of an input on stage `st`: a contiguous block, a
+  /// view. Every rank binds every input, so each stage that reads an input
+  /// (the embedding's ids on the first, an attention mask or ids every
+  /// stage's layers read) takes its rows of it itself.
+  Value rows(BlockArgument arg, int64_t k, int64_t st) {
+    auto t = cast<RankedTensorType>(arg.getType());
+    int64_t per = t.getDimSize(0);
+    SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()), steps(t.getRank(), 1);
+    starts[0] = k * per;
+    ends[0] = (k + 1) * per;
+    auto slice = ::zero::onnx::SliceOp::create(b, func.getLoc(), t, arg, starts, ends, steps);
+    attrs::kPipelineStage.set(slice, b.getI64IntegerAttr(st));
+    mark(slice, k);
+    return slice;
+  }
+
+  /// The stage of the top-level op that holds `use`.
+  int64_t stageOfUse(OpOperand &use) {
+    Operation *user = use.getOwner();
+    while (user->getBlock() != &body)
+      user = user->getParentOp();
+    return attrs::kPipelineStage.getInt(user).value_or(0);
+  }
+
+  /// Micro-batch 0 reads its rows of each input, on each stage that reads it.
+  void sliceFirstMicroBatch() {
+    b.setInsertionPointToStart(&body);
+    outputs.resize(term->getNumOperands());
+    for (BlockArgument arg : body.getArguments()) {
+      std::set<int64_t> readers;
+      for (OpOperand &use : arg.getUses())
+        readers.insert(stageOfUse(use));
+      if (readers.empty())
+        readers.insert(0);
+      for (int64_t st : readers) {
+        Value v = rows(arg, 0, st);
+        arg.replaceUsesWithIf(v, [&](OpOperand &use) {
+          // Not the rows slices themselves (each on its own stage).
+          return use.getOwner() != v.getDefiningOp() && stageOfUse(use) == st;
+        });
+        first.push_back({arg, st, v});
+      }
+    }
+    for (auto [i, v] : llvm::enumerate(term->getOperands()))
+      outputs[i].push_back(v);
+  }
+
+  /// Micro-batches 1..m-1: a copy of micro-batch 0's ops each, in order,
+  /// reading its own rows and with its own send / recv tags.
+  void cloneMicroBatches() {
+    b.setInsertionPoint(term);
+    for (int64_t k = 1; k < m; ++k) {
+      IRMapping map;
+      for (auto [arg, st, rows0] : first)
+        map.map(rows0, rows(arg, k, st));
+      for (Operation *op : ops) {
+        Operation *copy = b.clone(*op, map);
+        mark(copy, k);
+        if (auto t = copy->getAttrOfType<IntegerAttr>("tag"))
+          copy->setAttr("tag", b.getI64IntegerAttr(t.getInt() + k * tags));
+        if (isa<::zero::dist::SendOp>(copy))
+          ++sendsCopied;
+      }
+      for (auto [i, v] : llvm::enumerate(term->getOperands()))
+        outputs[i].push_back(map.lookup(v));
+    }
+  }
+
+  /// Stage 0 stacks each output's micro-batches, and the function takes and
+  /// returns the stacked types.
+  void stackOutputs() {
+    // Stage 0 receives the outputs after it has sent every micro-batch on.
+    for (auto &parts : outputs)
+      for (Value v : parts)
+        if (auto recv = v.getDefiningOp<::zero::dist::RecvOp>())
+          recv->moveBefore(term);
+    SmallVector<Value> results;
+    for (auto [i, parts] : llvm::enumerate(outputs)) {
+      auto concat = ::zero::onnx::ConcatOp::create(b, func.getLoc(), resultTypes[i], parts, 0);
+      attrs::kPipelineStage.set(concat, b.getI64IntegerAttr(0));
+      results.push_back(concat);
+    }
+    term->setOperands(results);
+    for (auto [arg, t] : llvm::zip(body.getArguments(), argTypes))
+      arg.setType(t);
+    func.setType(b.getFunctionType(argTypes, resultTypes));
+  }
+};
 
 struct ZeroPipelineSplitPass
     : public ::zero::impl::ZeroPipelineSplitPassBase<ZeroPipelineSplitPass> {
   using Base::Base;
+  ZeroPipelineSplitPass() = default;
+  /// A clone registers statistics of its own (a Statistic is not copied).
+  ZeroPipelineSplitPass(const ZeroPipelineSplitPass &other)
+      : Base(other), stepIndices(other.stepIndices) {}
+
+  Statistic numStages{this, "stages", "Pipeline stages the function is cut into"};
+  Statistic numSends{this, "sends",
+                     "Send / receive pairs (zero.send, zero.recv) between stages, every "
+                     "micro-batch's"};
+  Statistic numRepeated{this, "repeated-ops",
+                        "Loads, constants and gathered parameters a later stage repeats "
+                        "instead of receiving them"};
+  Statistic numTiedParameters{this, "tied-parameters",
+                              "Parameters a training step holds and steps on several stages"};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -50,45 +270,67 @@ struct ZeroPipelineSplitPass
     // unrolled and tagged with tag-micro-batches): each stage runs the
     // forward and backward of its layers and steps the parameters it holds.
     const bool training = func.getSymName() == "train_step";
-    int64_t micro = microBatches;
-    if (training) {
-      if (microBatches != 1) {
-        func.emitError("zero-pipeline-split: a training step's micro-batches are its "
-                       "gradient accumulation steps (zero-autodiff accumulation=M); "
-                       "leave micro-batches=1");
-        return signalPassFailure();
-      }
-      auto acc = module->getAttrOfType<IntegerAttr>("zero.accumulation_steps");
-      micro = acc ? acc.getInt() : 1;
-      bool tagged = false;
-      for (Operation &op : func.getBody().front())
-        tagged |= op.hasAttr("zero.phase");
-      if (!tagged) {
-        func.emitError("zero-pipeline-split: the training step's ops carry no "
-                       "micro-batch tags; build it with zero-autodiff "
-                       "tag-micro-batches=true (zero-opt --train does)");
-        return signalPassFailure();
-      }
-    }
+    FailureOr<int64_t> micro =
+        training ? trainingMicroBatches(module, func) : FailureOr<int64_t>(microBatches);
+    if (failed(micro))
+      return signalPassFailure();
     if (schedule != "1f1b" && schedule != "gpipe") {
       func.emitError() << "zero-pipeline-split: schedule must be 1f1b or gpipe, got '"
                        << schedule << "'";
       return signalPassFailure();
     }
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
+    if (failed(checkLayersFitStages(func, ls, training)))
+      return signalPassFailure();
+    FailureOr<LayerPartition> partitioned = partitionLayers(func, ls);
+    if (failed(partitioned))
+      return signalPassFailure();
+    recordPlan(module, ls, *partitioned, *micro, training);
+    if (training) {
+      if (failed(cutTraining(module, func, ls, partitioned->bounds, *micro)))
+        return signalPassFailure();
+    } else if (failed(cut(module, func, ls, partitioned->bounds)) || failed(unroll(func))) {
+      return signalPassFailure();
+    }
+    if (failed(outlineStages(module, func)))
+      return signalPassFailure();
+    numStages = unsigned(stages);
+  }
+
+  /// A training step's micro-batches are its gradient accumulation steps
+  /// (zero.accumulation_steps), each one's ops tagged by zero-autodiff.
+  FailureOr<int64_t> trainingMicroBatches(ModuleOp module, func::FuncOp func) {
+    if (microBatches != 1)
+      return func.emitError("zero-pipeline-split: a training step's micro-batches are its "
+                            "gradient accumulation steps (zero-autodiff accumulation=M); "
+                            "leave micro-batches=1");
+    const int64_t micro = attrs::kAccumulationSteps.getInt(module).value_or(1);
+    bool tagged = false;
+    for (Operation &op : func.getBody().front())
+      tagged |= attrs::kPhase.isSetOn(&op);
+    if (!tagged)
+      return func.emitError("zero-pipeline-split: the training step's ops carry no "
+                            "micro-batch tags; build it with zero-autodiff "
+                            "tag-micro-batches=true (zero-opt --train does)");
+    return micro;
+  }
+
+  /// The model has layers to cut between, and at least one for each stage.
+  LogicalResult checkLayersFitStages(func::FuncOp func, const ::zero::LayerStructure &ls,
+                                     bool training) {
     const int64_t n = int64_t(ls.layers.size());
     if (n == 0) {
       // Without module paths the layers are the segments between the points
       // where a single activation crosses (Layers.h), found on the forward
       // function only.
-      func.emitError() << "zero-pipeline-split: the model records no module paths (neither "
-                          "the dynamo exporter's name_scopes metadata nor the TorchScript "
-                          "exporter's /module/path node names)"
-                       << (training ? ", and a training step is not cut at single-activation "
-                                      "points (only a forward function is)"
-                                    : ", and it has no op to cut between")
-                       << "; re-export it with torch.onnx.export";
-      return signalPassFailure();
+      return func.emitError()
+             << "zero-pipeline-split: the model records no module paths (neither "
+                "the dynamo exporter's name_scopes metadata nor the TorchScript "
+                "exporter's /module/path node names)"
+             << (training ? ", and a training step is not cut at single-activation "
+                            "points (only a forward function is)"
+                          : ", and it has no op to cut between")
+             << "; re-export it with torch.onnx.export";
     }
     if (stages < 1 || stages > n) {
       auto diag = func.emitError();
@@ -99,53 +341,70 @@ struct ZeroPipelineSplitPass
         diag << " (the model records no module paths: its segments lie between the points "
                 "where a single activation crosses, each holding parameters; zero-opt "
                 "--report lists them)";
-      return signalPassFailure();
+      return failure();
     }
-    std::vector<int64_t> weights, bounds;
+    return success();
+  }
+
+  /// The layers assigned to stages by the `partition` method.
+  FailureOr<LayerPartition> partitionLayers(func::FuncOp func,
+                                            const ::zero::LayerStructure &ls) {
+    LayerPartition p;
     StringRef method = partition;
     if (method == "parameters") {
       for (const ::zero::Layer &l : ls.layers)
-        weights.push_back(l.params);
-      bounds = ::zero::partitionBalanced(weights, stages);
+        p.weights.push_back(l.params);
+      p.bounds = ::zero::partitionBalanced(p.weights, stages);
     } else if (method == "uniform") {
-      bounds = ::zero::partitionUniform(n, stages);
+      p.bounds = ::zero::partitionUniform(int64_t(ls.layers.size()), stages);
     } else if (method == "compute") {
       // Not DeepSpeed's: its balanced rule over each layer's multiply-
       // accumulates, so a stage's work, not its weights, is balanced (a tied
       // LM head weighs its GEMM where it runs, not on the embedding's stage).
       for (const ::zero::Layer &l : ls.layers)
-        weights.push_back(::zero::layerMacs(l));
-      bounds = ::zero::partitionBalanced(weights, stages);
+        p.weights.push_back(::zero::layerMacs(l));
+      p.bounds = ::zero::partitionBalanced(p.weights, stages);
     } else if (method.consume_front("type:")) {
       llvm::Regex re(method, llvm::Regex::IgnoreCase);
       std::string error;
-      if (!re.isValid(error)) {
-        func.emitError() << "zero-pipeline-split: partition=type:" << method
-                         << " is not a valid regular expression: " << error;
-        return signalPassFailure();
-      }
+      if (!re.isValid(error))
+        return func.emitError() << "zero-pipeline-split: partition=type:" << method
+                                << " is not a valid regular expression: " << error;
       bool any = false;
       for (const ::zero::Layer &l : ls.layers) {
         bool match = re.match(l.cls) || re.match(l.name);
-        weights.push_back(match ? 1 : 0);
+        p.weights.push_back(match ? 1 : 0);
         any |= match;
       }
-      if (!any) {
-        func.emitError() << "zero-pipeline-split: partition=type:" << method
-                         << " matches no layer's class or module path"
-                         << (ls.segments ? " (the model records neither: its layers: "
-                                         : " (the layers: ")
-                         << ls.layers.front().name << " ... " << ls.layers.back().name
-                         << "; zero-opt --report lists them)";
-        return signalPassFailure();
-      }
-      bounds = ::zero::partitionBalanced(weights, stages);
+      if (!any)
+        return func.emitError() << "zero-pipeline-split: partition=type:" << method
+                                << " matches no layer's class or module path"
+                                << (ls.segments ? " (the model records neither: its layers: "
+                                                : " (the layers: ")
+                                << ls.layers.front().name << " ... " << ls.layers.back().name
+                                << "; zero-opt --report lists them)";
+      p.bounds = ::zero::partitionBalanced(p.weights, stages);
     } else {
-      func.emitError() << "zero-pipeline-split: partition must be parameters, uniform "
-                       << "or type:REGEX (DeepSpeed's partition_method), or compute, got '"
-                       << partition << "'";
-      return signalPassFailure();
+      return func.emitError() << "zero-pipeline-split: partition must be parameters, uniform "
+                              << "or type:REGEX (DeepSpeed's partition_method), or compute, "
+                                 "got '"
+                              << partition << "'";
     }
+    LLVM_DEBUG({
+      llvm::dbgs() << "zero-pipeline-split: partition=" << partition << " over "
+                   << ls.layers.size() << " layers:";
+      for (size_t s = 0; s + 1 < p.bounds.size(); ++s)
+        llvm::dbgs() << " stage " << s << " [" << p.bounds[s] << ", " << p.bounds[s + 1]
+                     << ")";
+      llvm::dbgs() << "\n";
+    });
+    return p;
+  }
+
+  /// The plan on the module (zero.pipeline_plan), for zero-report and the
+  /// runtime: stages, the method, the layers and the first of each stage.
+  void recordPlan(ModuleOp module, const ::zero::LayerStructure &ls,
+                  const LayerPartition &partitioned, int64_t micro, bool training) {
     Builder b(module.getContext());
     SmallVector<Attribute> names, classes;
     SmallVector<int64_t> params;
@@ -159,7 +418,7 @@ struct ZeroPipelineSplitPass
         b.getNamedAttr("partition", b.getStringAttr(partition)),
         b.getNamedAttr("layers", b.getArrayAttr(names)),
         b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
-        b.getNamedAttr("parts", b.getDenseI64ArrayAttr(bounds)),
+        b.getNamedAttr("parts", b.getDenseI64ArrayAttr(partitioned.bounds)),
         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
         b.getNamedAttr("schedule", b.getStringAttr(training ? StringRef(schedule)
@@ -167,16 +426,8 @@ struct ZeroPipelineSplitPass
     if (llvm::any_of(ls.layers, [](const ::zero::Layer &l) { return !l.cls.empty(); }))
       plan.push_back(b.getNamedAttr("layer_classes", b.getArrayAttr(classes)));
     if (StringRef(partition) == "compute") // the multiply-accumulates balanced
-      plan.push_back(b.getNamedAttr("layer_macs", b.getDenseI64ArrayAttr(weights)));
-    module->setAttr("zero.pipeline_plan", b.getDictionaryAttr(plan));
-    if (training) {
-      if (failed(cutTraining(module, func, ls, bounds, micro)))
-        return signalPassFailure();
-    } else if (failed(cut(module, func, ls, bounds)) || failed(unroll(func))) {
-      return signalPassFailure();
-    }
-    if (failed(outlineStages(module, func)))
-      return signalPassFailure();
+      plan.push_back(b.getNamedAttr("layer_macs", b.getDenseI64ArrayAttr(partitioned.weights)));
+    attrs::kPipelinePlan.set(module, b.getDictionaryAttr(plan));
   }
 
   /// Each stage becomes its own function, @<name>_stage<s> (attribute
@@ -190,20 +441,37 @@ struct ZeroPipelineSplitPass
   /// its ranks.
   LogicalResult outlineStages(ModuleOp module, func::FuncOp func) {
     Block &body = func.getBody().front();
-    Operation *term = body.getTerminator();
-    auto stageAttr = [&](Operation *op) -> FailureOr<int64_t> {
-      auto st = op->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
-      if (!st || st.getInt() < 0 || st.getInt() >= stages)
-        return failure();
-      return st.getInt();
-    };
-    // The stage whose ops compute the outputs returns them.
+    FailureOr<int64_t> returning = returningStage(body.getTerminator());
+    if (failed(returning))
+      return failure();
+    LLVM_DEBUG(llvm::dbgs() << "zero-pipeline-split: stage " << *returning
+                            << " returns the outputs\n");
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(func);
+    SmallVector<func::FuncOp> stageFuncs = createStageFunctions(b, func, *returning);
+    if (failed(moveOpsToStages(body, stageFuncs)) || failed(checkStagesReadOwnValues(stageFuncs)))
+      return failure();
+    buildDriver(b, func, stageFuncs, *returning);
+    return success();
+  }
+
+  /// The stage an op of the cut function was assigned (zero.pipeline_stage).
+  FailureOr<int64_t> assignedStage(Operation *op) {
+    auto st = attrs::kPipelineStage.get(op);
+    if (!st || st.getInt() < 0 || st.getInt() >= stages)
+      return failure();
+    return st.getInt();
+  }
+
+  /// The stage whose ops compute the outputs returns them (stage 0 when none
+  /// does: the outputs are inputs).
+  FailureOr<int64_t> returningStage(Operation *term) {
     int64_t returning = -1;
     for (Value v : term->getOperands()) {
       Operation *def = v.getDefiningOp();
       if (!def)
         continue;
-      FailureOr<int64_t> st = stageAttr(def);
+      FailureOr<int64_t> st = assignedStage(def);
       if (failed(st) || (returning >= 0 && returning != *st))
         return def->emitOpError("zero-pipeline-split: the outputs must be computed by one "
                                 "stage (the one that receives them)");
@@ -211,10 +479,15 @@ struct ZeroPipelineSplitPass
     }
     if (returning < 0)
       returning = 0;
-    OpBuilder b(module.getContext());
-    b.setInsertionPointAfter(func);
+    return returning;
+  }
+
+  /// One empty private function per stage, after `func`, taking its inputs;
+  /// the `returning` stage's returns its results.
+  SmallVector<func::FuncOp> createStageFunctions(OpBuilder &b, func::FuncOp func,
+                                                 int64_t returning) {
     SmallVector<func::FuncOp> stageFuncs;
-    SmallVector<Type> argTypes(body.getArgumentTypes());
+    SmallVector<Type> argTypes(func.getBody().front().getArgumentTypes());
     for (int64_t s = 0; s < stages; ++s) {
       SmallVector<Type> results;
       if (s == returning)
@@ -223,7 +496,7 @@ struct ZeroPipelineSplitPass
                                     (func.getSymName() + "_stage" + Twine(s)).str(),
                                     b.getFunctionType(argTypes, results));
       f.setPrivate();
-      f->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(s));
+      attrs::kPipelineStage.set(f, b.getI64IntegerAttr(s));
       if (ArrayAttr args = func.getAllArgAttrs())
         f.setAllArgAttrs(args);
       if (s == returning)
@@ -233,14 +506,20 @@ struct ZeroPipelineSplitPass
       stageFuncs.push_back(f);
       b.setInsertionPointAfter(f);
     }
-    // Move each op, in order, to its stage's function.
+    return stageFuncs;
+  }
+
+  /// Moves each op, in order, to its stage's function, reading that
+  /// function's arguments for the inputs.
+  LogicalResult moveOpsToStages(Block &body, MutableArrayRef<func::FuncOp> stageFuncs) {
+    Operation *term = body.getTerminator();
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (&op == term)
         continue;
-      FailureOr<int64_t> st = stageAttr(&op);
+      FailureOr<int64_t> st = assignedStage(&op);
       if (failed(st))
         return op.emitOpError("zero-pipeline-split: has no pipeline stage after the cut");
-      op.removeAttr("zero.pipeline_stage");
+      attrs::kPipelineStage.remove(&op);
       op.moveBefore(&stageFuncs[size_t(*st)].getBody().front(),
                     stageFuncs[size_t(*st)].getBody().front().end());
     }
@@ -249,8 +528,12 @@ struct ZeroPipelineSplitPass
         arg.replaceUsesWithIf(f.getArgument(unsigned(i)), [&](OpOperand &use) {
           return use.getOwner()->getParentOfType<func::FuncOp>() == f;
         });
-    // Every value a stage reads is its own (a send / recv pair carries the
-    // rest): checked here, since a use across functions would not verify.
+    return success();
+  }
+
+  /// Every value a stage reads is its own (a send / recv pair carries the
+  /// rest): checked here, since a use across functions would not verify.
+  static LogicalResult checkStagesReadOwnValues(MutableArrayRef<func::FuncOp> stageFuncs) {
     for (func::FuncOp f : stageFuncs) {
       WalkResult crossed = f.walk([&](Operation *op) {
         for (Value v : op->getOperands()) {
@@ -267,6 +550,16 @@ struct ZeroPipelineSplitPass
       if (crossed.wasInterrupted())
         return failure();
     }
+    return success();
+  }
+
+  /// Ends each stage function with its return, and turns `func` into the
+  /// driver: one call per stage, returning what the `returning` stage's
+  /// call does.
+  static void buildDriver(OpBuilder &b, func::FuncOp func,
+                          MutableArrayRef<func::FuncOp> stageFuncs, int64_t returning) {
+    Block &body = func.getBody().front();
+    Operation *term = body.getTerminator();
     SmallVector<Value> outputs(term->getOperands());
     for (auto [s, f] : llvm::enumerate(stageFuncs)) {
       b.setInsertionPointToEnd(&f.getBody().front());
@@ -287,16 +580,7 @@ struct ZeroPipelineSplitPass
         results.assign(call.getResults().begin(), call.getResults().end());
     }
     term->setOperands(results);
-    return success();
   }
-
-  /// Where a training step's op sits in the step: before the micro-batches
-  /// (the dropout step counter), in micro-batch k's forward or backward, or
-  /// after them (the optimizer).
-  struct Slot {
-    enum Phase { Prologue, Forward, Backward, Epilogue } phase = Prologue;
-    int64_t micro = 0;
-  };
 
   /// The position of a slot in stage `st`'s order of work (pipelineSchedule):
   /// the prologue first, the optimizer step last.
@@ -324,19 +608,19 @@ struct ZeroPipelineSplitPass
   /// total to the others with the update). A stage sends its part once per
   /// step instead of once per micro-batch; the sum's rounding differs from
   /// the 1-rank step's.
-  void sumTiedPerStage(Block &body, ArrayRef<Operation *> epilogue,
-                       const llvm::DenseMap<Attribute, std::set<int64_t>> &usedOn,
-                       llvm::DenseMap<Operation *, int64_t> &stageOf,
-                       llvm::DenseMap<Operation *, Slot> &slotOf) {
+  void sumTiedPerStage(TrainingStepCut &step) {
+    Block &body = step.body;
+    llvm::DenseMap<Operation *, int64_t> &stageOf = step.stageOf;
+    llvm::DenseMap<Operation *, Slot> &slotOf = step.slotOf;
     OpBuilder b(body.getParentOp()->getContext());
-    for (Operation *update : epilogue) {
+    for (Operation *update : step.epilogue) {
       if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(update))
         continue;
       auto load = update->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
       if (!load)
         continue; // a sharded step's parameter: its gradient is reduced first
-      auto used = usedOn.find(load.getGlobalAttr());
-      if (used == usedOn.end() || used->second.size() < 2)
+      auto used = step.usedOn.find(load.getGlobalAttr());
+      if (used == step.usedOn.end() || used->second.size() < 2)
         continue;
       auto root = update->getOperand(1).getDefiningOp<::zero::onnx::AddOp>();
       if (!root)
@@ -373,6 +657,9 @@ struct ZeroPipelineSplitPass
       }
       if (!known || byStage.size() < 2)
         continue;
+      LLVM_DEBUG(llvm::dbgs() << "zero-pipeline-split: tied-grads=step: " << load.getGlobal()
+                              << "'s gradient summed on " << byStage.size()
+                              << " stages, then on stage " << *used->second.begin() << "\n");
       // A new Add after both operands, on `st`, in the later operand's slot.
       auto later = [&](Value x, Value y) {
         Operation *dx = x.getDefiningOp(), *dy = y.getDefiningOp();
@@ -386,8 +673,8 @@ struct ZeroPipelineSplitPass
       auto makeAdd = [&](Value x, Value y, int64_t st, Slot slot) -> Value {
         b.setInsertionPointAfter(later(x, y));
         auto add = ::zero::onnx::AddOp::create(b, root.getLoc(), root.getType(), x, y);
-        add->setAttr("zero.phase", b.getStringAttr("backward"));
-        add->setAttr("zero.micro_batch", b.getI64IntegerAttr(slot.micro));
+        attrs::kPhase.set(add, b.getStringAttr("backward"));
+        attrs::kMicroBatch.set(add, b.getI64IntegerAttr(slot.micro));
         stageOf[add] = st;
         slotOf[add] = slot;
         return add.getResult();
@@ -419,8 +706,7 @@ struct ZeroPipelineSplitPass
   LogicalResult checkWorld(ModuleOp module, StringRef what) {
     if (dp < 1)
       return module.emitError() << "zero-pipeline-split: dp must be >= 1, got " << int64_t(dp);
-    auto w = module->getAttrOfType<IntegerAttr>("zero.world_size");
-    const int64_t world = w ? w.getInt() : 1;
+    const int64_t world = attrs::kWorldSize.getInt(module).value_or(1);
     if (world != dp)
       return module.emitError()
              << "zero-pipeline-split: the " << what << " is compiled for " << world
@@ -445,48 +731,67 @@ struct ZeroPipelineSplitPass
     if (failed(groupCollectives(module, func)))
       return failure();
     Block &body = func.getBody().front();
-    Operation *term = body.getTerminator();
-    // Slots, from the autodiff's tags.
-    // Ops the ZeRO passes added between them (gathers, gradient
-    // collectives) carry no tag: they are ordered by their neighbours below.
-    llvm::DenseMap<Operation *, Slot> slotOf;
+    TrainingStepCut step(body, m);
+    slotByTags(step);
+    // The micro-batches' ops (and the prologue), by the layers.
+    step.inEpilogue.insert(step.epilogue.begin(), step.epilogue.end());
+    assignStages(body, ls, bounds, step.stageOf, step.inEpilogue);
+    findParameterStages(step);
+    if (tiedGrads == "step")
+      sumTiedPerStage(step);
+    else if (tiedGrads != "micro-batch")
+      return module.emitError() << "zero-pipeline-split: tied-grads must be micro-batch or "
+                                   "step, got '"
+                                << tiedGrads << "'";
+    if (failed(placeEpilogue(module, step)))
+      return failure();
+    connect(module, func, step.stageOf);
+    if (schedule == "1f1b" && failed(checkForwardRunsDownstream(step)))
+      return failure();
+    if (failed(assignSteps(step)))
+      return failure();
+    orderBySteps(module.getContext(), step);
+    return success();
+  }
+
+  /// Slots, from the autodiff's tags: the ops before the first tagged one
+  /// are the prologue, those after the last the epilogue; the untagged ones
+  /// in between get none.
+  static void slotByTags(TrainingStepCut &step) {
     Operation *lastTagged = nullptr;
-    for (Operation &op : body)
-      if (op.hasAttr("zero.phase"))
+    for (Operation &op : step.body)
+      if (attrs::kPhase.isSetOn(&op))
         lastTagged = &op;
     bool seenTagged = false, pastLast = false;
-    SmallVector<Operation *> epilogue;
-    for (Operation &op : body) {
-      if (&op == term)
+    for (Operation &op : step.body) {
+      if (&op == step.term)
         continue;
-      if (auto phase = op.getAttrOfType<StringAttr>("zero.phase")) {
+      if (auto phase = attrs::kPhase.get(&op)) {
         seenTagged = true;
         Slot slot;
         slot.phase = phase.getValue() == "forward" ? Slot::Forward : Slot::Backward;
-        slot.micro = op.getAttrOfType<IntegerAttr>("zero.micro_batch").getInt();
-        slotOf[&op] = slot;
+        slot.micro = attrs::kMicroBatch.get(&op).getInt();
+        step.slotOf[&op] = slot;
       } else if (!seenTagged) {
-        slotOf[&op] = Slot{Slot::Prologue, 0};
+        step.slotOf[&op] = Slot{Slot::Prologue, 0};
       } else if (pastLast) {
-        slotOf[&op] = Slot{Slot::Epilogue, 0};
-        epilogue.push_back(&op);
+        step.slotOf[&op] = Slot{Slot::Epilogue, 0};
+        step.epilogue.push_back(&op);
       }
       pastLast |= &op == lastTagged;
     }
-    // The micro-batches' ops (and the prologue), by the layers.
-    llvm::DenseSet<Operation *> inEpilogue(epilogue.begin(), epilogue.end());
-    llvm::DenseMap<Operation *, int64_t> stageOf;
-    assignStages(body, ls, bounds, stageOf, inEpilogue);
-    // The stages that use each global in the micro-batches: those of the ops
-    // reading its load, and, for a ZeRO-3 parameter, those of the ops reading
-    // it through the transfers that bring it in (a quantization, the gather,
-    // its views). A gather shared by layers of several stages sits on the
-    // first; every stage that computes with the parameter holds a copy and
-    // steps it.
-    llvm::DenseMap<Attribute, std::set<int64_t>> usedOn;
-    for (Operation &op : body) {
+  }
+
+  /// The stages that use each global in the micro-batches: those of the ops
+  /// reading its load, and, for a ZeRO-3 parameter, those of the ops reading
+  /// it through the transfers that bring it in (a quantization, the gather,
+  /// its views). A gather shared by layers of several stages sits on the
+  /// first; every stage that computes with the parameter holds a copy and
+  /// steps it.
+  static void findParameterStages(TrainingStepCut &step) {
+    for (Operation &op : step.body) {
       auto load = dyn_cast<ml_program::GlobalLoadOp>(&op);
-      if (!load || inEpilogue.count(&op))
+      if (!load || step.inEpilogue.count(&op))
         continue;
       std::set<int64_t> stages;
       SmallVector<Value> reach{load.getResult()};
@@ -497,9 +802,9 @@ struct ZeroPipelineSplitPass
           continue;
         for (OpOperand &use : v.getUses()) {
           Operation *user = use.getOwner();
-          if (inEpilogue.count(user))
+          if (step.inEpilogue.count(user))
             continue;
-          if (auto it = stageOf.find(user); it != stageOf.end())
+          if (auto it = step.stageOf.find(user); it != step.stageOf.end())
             stages.insert(it->second);
           if (isa<::zero::dist::QuantizeOp>(user) || ::zero::isQuantizedShardGather(user) ||
               ::zero::isGather(user) || ::zero::isParameterView(user)) {
@@ -514,20 +819,47 @@ struct ZeroPipelineSplitPass
         }
       }
       if (!stages.empty())
-        usedOn[load.getGlobalAttr()].insert(stages.begin(), stages.end());
+        step.usedOn[load.getGlobalAttr()].insert(stages.begin(), stages.end());
     }
-    if (tiedGrads == "step")
-      sumTiedPerStage(body, epilogue, usedOn, stageOf, slotOf);
-    else if (tiedGrads != "micro-batch")
-      return module.emitError() << "zero-pipeline-split: tied-grads must be micro-batch or "
-                                   "step, got '"
-                                << tiedGrads << "'";
-    // The epilogue: updates on their parameters' stages (cloned, with their
-    // stores, for a parameter held by several), squared norms where their
-    // gradients are; the rest by the forward rule.
-    OpBuilder b(module.getContext());
+  }
+
+  /// The epilogue: updates on their parameters' stages (cloned, with their
+  /// stores, for a parameter held by several), squared norms where their
+  /// gradients are; the rest by the forward rule.
+  LogicalResult placeEpilogue(ModuleOp module, TrainingStepCut &step) {
     llvm::DenseMap<Operation *, int64_t> fixed;
-    for (Operation *op : epilogue) {
+    if (failed(placeUpdates(module, step, fixed)))
+      return failure();
+    for (Operation &op : step.body)
+      if (auto rss = dyn_cast<::zero::onnx::ReduceSumSquareOp>(&op);
+          rss && step.inEpilogue.count(&op))
+        if (Operation *d = rss->getOperand(0).getDefiningOp())
+          if (auto it = step.stageOf.find(d); it != step.stageOf.end())
+            fixed[&op] = it->second;
+    // The epilogue's remaining ops: earliest stage of their users, else the
+    // last stage of their operands.
+    SmallVector<Operation *> rest;
+    for (Operation &op : step.body)
+      if (&op != step.term && !step.stageOf.count(&op))
+        rest.push_back(&op);
+    placeByUses(
+        rest,
+        [&](Operation *op) -> std::optional<int64_t> {
+          if (auto it = fixed.find(op); it != fixed.end())
+            return it->second;
+          return std::nullopt;
+        },
+        [](Operation *op) { return op; }, step.stageOf);
+    return success();
+  }
+
+  /// Each update (and what it feeds) on every stage that uses its parameter:
+  /// on the first, in place; on each other, a copy after it. Records the
+  /// stages in `fixed`.
+  LogicalResult placeUpdates(ModuleOp module, TrainingStepCut &step,
+                             llvm::DenseMap<Operation *, int64_t> &fixed) {
+    OpBuilder b(module.getContext());
+    for (Operation *op : step.epilogue) {
       if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
         continue;
       // The parameter: a load of its global (through the flatten, pad and
@@ -539,17 +871,22 @@ struct ZeroPipelineSplitPass
       if (!load)
         return op->emitOpError("zero-pipeline-split: cannot find the global this "
                                "update steps");
-      auto it = usedOn.find(load.getGlobalAttr());
-      if (it == usedOn.end() || it->second.empty())
+      auto it = step.usedOn.find(load.getGlobalAttr());
+      if (it == step.usedOn.end() || it->second.empty())
         return op->emitOpError("zero-pipeline-split: no stage uses the parameter this "
                                "update steps");
+      if (it->second.size() > 1) {
+        ++numTiedParameters;
+        LLVM_DEBUG(llvm::dbgs() << "zero-pipeline-split: " << load.getGlobal() << " is stepped on "
+                                << it->second.size() << " stages\n");
+      }
       // The update and what it feeds (the stores, and for a sharded step the
       // gather of the updated shards): on each stage that holds the parameter.
       llvm::SetVector<Operation *> chain;
       chain.insert(op);
       for (size_t i = 0; i < chain.size(); ++i)
         for (Operation *user : chain[i]->getUsers())
-          if (user != term)
+          if (user != step.term)
             chain.insert(user);
       SmallVector<Operation *> ordered(chain.begin(), chain.end());
       llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
@@ -566,80 +903,66 @@ struct ZeroPipelineSplitPass
         for (Operation *c : ordered) {
           Operation *copy = b.clone(*c, map);
           fixed[copy] = st;
-          slotOf[copy] = Slot{Slot::Epilogue, 0};
+          step.slotOf[copy] = Slot{Slot::Epilogue, 0};
         }
       }
     }
-    for (Operation &op : body)
-      if (auto rss = dyn_cast<::zero::onnx::ReduceSumSquareOp>(&op); rss && inEpilogue.count(&op))
-        if (Operation *d = rss->getOperand(0).getDefiningOp())
-          if (auto it = stageOf.find(d); it != stageOf.end())
-            fixed[&op] = it->second;
-    // The epilogue's remaining ops: earliest stage of their users, else the
-    // last stage of their operands.
-    SmallVector<Operation *> rest;
-    for (Operation &op : body)
-      if (&op != term && !stageOf.count(&op))
-        rest.push_back(&op);
-    placeByUses(
-        rest,
-        [&](Operation *op) -> std::optional<int64_t> {
-          if (auto it = fixed.find(op); it != fixed.end())
-            return it->second;
-          return std::nullopt;
-        },
-        [](Operation *op) { return op; }, stageOf);
-    connect(module, func, stageOf);
-    // 1F1B interleaves a stage's forwards with its backwards on the
-    // assumption that activations flow to later stages and gradients to
-    // earlier ones; a forward value sent back to an earlier stage (a
-    // parameter's functional use outside its module, placed with that
-    // parameter's layer) would leave two stages each waiting for the other.
-    if (schedule == "1f1b") {
-      for (Operation &op : body) {
-        auto recv = dyn_cast<::zero::dist::RecvOp>(&op);
-        if (!recv || recv.getPeer() <= stageOf.lookup(recv))
+    return success();
+  }
+
+  /// 1F1B interleaves a stage's forwards with its backwards on the
+  /// assumption that activations flow to later stages and gradients to
+  /// earlier ones; a forward value sent back to an earlier stage (a
+  /// parameter's functional use outside its module, placed with that
+  /// parameter's layer) would leave two stages each waiting for the other.
+  static LogicalResult checkForwardRunsDownstream(TrainingStepCut &step) {
+    for (Operation &op : step.body) {
+      auto recv = dyn_cast<::zero::dist::RecvOp>(&op);
+      if (!recv || recv.getPeer() <= step.stageOf.lookup(recv))
+        continue;
+      for (Operation *user : recv->getUsers()) {
+        auto slot = step.slotOf.find(user);
+        if (slot == step.slotOf.end() || slot->second.phase != Slot::Forward)
           continue;
-        for (Operation *user : recv->getUsers()) {
-          auto slot = slotOf.find(user);
-          if (slot == slotOf.end() || slot->second.phase != Slot::Forward)
-            continue;
-          return user->emitError()
-                 << "zero-pipeline-split: schedule=1f1b needs the forward to run from "
-                    "each stage to the next, but this op (stage "
-                 << stageOf.lookup(recv) << ") reads a value of stage " << recv.getPeer()
-                 << " in the forward of micro-batch " << slot->second.micro
-                 << " (an op outside the modules is placed with the layer whose "
-                    "parameter it reads, e.g. a head multiplying by a tied embedding's "
-                    "weight); use schedule=gpipe, or give that op a module of its own";
-        }
+        return user->emitError()
+               << "zero-pipeline-split: schedule=1f1b needs the forward to run from "
+                  "each stage to the next, but this op (stage "
+               << step.stageOf.lookup(recv) << ") reads a value of stage " << recv.getPeer()
+               << " in the forward of micro-batch " << slot->second.micro
+               << " (an op outside the modules is placed with the layer whose "
+                  "parameter it reads, e.g. a head multiplying by a tied embedding's "
+                  "weight); use schedule=gpipe, or give that op a module of its own";
       }
     }
-    // Each op's step on its stage. Tagged ops: their slot's position in the
-    // stage's schedule; before the first tagged op: first; after the last:
-    // last. An untagged op in between (a gather, a gradient collective, a
-    // send or receive the cut added) keeps the step of the tagged op that
-    // follows it, kept after its operands' steps and before its users'; a
-    // send goes as early as its value allows, a receive (or a repeated load)
-    // as late as its first user.
-    SmallVector<Operation *> ops;
-    llvm::DenseMap<Operation *, int64_t> position, stepOf;
-    for (Operation &op : body)
-      if (&op != term) {
+    return success();
+  }
+
+  /// Each op's step on its stage. Tagged ops: their slot's position in the
+  /// stage's schedule; before the first tagged op: first; after the last:
+  /// last. An untagged op in between (a gather, a gradient collective, a
+  /// send or receive the cut added) keeps the step of the tagged op that
+  /// follows it, kept after its operands' steps and before its users'; a
+  /// send goes as early as its value allows, a receive (or a repeated load)
+  /// as late as its first user.
+  LogicalResult assignSteps(TrainingStepCut &step) {
+    SmallVector<Operation *> &ops = step.ops;
+    llvm::DenseMap<Operation *, int64_t> &position = step.position, &stepOf = step.stepOf;
+    for (Operation &op : step.body)
+      if (&op != step.term) {
         position[&op] = int64_t(ops.size());
         ops.push_back(&op);
       }
-    const int64_t last = 2 * m;
+    const int64_t m = step.m, last = 2 * m;
     for (Operation *op : ops)
-      if (auto it = slotOf.find(op); it != slotOf.end())
-        stepOf[op] = stepIndex(it->second, stageOf.lookup(op), m);
+      if (auto it = step.slotOf.find(op); it != step.slotOf.end())
+        stepOf[op] = stepIndex(it->second, step.stageOf.lookup(op), m);
     llvm::DenseMap<Operation *, int64_t> hi;
     for (Operation *op : llvm::reverse(ops)) {
       if (stepOf.count(op))
         continue;
       int64_t bound = last;
       for (Operation *user : op->getUsers()) {
-        if (user == term)
+        if (user == step.term)
           continue;
         auto known = stepOf.find(user);
         bound = std::min(bound, known != stepOf.end() ? known->second : hi.lookup(user));
@@ -650,54 +973,59 @@ struct ZeroPipelineSplitPass
     SmallVector<std::optional<Slot>> nextSlot(ops.size());
     for (Operation *op : llvm::reverse(ops)) {
       nextSlot[size_t(position[op])] = next;
-      if (op->hasAttr("zero.phase"))
-        next = slotOf.lookup(op);
+      if (attrs::kPhase.isSetOn(op))
+        next = step.slotOf.lookup(op);
     }
     for (Operation *op : ops) {
       if (stepOf.count(op))
         continue;
-      const int64_t st = stageOf.lookup(op);
+      const int64_t st = step.stageOf.lookup(op);
       int64_t lo = -1;
       for (Value v : op->getOperands())
         if (Operation *d = v.getDefiningOp())
           lo = std::max(lo, stepOf.lookup(d));
-      int64_t step;
+      int64_t at;
       if (isa<::zero::dist::SendOp>(op))
-        step = lo;
+        at = lo;
       else if (op->getNumOperands() == 0)
-        step = hi[op];
+        at = hi[op];
       else {
         const std::optional<Slot> &n = nextSlot[size_t(position[op])];
-        step = std::clamp(n ? stepIndex(*n, st, m) : last, lo, std::max(lo, hi[op]));
+        at = std::clamp(n ? stepIndex(*n, st, m) : last, lo, std::max(lo, hi[op]));
       }
-      if (step > hi[op])
+      if (at > hi[op])
         return op->emitOpError("zero-pipeline-split: its operands come later in the "
                                "stage's schedule than its users");
-      stepOf[op] = step;
-    }
-    auto key = [&](Operation *op) {
-      return std::make_tuple(stepOf.lookup(op), stageOf.lookup(op), position[op]);
-    };
-    llvm::stable_sort(ops, [&](Operation *x, Operation *y) { return key(x) < key(y); });
-    // Each op's step by name (zero.pipeline_step: "F3", "B1", or "prologue" /
-    // "optimizer"), for the reader and for the runtime's trace.
-    std::map<int64_t, std::vector<::zero::PipelineStep>> orders;
-    for (Operation *op : ops) {
-      op->moveBefore(term);
-      op->removeAttr("zero.phase");
-      op->removeAttr("zero.micro_batch");
-      const int64_t st = stageOf.lookup(op), step = stepOf.lookup(op);
-      std::string name = step < 0 ? "prologue" : "optimizer";
-      if (step >= 0 && step < 2 * m) {
-        auto [it, inserted] = orders.try_emplace(st);
-        if (inserted)
-          it->second = ::zero::pipelineSchedule(schedule, stages, st, m);
-        const ::zero::PipelineStep &ps = it->second[size_t(step)];
-        name = (ps.forward ? "F" : "B") + std::to_string(ps.micro);
-      }
-      op->setAttr("zero.pipeline_step", StringAttr::get(module.getContext(), name));
+      stepOf[op] = at;
     }
     return success();
+  }
+
+  /// Orders the ops by step (then stage, then program order) and names each
+  /// one's step (zero.pipeline_step: "F3", "B1", or "prologue" /
+  /// "optimizer"), for the reader and for the runtime's trace.
+  void orderBySteps(MLIRContext *ctx, TrainingStepCut &step) {
+    auto key = [&](Operation *op) {
+      return std::make_tuple(step.stepOf.lookup(op), step.stageOf.lookup(op),
+                             step.position[op]);
+    };
+    llvm::stable_sort(step.ops, [&](Operation *x, Operation *y) { return key(x) < key(y); });
+    std::map<int64_t, std::vector<::zero::PipelineStep>> orders;
+    for (Operation *op : step.ops) {
+      op->moveBefore(step.term);
+      attrs::kPhase.remove(op);
+      attrs::kMicroBatch.remove(op);
+      const int64_t st = step.stageOf.lookup(op), at = step.stepOf.lookup(op);
+      std::string name = at < 0 ? "prologue" : "optimizer";
+      if (at >= 0 && at < 2 * step.m) {
+        auto [it, inserted] = orders.try_emplace(st);
+        if (inserted)
+          it->second = ::zero::pipelineSchedule(schedule, stages, st, step.m);
+        const ::zero::PipelineStep &ps = it->second[size_t(at)];
+        name = (ps.forward ? "F" : "B") + std::to_string(ps.micro);
+      }
+      attrs::kPipelineStep.set(op, StringAttr::get(ctx, name));
+    }
   }
 
   /// Forward micro-batching (fill/drain): the function was imported at the
@@ -709,124 +1037,15 @@ struct ZeroPipelineSplitPass
     const int64_t m = microBatches;
     if (m < 1)
       return func.emitError() << "zero-pipeline-split: micro-batches must be >= 1, got " << m;
-    Block &body = func.getBody().front();
-    Operation *term = body.getTerminator();
     if (m == 1)
       return success();
-    // Micro-batch k's ops are its forward step, F<k> (the trace's schedule
-    // track, and how zero-run's report counts M for the predicted bubble).
-    OpBuilder marks(func.getContext());
-    auto mark = [&](Operation *op, int64_t k) {
-      op->setAttr("zero.pipeline_step", marks.getStringAttr("F" + Twine(k)));
-    };
-    for (Operation &op : body)
-      if (&op != term)
-        mark(&op, 0);
-    auto stacked = [&](Type t) -> FailureOr<RankedTensorType> {
-      auto rt = cast<RankedTensorType>(t);
-      if (rt.getRank() == 0)
-        return failure();
-      SmallVector<int64_t> shape(rt.getShape());
-      shape[0] *= m;
-      return RankedTensorType::get(shape, rt.getElementType());
-    };
-    SmallVector<Operation *> ops;
-    int64_t tags = 0;
-    for (Operation &op : body) {
-      if (&op == term)
-        continue;
-      ops.push_back(&op);
-      if (auto t = op.getAttrOfType<IntegerAttr>("tag"))
-        tags = std::max(tags, t.getInt() + 1);
-    }
-    SmallVector<Type> argTypes, resultTypes;
-    for (BlockArgument arg : body.getArguments()) {
-      FailureOr<RankedTensorType> t = stacked(arg.getType());
-      if (failed(t))
-        return func.emitError("zero-pipeline-split: micro-batches need every input to "
-                              "have a batch dimension (dim 0); a scalar input has none");
-      argTypes.push_back(*t);
-    }
-    for (Value v : term->getOperands()) {
-      FailureOr<RankedTensorType> t = stacked(v.getType());
-      if (failed(t))
-        return func.emitError("zero-pipeline-split: micro-batches need every output to "
-                              "have a batch dimension (dim 0)");
-      resultTypes.push_back(*t);
-    }
-    OpBuilder b(func.getContext());
-    b.setInsertionPointToStart(&body);
-    // Micro-batch k's rows of an input on stage `st`: a contiguous block, a
-    // view. Every rank binds every input, so each stage that reads an input
-    // (the embedding's ids on the first, an attention mask or ids every
-    // stage's layers read) takes its rows of it itself.
-    auto rows = [&](BlockArgument arg, int64_t k, int64_t st) -> Value {
-      auto t = cast<RankedTensorType>(arg.getType());
-      int64_t per = t.getDimSize(0);
-      SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()), steps(t.getRank(), 1);
-      starts[0] = k * per;
-      ends[0] = (k + 1) * per;
-      auto slice = ::zero::onnx::SliceOp::create(b, func.getLoc(), t, arg, starts, ends, steps);
-      slice->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
-      mark(slice, k);
-      return slice;
-    };
-    auto stageOfUse = [&](OpOperand &use) -> int64_t {
-      Operation *user = use.getOwner();
-      while (user->getBlock() != &body)
-        user = user->getParentOp();
-      auto st = user->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
-      return st ? st.getInt() : 0;
-    };
-    SmallVector<SmallVector<Value>> outputs(term->getNumOperands());
-    // (input, stage, micro-batch 0's rows there).
-    SmallVector<std::tuple<BlockArgument, int64_t, Value>> first;
-    for (BlockArgument arg : body.getArguments()) {
-      std::set<int64_t> readers;
-      for (OpOperand &use : arg.getUses())
-        readers.insert(stageOfUse(use));
-      if (readers.empty())
-        readers.insert(0);
-      for (int64_t st : readers) {
-        Value v = rows(arg, 0, st);
-        arg.replaceUsesWithIf(v, [&](OpOperand &use) {
-          // Not the rows slices themselves (each on its own stage).
-          return use.getOwner() != v.getDefiningOp() && stageOfUse(use) == st;
-        });
-        first.push_back({arg, st, v});
-      }
-    }
-    for (auto [i, v] : llvm::enumerate(term->getOperands()))
-      outputs[i].push_back(v);
-    b.setInsertionPoint(term);
-    for (int64_t k = 1; k < m; ++k) {
-      IRMapping map;
-      for (auto [arg, st, rows0] : first)
-        map.map(rows0, rows(arg, k, st));
-      for (Operation *op : ops) {
-        Operation *copy = b.clone(*op, map);
-        mark(copy, k);
-        if (auto t = copy->getAttrOfType<IntegerAttr>("tag"))
-          copy->setAttr("tag", b.getI64IntegerAttr(t.getInt() + k * tags));
-      }
-      for (auto [i, v] : llvm::enumerate(term->getOperands()))
-        outputs[i].push_back(map.lookup(v));
-    }
-    // Stage 0 receives the outputs after it has sent every micro-batch on.
-    for (auto &parts : outputs)
-      for (Value v : parts)
-        if (auto recv = v.getDefiningOp<::zero::dist::RecvOp>())
-          recv->moveBefore(term);
-    SmallVector<Value> results;
-    for (auto [i, parts] : llvm::enumerate(outputs)) {
-      auto concat = ::zero::onnx::ConcatOp::create(b, func.getLoc(), resultTypes[i], parts, 0);
-      concat->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(0));
-      results.push_back(concat);
-    }
-    term->setOperands(results);
-    for (auto [arg, t] : llvm::zip(body.getArguments(), argTypes))
-      arg.setType(t);
-    func.setType(b.getFunctionType(argTypes, resultTypes));
+    MicroBatchUnroll unrolled(func, m);
+    if (failed(unrolled.collectFirstMicroBatch()))
+      return failure();
+    unrolled.sliceFirstMicroBatch();
+    unrolled.cloneMicroBatches();
+    unrolled.stackOutputs();
+    numSends += uint64_t(unrolled.sendsCopied);
     return success();
   }
 
@@ -951,7 +1170,7 @@ struct ZeroPipelineSplitPass
         ops.push_back(&op);
     for (Operation *op : ops) {
       const int64_t own = stageOf.lookup(op);
-      op->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(own));
+      attrs::kPipelineStage.set(op, b.getI64IntegerAttr(own));
       const bool free = repeatable(op);
       Operation *lastSend = op;
       for (Value v : op->getResults()) {
@@ -975,22 +1194,27 @@ struct ZeroPipelineSplitPass
                 if (Operation *d = in.getDefiningOp(); d && !map.contains(in))
                   copy(d);
               Operation *c = b.clone(*o, map);
-              c->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
+              attrs::kPipelineStage.set(c, b.getI64IntegerAttr(st));
               stageOf[c] = st;
+              ++numRepeated;
             };
             copy(op);
             there = map.lookup(v);
           } else {
             b.setInsertionPointAfter(lastSend);
             lastSend = ::zero::dist::SendOp::create(b, op->getLoc(), v, st, tag);
-            lastSend->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(own));
+            attrs::kPipelineStage.set(lastSend, b.getI64IntegerAttr(own));
             stageOf[lastSend] = own;
             b.setInsertionPoint(user);
             auto recv = ::zero::dist::RecvOp::create(b, op->getLoc(), v.getType(), own, tag);
-            recv->setAttr("zero.pipeline_stage", b.getI64IntegerAttr(st));
+            attrs::kPipelineStage.set(recv, b.getI64IntegerAttr(st));
             stageOf[recv] = st;
             there = recv.getResult();
+            LLVM_DEBUG(llvm::dbgs() << "zero-pipeline-split: " << op->getName() << " result "
+                                    << cast<OpResult>(v).getResultNumber() << " sent from stage "
+                                    << own << " to stage " << st << ", tag " << tag << "\n");
             ++tag;
+            ++numSends;
           }
           v.replaceUsesWithIf(there, [&](OpOperand &use) {
             return stageOfUser(use.getOwner()) == st;
@@ -998,7 +1222,7 @@ struct ZeroPipelineSplitPass
         }
       }
     }
-    module->setAttr("zero.world_size", b.getI64IntegerAttr(stages * dp));
+    attrs::kWorldSize.set(module, b.getI64IntegerAttr(stages * dp));
   }
 
   /// With dp > 1: every collective of the data-parallel step runs over its

@@ -12,15 +12,19 @@
 #include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Analysis/Layers.h"
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <map>
+
+#define DEBUG_TYPE "zero-report"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROREPORTPASS
@@ -28,150 +32,455 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
+
+/// Bytes a gather over groups of g (its `world`, else `world`) sends per
+/// rank: (g-1)/g of what the group ends up holding.
+static int64_t gatherSentBytes(Operation *gather, int64_t world) {
+  auto w = gather->getAttrOfType<IntegerAttr>("world");
+  const int64_t g = w ? w.getInt() : world;
+  return ::zero::gatheredBytes(gather) / g * (g - 1);
+}
+
+/// The all-gathers that bring parameters in, as they go over the wire:
+/// fp32 shards, or with qwZ the quantized data and scales (not the
+/// zero.dequantize after them, which isGather names for the passes).
+static bool movesParameter(Operation &op) {
+  if (isa<::zero::dist::DequantizeOp>(op))
+    return false;
+  return ::zero::isGather(&op) || ::zero::isQuantizedShardGather(&op);
+}
 
 namespace {
+
+/// The parameter bytes the closed forms are written in, summed over the
+/// module's globals.
+struct ParameterBytes {
+  int64_t tensors = 0, elements = 0;
+  /// Psi: every parameter, at its full (unsharded) size.
+  int64_t total = 0;
+  /// Psi_s: the sharded parameters at full size; `shards`, a rank's part.
+  int64_t sharded = 0, shards = 0;
+  /// The parameters every rank holds whole.
+  int64_t persistent = 0;
+  // Training: trained parameters (their gradients are as large), frozen
+  // ones, optimizer state and the step counter.
+  int64_t trained = 0, state = 0;
+
+  /// Sums the globals of `module`.
+  static ParameterBytes of(ModuleOp module) {
+    ParameterBytes p;
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      if (attrs::kRole.isSetOn(g)) {
+        p.state += ::zero::tensorBytes(g.getType());
+        continue;
+      }
+      Type full = g.getType();
+      if (auto f = attrs::kFullType.get(g))
+        full = f.getValue();
+      int64_t bytes = ::zero::tensorBytes(full);
+      if (attrs::kTrainable.isSetOn(g))
+        p.trained += bytes;
+      ++p.tensors;
+      p.elements += cast<RankedTensorType>(full).getNumElements();
+      p.total += bytes;
+      if (attrs::kShard.isSetOn(g)) {
+        p.sharded += bytes;
+        p.shards += ::zero::tensorBytes(g.getType());
+      } else {
+        p.persistent += bytes;
+      }
+    }
+    return p;
+  }
+};
+
+/// The collectives of one forward (a training step's, with its gradients'),
+/// by kind, and the peak of gathered bytes live at once (from the same
+/// liveness analysis the prefetch budget and the lowering use).
+struct CommunicationTally {
+  int64_t world;
+  std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
+  int64_t peak = 0;
+  int64_t gradShardBytes = 0; // a training step's reduce-scattered gradients
+  int64_t quantBits = 0, quantBlock = 0; // qwZ's format, when it ran
+  int64_t secondaryBytes = 0;            // hpZ's secondary shards
+  int64_t qgzFallbacks = 0;
+
+  /// Tallies every function of `module`.
+  static CommunicationTally of(ModuleOp module, int64_t world) {
+    CommunicationTally tally{world};
+    module.walk([&](func::FuncOp func) {
+      if (func.getBody().empty())
+        return;
+      tally.peak =
+          std::max(tally.peak, ::zero::GatherLiveness(func.getBody().front()).peakBytes());
+      for (Operation &op : func.getBody().front())
+        tally.count(op);
+    });
+    return tally;
+  }
+
+  /// One more collective of `kind` that sends `bytes` per rank.
+  void record(const std::string &kind, int64_t bytes) {
+    auto &entry = sent[kind];
+    entry.first += 1;
+    entry.second += bytes;
+  }
+
+  /// Tallies one op. A collective over groups of g sends per rank (g-1)/g
+  /// of what the group ends up holding (a gather's result, an all-to-all's
+  /// input).
+  void count(Operation &op) {
+    if (auto dq = dyn_cast<::zero::dist::DequantizeOp>(op)) {
+      // qwZ: the bytes moved are the quantized data and scales' gathers.
+      if (::zero::isGather(&op) && quantBits == 0) {
+        quantBits = dq.getBits();
+        quantBlock = dq.getBlock();
+        LLVM_DEBUG(llvm::dbgs() << "zero-report: qwZ gathers int" << quantBits << ", block "
+                                << quantBlock << "\n");
+      }
+      return;
+    }
+    if (::zero::isGather(&op)) {
+      StringRef kind = op.hasAttr("group")
+                           ? "all_gather (hpZ, in group)"
+                           : isa<::zero::dist::BucketAllGatherOp>(op)
+                                 ? "all_gather (bucketed)"
+                                 : "all_gather";
+      record(kind.str(), gatherSentBytes(&op, world));
+      return;
+    }
+    if (movesParameter(op)) {
+      record("all_gather (qwZ data + scales)", gatherSentBytes(&op, world));
+      return;
+    }
+    if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
+      // A computed value's gather (a training step's updated shards).
+      record("all_gather (updates)", ::zero::tensorBytes(g.getType()) / world * (world - 1));
+      return;
+    }
+    if (auto a = dyn_cast<::zero::dist::AllToAllOp>(op)) {
+      int64_t g = a.getWorld();
+      record(a.getGroupAttr() ? "all_to_all (qgZ, " + a.getGroupAttr().getValue().str() + ")"
+                              : std::string("all_to_all (qgZ)"),
+             ::zero::tensorBytes(a.getType()) / g * (g - 1));
+      return;
+    }
+    if (auto sec = dyn_cast<::zero::dist::LocalShardOp>(op); sec && sec.getGroupAttr()) {
+      secondaryBytes += ::zero::tensorBytes(sec.getType());
+      return;
+    }
+    if (attrs::kQgzFallback.isSetOn(&op))
+      ++qgzFallbacks;
+    if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
+            ::zero::dist::BroadcastOp>(op)) {
+      // Ring volumes, as the runtime counts them: a reduce-scatter sends
+      // (N-1)/N of its input, an all-reduce twice that.
+      int64_t bytes = ::zero::tensorBytes(op.getOperand(0).getType());
+      if (isa<::zero::dist::ReduceScatterOp>(op)) {
+        bytes = bytes / world * (world - 1);
+        gradShardBytes += ::zero::tensorBytes(op.getResult(0).getType());
+      } else if (isa<::zero::dist::AllReduceOp>(op)) {
+        bytes = 2 * (world - 1) * bytes / world;
+      }
+      record(op.getName().stripDialect().str(), bytes);
+    }
+  }
+};
+
+} // namespace
+
+/// The layers a pipeline split works with (Layers.h) and, after
+/// zero-pipeline-split, which stage holds which.
+static void printLayers(ModuleOp module, raw_ostream &os) {
+  auto plan = attrs::kPipelinePlan.get(module);
+  auto funcs = module.getOps<func::FuncOp>();
+  ::zero::LayerStructure ls;
+  bool fromPlan = false;
+  if (plan) {
+    // Already cut (the ops live in one function per stage): the plan names
+    // the layers it cut between.
+    auto names = plan.getAs<ArrayAttr>("layers");
+    auto params = plan.getAs<DenseI64ArrayAttr>("layer_params");
+    auto classes = plan.getAs<ArrayAttr>("layer_classes");
+    if (names && params && int64_t(names.size()) == int64_t(params.size()))
+      for (auto [i, name] : llvm::enumerate(names)) {
+        ::zero::Layer l;
+        l.name = cast<StringAttr>(name).getValue().str();
+        l.params = params[i];
+        if (classes && i < classes.size())
+          l.cls = cast<StringAttr>(classes[i]).getValue().str();
+        ls.layers.push_back(std::move(l));
+      }
+    ls.segments = llvm::all_of(ls.layers, [](const ::zero::Layer &l) {
+      return StringRef(l.name).starts_with("segment.");
+    });
+    fromPlan = true;
+  } else if (!funcs.empty() && std::next(funcs.begin()) == funcs.end()) {
+    ls = ::zero::recoverLayers(*funcs.begin());
+  }
+  if (ls.layers.empty())
+    return;
+  ArrayRef<int64_t> parts;
+  if (plan)
+    if (auto p = plan.getAs<DenseI64ArrayAttr>("parts"))
+      parts = p.asArrayRef();
+  os << (ls.segments ? "layers (no module paths: segments between single-activation cut "
+                       "points): "
+                     : "layers (from the exporter's module paths): ")
+     << ls.layers.size() << "\n";
+  int64_t stage = -1;
+  for (auto [i, l] : llvm::enumerate(ls.layers)) {
+    while (stage + 1 < int64_t(parts.size()) - 1 && int64_t(i) >= parts[size_t(stage) + 1]) {
+      ++stage;
+      int64_t params = 0;
+      for (int64_t k = parts[size_t(stage)]; k < parts[size_t(stage) + 1]; ++k)
+        params += ls.layers[size_t(k)].params;
+      os << "  stage " << stage << " (" << plan.getAs<StringAttr>("partition").getValue()
+         << "): layers " << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1
+         << ", " << params << " parameters\n";
+    }
+    os << llvm::format("  %4zu  %-36s %-22s %12lld parameters", i, l.name.c_str(),
+                       l.cls.empty() ? "-" : l.cls.c_str(), (long long)l.params);
+    if (!fromPlan)
+      os << ", " << l.ops.size() << " ops";
+    os << "\n";
+  }
+}
+
+/// After zero-pipeline-split: per stage (per rank of its dp replicas) the
+/// parameter bytes it holds (a tied weight on every stage that reads it; a
+/// shard of each sharded one), what it sends per forward, with replicas the
+/// peak of gathered bytes and what its gathers send, and the schedule's
+/// bubble.
+static void printPipeline(ModuleOp module, raw_ostream &os) {
+  auto plan = attrs::kPipelinePlan.get(module);
+  const int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  int64_t micro = 1;
+  if (auto m = plan.getAs<IntegerAttr>("micro_batches"))
+    micro = m.getInt();
+  std::vector<llvm::StringSet<>> loaded{size_t(stages)};
+  std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
+      sends(size_t(stages), 0), gatherPeak(size_t(stages), 0), gatherSent(size_t(stages), 0);
+  int64_t dp = 1;
+  if (auto d = plan.getAs<IntegerAttr>("dp"))
+    dp = d.getInt();
+  // With replicas (dp > 1), each stage's rank holds its shards and gathers
+  // the rest over the stage's replicas: the peak of gathered bytes live at
+  // once in the stage's order of work, and the bytes its gathers send.
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto st = attrs::kPipelineStage.get(f);
+    if (!st || st.getInt() < 0 || st.getInt() >= stages || f.getBody().empty())
+      continue;
+    Block &body = f.getBody().front();
+    gatherPeak[size_t(st.getInt())] = ::zero::GatherLiveness(body).peakBytes();
+    for (Operation &op : body)
+      if (movesParameter(op))
+        gatherSent[size_t(st.getInt())] += gatherSentBytes(&op, dp);
+  }
+  module.walk([&](Operation *op) {
+    std::optional<int64_t> st = ::zero::pipelineStageOf(op);
+    if (!st || *st < 0 || *st >= stages)
+      return;
+    size_t s = size_t(*st);
+    if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+      if (loaded[s].insert(load.getGlobal().getLeafReference()).second)
+        paramBytes[s] += ::zero::tensorBytes(load.getType());
+    } else if (isa<::zero::dist::SendOp>(op)) {
+      sends[s] += 1;
+      sendBytes[s] += ::zero::tensorBytes(op->getOperand(0).getType());
+    }
+  });
+  // A training step: its schedule (the bubble is the same for both).
+  StringRef schedule;
+  if (auto sch = plan.getAs<StringAttr>("schedule"))
+    schedule = sch.getValue();
+  const bool training = schedule == "gpipe" || schedule == "1f1b";
+  StringRef per = training ? "step" : "forward";
+  os << "== zero-report: pipeline, " << stages << " stages x " << dp << " rank"
+     << (dp == 1 ? "" : "s") << ", " << micro << " micro-batch" << (micro == 1 ? "" : "es")
+     << " per " << per << " ==\n";
+  os << llvm::format("%s bubble (S-1)/(M+S-1): %.3f\n",
+                     training ? schedule.str().c_str() : "fill/drain",
+                     double(stages - 1) / double(micro + stages - 1));
+  os << "per stage" << (dp > 1 ? ", per rank" : "          ") << "       "
+     << (training ? "params+state" : "  parameters") << " (bytes)   sent per " << per
+     << " (bytes, sends)" << (dp > 1 ? "   peak gathered   all_gather sent (bytes)" : "")
+     << "\n";
+  for (int64_t s = 0; s < stages; ++s) {
+    os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld", (long long)s,
+                       (long long)paramBytes[size_t(s)], (long long)sendBytes[size_t(s)],
+                       (long long)sends[size_t(s)]);
+    if (dp > 1)
+      os << llvm::format("   %14lld   %14lld", (long long)gatherPeak[size_t(s)],
+                         (long long)gatherSent[size_t(s)]);
+    os << "\n";
+  }
+  if (training) {
+    os << "order of work per stage (F: forward, B: backward of micro-batch k)\n";
+    for (int64_t s = 0; s < stages; ++s) {
+      os << "  stage " << s << ":";
+      for (const ::zero::PipelineStep &step :
+           ::zero::pipelineSchedule(schedule, stages, s, micro))
+        os << " " << (step.forward ? "F" : "B") << step.micro;
+      os << "\n";
+    }
+  }
+  printLayers(module, os);
+}
+
+namespace {
+
+/// The report of a program not cut into pipeline stages: per rank of its
+/// `world`, the plan's bytes next to the ZeRO paper's closed forms.
+struct DataParallelReport {
+  ModuleOp module;
+  raw_ostream &os;
+  int64_t world, stage;
+  ParameterBytes params;
+  CommunicationTally comm;
+
+  void print() {
+    printParameters();
+    printCommunication();
+    if (auto training = attrs::kTraining.get(module))
+      printTrainingStep(training);
+    printLayers(module, os);
+  }
+
+  /// One line of the table: what, the plan's bytes, and (when `formula` is
+  /// not empty) the closed form and its value.
+  void row(StringRef what, int64_t plan, StringRef formula, int64_t closed) {
+    os << llvm::format("  %-34s %14lld", what.str().c_str(), (long long)plan);
+    if (!formula.empty())
+      os << llvm::format("   %-22s %14lld", formula.str().c_str(), (long long)closed);
+    os << "\n";
+  }
+
+  /// The parameters, and what a rank holds of them.
+  void printParameters() {
+    os << "== zero-report: stage " << stage << ", dp = " << world << " ==\n";
+    os << "parameters: " << params.tensors << " tensors, " << params.elements
+       << " elements, " << params.total << " bytes (Psi); sharded " << params.sharded
+       << " bytes (Psi_s), persistent " << params.persistent << " bytes\n";
+    os << "per rank                                       plan   closed form\n";
+    row("parameter shards (bytes)", params.shards, "Psi_s/N", params.sharded / world);
+    row("persistent parameters (bytes)", params.persistent, "", 0);
+    row("resident parameters (bytes)", params.shards + params.persistent,
+        "Psi_s/N + persistent", params.sharded / world + params.persistent);
+    row("peak gathered parameters (bytes)", comm.peak, "", 0);
+  }
+
+  /// Each collective's bytes, and the all-gathers' total against Psi_s(N-1)/N
+  /// (or qwZ's quantized form of it).
+  void printCommunication() {
+    os << "communication per forward, per rank (bytes sent)\n";
+    int64_t gatherSent = 0;
+    for (auto &[kind, entry] : comm.sent) {
+      row((kind + " x" + std::to_string(entry.first)).c_str(), entry.second, "", 0);
+      if (kind.rfind("all_gather", 0) == 0)
+        gatherSent += entry.second;
+    }
+    if (comm.quantBits == 0) {
+      row("all_gather total", gatherSent, "Psi_s(N-1)/N",
+          params.sharded * (world - 1) / world);
+    } else {
+      row("all_gather total", gatherSent,
+          ("qwZ int" + std::to_string(comm.quantBits) + ", block " +
+           std::to_string(comm.quantBlock)).c_str(),
+          quantizedGatherBytes());
+      row("  fp32 all_gather would send", params.sharded * (world - 1) / world, "", 0);
+    }
+    if (comm.secondaryBytes > 0)
+      row("hpZ secondary shards (bytes)", comm.secondaryBytes, "", 0);
+    if (comm.qgzFallbacks > 0)
+      os << "  qgZ: " << comm.qgzFallbacks
+         << " reduce-scatter(s) kept plain (not fp32 over the world)\n";
+  }
+
+  /// qwZ's closed form: per sharded parameter of s elements per rank, (N-1)
+  /// x (its quantized bytes + 4 per block); about bits/32 of the fp32 gather.
+  int64_t quantizedGatherBytes() {
+    int64_t closed = 0;
+    for (auto g : module.getOps<ml_program::GlobalOp>())
+      if (attrs::kShard.isSetOn(g) && !attrs::kRole.isSetOn(g)) {
+        int64_t s = cast<RankedTensorType>(g.getType()).getNumElements();
+        auto [bytes, scales] =
+            ::zero::dist::DequantizeOp::quantizedSizes(s, comm.quantBits, comm.quantBlock, 1);
+        closed += (world - 1) * (bytes + 4 * scales);
+      }
+    return closed;
+  }
+
+  /// A training step's memory per rank (parameters, gradients, optimizer
+  /// state) and, over several ranks, its communication.
+  void printTrainingStep(DictionaryAttr training) {
+    auto optimizer = training.getAs<StringAttr>("optimizer");
+    StringRef kind = optimizer ? optimizer.getValue().split(' ').first : "";
+    bool adam = kind.starts_with("adam"), momentum = false;
+    if (optimizer && kind == "sgd")
+      momentum = !optimizer.getValue().contains("momentum=0.000000e+00");
+    int64_t psi = params.trained; // fp32: 4 bytes per trained element
+    os << "training step (" << (optimizer ? optimizer.getValue() : "") << ", "
+       << "accumulation " << training.getAs<IntegerAttr>("accumulation_steps").getInt()
+       << "), per rank; Psi_t = trained parameter bytes\n";
+    // Stages 1 and 2 over N ranks keep the gradient and state of a 1/N
+    // shard (the ZeRO paper's 4 Psi + 12 Psi / N for fp32 Adam; padding
+    // to a multiple of N is why the plan can exceed it by a few bytes).
+    const bool sharded = world > 1 && stage > 0;
+    const int64_t part = sharded ? world : 1;
+    std::string perN = sharded ? " / N" : "";
+    row("trained parameters (bytes)", params.trained, "Psi_t", psi);
+    row("frozen parameters (bytes)", params.total - params.trained, "", 0);
+    row("gradients (bytes)", sharded ? comm.gradShardBytes : params.trained, "Psi_t" + perN,
+        psi / part);
+    row("optimizer state + counter (bytes)", params.state,
+        adam ? "2 Psi_t" + perN + " + 8" : (momentum ? "Psi_t" + perN + " + 8" : "8"),
+        (adam ? 2 * psi / part : momentum ? psi / part : 0) + 8);
+    // Stage 3 holds parameter shards (and the persistent ones whole).
+    const bool stage3 = sharded && stage == 3;
+    int64_t heldParams = stage3 ? params.shards + params.persistent : params.total;
+    int64_t model =
+        heldParams + (sharded ? comm.gradShardBytes : params.trained) + params.state;
+    if (stage3)
+      row("parameters + gradients + state", model,
+          adam ? "4 Psi_t / N + 8 + persistent" : "",
+          adam ? 4 * psi / world + 8 + params.persistent : 0);
+    else
+      row("parameters + gradients + state", model,
+          adam ? (sharded ? "Psi_t + 3 Psi_t / N + 8 + frozen"
+                          : "4 Psi_t (16 B/param) + 8 + frozen")
+               : "",
+          adam ? psi + 3 * psi / part + 8 + params.total - params.trained : 0);
+    if (world > 1)
+      printStepCommunication(sharded, stage3);
+    os << "  (activations kept for backward and the gradients' buffers are placed by "
+          "the memory plan: zero-run --report shows the activations arena)\n";
+  }
+
+  /// Communication of one step (at the accumulation boundary).
+  void printStepCommunication(bool sharded, bool stage3) {
+    const int64_t psi = params.trained;
+    int64_t stepSent = 0;
+    for (auto &[kind, entry] : comm.sent)
+      stepSent += entry.second;
+    // Stage 3 gathers in forward and again in backward: up to 3 Psi.
+    int64_t passes = stage3 ? 3 : 2;
+    row("communication per step (bytes sent)", stepSent,
+        stage3    ? "3 Psi_t (N-1)/N + 8(N-1)/N"
+        : sharded ? "2 Psi_t (N-1)/N + 8(N-1)/N"
+                  : "2 Psi_t (N-1)/N",
+        sharded ? passes * psi / world * (world - 1) + 8 * (world - 1) / world
+                : 2 * (world - 1) * psi / world);
+  }
+};
 
 struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> {
   using Base::Base;
 
-  /// Bytes a gather over groups of g (its `world`, else `world`) sends per
-  /// rank: (g-1)/g of what the group ends up holding.
-  static int64_t gatherSentBytes(Operation *gather, int64_t world) {
-    auto w = gather->getAttrOfType<IntegerAttr>("world");
-    const int64_t g = w ? w.getInt() : world;
-    return ::zero::gatheredBytes(gather) / g * (g - 1);
-  }
-
-  /// The all-gathers that bring parameters in, as they go over the wire:
-  /// fp32 shards, or with qwZ the quantized data and scales (not the
-  /// zero.dequantize after them, which isGather names for the passes).
-  static bool movesParameter(Operation &op) {
-    if (isa<::zero::dist::DequantizeOp>(op))
-      return false;
-    return ::zero::isGather(&op) || ::zero::isQuantizedShardGather(&op);
-  }
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t world = 1, stage = 0;
-    if (auto w = module->getAttrOfType<IntegerAttr>("zero.world_size"))
-      world = w.getInt();
-    if (auto s = module->getAttrOfType<IntegerAttr>("zero.stage"))
-      stage = s.getInt();
-
-    int64_t numParams = 0, totalBytes = 0, shardedFullBytes = 0, shardBytes = 0,
-            persistentBytes = 0, tensors = 0;
-    // Training: trained parameters (their gradients are as large), frozen
-    // ones, optimizer state and the step counter.
-    int64_t trainedBytes = 0, stateBytes = 0;
-    for (auto g : module.getOps<ml_program::GlobalOp>()) {
-      if (g->hasAttr("zero.role")) {
-        stateBytes += ::zero::tensorBytes(g.getType());
-        continue;
-      }
-      if (g->hasAttr("zero.trainable")) {
-        Type full = g.getType();
-        if (auto f = g->getAttrOfType<TypeAttr>("zero.full_type"))
-          full = f.getValue();
-        trainedBytes += ::zero::tensorBytes(full);
-      }
-      Type full = g.getType();
-      if (auto f = g->getAttrOfType<TypeAttr>("zero.full_type"))
-        full = f.getValue();
-      int64_t bytes = ::zero::tensorBytes(full);
-      ++tensors;
-      numParams += cast<RankedTensorType>(full).getNumElements();
-      totalBytes += bytes;
-      if (g->hasAttr("zero.shard")) {
-        shardedFullBytes += bytes;
-        shardBytes += ::zero::tensorBytes(g.getType());
-      } else {
-        persistentBytes += bytes;
-      }
-    }
-
-    // Collectives of one forward, and the peak of gathered bytes live at once
-    // (from the same liveness analysis the prefetch budget and the lowering
-    // use).
-    std::map<std::string, std::pair<int64_t, int64_t>> sent; // count, bytes
-    int64_t peak = 0;
-    int64_t gradShardBytes = 0; // a training step's reduce-scattered gradients
-    int64_t quantBits = 0, quantBlock = 0; // qwZ's format, when it ran
-    int64_t secondaryBytes = 0;            // hpZ's secondary shards
-    int64_t qgzFallbacks = 0;
-    module.walk([&](func::FuncOp func) {
-      if (func.getBody().empty())
-        return;
-      peak = std::max(peak, ::zero::GatherLiveness(func.getBody().front()).peakBytes());
-      for (Operation &op : func.getBody().front()) {
-        // Bytes a collective over groups of g sends per rank: (g-1)/g of
-        // what the group ends up holding (a gather's result, an
-        // all-to-all's input).
-        if (auto dq = dyn_cast<::zero::dist::DequantizeOp>(op)) {
-          // qwZ: the bytes moved are the quantized data and scales' gathers.
-          if (::zero::isGather(&op) && quantBits == 0) {
-            quantBits = dq.getBits();
-            quantBlock = dq.getBlock();
-          }
-          continue;
-        }
-        if (::zero::isGather(&op)) {
-          StringRef kind = op.hasAttr("group")
-                               ? "all_gather (hpZ, in group)"
-                               : isa<::zero::dist::BucketAllGatherOp>(op)
-                                     ? "all_gather (bucketed)"
-                                     : "all_gather";
-          auto &entry = sent[kind.str()];
-          entry.first += 1;
-          entry.second += gatherSentBytes(&op, world);
-          continue;
-        }
-        if (movesParameter(op)) {
-          auto &entry = sent["all_gather (qwZ data + scales)"];
-          entry.first += 1;
-          entry.second += gatherSentBytes(&op, world);
-          continue;
-        }
-        if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
-          // A computed value's gather (a training step's updated shards).
-          auto &entry = sent["all_gather (updates)"];
-          entry.first += 1;
-          entry.second += ::zero::tensorBytes(g.getType()) / world * (world - 1);
-          continue;
-        }
-        if (auto a = dyn_cast<::zero::dist::AllToAllOp>(op)) {
-          auto &entry = sent[a.getGroupAttr() ? "all_to_all (qgZ, " +
-                                                    a.getGroupAttr().getValue().str() + ")"
-                                              : std::string("all_to_all (qgZ)")];
-          entry.first += 1;
-          int64_t g = a.getWorld();
-          entry.second += ::zero::tensorBytes(a.getType()) / g * (g - 1);
-          continue;
-        }
-        if (auto sec = dyn_cast<::zero::dist::LocalShardOp>(op); sec && sec.getGroupAttr()) {
-          secondaryBytes += ::zero::tensorBytes(sec.getType());
-          continue;
-        }
-        if (op.hasAttr("zero.qgz_fallback"))
-          ++qgzFallbacks;
-        if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
-                ::zero::dist::BroadcastOp>(op)) {
-          auto &entry = sent[op.getName().stripDialect().str()];
-          entry.first += 1;
-          // Ring volumes, as the runtime counts them: a reduce-scatter sends
-          // (N-1)/N of its input, an all-reduce twice that.
-          int64_t bytes = ::zero::tensorBytes(op.getOperand(0).getType());
-          if (isa<::zero::dist::ReduceScatterOp>(op)) {
-            bytes = bytes / world * (world - 1);
-            gradShardBytes += ::zero::tensorBytes(op.getResult(0).getType());
-          } else if (isa<::zero::dist::AllReduceOp>(op)) {
-            bytes = 2 * (world - 1) * bytes / world;
-          }
-          entry.second += bytes;
-        }
-      }
-    });
-
     std::string errorMessage;
     std::unique_ptr<llvm::ToolOutputFile> file;
     raw_ostream *os = &llvm::errs();
@@ -183,258 +492,20 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       }
       os = &file->os();
     }
-    auto row = [&](StringRef what, int64_t plan, StringRef formula, int64_t closed) {
-      *os << llvm::format("  %-34s %14lld", what.str().c_str(), (long long)plan);
-      if (!formula.empty())
-        *os << llvm::format("   %-22s %14lld", formula.str().c_str(), (long long)closed);
-      *os << "\n";
-    };
     // A program cut into pipeline stages holds whole parameters on each
     // stage's rank: its own report.
-    if (module->hasAttr("zero.pipeline_plan")) {
+    if (attrs::kPipelinePlan.isSetOn(module)) {
+      LLVM_DEBUG(llvm::dbgs() << "zero-report: a pipeline plan: per-stage report\n");
       printPipeline(module, *os);
-      if (file)
-        file->keep();
-      return;
-    }
-    *os << "== zero-report: stage " << stage << ", dp = " << world << " ==\n";
-    *os << "parameters: " << tensors << " tensors, " << numParams << " elements, "
-        << totalBytes << " bytes (Psi); sharded " << shardedFullBytes
-        << " bytes (Psi_s), persistent " << persistentBytes << " bytes\n";
-    *os << "per rank                                       plan   closed form\n";
-    row("parameter shards (bytes)", shardBytes, "Psi_s/N", shardedFullBytes / world);
-    row("persistent parameters (bytes)", persistentBytes, "", 0);
-    row("resident parameters (bytes)", shardBytes + persistentBytes, "Psi_s/N + persistent",
-        shardedFullBytes / world + persistentBytes);
-    row("peak gathered parameters (bytes)", peak, "", 0);
-    *os << "communication per forward, per rank (bytes sent)\n";
-    int64_t gatherSent = 0;
-    for (auto &[kind, entry] : sent) {
-      row((kind + " x" + std::to_string(entry.first)).c_str(), entry.second, "", 0);
-      if (kind.rfind("all_gather", 0) == 0)
-        gatherSent += entry.second;
-    }
-    if (quantBits == 0) {
-      row("all_gather total", gatherSent, "Psi_s(N-1)/N",
-          shardedFullBytes * (world - 1) / world);
     } else {
-      // qwZ: per sharded parameter of s elements per rank, (N-1) x (its
-      // quantized bytes + 4 per block); about bits/32 of the fp32 gather.
-      int64_t closed = 0;
-      for (auto g : module.getOps<ml_program::GlobalOp>())
-        if (g->hasAttr("zero.shard") && !g->hasAttr("zero.role")) {
-          int64_t s = cast<RankedTensorType>(g.getType()).getNumElements();
-          auto [bytes, scales] =
-              ::zero::dist::DequantizeOp::quantizedSizes(s, quantBits, quantBlock, 1);
-          closed += (world - 1) * (bytes + 4 * scales);
-        }
-      row("all_gather total", gatherSent,
-          ("qwZ int" + std::to_string(quantBits) + ", block " +
-           std::to_string(quantBlock)).c_str(),
-          closed);
-      row("  fp32 all_gather would send", shardedFullBytes * (world - 1) / world, "", 0);
+      const int64_t world = attrs::kWorldSize.getInt(module).value_or(1);
+      const int64_t stage = attrs::kStage.getInt(module).value_or(0);
+      DataParallelReport{module, *os, world, stage, ParameterBytes::of(module),
+                         CommunicationTally::of(module, world)}
+          .print();
     }
-    if (secondaryBytes > 0)
-      row("hpZ secondary shards (bytes)", secondaryBytes, "", 0);
-    if (qgzFallbacks > 0)
-      *os << "  qgZ: " << qgzFallbacks
-          << " reduce-scatter(s) kept plain (not fp32 over the world)\n";
-    if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
-      auto optimizer = training.getAs<StringAttr>("optimizer");
-      StringRef kind = optimizer ? optimizer.getValue().split(' ').first : "";
-      bool adam = kind.starts_with("adam"), momentum = false;
-      if (optimizer && kind == "sgd")
-        momentum = !optimizer.getValue().contains("momentum=0.000000e+00");
-      int64_t psi = trainedBytes; // fp32: 4 bytes per trained element
-      *os << "training step (" << (optimizer ? optimizer.getValue() : "") << ", "
-          << "accumulation " << training.getAs<IntegerAttr>("accumulation_steps").getInt()
-          << "), per rank; Psi_t = trained parameter bytes\n";
-      // Stages 1 and 2 over N ranks keep the gradient and state of a 1/N
-      // shard (the ZeRO paper's 4 Psi + 12 Psi / N for fp32 Adam; padding
-      // to a multiple of N is why the plan can exceed it by a few bytes).
-      const bool sharded = world > 1 && stage > 0;
-      const int64_t part = sharded ? world : 1;
-      std::string perN = sharded ? " / N" : "";
-      row("trained parameters (bytes)", trainedBytes, "Psi_t", psi);
-      row("frozen parameters (bytes)", totalBytes - trainedBytes, "", 0);
-      row("gradients (bytes)", sharded ? gradShardBytes : trainedBytes, "Psi_t" + perN,
-          psi / part);
-      row("optimizer state + counter (bytes)", stateBytes,
-          adam ? "2 Psi_t" + perN + " + 8" : (momentum ? "Psi_t" + perN + " + 8" : "8"),
-          (adam ? 2 * psi / part : momentum ? psi / part : 0) + 8);
-      // Stage 3 holds parameter shards (and the persistent ones whole).
-      const bool stage3 = sharded && stage == 3;
-      int64_t heldParams = stage3 ? shardBytes + persistentBytes : totalBytes;
-      int64_t model = heldParams + (sharded ? gradShardBytes : trainedBytes) + stateBytes;
-      if (stage3)
-        row("parameters + gradients + state", model,
-            adam ? "4 Psi_t / N + 8 + persistent" : "",
-            adam ? 4 * psi / world + 8 + persistentBytes : 0);
-      else
-        row("parameters + gradients + state", model,
-            adam ? (sharded ? "Psi_t + 3 Psi_t / N + 8 + frozen"
-                            : "4 Psi_t (16 B/param) + 8 + frozen")
-                 : "",
-            adam ? psi + 3 * psi / part + 8 + totalBytes - trainedBytes : 0);
-      if (world > 1) {
-        // Communication of one step (at the accumulation boundary).
-        int64_t stepSent = 0;
-        for (auto &[kind, entry] : sent)
-          stepSent += entry.second;
-        // Stage 3 gathers in forward and again in backward: up to 3 Psi.
-        int64_t passes = stage3 ? 3 : 2;
-        row("communication per step (bytes sent)", stepSent,
-            stage3    ? "3 Psi_t (N-1)/N + 8(N-1)/N"
-            : sharded ? "2 Psi_t (N-1)/N + 8(N-1)/N"
-                      : "2 Psi_t (N-1)/N",
-            sharded ? passes * psi / world * (world - 1) + 8 * (world - 1) / world
-                    : 2 * (world - 1) * psi / world);
-      }
-      *os << "  (activations kept for backward and the gradients' buffers are placed by "
-             "the memory plan: zero-run --report shows the activations arena)\n";
-    }
-    printLayers(module, *os);
     if (file)
       file->keep();
-  }
-
-  /// After zero-pipeline-split: per stage (per rank of its dp replicas) the
-  /// parameter bytes it holds (a tied weight on every stage that reads it; a
-  /// shard of each sharded one), what it sends per forward, with replicas the
-  /// peak of gathered bytes and what its gathers send, and the schedule's
-  /// bubble.
-  static void printPipeline(ModuleOp module, raw_ostream &os) {
-    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
-    const int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-    int64_t micro = 1;
-    if (auto m = plan.getAs<IntegerAttr>("micro_batches"))
-      micro = m.getInt();
-    std::vector<llvm::StringSet<>> loaded{size_t(stages)};
-    std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
-        sends(size_t(stages), 0), gatherPeak(size_t(stages), 0), gatherSent(size_t(stages), 0);
-    int64_t dp = 1;
-    if (auto d = plan.getAs<IntegerAttr>("dp"))
-      dp = d.getInt();
-    // With replicas (dp > 1), each stage's rank holds its shards and gathers
-    // the rest over the stage's replicas: the peak of gathered bytes live at
-    // once in the stage's order of work, and the bytes its gathers send.
-    for (auto f : module.getOps<func::FuncOp>()) {
-      auto st = f->getAttrOfType<IntegerAttr>("zero.pipeline_stage");
-      if (!st || st.getInt() < 0 || st.getInt() >= stages || f.getBody().empty())
-        continue;
-      Block &body = f.getBody().front();
-      gatherPeak[size_t(st.getInt())] = ::zero::GatherLiveness(body).peakBytes();
-      for (Operation &op : body)
-        if (movesParameter(op))
-          gatherSent[size_t(st.getInt())] += gatherSentBytes(&op, dp);
-    }
-    module.walk([&](Operation *op) {
-      std::optional<int64_t> st = ::zero::pipelineStageOf(op);
-      if (!st || *st < 0 || *st >= stages)
-        return;
-      size_t s = size_t(*st);
-      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
-        if (loaded[s].insert(load.getGlobal().getLeafReference()).second)
-          paramBytes[s] += ::zero::tensorBytes(load.getType());
-      } else if (isa<::zero::dist::SendOp>(op)) {
-        sends[s] += 1;
-        sendBytes[s] += ::zero::tensorBytes(op->getOperand(0).getType());
-      }
-    });
-    // A training step: its schedule (the bubble is the same for both).
-    StringRef schedule;
-    if (auto sch = plan.getAs<StringAttr>("schedule"))
-      schedule = sch.getValue();
-    const bool training = schedule == "gpipe" || schedule == "1f1b";
-    StringRef per = training ? "step" : "forward";
-    os << "== zero-report: pipeline, " << stages << " stages x " << dp << " rank"
-       << (dp == 1 ? "" : "s") << ", " << micro << " micro-batch" << (micro == 1 ? "" : "es")
-       << " per " << per << " ==\n";
-    os << llvm::format("%s bubble (S-1)/(M+S-1): %.3f\n",
-                       training ? schedule.str().c_str() : "fill/drain",
-                       double(stages - 1) / double(micro + stages - 1));
-    os << "per stage" << (dp > 1 ? ", per rank" : "          ") << "       "
-       << (training ? "params+state" : "  parameters") << " (bytes)   sent per " << per
-       << " (bytes, sends)" << (dp > 1 ? "   peak gathered   all_gather sent (bytes)" : "")
-       << "\n";
-    for (int64_t s = 0; s < stages; ++s) {
-      os << llvm::format("  stage %-3lld               %14lld   %14lld %6lld", (long long)s,
-                         (long long)paramBytes[size_t(s)], (long long)sendBytes[size_t(s)],
-                         (long long)sends[size_t(s)]);
-      if (dp > 1)
-        os << llvm::format("   %14lld   %14lld", (long long)gatherPeak[size_t(s)],
-                           (long long)gatherSent[size_t(s)]);
-      os << "\n";
-    }
-    if (training) {
-      os << "order of work per stage (F: forward, B: backward of micro-batch k)\n";
-      for (int64_t s = 0; s < stages; ++s) {
-        os << "  stage " << s << ":";
-        for (const ::zero::PipelineStep &step :
-             ::zero::pipelineSchedule(schedule, stages, s, micro))
-          os << " " << (step.forward ? "F" : "B") << step.micro;
-        os << "\n";
-      }
-    }
-    printLayers(module, os);
-  }
-
-  /// The layers a pipeline split works with (Layers.h) and, after
-  /// zero-pipeline-split, which stage holds which.
-  static void printLayers(ModuleOp module, raw_ostream &os) {
-    auto plan = module->getAttrOfType<DictionaryAttr>("zero.pipeline_plan");
-    auto funcs = module.getOps<func::FuncOp>();
-    ::zero::LayerStructure ls;
-    bool fromPlan = false;
-    if (plan) {
-      // Already cut (the ops live in one function per stage): the plan names
-      // the layers it cut between.
-      auto names = plan.getAs<ArrayAttr>("layers");
-      auto params = plan.getAs<DenseI64ArrayAttr>("layer_params");
-      auto classes = plan.getAs<ArrayAttr>("layer_classes");
-      if (names && params && int64_t(names.size()) == int64_t(params.size()))
-        for (auto [i, name] : llvm::enumerate(names)) {
-          ::zero::Layer l;
-          l.name = cast<StringAttr>(name).getValue().str();
-          l.params = params[i];
-          if (classes && i < classes.size())
-            l.cls = cast<StringAttr>(classes[i]).getValue().str();
-          ls.layers.push_back(std::move(l));
-        }
-      ls.segments = llvm::all_of(ls.layers, [](const ::zero::Layer &l) {
-        return StringRef(l.name).starts_with("segment.");
-      });
-      fromPlan = true;
-    } else if (!funcs.empty() && std::next(funcs.begin()) == funcs.end()) {
-      ls = ::zero::recoverLayers(*funcs.begin());
-    }
-    if (ls.layers.empty())
-      return;
-    ArrayRef<int64_t> parts;
-    if (plan)
-      if (auto p = plan.getAs<DenseI64ArrayAttr>("parts"))
-        parts = p.asArrayRef();
-    os << (ls.segments ? "layers (no module paths: segments between single-activation cut "
-                         "points): "
-                       : "layers (from the exporter's module paths): ")
-       << ls.layers.size() << "\n";
-    int64_t stage = -1;
-    for (auto [i, l] : llvm::enumerate(ls.layers)) {
-      while (stage + 1 < int64_t(parts.size()) - 1 && int64_t(i) >= parts[size_t(stage) + 1]) {
-        ++stage;
-        int64_t params = 0;
-        for (int64_t k = parts[size_t(stage)]; k < parts[size_t(stage) + 1]; ++k)
-          params += ls.layers[size_t(k)].params;
-        os << "  stage " << stage << " (" << plan.getAs<StringAttr>("partition").getValue()
-           << "): layers " << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1
-           << ", " << params << " parameters\n";
-      }
-      os << llvm::format("  %4zu  %-36s %-22s %12lld parameters", i, l.name.c_str(),
-                         l.cls.empty() ? "-" : l.cls.c_str(), (long long)l.params);
-      if (!fromPlan)
-        os << ", " << l.ops.size() << " ops";
-      os << "\n";
-    }
   }
 };
 
