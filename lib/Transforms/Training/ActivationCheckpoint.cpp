@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/Layers.h"
 
 #include "zero/Transforms/Passes.h"
@@ -15,8 +16,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
 
 #include <map>
+
+#define DEBUG_TYPE "zero-activation-checkpoint"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROACTIVATIONCHECKPOINTPASS
@@ -24,12 +28,33 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 
 namespace {
+
+/// The part of a training step an op belongs to ("forward", "backward"), or
+/// empty.
+StringRef phaseOf(Operation *op) {
+  auto p = attrs::kPhase.get(op);
+  return p ? p.getValue() : StringRef();
+}
+
+/// The micro-batch of a tagged op.
+int64_t microBatchOf(Operation *op) { return attrs::kMicroBatch.get(op).getInt(); }
+
+/// A checkpointed segment of one micro-batch's forward: (micro-batch,
+/// layer / interval).
+using SegmentKey = std::pair<int64_t, int64_t>;
 
 struct ZeroActivationCheckpointPass
     : public ::zero::impl::ZeroActivationCheckpointPassBase<ZeroActivationCheckpointPass> {
   using Base::Base;
+  // A clone counts its own statistics (the options are copied by clonePass).
+  ZeroActivationCheckpointPass(const ZeroActivationCheckpointPass &other) : Base(other) {}
+
+  Statistic numSegments{this, "segments-recomputed",
+                        "Forward segments (per micro-batch) backward recomputes"};
+  Statistic numRecomputed{this, "ops-recomputed", "Forward ops cloned into backward"};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -44,90 +69,99 @@ struct ZeroActivationCheckpointPass
                          << int64_t(interval);
       return signalPassFailure();
     }
-    Block &body = func.getBody().front();
-    bool tagged = false;
-    for (Operation &op : body)
-      tagged |= op.hasAttr("zero.phase");
-    if (!tagged) {
-      func.emitError("zero-activation-checkpoint: the training step's ops carry no "
-                     "micro-batch tags; build it with zero-autodiff "
-                     "tag-micro-batches=true (zero-opt --train does)");
+    if (failed(checkTagged(func)))
       return signalPassFailure();
-    }
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
     if (ls.layers.empty()) {
       func.emitError("zero-activation-checkpoint: the model records no module paths, "
                      "so it has no layers to checkpoint");
       return signalPassFailure();
     }
-    // Per (micro-batch, segment): its forward ops, in program order.
-    auto phaseOf = [](Operation *op) -> StringRef {
-      auto p = op->getAttrOfType<StringAttr>("zero.phase");
-      return p ? p.getValue() : StringRef();
-    };
-    auto microOf = [](Operation *op) {
-      return op->getAttrOfType<IntegerAttr>("zero.micro_batch").getInt();
-    };
-    std::map<std::pair<int64_t, int64_t>, SmallVector<Operation *>> segments;
-    llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> segmentOf;
+    Block &body = func.getBody().front();
+    for (auto &[key, fwd] : forwardSegments(body, ls))
+      recomputeSegment(body, key, fwd);
+    OpBuilder b(module.getContext());
+    attrs::kActivationCheckpointInterval.set(module, b.getI64IntegerAttr(interval));
+  }
+
+  /// The training step's ops carry their micro-batch and phase (zero-autodiff
+  /// tag-micro-batches=true).
+  LogicalResult checkTagged(func::FuncOp func) {
+    bool tagged = false;
+    for (Operation &op : func.getBody().front())
+      tagged |= attrs::kPhase.isSetOn(&op);
+    if (tagged)
+      return success();
+    func.emitError("zero-activation-checkpoint: the training step's ops carry no "
+                   "micro-batch tags; build it with zero-autodiff "
+                   "tag-micro-batches=true (zero-opt --train does)");
+    return failure();
+  }
+
+  /// Per (micro-batch, segment of `interval` layers): its forward ops, in
+  /// program order.
+  std::map<SegmentKey, SmallVector<Operation *>>
+  forwardSegments(Block &body, const ::zero::LayerStructure &ls) {
+    std::map<SegmentKey, SmallVector<Operation *>> segments;
     for (Operation &op : body) {
       auto it = ls.layerOf.find(&op);
       if (it == ls.layerOf.end() || phaseOf(&op) != "forward")
         continue;
-      std::pair<int64_t, int64_t> key{microOf(&op), int64_t(it->second) / interval};
-      segments[key].push_back(&op);
-      segmentOf[&op] = key;
+      segments[{microBatchOf(&op), int64_t(it->second) / interval}].push_back(&op);
     }
-    OpBuilder b(module.getContext());
-    int64_t recomputed = 0;
-    for (auto &[key, fwd] : segments) {
-      // The backward ops of this micro-batch that read the segment's values.
-      llvm::SetVector<Operation *> readers;
-      for (Operation *op : fwd)
-        for (Operation *user : op->getUsers())
-          if (user->getBlock() == &body && phaseOf(user) == "backward" &&
-              microOf(user) == key.first)
-            readers.insert(user);
-      if (readers.empty())
+    return segments;
+  }
+
+  /// The segment's ops that the backward ops of its micro-batch read, with
+  /// what they need within the segment, cloned in order right before the
+  /// first such reader, as backward work; the readers then read the clones.
+  void recomputeSegment(Block &body, SegmentKey key, ArrayRef<Operation *> fwd) {
+    // The backward ops of this micro-batch that read the segment's values.
+    llvm::SetVector<Operation *> readers;
+    for (Operation *op : fwd)
+      for (Operation *user : op->getUsers())
+        if (user->getBlock() == &body && phaseOf(user) == "backward" &&
+            microBatchOf(user) == key.first)
+          readers.insert(user);
+    if (readers.empty())
+      return;
+    Operation *first = readers.front();
+    for (Operation *r : readers)
+      if (r->isBeforeInBlock(first))
+        first = r;
+    // The segment's ops those values need, within the segment.
+    llvm::DenseSet<Operation *> inSegment(fwd.begin(), fwd.end()), needed;
+    SmallVector<Operation *> work;
+    for (Operation *r : readers)
+      for (Value v : r->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && inSegment.contains(d))
+          work.push_back(d);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!needed.insert(op).second)
         continue;
-      Operation *first = readers.front();
-      for (Operation *r : readers)
-        if (r->isBeforeInBlock(first))
-          first = r;
-      // The segment's ops those values need, within the segment.
-      llvm::DenseSet<Operation *> inSegment(fwd.begin(), fwd.end()), needed;
-      SmallVector<Operation *> work;
-      for (Operation *r : readers)
-        for (Value v : r->getOperands())
-          if (Operation *d = v.getDefiningOp(); d && inSegment.contains(d))
-            work.push_back(d);
-      while (!work.empty()) {
-        Operation *op = work.pop_back_val();
-        if (!needed.insert(op).second)
-          continue;
-        for (Value v : op->getOperands())
-          if (Operation *d = v.getDefiningOp(); d && inSegment.contains(d))
-            work.push_back(d);
-      }
-      // Cloned in order right before the first reader, as backward work.
-      b.setInsertionPoint(first);
-      IRMapping map;
-      for (Operation *op : fwd) {
-        if (!needed.contains(op))
-          continue;
-        Operation *copy = b.clone(*op, map);
-        copy->setAttr("zero.phase", b.getStringAttr("backward"));
-        copy->setAttr("zero.recompute", b.getUnitAttr());
-        ++recomputed;
-      }
-      for (Operation *r : readers)
-        for (OpOperand &use : r->getOpOperands())
-          if (Value v = map.lookupOrNull(use.get()))
-            use.set(v);
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && inSegment.contains(d))
+          work.push_back(d);
     }
-    module->setAttr("zero.activation_checkpoint_interval",
-                    b.getI64IntegerAttr(interval));
-    (void)recomputed;
+    OpBuilder b(first);
+    IRMapping map;
+    for (Operation *op : fwd) {
+      if (!needed.contains(op))
+        continue;
+      Operation *copy = b.clone(*op, map);
+      attrs::kPhase.set(copy, b.getStringAttr("backward"));
+      attrs::kRecompute.set(copy, b.getUnitAttr());
+      ++numRecomputed;
+    }
+    ++numSegments;
+    LLVM_DEBUG(llvm::dbgs() << "zero-activation-checkpoint: micro-batch " << key.first
+                            << " segment " << key.second << ": " << needed.size()
+                            << " ops recomputed for " << readers.size() << " readers\n");
+    for (Operation *r : readers)
+      for (OpOperand &use : r->getOpOperands())
+        if (Value v = map.lookupOrNull(use.get()))
+          use.set(v);
   }
 };
 

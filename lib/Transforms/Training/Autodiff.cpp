@@ -10,6 +10,7 @@
 
 #include "GradientRules.h"
 #include "TrainingFunction.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/Layers.h"
 #include "zero/Transforms/Analysis/ShardLayout.h"
 
@@ -22,7 +23,10 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Regex.h"
+
+#define DEBUG_TYPE "zero-autodiff"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROAUTODIFFPASS
@@ -30,6 +34,7 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 namespace onnx = ::zero::onnx;
 using ::zero::training::pickFunction;
 
@@ -47,6 +52,7 @@ std::string locName(Location loc) {
   return "";
 }
 
+/// " (ONNX node 'NAME')" for a diagnostic about `op`, or nothing.
 std::string nodeDescription(Operation *op) {
   std::string node = locName(op->getLoc());
   return node.empty() ? std::string() : " (ONNX node '" + node + "')";
@@ -76,6 +82,78 @@ Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
   return summed;
 }
 
+/// Whether `v` is a floating-point tensor (only those have gradients).
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// The values one micro-batch's backward differentiates: floating-point
+/// values that depend on a trainable parameter (varied) and that the loss
+/// depends on (useful).
+struct ActiveValues {
+  ActiveValues(ArrayRef<Operation *> ops, Value loss,
+               const llvm::SetVector<Operation *> &trainable) {
+    for (Operation *op : ops) {
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+        Operation *g = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
+        if (g && trainable.contains(g))
+          varied.insert(load.getResult());
+        continue;
+      }
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return varied.contains(v); }))
+        for (Value r : op->getResults())
+          if (isFloatTensor(r))
+            varied.insert(r);
+    }
+    useful.insert(loss);
+    for (Operation *op : llvm::reverse(ops))
+      if (llvm::any_of(op->getResults(), [&](Value v) { return useful.contains(v); }))
+        for (Value v : op->getOperands())
+          useful.insert(v);
+  }
+
+  bool contains(Value v) const {
+    return varied.contains(v) && useful.contains(v) && isFloatTensor(v);
+  }
+
+  llvm::DenseSet<Value> varied, useful;
+};
+
+/// @train_step as zero-autodiff builds it from the loss function: what each
+/// step of the pass leaves for the ones after it.
+struct TrainStep {
+  TrainStep(func::FuncOp forward, func::FuncOp step, llvm::SetVector<Operation *> trainable)
+      : forward(forward), src(forward.getBody().front()),
+        forwardRet(cast<func::ReturnOp>(src.getTerminator())), step(step),
+        entry(&step.getBody().front()), b(forward.getLoc(), forward.getContext()),
+        trainable(std::move(trainable)) {
+    b.setInsertionPointToEnd(entry);
+  }
+
+  /// The last op built so far, null before the first.
+  Operation *lastOp() { return entry->empty() ? nullptr : &entry->back(); }
+
+  /// The loss function (one micro-batch's forward) and its return of the loss.
+  func::FuncOp forward;
+  Block &src;
+  func::ReturnOp forwardRet;
+  /// @train_step; its inputs hold the micro-batches along dim 0.
+  func::FuncOp step;
+  Block *entry;
+  /// Builds @train_step's ops at the end of `entry`.
+  ImplicitLocOpBuilder b;
+  llvm::SetVector<Operation *> trainable;
+  /// Dropout's step: the `rng.step` counter plus one (null without dropout).
+  Value rngStep;
+  /// parameter -> its gradient, summed over micro-batches.
+  llvm::MapVector<Operation *, Value> grads;
+  /// parameter -> its gradient shard of each micro-batch (ZeRO-2 with
+  /// accumulation).
+  llvm::MapVector<Operation *, SmallVector<Value>> shards;
+  /// The micro-batches' losses, summed.
+  Value lossSum;
+};
 
 //===----------------------------------------------------------------------===//
 // zero-autodiff
@@ -83,6 +161,57 @@ Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
 
 struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiffPass> {
   using Base::Base;
+  // A clone counts its own statistics (the options are copied by clonePass).
+  ZeroAutodiffPass(const ZeroAutodiffPass &other) : Base(other) {}
+
+  Statistic numTrainable{this, "trainable-parameters",
+                         "Parameters trained (those the loss depends on)"};
+  Statistic numFrozen{this, "frozen-parameters", "Parameters --freeze keeps from training"};
+  Statistic numOpsDifferentiated{this, "ops-differentiated",
+                                 "Forward ops whose reverse rule was applied (all "
+                                 "micro-batches)"};
+  Statistic numMicroBatches{this, "micro-batches",
+                            "Micro-batch copies (forward and backward) built"};
+  Statistic numMicroStepReduceScatters{this, "micro-step-reduce-scatters",
+                                       "Gradient reduce-scatters after each micro-batch "
+                                       "(ZeRO-2 with accumulation)"};
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = pickFunction(module, function, "zero-autodiff");
+    if (!func)
+      return signalPassFailure();
+    if (accumulation < 1) {
+      module.emitError() << "zero-autodiff: accumulation must be >= 1, got " << accumulation;
+      return signalPassFailure();
+    }
+    if (failed(keepOnlyLoss(func)) || failed(checkLoss(func)))
+      return signalPassFailure();
+    FailureOr<llvm::SetVector<Operation *>> trainable = chooseTrainableParameters(module);
+    if (failed(trainable))
+      return signalPassFailure();
+    if (tagMicroBatches)
+      nameSegmentsAsLayers(func);
+    if (failed(checkMicroBatchSize(func)))
+      return signalPassFailure();
+    FailureOr<SmallVector<Type>> argTypes = stepInputTypes(func);
+    if (failed(argTypes))
+      return signalPassFailure();
+    TrainStep s(func, createTrainStep(func, *argTypes), std::move(*trainable));
+    addDropoutStepCounter(module, s);
+    for (int64_t k = 0; k < accumulation; ++k)
+      if (failed(differentiateMicroBatch(s, k)))
+        return signalPassFailure();
+    sumGradientShards(s);
+    returnLossAndGradients(s, meanLoss(s));
+    attrs::kAccumulationSteps.set(module, s.b.getI64IntegerAttr(accumulation));
+    func.erase();
+  }
+
+  /// ZeRO-2 with accumulation: every micro-batch's gradient is reduce-scattered
+  /// at once, and the shards summed at the end (readers of a collective's
+  /// result placed right behind it would stall backward).
+  bool reduceScattersMicroSteps() { return world > 1 && stage == 2 && accumulation > 1; }
 
   /// A model exported with its loss often returns more than the loss
   /// (Hugging Face's (loss, logits)): the loss is `loss-output`'s result, else
@@ -123,6 +252,8 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
              << "; name the loss with --loss-output NAME "
                 "(zero-autodiff{loss-output=NAME}), or attach one to the logits with "
                 "--loss KIND:LABELS@OUTPUT";
+    LLVM_DEBUG(llvm::dbgs() << "zero-autodiff: the loss is output " << which << " of " << n
+                            << " (" << list << ")\n");
     if (n == 1)
       return success();
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -133,266 +264,310 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     return func.eraseResults(drop);
   }
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
-    func::FuncOp func = pickFunction(module, function, "zero-autodiff");
-    if (!func)
-      return signalPassFailure();
-    if (accumulation < 1) {
-      module.emitError() << "zero-autodiff: accumulation must be >= 1, got " << accumulation;
-      return signalPassFailure();
-    }
-    if (failed(keepOnlyLoss(func)))
-      return signalPassFailure();
-    // The loss: one floating-point scalar.
+  /// The loss: the function returns one floating-point scalar.
+  LogicalResult checkLoss(func::FuncOp func) {
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    if (ret.getNumOperands() != 1 ||
-        !isa<FloatType>(cast<RankedTensorType>(ret.getOperand(0).getType()).getElementType()) ||
-        cast<RankedTensorType>(ret.getOperand(0).getType()).getNumElements() != 1) {
-      std::string types;
-      llvm::raw_string_ostream os(types);
-      llvm::interleaveComma(ret.getOperandTypes(), os);
-      func.emitOpError() << "must return one floating-point scalar loss to be trained; "
-                            "it returns ("
-                         << types
-                         << "). Export the model with its loss, or attach one with "
-                            "--loss cross-entropy:LABELS (zero-add-loss)";
-      return signalPassFailure();
-    }
+    if (ret.getNumOperands() == 1 &&
+        isa<FloatType>(cast<RankedTensorType>(ret.getOperand(0).getType()).getElementType()) &&
+        cast<RankedTensorType>(ret.getOperand(0).getType()).getNumElements() == 1)
+      return success();
+    std::string types;
+    llvm::raw_string_ostream os(types);
+    llvm::interleaveComma(ret.getOperandTypes(), os);
+    return func.emitOpError() << "must return one floating-point scalar loss to be trained; "
+                                 "it returns ("
+                              << types
+                              << "). Export the model with its loss, or attach one with "
+                                 "--loss cross-entropy:LABELS (zero-add-loss)";
+  }
+
+  /// The parameters to train, in module order: the floating-point globals
+  /// but model buffers, the state passes add (`zero.role`) and those whose
+  /// ONNX name --freeze matches.
+  FailureOr<llvm::SetVector<Operation *>> chooseTrainableParameters(ModuleOp module) {
     llvm::Regex frozen(freeze.getValue());
     std::string regexError;
     if (!freeze.empty() && !frozen.isValid(regexError)) {
       module.emitError() << "zero-autodiff: --freeze '" << freeze
                          << "' is not a valid regular expression: " << regexError;
-      return signalPassFailure();
+      return failure();
     }
-    // Trainable parameters.
     llvm::SetVector<Operation *> trainable;
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
       auto t = cast<RankedTensorType>(g.getType());
-      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
+      auto tensor = attrs::kTensor.get(g);
       StringRef name = tensor ? tensor.getValue() : g.getSymName();
-      if (!isa<FloatType>(t.getElementType()) || g->hasAttr("zero.buffer") ||
-          g->hasAttr("zero.role") || (!freeze.empty() && frozen.match(name)))
+      if (!isa<FloatType>(t.getElementType()) || attrs::kBuffer.isSetOn(g) ||
+          attrs::kRole.isSetOn(g))
         continue;
+      if (!freeze.empty() && frozen.match(name)) {
+        LLVM_DEBUG(llvm::dbgs() << "zero-autodiff: '" << name << "' is frozen\n");
+        ++numFrozen;
+        continue;
+      }
       trainable.insert(g);
     }
+    return trainable;
+  }
 
-    // A model without module paths, stepped through pipeline stages or
-    // checkpointed: its forward's single-activation segments (Layers.h) are
-    // written into the ops' locations as module paths (`segment.N`), which
-    // the reverse rules' ops inherit, so the training step has layers too.
-    if (tagMicroBatches) {
-      ::zero::LayerStructure ls = ::zero::recoverLayers(func);
-      if (ls.segments)
-        for (auto [op, layer] : ls.layerOf) {
-          Builder lb(ctx);
-          auto meta = lb.getDictionaryAttr(
-              {lb.getNamedAttr("module_scopes",
-                               lb.getArrayAttr({lb.getStringAttr(ls.layers[size_t(layer)].name)})),
-               lb.getNamedAttr("module_classes", lb.getArrayAttr({lb.getStringAttr("")}))});
-          op->setLoc(FusedLoc::get(ctx, {op->getLoc()}, meta));
-        }
+  /// A model without module paths, stepped through pipeline stages or
+  /// checkpointed: its forward's single-activation segments (Layers.h) are
+  /// written into the ops' locations as module paths (`segment.N`), which
+  /// the reverse rules' ops inherit, so the training step has layers too.
+  void nameSegmentsAsLayers(func::FuncOp func) {
+    MLIRContext *ctx = &getContext();
+    ::zero::LayerStructure ls = ::zero::recoverLayers(func);
+    if (!ls.segments)
+      return;
+    LLVM_DEBUG(llvm::dbgs() << "zero-autodiff: no module paths; " << ls.layers.size()
+                            << " segments named as layers\n");
+    for (auto [op, layer] : ls.layerOf) {
+      Builder lb(ctx);
+      auto meta = lb.getDictionaryAttr(
+          {lb.getNamedAttr("module_scopes",
+                           lb.getArrayAttr({lb.getStringAttr(ls.layers[size_t(layer)].name)})),
+           lb.getNamedAttr("module_classes", lb.getArrayAttr({lb.getStringAttr("")}))});
+      op->setLoc(FusedLoc::get(ctx, {op->getLoc()}, meta));
     }
+  }
 
-    // @train_step: the inputs hold `accumulation` micro-batches along dim 0.
-    Block &src = func.getBody().front();
-    // The config's train_micro_batch_size_per_gpu is the model's batch: its
-    // inputs' largest dim 0 (an input broadcast over the batch has 1 there).
-    if (const int64_t micro = microBatchSize; micro > 0) {
-      int64_t batch = 0;
-      BlockArgument widest;
-      for (BlockArgument arg : src.getArguments())
-        if (auto t = cast<RankedTensorType>(arg.getType());
-            t.getRank() > 0 && t.getDimSize(0) > batch) {
-          batch = t.getDimSize(0);
-          widest = arg;
-        }
-      if (widest && batch != micro) {
-        auto name = func.getArgAttrOfType<StringAttr>(widest.getArgNumber(), "onnx.name");
-        std::string input = name ? name.getValue().str()
-                                 : "#" + std::to_string(widest.getArgNumber());
-        func.emitOpError() << "the config's train_micro_batch_size_per_gpu is "
-                           << micro << " but the model's batch is " << batch
-                           << " (input '" << input << "' is " << widest.getType()
-                           << "): one micro-batch is one run of the model; export it "
-                              "(or give --input-shape) with batch "
-                           << micro << ", or set train_micro_batch_size_per_gpu to "
-                           << batch;
-        return signalPassFailure();
+  /// The config's train_micro_batch_size_per_gpu is the model's batch: its
+  /// inputs' largest dim 0 (an input broadcast over the batch has 1 there).
+  LogicalResult checkMicroBatchSize(func::FuncOp func) {
+    const int64_t micro = microBatchSize;
+    if (micro <= 0)
+      return success();
+    int64_t batch = 0;
+    BlockArgument widest;
+    for (BlockArgument arg : func.getBody().front().getArguments())
+      if (auto t = cast<RankedTensorType>(arg.getType());
+          t.getRank() > 0 && t.getDimSize(0) > batch) {
+        batch = t.getDimSize(0);
+        widest = arg;
       }
-    }
+    if (!widest || batch == micro)
+      return success();
+    auto name = func.getArgAttrOfType<StringAttr>(widest.getArgNumber(), "onnx.name");
+    std::string input =
+        name ? name.getValue().str() : "#" + std::to_string(widest.getArgNumber());
+    return func.emitOpError() << "the config's train_micro_batch_size_per_gpu is " << micro
+                              << " but the model's batch is " << batch << " (input '"
+                              << input << "' is " << widest.getType()
+                              << "): one micro-batch is one run of the model; export it "
+                                 "(or give --input-shape) with batch "
+                              << micro << ", or set train_micro_batch_size_per_gpu to "
+                              << batch;
+  }
+
+  /// @train_step's input types: the model's, with `accumulation`
+  /// micro-batches along dim 0.
+  FailureOr<SmallVector<Type>> stepInputTypes(func::FuncOp func) {
     SmallVector<Type> argTypes;
-    for (BlockArgument arg : src.getArguments()) {
+    for (BlockArgument arg : func.getBody().front().getArguments()) {
       auto t = cast<RankedTensorType>(arg.getType());
       if (accumulation > 1 && t.getRank() == 0) {
         func.emitOpError() << "input " << arg.getArgNumber()
                            << " is a scalar; gradient accumulation splits every "
                               "input along dim 0 into micro-batches";
-        return signalPassFailure();
+        return failure();
       }
       SmallVector<int64_t> shape(t.getShape());
       if (accumulation > 1)
         shape[0] *= accumulation;
       argTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
     }
+    return argTypes;
+  }
+
+  /// An empty @train_step after `func`, with its inputs' names.
+  func::FuncOp createTrainStep(func::FuncOp func, ArrayRef<Type> argTypes) {
+    MLIRContext *ctx = &getContext();
     OpBuilder mb(ctx);
     mb.setInsertionPointAfter(func);
     auto step = func::FuncOp::create(mb, func.getLoc(), "train_step",
                                      FunctionType::get(ctx, argTypes, {}));
     if (ArrayAttr argAttrs = func.getAllArgAttrs())
       step.setAllArgAttrs(argAttrs);
-    Block *entry = step.addEntryBlock();
-    ImplicitLocOpBuilder b(func.getLoc(), ctx);
-    b.setInsertionPointToEnd(entry);
+    step.addEntryBlock();
+    return step;
+  }
 
-    // Training-mode Dropout draws its mask from (seed, stream, step): the step
-    // is the `rng.step` counter, incremented once per training step, and each
-    // micro-batch copy gets its own stream.
-    Value rngStep;
-    if (!src.getOps<onnx::TrainingDropoutOp>().empty()) {
-      auto i64s = RankedTensorType::get({}, b.getI64Type());
-      OpBuilder gb(ctx);
-      gb.setInsertionPoint(func);
-      auto counter = ml_program::GlobalOp::create(
-          gb, func.getLoc(), "rng_step", i64s, /*is_mutable=*/true,
-          DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 0)),
-          gb.getStringAttr("private"));
-      counter->setAttr("zero.tensor", gb.getStringAttr("rng.step"));
-      counter->setAttr("zero.role", gb.getStringAttr("counter"));
-      SymbolTable(module).insert(counter);
-      auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
-      rngStep = onnx::AddOp::create(
-          b, ml_program::GlobalLoadOp::create(b, i64s, sym),
-          onnx::ConstantOp::create(
-              b, i64s, DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 1))));
-      ml_program::GlobalStoreOp::create(b, sym, rngStep);
+  /// Training-mode Dropout draws its mask from (seed, stream, step): the step
+  /// is the `rng.step` counter, incremented once per training step, and each
+  /// micro-batch copy gets its own stream.
+  void addDropoutStepCounter(ModuleOp module, TrainStep &s) {
+    if (s.src.getOps<onnx::TrainingDropoutOp>().empty())
+      return;
+    ImplicitLocOpBuilder &b = s.b;
+    auto i64s = RankedTensorType::get({}, b.getI64Type());
+    OpBuilder gb(&getContext());
+    gb.setInsertionPoint(s.forward);
+    auto counter = ml_program::GlobalOp::create(
+        gb, s.forward.getLoc(), "rng_step", i64s, /*is_mutable=*/true,
+        DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 0)),
+        gb.getStringAttr("private"));
+    attrs::kTensor.set(counter, gb.getStringAttr("rng.step"));
+    attrs::kRole.set(counter, gb.getStringAttr("counter"));
+    SymbolTable(module).insert(counter);
+    auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+    Value one = onnx::ConstantOp::create(
+        b, i64s, DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 1)));
+    Value step = ml_program::GlobalLoadOp::create(b, i64s, sym);
+    s.rngStep = onnx::AddOp::create(b, step, one);
+    ml_program::GlobalStoreOp::create(b, sym, s.rngStep);
+  }
+
+  /// With tag-micro-batches, marks each op built after `before` with its
+  /// micro-batch and phase (zero-pipeline-split orders them per stage).
+  void tagSince(TrainStep &s, Operation *before, int64_t k, StringRef phase) {
+    if (!tagMicroBatches)
+      return;
+    for (Operation *op = before ? before->getNextNode() : &s.entry->front(); op;
+         op = op->getNextNode()) {
+      attrs::kMicroBatch.set(op, s.b.getI64IntegerAttr(k));
+      attrs::kPhase.set(op, s.b.getStringAttr(phase));
     }
+  }
 
-    Type lossType = ret.getOperand(0).getType();
+  /// Micro-batch `k`: the forward cloned on its slice of the inputs, then the
+  /// backward sweep from its loss, seeded with 1/accumulation; its gradients
+  /// go into the step's sums.
+  LogicalResult differentiateMicroBatch(TrainStep &s, int64_t k) {
+    ++numMicroBatches;
+    ImplicitLocOpBuilder &b = s.b;
+    Operation *beforeForward = s.lastOp();
+    IRMapping map;
+    SmallVector<Operation *> ops = cloneForward(s, k, map);
+    tagSince(s, beforeForward, k, "forward");
+    Operation *beforeBackward = s.lastOp();
+    Value loss = map.lookup(s.forwardRet.getOperand(0));
+    Type lossType = s.forwardRet.getOperand(0).getType();
     Type lossElem = cast<RankedTensorType>(lossType).getElementType();
-    llvm::MapVector<Operation *, Value> grads; // global -> gradient, summed
-    // ZeRO-2 with accumulation: every micro-batch's gradient reduce-scattered
-    // at once; the shards are summed at the end (readers of a collective's
-    // result placed right behind it would stall backward).
-    const bool microScatter = world > 1 && stage == 2 && accumulation > 1;
-    llvm::MapVector<Operation *, SmallVector<Value>> shards;
-    Value lossSum;
-    // With tag-micro-batches, each op this loop creates is marked with its
-    // micro-batch and phase (zero-pipeline-split orders them per stage).
-    auto tagSince = [&](Operation *before, int64_t k, StringRef phase) {
-      if (!tagMicroBatches)
-        return;
-      for (Operation *op = before ? before->getNextNode() : &entry->front(); op;
-           op = op->getNextNode()) {
-        op->setAttr("zero.micro_batch", b.getI64IntegerAttr(k));
-        op->setAttr("zero.phase", b.getStringAttr(phase));
+    auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
+                                           FloatAttr::get(lossElem, 1.0 / accumulation));
+    Value seed = onnx::ConstantOp::create(b, lossType, seedAttr);
+    llvm::MapVector<Operation *, Value> micro;
+    if (failed(reverse(b, ops, loss, seed, s.trainable, micro)))
+      return failure();
+    b.setLoc(accumulationLoc());
+    for (auto &[g, v] : micro) {
+      if (reduceScattersMicroSteps()) {
+        reduceScatterMicroStepGradient(s, g, v);
+        continue;
       }
-    };
-    for (int64_t k = 0; k < accumulation; ++k) {
-      Operation *beforeForward = entry->empty() ? nullptr : &entry->back();
-      IRMapping map;
-      for (auto [i, arg] : llvm::enumerate(src.getArguments())) {
-        Value in = entry->getArgument(i);
-        if (accumulation > 1) {
-          auto t = cast<RankedTensorType>(arg.getType());
-          int64_t rows = t.getDimSize(0);
-          SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
-              steps(t.getRank(), 1);
-          starts[0] = k * rows;
-          ends[0] = (k + 1) * rows;
-          in = onnx::SliceOp::create(b, in, starts, ends, steps);
-        }
-        map.map(arg, in);
-      }
-      SmallVector<Operation *> ops;
-      for (Operation &op : src.without_terminator()) {
-        Operation *copy = b.clone(op, map);
-        if (auto d = dyn_cast<onnx::TrainingDropoutOp>(copy)) {
-          d.getStepMutable().assign(rngStep);
-          uint64_t stream = uint64_t(d.getStream()) + uint64_t(k) * 0x9E3779B97F4A7C15ull;
-          d.setStream(int64_t(stream & uint64_t(INT64_MAX)));
-        }
-        ops.push_back(copy);
-      }
-      tagSince(beforeForward, k, "forward");
-      Operation *beforeBackward = entry->empty() ? nullptr : &entry->back();
-      Value loss = map.lookup(ret.getOperand(0));
-      auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
-                                             FloatAttr::get(lossElem, 1.0 / accumulation));
-      Value seed = onnx::ConstantOp::create(b, lossType, seedAttr);
-      llvm::MapVector<Operation *, Value> micro;
-      if (failed(reverse(b, ops, loss, seed, trainable, micro)))
-        return signalPassFailure();
-      b.setLoc(accumulationLoc());
-      for (auto &[g, v] : micro) {
-        if (microScatter) {
-          auto t = cast<RankedTensorType>(v.getType());
-          int64_t padded = ::zero::paddedNumel(t.getNumElements(), world);
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointAfterValue(v);
-          Value flat = ::zero::flatPadded(b, v, padded);
-          shards[g].push_back(::zero::dist::ReduceScatterOp::create(
-              b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
-              int64_t(world)));
-          continue;
-        }
-        auto it = grads.find(g);
-        if (it == grads.end())
-          grads.insert({g, v});
-        else
-          it->second = sumGradients(b, it->second, v);
-      }
-      lossSum = lossSum ? onnx::AddOp::create(b, lossSum, loss).getResult() : loss;
-      tagSince(beforeBackward, k, "backward");
+      auto it = s.grads.find(g);
+      if (it == s.grads.end())
+        s.grads.insert({g, v});
+      else
+        it->second = sumGradients(b, it->second, v);
     }
-    for (auto &[g, parts] : shards) {
+    s.lossSum = s.lossSum ? onnx::AddOp::create(b, s.lossSum, loss).getResult() : loss;
+    tagSince(s, beforeBackward, k, "backward");
+    return success();
+  }
+
+  /// Micro-batch `k`'s forward: the loss function's ops cloned, reading the
+  /// k-th slice of each input along dim 0, each Dropout on its own stream.
+  SmallVector<Operation *> cloneForward(TrainStep &s, int64_t k, IRMapping &map) {
+    ImplicitLocOpBuilder &b = s.b;
+    for (auto [i, arg] : llvm::enumerate(s.src.getArguments())) {
+      Value in = s.entry->getArgument(i);
+      if (accumulation > 1) {
+        auto t = cast<RankedTensorType>(arg.getType());
+        int64_t rows = t.getDimSize(0);
+        SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()), steps(t.getRank(), 1);
+        starts[0] = k * rows;
+        ends[0] = (k + 1) * rows;
+        in = onnx::SliceOp::create(b, in, starts, ends, steps);
+      }
+      map.map(arg, in);
+    }
+    SmallVector<Operation *> ops;
+    for (Operation &op : s.src.without_terminator()) {
+      Operation *copy = b.clone(op, map);
+      if (auto d = dyn_cast<onnx::TrainingDropoutOp>(copy)) {
+        d.getStepMutable().assign(s.rngStep);
+        uint64_t stream = uint64_t(d.getStream()) + uint64_t(k) * 0x9E3779B97F4A7C15ull;
+        d.setStream(int64_t(stream & uint64_t(INT64_MAX)));
+      }
+      ops.push_back(copy);
+    }
+    return ops;
+  }
+
+  /// ZeRO-2's collective, which zero-autodiff inserts for now (it belongs in
+  /// a ZeRO pass of its own): the micro-batch gradient `v` of parameter `g`
+  /// reduce-scattered right where it is final, so a rank keeps only its
+  /// shard; sumGradientShards sums the shards over the micro-batches.
+  void reduceScatterMicroStepGradient(TrainStep &s, Operation *g, Value v) {
+    ImplicitLocOpBuilder &b = s.b;
+    auto t = cast<RankedTensorType>(v.getType());
+    int64_t padded = ::zero::paddedNumel(t.getNumElements(), world);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(v);
+    Value flat = ::zero::flatPadded(b, v, padded);
+    s.shards[g].push_back(::zero::dist::ReduceScatterOp::create(
+        b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
+        int64_t(world)));
+    ++numMicroStepReduceScatters;
+  }
+
+  /// ZeRO-2 with accumulation: each parameter's gradient is the sum of its
+  /// micro-batch shards.
+  void sumGradientShards(TrainStep &s) {
+    for (auto &[g, parts] : s.shards) {
       Value sum = parts.front();
       for (Value p : ArrayRef<Value>(parts).drop_front())
-        sum = onnx::AddOp::create(b, sum, p);
-      grads.insert({g, sum});
+        sum = onnx::AddOp::create(s.b, sum, p);
+      s.grads.insert({g, sum});
     }
-    Value loss = lossSum;
-    if (accumulation > 1) {
-      auto t = cast<RankedTensorType>(lossType);
-      Value k = onnx::ConstantOp::create(
-          b, t, DenseElementsAttr::get(t, FloatAttr::get(lossElem, double(accumulation))));
-      loss = onnx::DivOp::create(b, lossSum, k);
-    }
+  }
 
-    // Results: the loss, then one gradient per trained parameter in module
-    // order. A parameter the loss does not depend on gets no gradient and is
-    // not trained (PyTorch leaves its .grad None and its optimizers skip it).
+  /// The step's loss: the micro-batches' mean.
+  Value meanLoss(TrainStep &s) {
+    if (accumulation <= 1)
+      return s.lossSum;
+    auto t = cast<RankedTensorType>(s.forwardRet.getOperand(0).getType());
+    Value k = onnx::ConstantOp::create(
+        s.b, t,
+        DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), double(accumulation))));
+    return onnx::DivOp::create(s.b, s.lossSum, k);
+  }
+
+  /// Results: the loss, then one gradient per trained parameter in module
+  /// order. A parameter the loss does not depend on gets no gradient and is
+  /// not trained (PyTorch leaves its .grad None and its optimizers skip it).
+  void returnLossAndGradients(TrainStep &s, Value loss) {
+    ImplicitLocOpBuilder &b = s.b;
     SmallVector<Value> results{loss};
-    SmallVector<Attribute> resAttrs{b.getDictionaryAttr(
-        {b.getNamedAttr("onnx.name", b.getStringAttr("loss"))})};
-    for (Operation *gop : trainable) {
+    SmallVector<Attribute> resAttrs{
+        b.getDictionaryAttr({b.getNamedAttr("onnx.name", b.getStringAttr("loss"))})};
+    for (Operation *gop : s.trainable) {
       auto g = cast<ml_program::GlobalOp>(gop);
-      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
+      auto tensor = attrs::kTensor.get(g);
       StringRef name = tensor ? tensor.getValue() : g.getSymName();
-      auto it = grads.find(gop);
-      if (it == grads.end()) {
+      auto it = s.grads.find(gop);
+      if (it == s.grads.end()) {
         g.emitWarning() << "parameter '" << name
                         << "' does not affect the loss; it gets no gradient and is "
                            "not trained";
         continue;
       }
+      ++numTrainable;
       g.setIsMutable(true);
-      g->setAttr("zero.trainable", b.getUnitAttr());
+      attrs::kTrainable.set(g, b.getUnitAttr());
       results.push_back(it->second);
-      SmallVector<NamedAttribute> attrs{
+      SmallVector<NamedAttribute> gradAttrs{
           b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
-          b.getNamedAttr("zero.grad_of", FlatSymbolRefAttr::get(g.getSymNameAttr()))};
-      if (microScatter)
-        attrs.push_back(b.getNamedAttr("zero.grad_shard", b.getI64IntegerAttr(world)));
-      resAttrs.push_back(b.getDictionaryAttr(attrs));
+          b.getNamedAttr(attrs::kGradOf, FlatSymbolRefAttr::get(g.getSymNameAttr()))};
+      if (reduceScattersMicroSteps())
+        gradAttrs.push_back(b.getNamedAttr(attrs::kGradShard, b.getI64IntegerAttr(world)));
+      resAttrs.push_back(b.getDictionaryAttr(gradAttrs));
     }
     func::ReturnOp::create(b, results);
-    step.setType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
-    step.setAllResultAttrs(resAttrs);
-    module->setAttr("zero.accumulation_steps", b.getI64IntegerAttr(accumulation));
-    func.erase();
+    s.step.setType(FunctionType::get(&getContext(), s.step.getArgumentTypes(),
+                                     ValueRange(results).getTypes()));
+    s.step.setAllResultAttrs(resAttrs);
   }
 
   /// The location of the gradient sums over uses and micro-batches.
@@ -405,93 +580,79 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
   LogicalResult reverse(ImplicitLocOpBuilder &b, ArrayRef<Operation *> ops, Value loss,
                         Value seed, const llvm::SetVector<Operation *> &trainable,
                         llvm::MapVector<Operation *, Value> &grads) {
-    auto isFloat = [](Value v) {
-      auto t = dyn_cast<RankedTensorType>(v.getType());
-      return t && isa<FloatType>(t.getElementType());
-    };
-    // Varied: depends on a trainable parameter. Useful: the loss depends on it.
-    llvm::DenseSet<Value> varied, useful;
-    for (Operation *op : ops) {
-      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
-        Operation *g = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
-        if (g && trainable.contains(g))
-          varied.insert(load.getResult());
-        continue;
-      }
-      if (llvm::any_of(op->getOperands(), [&](Value v) { return varied.contains(v); }))
-        for (Value r : op->getResults())
-          if (isFloat(r))
-            varied.insert(r);
+    ActiveValues active(ops, loss, trainable);
+    if (!active.contains(loss)) {
+      LLVM_DEBUG(llvm::dbgs() << "zero-autodiff: no trainable parameter reaches the loss\n");
+      return success();
     }
-    useful.insert(loss);
-    for (Operation *op : llvm::reverse(ops))
-      if (llvm::any_of(op->getResults(), [&](Value v) { return useful.contains(v); }))
-        for (Value v : op->getOperands())
-          useful.insert(v);
-    auto active = [&](Value v) {
-      return varied.contains(v) && useful.contains(v) && isFloat(v);
-    };
-    if (!active(loss))
-      return success(); // no parameter reaches the loss
-
     llvm::DenseMap<Value, Value> adjoint;
     adjoint[loss] = seed;
-    auto accumulate = [&](Value v, Value g) {
-      auto [it, inserted] = adjoint.try_emplace(v, g);
+    for (Operation *op : llvm::reverse(ops)) {
+      auto load = dyn_cast<ml_program::GlobalLoadOp>(op);
+      if (!load) {
+        if (failed(applyReverseRule(b, op, active, adjoint)))
+          return failure();
+        continue;
+      }
+      Value g = adjoint.lookup(load.getResult());
+      if (!g)
+        continue;
+      Operation *global = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
+      auto [it, inserted] = grads.insert({global, g});
+      // The sum over a parameter's uses belongs to no layer: it runs where
+      // the contributions are (zero-pipeline-split places it by its uses).
+      b.setLoc(accumulationLoc());
       if (!inserted)
         it->second = onnx::AddOp::create(b, it->second, g);
-    };
-    for (Operation *op : llvm::reverse(ops)) {
-      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
-        Value g = adjoint.lookup(load.getResult());
-        if (!g)
-          continue;
-        Operation *global = SymbolTable::lookupNearestSymbolFrom(op, load.getGlobalAttr());
-        auto [it, inserted] = grads.insert({global, g});
-        // The sum over a parameter's uses belongs to no layer: it runs where
-        // the contributions are (zero-pipeline-split places it by its uses).
-        b.setLoc(accumulationLoc());
-        if (!inserted)
-          it->second = onnx::AddOp::create(b, it->second, g);
+    }
+    return success();
+  }
+
+  /// `op`'s reverse rule (GradientRules.cpp), when a gradient reaches one of
+  /// its results and one of its operands needs one: the operands' gradients
+  /// are added into `adjoint`.
+  LogicalResult applyReverseRule(ImplicitLocOpBuilder &b, Operation *op,
+                                 const ActiveValues &active,
+                                 llvm::DenseMap<Value, Value> &adjoint) {
+    SmallVector<Value> dOuts;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = active.contains(r) ? adjoint.lookup(r) : Value();
+      dOuts.push_back(g);
+      any |= bool(g);
+    }
+    if (!any)
+      return success();
+    SmallVector<bool> needs;
+    bool needAny = false;
+    for (Value v : op->getOperands()) {
+      needs.push_back(active.contains(v));
+      needAny |= needs.back();
+    }
+    if (!needAny)
+      return success();
+    ::zero::autodiff::RuleFn rule = ::zero::autodiff::lookupRule(op->getName().getStringRef());
+    if (!rule)
+      return op->emitOpError() << "has no reverse rule" << nodeDescription(op)
+                               << ", but it lies between a trained parameter and "
+                                  "the loss; freeze the parameters that reach it "
+                                  "(--freeze REGEX) or ask for a rule";
+    SmallVector<Value> dIns(op->getNumOperands());
+    b.setLoc(op->getLoc());
+    ::zero::autodiff::RuleArgs args{b, op, dOuts, needs, dIns};
+    if (failed(rule(args)))
+      return failure();
+    ++numOpsDifferentiated;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (!needs[i] || !dIns[i])
         continue;
-      }
-      SmallVector<Value> dOuts;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        Value g = active(r) ? adjoint.lookup(r) : Value();
-        dOuts.push_back(g);
-        any |= bool(g);
-      }
-      if (!any)
-        continue;
-      SmallVector<bool> needs;
-      bool needAny = false;
-      for (Value v : op->getOperands()) {
-        needs.push_back(active(v));
-        needAny |= needs.back();
-      }
-      if (!needAny)
-        continue;
-      ::zero::autodiff::RuleFn rule = ::zero::autodiff::lookupRule(op->getName().getStringRef());
-      if (!rule)
-        return op->emitOpError() << "has no reverse rule" << nodeDescription(op)
-                                 << ", but it lies between a trained parameter and "
-                                    "the loss; freeze the parameters that reach it "
-                                    "(--freeze REGEX) or ask for a rule";
-      SmallVector<Value> dIns(op->getNumOperands());
-      b.setLoc(op->getLoc());
-      ::zero::autodiff::RuleArgs args{b, op, dOuts, needs, dIns};
-      if (failed(rule(args)))
-        return failure();
-      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-        if (!needs[i] || !dIns[i])
-          continue;
-        if (dIns[i].getType() != v.getType())
-          return op->emitOpError() << "reverse rule produced " << dIns[i].getType()
-                                   << " for operand " << i << " of type " << v.getType()
-                                   << nodeDescription(op);
-        accumulate(v, dIns[i]);
-      }
+      if (dIns[i].getType() != v.getType())
+        return op->emitOpError() << "reverse rule produced " << dIns[i].getType()
+                                 << " for operand " << i << " of type " << v.getType()
+                                 << nodeDescription(op);
+      auto [it, inserted] = adjoint.try_emplace(v, dIns[i]);
+      if (!inserted)
+        it->second = onnx::AddOp::create(b, it->second, dIns[i]);
     }
     return success();
   }

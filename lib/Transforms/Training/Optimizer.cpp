@@ -8,15 +8,24 @@
 // (the runtime fills them; they are not in the weights file) and carry
 // `zero.role` so the lowering and --save-optimizer can tell them apart.
 //
+// The steps, in order: check the options; read the gradients @train_step
+// returns; average them over the ranks (data parallelism); count the step;
+// the step's learning rate; the gradient norm and clipping; the updates; the
+// step's results and the settings the runtime reads (`zero.training`).
+//
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
+
+#define DEBUG_TYPE "zero-optimizer"
 
 namespace zero {
 #define GEN_PASS_DEF_ZEROOPTIMIZERPASS
@@ -24,147 +33,43 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
+namespace attrs = ::zero::attrs;
 namespace onnx = ::zero::onnx;
 
 namespace {
 
-struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimizerPass> {
-  using Base::Base;
+/// A scalar constant `v` of element type `elem`.
+Value scalar(ImplicitLocOpBuilder &b, double v, Type elem) {
+  auto t = RankedTensorType::get({}, elem);
+  Attribute a = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, v))
+                                     : Attribute(IntegerAttr::get(elem, int64_t(v)));
+  return onnx::ConstantOp::create(b, t, DenseElementsAttr::get(t, a));
+}
 
-  Value scalar(ImplicitLocOpBuilder &b, double v, Type elem) {
-    auto t = RankedTensorType::get({}, elem);
-    Attribute a = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, v))
-                                       : Attribute(IntegerAttr::get(elem, int64_t(v)));
-    return onnx::ConstantOp::create(b, t, DenseElementsAttr::get(t, a));
-  }
+/// How a parameter of `numel` elements splits over the ranks: flattened,
+/// zero-padded to a multiple of the world size, rank r owns elements
+/// [r*shard, (r+1)*shard) (DeepSpeed's flatten-pad-split, per parameter).
+struct ParamLayout {
+  int64_t numel = 0, padded = 0, shard = 0;
+};
 
-  /// How a parameter of `numel` elements splits over the ranks: flattened,
-  /// zero-padded to a multiple of the world size, rank r owns elements
-  /// [r*shard, (r+1)*shard) (DeepSpeed's flatten-pad-split, per parameter).
-  struct Layout {
-    int64_t numel = 0, padded = 0, shard = 0;
-  };
+/// A trained parameter and its gradient in @train_step.
+struct ParamGradient {
+  ml_program::GlobalOp param;
+  Value grad;
+};
 
-  /// `v` flattened and zero-padded to `l.padded` elements.
-  Value flatPadded(ImplicitLocOpBuilder &b, Value v, const Layout &l) {
-    return ::zero::flatPadded(b, v, l.padded);
-  }
+/// The optimizer step as it is appended to @train_step: what each step of
+/// zero-optimizer leaves for the ones after it.
+struct OptimizerStep {
+  OptimizerStep(func::FuncOp func, ModuleOp module)
+      : func(func), ret(cast<func::ReturnOp>(func.getBody().front().getTerminator())),
+        b(NameLoc::get(StringAttr::get(func.getContext(), "optimizer")), ret),
+        symbols(module), mb(func.getContext()) {}
 
-  /// Averages every gradient over the ranks (sum, times 1/N): all-reduced
-  /// (stage 0) or reduce-scattered into the rank's shard (stages 1-3). The
-  /// gradients are taken in the order they become final in backward and
-  /// grouped into buckets of at most `bucket` elements (0: each alone); a
-  /// bucket's collective sits right after its last gradient, so it overlaps
-  /// the rest of backward. A bucket of several gradients moves one flat
-  /// buffer: concatenated (stage 0), or each padded gradient as [N, s] rows
-  /// concatenated along the columns, so that rank r's block holds its shard
-  /// of every gradient (stages 1-3). What reads a collective's result (the
-  /// 1/N scaling, a bucket's slices) is placed with `late`, at the optimizer
-  /// step: a stream runs in order, so a reader right behind the collective
-  /// would hold the rest of backward until the collective is done.
-  void averageGradients(func::FuncOp func,
-                        SmallVectorImpl<std::pair<ml_program::GlobalOp, Value>> &params,
-                        ArrayRef<Layout> layouts, bool sharded,
-                        ImplicitLocOpBuilder &late, const llvm::DenseSet<unsigned> &reduced) {
-    MLIRContext *ctx = &getContext();
-    // Gradients zero-autodiff already reduce-scattered (every micro-step, ZeRO-2)
-    // and summed: only the mean is left.
-    for (unsigned i : reduced) {
-      Value &grad = params[i].second;
-      Type fe = cast<RankedTensorType>(grad.getType()).getElementType();
-      grad = onnx::MulOp::create(late, grad, scalar(late, 1.0 / double(world), fe));
-    }
-    SmallVector<size_t> order;
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!reduced.contains(unsigned(i)))
-        order.push_back(i);
-    auto defOf = [&](size_t i) { return params[i].second.getDefiningOp(); };
-    llvm::stable_sort(order, [&](size_t x, size_t y) {
-      Operation *a = defOf(x), *c = defOf(y);
-      if (!a || !c)
-        return a == nullptr && c != nullptr;
-      return a != c && a->isBeforeInBlock(c);
-    });
-    SmallVector<SmallVector<size_t>> buckets;
-    int64_t filled = 0;
-    for (size_t i : order) {
-      int64_t n = sharded ? layouts[i].padded : layouts[i].numel;
-      if (buckets.empty() || bucket == 0 || filled + n > bucket) {
-        buckets.push_back({});
-        filled = 0;
-      }
-      buckets.back().push_back(i);
-      filled += n;
-    }
-    for (ArrayRef<size_t> members : buckets) {
-      Value last = params[members.back()].second;
-      ImplicitLocOpBuilder cb(last.getLoc(), ctx);
-      cb.setInsertionPointAfterValue(last);
-      auto gt0 = cast<RankedTensorType>(last.getType());
-      Type fe = gt0.getElementType();
-      auto mean = [&](Value sum) {
-        return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
-      };
-      if (members.size() == 1) {
-        Value &grad = params[members[0]].second;
-        const Layout &l = layouts[members[0]];
-        auto gt = cast<RankedTensorType>(grad.getType());
-        if (!sharded) {
-          grad = mean(::zero::dist::AllReduceOp::create(cb, gt, grad, int64_t(world)));
-        } else {
-          grad = mean(::zero::dist::ReduceScatterOp::create(
-              cb, RankedTensorType::get({l.shard}, fe), flatPadded(cb, grad, l),
-              int64_t(world)));
-        }
-        continue;
-      }
-      SmallVector<Value> parts;
-      SmallVector<int64_t> offsets;
-      int64_t total = 0;
-      for (size_t i : members) {
-        const Layout &l = layouts[i];
-        Value g = params[i].second;
-        offsets.push_back(total);
-        if (!sharded) {
-          if (cast<RankedTensorType>(g.getType()).getRank() != 1)
-            g = onnx::ReshapeOp::create(cb, g, ArrayRef<int64_t>{l.numel});
-          parts.push_back(g);
-          total += l.numel;
-        } else {
-          parts.push_back(onnx::ReshapeOp::create(cb, flatPadded(cb, g, l),
-                                                  ArrayRef<int64_t>{int64_t(world), l.shard}));
-          total += l.shard;
-        }
-      }
-      Value avg;
-      if (!sharded) {
-        Value flat = onnx::ConcatOp::create(cb, parts, uint64_t(0));
-        avg = mean(::zero::dist::AllReduceOp::create(cb, flat.getType(), flat, int64_t(world)));
-      } else {
-        Value rows = onnx::ConcatOp::create(cb, parts, uint64_t(1));
-        Value flat = onnx::ReshapeOp::create(cb, rows, ArrayRef<int64_t>{int64_t(world) * total});
-        avg = mean(::zero::dist::ReduceScatterOp::create(
-            cb, RankedTensorType::get({total}, fe), flat, int64_t(world)));
-      }
-      for (auto [k, i] : llvm::enumerate(members)) {
-        const Layout &l = layouts[i];
-        Value &grad = params[i].second;
-        int64_t n = sharded ? l.shard : l.numel;
-        Value piece = onnx::SliceOp::create(late, avg, ArrayRef<int64_t>{offsets[k]},
-                                            ArrayRef<int64_t>{offsets[k] + n},
-                                            ArrayRef<int64_t>{1});
-        auto gt = cast<RankedTensorType>(grad.getType());
-        if (!sharded && gt.getRank() != 1)
-          piece = onnx::ReshapeOp::create(late, piece, gt.getShape());
-        grad = piece;
-      }
-    }
-  }
-
-  /// A zero-initialised mutable global beside `anchor`.
-  ml_program::GlobalOp stateGlobal(OpBuilder &mb, Operation *anchor, StringRef sym,
-                                   StringRef tensor, RankedTensorType type,
-                                   StringRef role, SymbolTable &symbols) {
+  /// A zero-initialised mutable global beside `anchor`, its symbol uniqued.
+  ml_program::GlobalOp addStateGlobal(Operation *anchor, StringRef sym, StringRef tensor,
+                                      RankedTensorType type, StringRef role) {
     OpBuilder::InsertionGuard guard(mb);
     mb.setInsertionPointAfter(anchor);
     Attribute zero = isa<FloatType>(type.getElementType())
@@ -174,142 +79,347 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                                           /*is_mutable=*/true,
                                           DenseElementsAttr::get(type, zero),
                                           mb.getStringAttr("private"));
-    g->setAttr("zero.tensor", mb.getStringAttr(tensor));
-    g->setAttr("zero.role", mb.getStringAttr(role));
+    attrs::kTensor.set(g, mb.getStringAttr(tensor));
+    attrs::kRole.set(g, mb.getStringAttr(role));
     symbols.insert(g); // uniquifies the symbol
     return g;
   }
 
+  Value load(ml_program::GlobalOp g) {
+    return ml_program::GlobalLoadOp::create(b, g.getType(),
+                                            FlatSymbolRefAttr::get(g.getSymNameAttr()));
+  }
+
+  void store(ml_program::GlobalOp g, Value v) {
+    ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
+  }
+
+  func::FuncOp func;
+  /// @train_step's return: the loss, then one gradient per parameter.
+  func::ReturnOp ret;
+  /// Builds the step's ops, before `ret`.
+  ImplicitLocOpBuilder b;
+  SymbolTable symbols;
+  /// Builds the optimizer-state globals in the module.
+  OpBuilder mb;
+  SmallVector<ParamGradient> params;
+  SmallVector<ParamLayout> layouts;
+  /// Parameters whose gradient zero-autodiff already reduce-scattered (every
+  /// micro-step, ZeRO-2) and summed.
+  llvm::DenseSet<unsigned> reduced;
+  /// Where the next state global goes: after the last one added, so the
+  /// state globals follow the parameters in order.
+  Operation *anchor = nullptr;
+  /// Each rank steps its shard of every parameter (world > 1, stage >= 1).
+  bool sharded = false;
+  /// The step number (1 on the first step), the step's learning rate, the
+  /// gradient norm before clipping and the clipping coefficient.
+  Value t, rate, norm, scale;
+};
+
+/// One parameter's update: what the rank steps (the parameter or its shard)
+/// and the names its optimizer state takes.
+struct ParamUpdate {
+  ml_program::GlobalOp param;
+  Value grad;
+  const ParamLayout &layout;
+  RankedTensorType fullType;
+  /// The ONNX initializer name: the prefix of the state's tensor names.
+  std::string name;
+  /// The type the rank steps: the parameter's, or (sharded) its shard's.
+  RankedTensorType stepped;
+  /// The parameter value (or shard) the update reads.
+  Value value;
+};
+
+struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimizerPass> {
+  using Base::Base;
+  // A clone counts its own statistics (the options are copied by clonePass).
+  ZeroOptimizerPass(const ZeroOptimizerPass &other) : Base(other) {}
+
+  Statistic numParamsUpdated{this, "parameters-updated",
+                             "Parameters the optimizer step updates"};
+  Statistic numStateElements{this, "optimizer-state-elements",
+                             "Optimizer-state elements a rank holds (momentum buffers, "
+                             "exp_avg, exp_avg_sq)"};
+  Statistic numGradientCollectives{this, "gradient-collectives",
+                                   "Collectives that average gradients over the ranks "
+                                   "(one per bucket)"};
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
     auto func = module.lookupSymbol<func::FuncOp>("train_step");
     if (!func) {
       module.emitError() << "zero-optimizer: no @train_step; run zero-autodiff first";
       return signalPassFailure();
     }
     std::string kind = StringRef(type).lower();
-    if (kind != "adamw" && kind != "adam" && kind != "sgd") {
-      module.emitError() << "zero-optimizer: unknown optimizer '" << type
-                         << "'; the optimizers are adamw, adam and sgd";
+    if (failed(checkOptions(module, kind)))
       return signalPassFailure();
-    }
-    if (lr < 0 || clip < 0 || weightDecay < 0 || momentum < 0 || eps < 0) {
-      module.emitError() << "zero-optimizer: lr, clip, weight-decay, momentum and eps "
-                            "must be >= 0";
+    OptimizerStep s(func, module);
+    if (failed(collectGradients(module, s)) || failed(configureDataParallel(module, s)))
       return signalPassFailure();
-    }
-    if (kind != "sgd" && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)) {
-      module.emitError() << "zero-optimizer: betas must be in [0, 1), got " << beta1 << ", "
-                         << beta2;
+    if (world > 1)
+      averageGradients(s);
+    addStepCounter(s);
+    buildSchedule(s);
+    clipGradients(s);
+    if (failed(applyUpdates(s, kind)))
       return signalPassFailure();
-    }
-    if (nesterov && (momentum <= 0 || dampening != 0)) {
-      module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum and "
-                            "zero dampening (as torch.optim.SGD)";
-      return signalPassFailure();
-    }
+    returnLossNormAndRate(s);
+    recordTrainingSettings(module, kind);
+  }
+
+  /// Checks the optimizer's and the schedule's options (`kind`: the optimizer
+  /// type, lower-cased).
+  LogicalResult checkOptions(ModuleOp module, StringRef kind) {
+    if (kind != "adamw" && kind != "adam" && kind != "sgd")
+      return module.emitError() << "zero-optimizer: unknown optimizer '" << type
+                                << "'; the optimizers are adamw, adam and sgd";
+    if (lr < 0 || clip < 0 || weightDecay < 0 || momentum < 0 || eps < 0)
+      return module.emitError() << "zero-optimizer: lr, clip, weight-decay, momentum and "
+                                   "eps must be >= 0";
+    if (kind != "sgd" && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1))
+      return module.emitError() << "zero-optimizer: betas must be in [0, 1), got " << beta1
+                                << ", " << beta2;
+    if (nesterov && (momentum <= 0 || dampening != 0))
+      return module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum "
+                                   "and zero dampening (as torch.optim.SGD)";
     StringRef sched = schedule;
     if (sched != "constant" && sched != "WarmupLR" && sched != "WarmupDecayLR" &&
-        sched != "WarmupCosineLR") {
-      module.emitError() << "zero-optimizer: unknown schedule '" << sched
-                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)";
-      return signalPassFailure();
-    }
+        sched != "WarmupCosineLR")
+      return module.emitError() << "zero-optimizer: unknown schedule '" << sched
+                                << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)";
     if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") &&
-        totalNumSteps < warmupNumSteps) {
-      module.emitError() << "zero-optimizer: " << sched << " needs total_num_steps ("
-                         << totalNumSteps << ") >= warmup_num_steps (" << warmupNumSteps
-                         << ")";
-      return signalPassFailure();
-    }
-    if (sched != "constant" && warmupType != "log" && warmupType != "linear") {
-      module.emitError() << "zero-optimizer: warmup_type must be log or linear, got '"
-                         << warmupType << "'";
-      return signalPassFailure();
-    }
+        totalNumSteps < warmupNumSteps)
+      return module.emitError() << "zero-optimizer: " << sched << " needs total_num_steps ("
+                                << totalNumSteps << ") >= warmup_num_steps ("
+                                << warmupNumSteps << ")";
+    if (sched != "constant" && warmupType != "log" && warmupType != "linear")
+      return module.emitError() << "zero-optimizer: warmup_type must be log or linear, got '"
+                                << warmupType << "'";
+    return success();
+  }
 
-    Block &body = func.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(ctx, "optimizer")), ret);
-    SymbolTable symbols(module);
-    OpBuilder mb(ctx);
-    Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
-    auto f32s = RankedTensorType::get({}, f32), i64s = RankedTensorType::get({}, i64);
-
-    // Gradients and their parameters.
-    SmallVector<std::pair<ml_program::GlobalOp, Value>> params;
-    llvm::DenseSet<unsigned> reduced; // params whose gradient is already a summed shard
+  /// Reads @train_step's results after the loss: each is the gradient of the
+  /// parameter its `zero.grad_of` names; one with `zero.grad_shard` is
+  /// already a summed shard, which this pass's world and stage must match.
+  LogicalResult collectGradients(ModuleOp module, OptimizerStep &s) {
+    func::FuncOp func = s.func;
     for (unsigned i = 1; i < func.getNumResults(); ++i) {
-      if (auto shard = func.getResultAttrOfType<IntegerAttr>(i, "zero.grad_shard")) {
-        if (shard.getInt() != world || stage != 2) {
-          func.emitOpError() << "result " << i << " is a gradient shard over "
-                             << shard.getInt() << " ranks (zero-autodiff world/stage), but "
-                             << "zero-optimizer has world=" << int64_t(world)
-                             << " stage=" << int64_t(stage);
-          return signalPassFailure();
-        }
-        reduced.insert(i - 1);
+      if (auto shard = func.getResultAttrOfType<IntegerAttr>(i, attrs::kGradShard)) {
+        if (shard.getInt() != world || stage != 2)
+          return func.emitOpError()
+                 << "result " << i << " is a gradient shard over " << shard.getInt()
+                 << " ranks (zero-autodiff world/stage), but "
+                 << "zero-optimizer has world=" << int64_t(world)
+                 << " stage=" << int64_t(stage);
+        s.reduced.insert(i - 1);
       }
-      auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "zero.grad_of");
-      auto g = of ? symbols.lookup<ml_program::GlobalOp>(of.getValue()) : nullptr;
-      if (!g) {
-        func.emitOpError() << "result " << i << " is not a parameter gradient "
-                              "(zero.grad_of); zero-optimizer expects zero-autodiff's "
-                              "@train_step";
-        return signalPassFailure();
-      }
-      params.push_back({g, ret.getOperand(i)});
+      auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, attrs::kGradOf);
+      auto g = of ? s.symbols.lookup<ml_program::GlobalOp>(of.getValue()) : nullptr;
+      if (!g)
+        return func.emitOpError() << "result " << i << " is not a parameter gradient "
+                                     "(zero.grad_of); zero-optimizer expects "
+                                     "zero-autodiff's @train_step";
+      s.params.push_back({g, s.ret.getOperand(i)});
     }
-    if (params.empty()) {
-      module.emitError() << "zero-optimizer: nothing to train (no parameter reaches "
-                            "the loss, or all are frozen)";
-      return signalPassFailure();
-    }
-    Operation *anchor = params.back().first;
+    if (s.params.empty())
+      return module.emitError() << "zero-optimizer: nothing to train (no parameter reaches "
+                                   "the loss, or all are frozen)";
+    s.anchor = s.params.back().param;
+    LLVM_DEBUG(llvm::dbgs() << "zero-optimizer: " << s.params.size() << " gradients, "
+                            << s.reduced.size() << " already reduce-scattered\n");
+    return success();
+  }
 
-    // Data parallelism: each gradient averaged over the ranks right after its
-    // last contribution, so the collective overlaps the rest of backward.
-    if (world < 1 || world > ::zero::kMaxWorldSize) {
-      module.emitError() << "zero-optimizer: world must be between 1 and "
-                         << ::zero::kMaxWorldSize << ", got " << int64_t(world);
-      return signalPassFailure();
-    }
-    if (stage < 0 || stage > 3) {
-      module.emitError() << "zero-optimizer: stage must be 0, 1, 2 or 3, got "
-                         << int64_t(stage);
-      return signalPassFailure();
-    }
-    const bool sharded = world > 1 && stage > 0;
+  /// Checks world, stage and bucket, records a data-parallel world and stage
+  /// on the module, and lays each parameter out over the ranks.
+  LogicalResult configureDataParallel(ModuleOp module, OptimizerStep &s) {
+    if (world < 1 || world > ::zero::kMaxWorldSize)
+      return module.emitError() << "zero-optimizer: world must be between 1 and "
+                                << ::zero::kMaxWorldSize << ", got " << int64_t(world);
+    if (stage < 0 || stage > 3)
+      return module.emitError() << "zero-optimizer: stage must be 0, 1, 2 or 3, got "
+                                << int64_t(stage);
+    s.sharded = world > 1 && stage > 0;
+    LLVM_DEBUG(llvm::dbgs() << "zero-optimizer: world " << int64_t(world) << ", stage "
+                            << int64_t(stage) << ": "
+                            << (s.sharded ? "each rank steps its shards" : "replicated")
+                            << "\n");
     if (world > 1) {
-      module->setAttr("zero.world_size", b.getI64IntegerAttr(world));
-      module->setAttr("zero.stage", b.getI64IntegerAttr(stage));
+      attrs::kWorldSize.set(module, s.b.getI64IntegerAttr(world));
+      attrs::kStage.set(module, s.b.getI64IntegerAttr(stage));
     }
-    if (bucket < 0) {
-      module.emitError() << "zero-optimizer: bucket must be >= 0 elements, got "
-                         << int64_t(bucket);
-      return signalPassFailure();
-    }
-    SmallVector<Layout> layouts;
-    for (auto &[g, grad] : params) {
-      Layout l;
+    if (bucket < 0)
+      return module.emitError() << "zero-optimizer: bucket must be >= 0 elements, got "
+                                << int64_t(bucket);
+    for (auto &[g, grad] : s.params) {
+      ParamLayout l;
       l.numel = cast<RankedTensorType>(g.getType()).getNumElements();
       l.padded = ::zero::paddedNumel(l.numel, world);
       l.shard = l.padded / world;
-      layouts.push_back(l);
+      s.layouts.push_back(l);
     }
-    if (world > 1)
-      averageGradients(func, params, layouts, sharded, b, reduced);
-    // Step counter: t = step + 1, stored back.
-    auto counter = stateGlobal(mb, anchor, "optimizer_step", "optimizer.step", i64s,
-                               "counter", symbols);
-    Value t = onnx::AddOp::create(
-        b, ml_program::GlobalLoadOp::create(b, i64s, FlatSymbolRefAttr::get(counter.getSymNameAttr())),
-        scalar(b, 1, i64));
-    ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(counter.getSymNameAttr()), t);
+    return success();
+  }
 
-    // Learning rate of this step.
-    auto lrOp = ::zero::dist::LrScheduleOp::create(b, f32s, t, b.getStringAttr(sched));
+  /// Averages every gradient over the ranks (sum, times 1/N): all-reduced
+  /// (stage 0) or reduce-scattered into the rank's shard (stages 1-3), one
+  /// collective per bucket (bucketGradients), right after the bucket's last
+  /// gradient, so it overlaps the rest of backward. What reads a
+  /// collective's result (the 1/N scaling, a bucket's slices) is placed at
+  /// the optimizer step: a stream runs in order, so a reader right behind the
+  /// collective would hold the rest of backward until the collective is done.
+  void averageGradients(OptimizerStep &s) {
+    // Gradients zero-autodiff already reduce-scattered (every micro-step, ZeRO-2)
+    // and summed: only the mean is left.
+    for (unsigned i : s.reduced) {
+      Value &grad = s.params[i].grad;
+      Type fe = cast<RankedTensorType>(grad.getType()).getElementType();
+      grad = onnx::MulOp::create(s.b, grad, scalar(s.b, 1.0 / double(world), fe));
+    }
+    for (ArrayRef<size_t> members : bucketGradients(s)) {
+      ++numGradientCollectives;
+      if (members.size() == 1)
+        averageAlone(s, members.front());
+      else
+        averageTogether(s, members);
+    }
+  }
+
+  /// The gradients still to average, taken in the order they become final in
+  /// backward and grouped into buckets of at most `bucket` elements (0: each
+  /// alone).
+  SmallVector<SmallVector<size_t>> bucketGradients(const OptimizerStep &s) {
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < s.params.size(); ++i)
+      if (!s.reduced.contains(unsigned(i)))
+        order.push_back(i);
+    auto defOf = [&](size_t i) { return s.params[i].grad.getDefiningOp(); };
+    llvm::stable_sort(order, [&](size_t x, size_t y) {
+      Operation *a = defOf(x), *c = defOf(y);
+      if (!a || !c)
+        return a == nullptr && c != nullptr;
+      return a != c && a->isBeforeInBlock(c);
+    });
+    SmallVector<SmallVector<size_t>> buckets;
+    int64_t filled = 0;
+    for (size_t i : order) {
+      int64_t n = s.sharded ? s.layouts[i].padded : s.layouts[i].numel;
+      if (buckets.empty() || bucket == 0 || filled + n > bucket) {
+        buckets.push_back({});
+        filled = 0;
+      }
+      buckets.back().push_back(i);
+      filled += n;
+    }
+    LLVM_DEBUG(llvm::dbgs() << "zero-optimizer: " << order.size() << " gradients in "
+                            << buckets.size() << " buckets (bucket=" << int64_t(bucket)
+                            << ")\n");
+    return buckets;
+  }
+
+  /// `sum` times 1/N, at the optimizer step (`late`).
+  Value meanOverRanks(ImplicitLocOpBuilder &late, Value sum, Type fe) {
+    return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
+  }
+
+  /// Averages the gradient of parameter `i` on its own: all-reduced, or
+  /// reduce-scattered into the rank's shard.
+  void averageAlone(OptimizerStep &s, size_t i) {
+    Value &grad = s.params[i].grad;
+    const ParamLayout &l = s.layouts[i];
+    ImplicitLocOpBuilder cb(grad.getLoc(), &getContext());
+    cb.setInsertionPointAfterValue(grad);
+    auto gt = cast<RankedTensorType>(grad.getType());
+    Type fe = gt.getElementType();
+    if (!s.sharded) {
+      grad = meanOverRanks(s.b, ::zero::dist::AllReduceOp::create(cb, gt, grad, int64_t(world)),
+                           fe);
+      return;
+    }
+    grad = meanOverRanks(s.b,
+                         ::zero::dist::ReduceScatterOp::create(
+                             cb, RankedTensorType::get({l.shard}, fe),
+                             ::zero::flatPadded(cb, grad, l.padded), int64_t(world)),
+                         fe);
+  }
+
+  /// Averages a bucket of several gradients with one collective on one flat
+  /// buffer: concatenated (stage 0), or each padded gradient as [N, s] rows
+  /// concatenated along the columns, so that rank r's block holds its shard
+  /// of every gradient (stages 1-3). Each gradient is then its slice of the
+  /// average.
+  void averageTogether(OptimizerStep &s, ArrayRef<size_t> members) {
+    Value last = s.params[members.back()].grad;
+    ImplicitLocOpBuilder cb(last.getLoc(), &getContext());
+    cb.setInsertionPointAfterValue(last);
+    Type fe = cast<RankedTensorType>(last.getType()).getElementType();
+    SmallVector<Value> parts;
+    SmallVector<int64_t> offsets;
+    int64_t total = 0;
+    for (size_t i : members) {
+      const ParamLayout &l = s.layouts[i];
+      Value g = s.params[i].grad;
+      offsets.push_back(total);
+      if (!s.sharded) {
+        if (cast<RankedTensorType>(g.getType()).getRank() != 1)
+          g = onnx::ReshapeOp::create(cb, g, ArrayRef<int64_t>{l.numel});
+        parts.push_back(g);
+        total += l.numel;
+      } else {
+        parts.push_back(onnx::ReshapeOp::create(cb, ::zero::flatPadded(cb, g, l.padded),
+                                                ArrayRef<int64_t>{int64_t(world), l.shard}));
+        total += l.shard;
+      }
+    }
+    Value avg;
+    if (!s.sharded) {
+      Value flat = onnx::ConcatOp::create(cb, parts, uint64_t(0));
+      avg = meanOverRanks(
+          s.b, ::zero::dist::AllReduceOp::create(cb, flat.getType(), flat, int64_t(world)), fe);
+    } else {
+      Value rows = onnx::ConcatOp::create(cb, parts, uint64_t(1));
+      Value flat = onnx::ReshapeOp::create(cb, rows, ArrayRef<int64_t>{int64_t(world) * total});
+      avg = meanOverRanks(s.b,
+                          ::zero::dist::ReduceScatterOp::create(
+                              cb, RankedTensorType::get({total}, fe), flat, int64_t(world)),
+                          fe);
+    }
+    for (auto [k, i] : llvm::enumerate(members)) {
+      const ParamLayout &l = s.layouts[i];
+      Value &grad = s.params[i].grad;
+      int64_t n = s.sharded ? l.shard : l.numel;
+      Value piece = onnx::SliceOp::create(s.b, avg, ArrayRef<int64_t>{offsets[k]},
+                                          ArrayRef<int64_t>{offsets[k] + n},
+                                          ArrayRef<int64_t>{1});
+      auto gt = cast<RankedTensorType>(grad.getType());
+      if (!s.sharded && gt.getRank() != 1)
+        piece = onnx::ReshapeOp::create(s.b, piece, gt.getShape());
+      grad = piece;
+    }
+  }
+
+  /// The step counter: t = step + 1, stored back.
+  void addStepCounter(OptimizerStep &s) {
+    Type i64 = IntegerType::get(&getContext(), 64);
+    auto i64s = RankedTensorType::get({}, i64);
+    auto counter = s.addStateGlobal(s.anchor, "optimizer_step", "optimizer.step", i64s,
+                                    "counter");
+    auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+    Value one = scalar(s.b, 1, i64);
+    Value step = ml_program::GlobalLoadOp::create(s.b, i64s, sym);
+    s.t = onnx::AddOp::create(s.b, step, one);
+    ml_program::GlobalStoreOp::create(s.b, sym, s.t);
+  }
+
+  /// The learning rate of step t under the schedule (DeepSpeed's schedulers).
+  void buildSchedule(OptimizerStep &s) {
+    ImplicitLocOpBuilder &b = s.b;
+    StringRef sched = schedule;
+    auto f32s = RankedTensorType::get({}, Float32Type::get(&getContext()));
+    auto lrOp = ::zero::dist::LrScheduleOp::create(b, f32s, s.t, b.getStringAttr(sched));
     if (sched == "constant") {
       lrOp->setAttr("lr", b.getF64FloatAttr(lr));
     } else {
@@ -325,137 +435,178 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         lrOp->setAttr("lr", b.getF64FloatAttr(lr));
       }
     }
-    Value rate = lrOp.getResult();
+    s.rate = lrOp.getResult();
+  }
 
-    // Global gradient norm (before clipping) and the clipping coefficient.
+  /// The global gradient norm (before clipping) and the clipping coefficient
+  /// (torch.nn.utils.clip_grad_norm_; 1 without clipping).
+  void clipGradients(OptimizerStep &s) {
+    ImplicitLocOpBuilder &b = s.b;
+    Type f32 = Float32Type::get(&getContext());
     Value sumSq;
-    for (auto &[g, grad] : params) {
+    for (auto &[g, grad] : s.params) {
       auto gt = cast<RankedTensorType>(grad.getType());
       SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, gt.getRank()));
-      Value s = grad;
-      s = gt.getRank() == 0 ? onnx::MulOp::create(b, grad, grad).getResult()
-                            : onnx::ReduceSumSquareOp::create(b, grad, axes, 0).getResult();
-      sumSq = sumSq ? onnx::AddOp::create(b, sumSq, s).getResult() : s;
+      Value sq = gt.getRank() == 0
+                     ? onnx::MulOp::create(b, grad, grad).getResult()
+                     : onnx::ReduceSumSquareOp::create(b, grad, axes, 0).getResult();
+      sumSq = sumSq ? onnx::AddOp::create(b, sumSq, sq).getResult() : sq;
     }
     // Sharded gradients: the ranks' local squared norms, summed by one all-reduce.
-    if (sharded)
+    if (s.sharded)
       sumSq = ::zero::dist::AllReduceOp::create(b, sumSq.getType(), sumSq, int64_t(world));
-    Value norm = onnx::SqrtOp::create(b, sumSq);
-    Value scale = scalar(b, 1.0, f32);
+    s.norm = onnx::SqrtOp::create(b, sumSq);
+    s.scale = scalar(b, 1.0, f32);
     if (clip > 0) {
       // clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1.
-      Value coef = onnx::DivOp::create(
-          b, scalar(b, clip, f32), onnx::AddOp::create(b, norm, scalar(b, 1e-6, f32)));
-      scale = onnx::MinOp::create(b, coef, scalar(b, 1.0, f32));
+      Value epsilon = scalar(b, 1e-6, f32);
+      Value denominator = onnx::AddOp::create(b, s.norm, epsilon);
+      Value maxNorm = scalar(b, clip, f32);
+      Value coef = onnx::DivOp::create(b, maxNorm, denominator);
+      s.scale = onnx::MinOp::create(b, coef, scalar(b, 1.0, f32));
     }
+  }
 
-    // One update per parameter, stored back.
-    auto load = [&](ml_program::GlobalOp g) -> Value {
-      return ml_program::GlobalLoadOp::create(b, g.getType(),
-                                              FlatSymbolRefAttr::get(g.getSymNameAttr()));
-    };
-    auto store = [&](ml_program::GlobalOp g, Value v) {
-      ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
-    };
-    for (auto [index, entry] : llvm::enumerate(params)) {
+  /// One update per parameter (`kind`: adamw, adam or sgd), stored back into
+  /// the parameter and its optimizer state. The optimizers step f32 master
+  /// weights only.
+  LogicalResult applyUpdates(OptimizerStep &s, StringRef kind) {
+    Type f32 = Float32Type::get(&getContext());
+    for (auto [index, entry] : llvm::enumerate(s.params)) {
       auto &[g, grad] = entry;
-      const Layout &layout = layouts[index];
       auto fullType = cast<RankedTensorType>(g.getType());
-      if (fullType.getElementType() != f32) {
-        g.emitOpError() << "is " << fullType
-                        << "; the optimizers update f32 parameters (fp32 master "
-                           "weights, as DeepSpeed keeps them): export the model in "
-                           "float32 (model.float() before torch.onnx.export)";
-        return signalPassFailure();
-      }
-      b.setLoc(g.getLoc());
-      auto tensor = g->getAttrOfType<StringAttr>("zero.tensor");
-      std::string name = tensor ? tensor.str() : g.getSymName().str();
+      if (fullType.getElementType() != f32)
+        return g.emitOpError() << "is " << fullType
+                               << "; the optimizers update f32 parameters (fp32 master "
+                                  "weights, as DeepSpeed keeps them): export the model in "
+                                  "float32 (model.float() before torch.onnx.export)";
+      s.b.setLoc(g.getLoc());
+      auto tensor = attrs::kTensor.get(g);
+      const ParamLayout &layout = s.layouts[index];
       // Sharded: the rank steps its shard of the parameter and its state.
-      RankedTensorType pt = sharded ? RankedTensorType::get({layout.shard}, f32) : fullType;
-      Value p = load(g);
-      if (sharded)
-        p = ::zero::dist::LocalShardOp::create(b, pt, flatPadded(b, p, layout), int64_t(world));
-      auto stateOf = [&](ml_program::GlobalOp state) {
-        if (!sharded)
-          return;
-        state->setAttr("zero.full_type", TypeAttr::get(fullType));
-        state->setAttr("zero.shard",
-                       b.getDictionaryAttr(
-                           {b.getNamedAttr("world", b.getI64IntegerAttr(world)),
-                            b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
-                            b.getNamedAttr("padded_numel", b.getI64IntegerAttr(layout.padded))}));
-      };
-      // The updated parameter: in place, or (sharded) gathered back whole.
-      auto storeParam = [&](Value updated) {
-        if (!sharded)
-          return store(g, updated);
-        Value full = ::zero::dist::AllGatherOp::create(
-            b, RankedTensorType::get({layout.padded}, f32), updated, int64_t(world));
-        if (layout.padded != layout.numel)
-          full = onnx::SliceOp::create(b, full, ArrayRef<int64_t>{0},
-                                       ArrayRef<int64_t>{layout.numel}, ArrayRef<int64_t>{1});
-        if (fullType.getRank() != 1)
-          full = onnx::ReshapeOp::create(b, full, fullType.getShape());
-        store(g, full);
-      };
-      if (kind == "sgd") {
-        ml_program::GlobalOp buf;
-        Value bufIn;
-        if (momentum > 0) {
-          buf = stateGlobal(mb, anchor, (g.getSymName() + ".momentum_buffer").str(),
-                            name + ".momentum_buffer", pt, "optimizer_state", symbols);
-          stateOf(buf);
-          anchor = buf;
-          bufIn = load(buf);
-        }
-        SmallVector<Type> types{pt};
-        if (buf)
-          types.push_back(pt);
-        SmallVector<Value> operands{p, grad, t, rate, scale};
-        if (bufIn)
-          operands.push_back(bufIn);
-        auto op = ::zero::dist::SGDOp::create(
-            b, types, operands,
-            {b.getNamedAttr("momentum", b.getF64FloatAttr(momentum)),
-             b.getNamedAttr("dampening", b.getF64FloatAttr(dampening)),
-             b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
-             b.getNamedAttr("nesterov", b.getI64IntegerAttr(nesterov ? 1 : 0))});
-        storeParam(op.getResult(0));
-        if (buf)
-          store(buf, op.getResult(1));
-        continue;
-      }
-      auto m = stateGlobal(mb, anchor, (g.getSymName() + ".exp_avg").str(),
-                           name + ".exp_avg", pt, "optimizer_state", symbols);
-      auto v = stateGlobal(mb, m, (g.getSymName() + ".exp_avg_sq").str(),
-                           name + ".exp_avg_sq", pt, "optimizer_state", symbols);
-      stateOf(m);
-      stateOf(v);
-      anchor = v;
-      auto op = ::zero::dist::AdamWOp::create(
-          b, TypeRange{pt, pt, pt}, p, grad, t, rate, scale, load(m), load(v),
-          b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-          b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(kind == "adamw" ? 1 : 0));
-      storeParam(op.getParamOut());
-      store(m, op.getExpAvgOut());
-      store(v, op.getExpAvgSqOut());
+      ParamUpdate u{g,
+                    grad,
+                    layout,
+                    fullType,
+                    tensor ? tensor.str() : g.getSymName().str(),
+                    s.sharded ? RankedTensorType::get({layout.shard}, f32) : fullType,
+                    s.load(g)};
+      if (s.sharded)
+        u.value = ::zero::dist::LocalShardOp::create(
+            s.b, u.stepped, ::zero::flatPadded(s.b, u.value, layout.padded), int64_t(world));
+      if (kind == "sgd")
+        applySGD(s, u);
+      else
+        applyAdam(s, u, /*decoupled=*/kind == "adamw");
+      ++numParamsUpdated;
     }
+    return success();
+  }
 
-    // The step returns loss, grad_norm and lr.
+  /// torch.optim.SGD's update, with a momentum buffer when momentum > 0.
+  void applySGD(OptimizerStep &s, ParamUpdate &u) {
+    ImplicitLocOpBuilder &b = s.b;
+    ml_program::GlobalOp buf;
+    Value bufIn;
+    if (momentum > 0) {
+      buf = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".momentum_buffer").str(),
+                             u.name + ".momentum_buffer", u.stepped, "optimizer_state");
+      markStateShard(s, u, buf);
+      s.anchor = buf;
+      bufIn = s.load(buf);
+      numStateElements += u.stepped.getNumElements();
+    }
+    SmallVector<Type> types{u.stepped};
+    if (buf)
+      types.push_back(u.stepped);
+    SmallVector<Value> operands{u.value, u.grad, s.t, s.rate, s.scale};
+    if (bufIn)
+      operands.push_back(bufIn);
+    auto op = ::zero::dist::SGDOp::create(
+        b, types, operands,
+        {b.getNamedAttr("momentum", b.getF64FloatAttr(momentum)),
+         b.getNamedAttr("dampening", b.getF64FloatAttr(dampening)),
+         b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
+         b.getNamedAttr("nesterov", b.getI64IntegerAttr(nesterov ? 1 : 0))});
+    storeParameter(s, u, op.getResult(0));
+    if (buf)
+      s.store(buf, op.getResult(1));
+  }
+
+  /// torch.optim.Adam's update, or AdamW's (`decoupled` weight decay), with
+  /// its exp_avg and exp_avg_sq state.
+  void applyAdam(OptimizerStep &s, ParamUpdate &u, bool decoupled) {
+    ImplicitLocOpBuilder &b = s.b;
+    auto m = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".exp_avg").str(),
+                              u.name + ".exp_avg", u.stepped, "optimizer_state");
+    auto v = s.addStateGlobal(m, (u.param.getSymName() + ".exp_avg_sq").str(),
+                              u.name + ".exp_avg_sq", u.stepped, "optimizer_state");
+    markStateShard(s, u, m);
+    markStateShard(s, u, v);
+    s.anchor = v;
+    numStateElements += 2 * u.stepped.getNumElements();
+    Value vIn = s.load(v);
+    Value mIn = s.load(m);
+    auto op = ::zero::dist::AdamWOp::create(
+        b, TypeRange{u.stepped, u.stepped, u.stepped}, u.value, u.grad, s.t, s.rate, s.scale,
+        mIn, vIn, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+        b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(decoupled ? 1 : 0));
+    storeParameter(s, u, op.getParamOut());
+    s.store(m, op.getExpAvgOut());
+    s.store(v, op.getExpAvgSqOut());
+  }
+
+  /// Sharded: marks an optimizer-state global as the rank's shard of a
+  /// tensor of the parameter's type.
+  void markStateShard(OptimizerStep &s, ParamUpdate &u, ml_program::GlobalOp state) {
+    if (!s.sharded)
+      return;
+    ImplicitLocOpBuilder &b = s.b;
+    attrs::kFullType.set(state, TypeAttr::get(u.fullType));
+    attrs::kShard.set(state,
+                      b.getDictionaryAttr(
+                          {b.getNamedAttr("world", b.getI64IntegerAttr(world)),
+                           b.getNamedAttr("numel", b.getI64IntegerAttr(u.layout.numel)),
+                           b.getNamedAttr("padded_numel",
+                                          b.getI64IntegerAttr(u.layout.padded))}));
+  }
+
+  /// Stores the updated parameter: in place, or (sharded) gathered back whole.
+  void storeParameter(OptimizerStep &s, ParamUpdate &u, Value updated) {
+    if (!s.sharded)
+      return s.store(u.param, updated);
+    ImplicitLocOpBuilder &b = s.b;
+    Type f32 = Float32Type::get(&getContext());
+    Value full = ::zero::dist::AllGatherOp::create(
+        b, RankedTensorType::get({u.layout.padded}, f32), updated, int64_t(world));
+    if (u.layout.padded != u.layout.numel)
+      full = onnx::SliceOp::create(b, full, ArrayRef<int64_t>{0},
+                                   ArrayRef<int64_t>{u.layout.numel}, ArrayRef<int64_t>{1});
+    if (u.fullType.getRank() != 1)
+      full = onnx::ReshapeOp::create(b, full, u.fullType.getShape());
+    s.store(u.param, full);
+  }
+
+  /// The step returns loss, grad_norm and lr (the gradients are spent).
+  void returnLossNormAndRate(OptimizerStep &s) {
+    MLIRContext *ctx = &getContext();
+    ImplicitLocOpBuilder &b = s.b;
     b.setLoc(NameLoc::get(StringAttr::get(ctx, "optimizer")));
-    SmallVector<Value> results{ret.getOperand(0), norm, rate};
+    SmallVector<Value> results{s.ret.getOperand(0), s.norm, s.rate};
     func::ReturnOp::create(b, results);
-    ret.erase();
+    s.ret.erase();
     auto named = [&](StringRef n) {
       return b.getDictionaryAttr({b.getNamedAttr("onnx.name", b.getStringAttr(n))});
     };
-    func.setType(FunctionType::get(ctx, func.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
+    s.func.setType(FunctionType::get(ctx, s.func.getArgumentTypes(),
+                                     ValueRange(results).getTypes()));
     SmallVector<DictionaryAttr> resAttrs{named("loss"), named("grad_norm"), named("lr")};
-    func.setAllResultAttrs(resAttrs);
+    s.func.setAllResultAttrs(resAttrs);
+  }
 
-    // What the runtime needs to know about the step.
+  /// What the runtime needs to know about the step (`zero.training`): its
+  /// results, the micro-batches per step, and the optimizer described.
+  void recordTrainingSettings(ModuleOp module, StringRef kind) {
     std::string desc;
     llvm::raw_string_ostream os(desc);
     os << kind << " lr=" << lr;
@@ -467,17 +618,16 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     os << " weight-decay=" << weightDecay;
     if (clip > 0)
       os << " clip=" << clip;
-    os << " schedule=" << sched;
-    int64_t accumulation = 1;
-    if (auto a = module->getAttrOfType<IntegerAttr>("zero.accumulation_steps"))
-      accumulation = a.getInt();
-    module->setAttr("zero.training",
-                    b.getDictionaryAttr({b.getNamedAttr("loss", b.getStringAttr("loss")),
-                                         b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
-                                         b.getNamedAttr("lr", b.getStringAttr("lr")),
-                                         b.getNamedAttr("accumulation_steps",
-                                                        b.getI64IntegerAttr(accumulation)),
-                                         b.getNamedAttr("optimizer", b.getStringAttr(desc))}));
+    os << " schedule=" << StringRef(schedule);
+    int64_t accumulation = attrs::kAccumulationSteps.getInt(module).value_or(1);
+    Builder b(&getContext());
+    attrs::kTraining.set(
+        module, b.getDictionaryAttr(
+                    {b.getNamedAttr("loss", b.getStringAttr("loss")),
+                     b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
+                     b.getNamedAttr("lr", b.getStringAttr("lr")),
+                     b.getNamedAttr("accumulation_steps", b.getI64IntegerAttr(accumulation)),
+                     b.getNamedAttr("optimizer", b.getStringAttr(desc))}));
   }
 };
 
