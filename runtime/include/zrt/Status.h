@@ -12,10 +12,18 @@
 #include <string>
 #include <utility>
 
+// nvcc's front end also reports a function returning a reference to a
+// [[nodiscard]] type, so every `status = f();` in a .cu file (the assignment
+// returns Status &); C++ asks it for values only. The host compiler still
+// reports each Status a .cu file discards, as does nvcc (discarded object).
+#ifdef __NVCC_DIAG_PRAGMA_SUPPORT__
+#pragma nv_diag_suppress nodiscard_return_type
+#endif
+
 namespace zrt {
 
 /// Success, or an error with a human-readable message.
-class Status {
+class [[nodiscard]] Status {
 public:
   Status() = default;
   static Status ok() { return Status(); }
@@ -35,7 +43,7 @@ private:
 };
 
 /// A value or the Status explaining why there is none.
-template <typename T> class Expected {
+template <typename T> class [[nodiscard]] Expected {
 public:
   Expected(T value) : value_(std::move(value)) {}
   Expected(Status status) : status_(std::move(status)) {}

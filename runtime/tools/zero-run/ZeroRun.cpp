@@ -35,11 +35,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -144,141 +146,159 @@ struct Options {
   bool help = false;
 };
 
-/// Parses argv; `--opt value` and `--opt=value` are both accepted.
-Status parseArguments(int argc, char **argv, Options &opts) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    auto takeValue = [&]() -> Expected<std::string> {
-      if (hasValue)
-        return value;
-      if (i + 1 >= argc)
-        return Status::error(arg + " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto flag = [&](bool &target) -> Status {
-      if (hasValue)
-        return Status::error(arg + " takes no value");
-      target = true;
-      return Status::ok();
-    };
-    if (arg == "--help" || arg == "-h") {
-      ZRT_RETURN_IF_ERROR(flag(opts.help));
-    } else if (arg == "--report") {
-      ZRT_RETURN_IF_ERROR(flag(opts.report));
-    } else if (arg == "--check-collectives") {
-      ZRT_RETURN_IF_ERROR(flag(opts.checkCollectives));
-    } else if (arg == "--no-prepack") {
-      ZRT_RETURN_IF_ERROR(flag(opts.noPrepack));
-    } else if (arg == "--weights" || arg == "--input" || arg == "--output" ||
-               arg == "--report-json" || arg == "--trace" ||
-               arg == "--threads" || arg == "--backend" || arg == "--overlap" ||
-               arg == "--timeout" || arg == "--repeat" || arg == "--warmup" ||
-               arg == "--data" || arg == "--steps" || arg == "--log-every" ||
-               arg == "--log-json" || arg == "--save" ||
-               arg == "--save-optimizer" || arg == "--save-dir" ||
-               arg == "--save-every" || arg == "--resume") {
-      Expected<std::string> v = takeValue();
-      if (!v)
-        return v.status();
-      if (arg == "--weights") {
-        opts.weights = *v;
-      } else if (arg == "--input") {
-        size_t eq = v->find('=');
-        if (eq != std::string::npos) {
-          if (eq == 0 || eq + 1 == v->size())
-            return Status::error("--input " + *v + ": expected NAME=FILE.npy");
-          std::string path = v->substr(eq + 1);
-          if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0)
-            return Status::error("--input " + *v +
-                                 ": NAME=FILE takes a .npy file; pass "
-                                 "safetensors files without NAME=");
-          opts.inputs.push_back({v->substr(0, eq), path});
-        } else if (v->size() >= 4 &&
-                   v->compare(v->size() - 4, 4, ".npy") == 0) {
-          return Status::error("--input " + *v +
-                               ": .npy inputs need NAME=FILE.npy (the "
-                               "program input's name); pass --input NAME=" +
-                               *v);
-        } else {
-          opts.inputs.push_back({"", *v});
-        }
-      } else if (arg == "--output") {
-        opts.output = *v;
-      } else if (arg == "--report-json") {
-        opts.reportJson = *v;
-      } else if (arg == "--trace") {
-        opts.trace = *v;
-      } else if (arg == "--backend") {
-        opts.backend = *v;
-      } else if (arg == "--overlap") {
-        if (*v != "auto" && *v != "on" && *v != "off")
-          return Status::error("--overlap " + *v + ": expected auto, on or off");
-        opts.overlap = *v;
-      } else if (arg == "--timeout") {
-        char *end = nullptr;
-        double t = std::strtod(v->c_str(), &end);
-        if (v->empty() || *end || !std::isfinite(t) || t < 0 || t > 1e9)
-          return Status::error("--timeout " + *v +
-                               ": expected seconds (0 waits forever)");
-        opts.timeout = t;
-      } else if (arg == "--repeat" || arg == "--warmup") {
-        char *end = nullptr;
-        long n = std::strtol(v->c_str(), &end, 10);
-        const long lowest = arg == "--repeat" ? 1 : 0;
-        if (v->empty() || *end || n < lowest || n > 1000000)
-          return Status::error(arg + " " + *v + ": expected a count >= " +
-                               std::to_string(lowest));
-        (arg == "--repeat" ? opts.repeat : opts.warmup) = int(n);
-        (arg == "--repeat" ? opts.repeatGiven : opts.warmupGiven) = true;
-      } else if (arg == "--steps" || arg == "--log-every" || arg == "--save-every") {
-        char *end = nullptr;
-        long long n = std::strtoll(v->c_str(), &end, 10);
-        if (v->empty() || *end || n < 1 || n > (1ll << 40))
-          return Status::error(arg + " " + *v + ": expected a positive count");
-        (arg == "--steps" ? opts.steps : arg == "--log-every" ? opts.logEvery : opts.saveEvery) =
-            int64_t(n);
-        opts.trainingFlags.push_back(arg);
-      } else if (arg == "--data" || arg == "--log-json" || arg == "--save" ||
-                 arg == "--save-optimizer" || arg == "--save-dir" || arg == "--resume") {
-        if (v->empty())
-          return Status::error(arg + " needs a path");
-        (arg == "--data"       ? opts.data
-         : arg == "--log-json" ? opts.logJson
-         : arg == "--save"     ? opts.save
-         : arg == "--save-dir" ? opts.saveDir
-         : arg == "--resume"   ? opts.resume
-                               : opts.saveOptimizer) = *v;
-        opts.trainingFlags.push_back(arg);
-      } else {
-        char *end = nullptr;
-        long n = std::strtol(v->c_str(), &end, 10);
-        if (v->empty() || *end || n < 1 || n > 4096)
-          return Status::error("--threads " + *v + ": expected a positive count");
-        opts.threads = int(n);
-      }
-    } else if (arg.rfind("-", 0) == 0 && arg.size() > 1) {
-      return Status::error("unknown option " + arg);
-    } else if (opts.model.empty()) {
-      opts.model = arg;
-    } else {
-      return Status::error("unexpected argument " + arg +
-                           " (the model is " + opts.model + ")");
-    }
+/// The options that take no value, and the member each sets.
+const std::pair<const char *, bool Options::*> kFlagOptions[] = {
+    {"--help", &Options::help},
+    {"-h", &Options::help},
+    {"--report", &Options::report},
+    {"--check-collectives", &Options::checkCollectives},
+    {"--no-prepack", &Options::noPrepack},
+};
+
+/// The options whose value is kept as given.
+const std::pair<const char *, std::string Options::*> kTextOptions[] = {
+    {"--weights", &Options::weights},        {"--output", &Options::output},
+    {"--report-json", &Options::reportJson}, {"--trace", &Options::trace},
+    {"--backend", &Options::backend},
+};
+
+/// The training options that name a file or a directory.
+const std::pair<const char *, std::string Options::*> kTrainingPathOptions[] = {
+    {"--data", &Options::data},
+    {"--log-json", &Options::logJson},
+    {"--save", &Options::save},
+    {"--save-optimizer", &Options::saveOptimizer},
+    {"--save-dir", &Options::saveDir},
+    {"--resume", &Options::resume},
+};
+
+/// The training options that take a positive count.
+const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
+    {"--steps", &Options::steps},
+    {"--log-every", &Options::logEvery},
+    {"--save-every", &Options::saveEvery},
+};
+
+/// The other options that take a value, each checked by storeCheckedValue.
+const char *const kCheckedValueOptions[] = {
+    "--input", "--threads", "--overlap", "--timeout", "--repeat", "--warmup"};
+
+/// The entry of `table` for option `name`, or null.
+template <typename Entry, size_t N>
+const Entry *findOption(const Entry (&table)[N], const std::string &name) {
+  for (const Entry &entry : table)
+    if (name == entry.first)
+      return &entry;
+  return nullptr;
+}
+
+/// Whether option `name` takes a value.
+bool takesValue(const std::string &name) {
+  return findOption(kTextOptions, name) ||
+         findOption(kTrainingPathOptions, name) ||
+         findOption(kTrainingCountOptions, name) ||
+         std::find(std::begin(kCheckedValueOptions),
+                   std::end(kCheckedValueOptions),
+                   name) != std::end(kCheckedValueOptions);
+}
+
+/// A base-10 count in [lowest, highest] that is all of `text`, or nothing.
+std::optional<long long> parseCount(const std::string &text, long long lowest,
+                                    long long highest) {
+  char *end = nullptr;
+  long long n = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || n < lowest || n > highest)
+    return std::nullopt;
+  return n;
+}
+
+/// --input NAME=FILE.npy, or --input FILE.safetensors.
+Status storeInput(const std::string &value, Options &opts) {
+  size_t eq = value.find('=');
+  if (eq != std::string::npos) {
+    if (eq == 0 || eq + 1 == value.size())
+      return Status::error("--input " + value + ": expected NAME=FILE.npy");
+    std::string path = value.substr(eq + 1);
+    if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0)
+      return Status::error("--input " + value +
+                           ": NAME=FILE takes a .npy file; pass "
+                           "safetensors files without NAME=");
+    opts.inputs.push_back({value.substr(0, eq), path});
+  } else if (value.size() >= 4 &&
+             value.compare(value.size() - 4, 4, ".npy") == 0) {
+    return Status::error("--input " + value +
+                         ": .npy inputs need NAME=FILE.npy (the "
+                         "program input's name); pass --input NAME=" +
+                         value);
+  } else {
+    opts.inputs.push_back({"", value});
   }
-  if (!opts.help && opts.model.empty())
-    return Status::error("no program given");
-  if (opts.saveEvery > 0 && opts.saveDir.empty())
-    return Status::error("--save-every needs --save-dir DIR");
-  // Outputs never overwrite what the run reads, nor each other.
+  return Status::ok();
+}
+
+/// The value of --input, --overlap, --timeout, --repeat, --warmup or
+/// --threads, checked.
+Status storeCheckedValue(const std::string &arg, const std::string &value,
+                         Options &opts) {
+  if (arg == "--input")
+    return storeInput(value, opts);
+  if (arg == "--overlap") {
+    if (value != "auto" && value != "on" && value != "off")
+      return Status::error("--overlap " + value + ": expected auto, on or off");
+    opts.overlap = value;
+  } else if (arg == "--timeout") {
+    char *end = nullptr;
+    double t = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end || !std::isfinite(t) || t < 0 || t > 1e9)
+      return Status::error("--timeout " + value +
+                           ": expected seconds (0 waits forever)");
+    opts.timeout = t;
+  } else if (arg == "--repeat" || arg == "--warmup") {
+    const bool repeat = arg == "--repeat";
+    const long long lowest = repeat ? 1 : 0;
+    std::optional<long long> n = parseCount(value, lowest, 1000000);
+    if (!n)
+      return Status::error(arg + " " + value +
+                           ": expected a count >= " + std::to_string(lowest));
+    (repeat ? opts.repeat : opts.warmup) = int(*n);
+    (repeat ? opts.repeatGiven : opts.warmupGiven) = true;
+  } else {
+    std::optional<long long> n = parseCount(value, 1, 4096);
+    if (!n)
+      return Status::error("--threads " + value +
+                           ": expected a positive count");
+    opts.threads = int(*n);
+  }
+  return Status::ok();
+}
+
+/// Stores the value of `arg`, an option that takes one.
+Status storeValue(const std::string &arg, const std::string &value,
+                  Options &opts) {
+  if (const auto *text = findOption(kTextOptions, arg)) {
+    opts.*(text->second) = value;
+    return Status::ok();
+  }
+  if (const auto *path = findOption(kTrainingPathOptions, arg)) {
+    if (value.empty())
+      return Status::error(arg + " needs a path");
+    opts.*(path->second) = value;
+    opts.trainingFlags.push_back(arg);
+    return Status::ok();
+  }
+  if (const auto *count = findOption(kTrainingCountOptions, arg)) {
+    std::optional<long long> n = parseCount(value, 1, 1ll << 40);
+    if (!n)
+      return Status::error(arg + " " + value + ": expected a positive count");
+    opts.*(count->second) = int64_t(*n);
+    opts.trainingFlags.push_back(arg);
+    return Status::ok();
+  }
+  return storeCheckedValue(arg, value, opts);
+}
+
+/// Checks that no output overwrites what the run reads, nor another output.
+Status checkOutputPaths(const Options &opts) {
   std::vector<std::pair<std::string, std::string>> reads = {
       {"the program", opts.model},
       {"--weights", opts.weights},
@@ -306,6 +326,11 @@ Status parseArguments(int argc, char **argv, Options &opts) {
         return Status::error(flag + " and " + writes[j].first + " both name " +
                              path + "; give each output its own file");
   }
+  return Status::ok();
+}
+
+/// Checks that this zero-run has the --backend asked for.
+Status checkBackendName(const Options &opts) {
   if (opts.backend != "cpu"
 #ifdef ZRT_HAVE_CUDA
       && opts.backend != "cuda"
@@ -318,6 +343,53 @@ Status parseArguments(int argc, char **argv, Options &opts) {
 #endif
     );
   return Status::ok();
+}
+
+/// Checks the options together, once all are parsed.
+Status checkArguments(const Options &opts) {
+  if (!opts.help && opts.model.empty())
+    return Status::error("no program given");
+  if (opts.saveEvery > 0 && opts.saveDir.empty())
+    return Status::error("--save-every needs --save-dir DIR");
+  // Outputs never overwrite what the run reads, nor each other.
+  ZRT_RETURN_IF_ERROR(checkOutputPaths(opts));
+  return checkBackendName(opts);
+}
+
+/// Parses argv; `--opt value` and `--opt=value` are both accepted.
+Status parseArguments(int argc, char **argv, Options &opts) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool hasValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    if (const auto *flag = findOption(kFlagOptions, arg)) {
+      if (hasValue)
+        return Status::error(arg + " takes no value");
+      opts.*(flag->second) = true;
+    } else if (takesValue(arg)) {
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return Status::error(arg + " needs a value");
+        value = argv[++i];
+      }
+      ZRT_RETURN_IF_ERROR(storeValue(arg, value, opts));
+    } else if (arg.rfind("-", 0) == 0 && arg.size() > 1) {
+      return Status::error("unknown option " + arg);
+    } else if (opts.model.empty()) {
+      opts.model = arg;
+    } else {
+      return Status::error("unexpected argument " + arg + " (the model is " +
+                           opts.model + ")");
+    }
+  }
+  return checkArguments(opts);
 }
 
 /// Prints one rank's error line.
@@ -548,10 +620,6 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
 #endif
 }
 
-/// Threads per rank when --threads is not given: the cores this rank may run
-/// on (its affinity mask: one when mpirun binds ranks to cores), shared with
-/// the other local ranks when they all run on the same cores. Results never
-/// depend on it (kernels split work by shape); only speed does.
 /// The cores this process may run on (its affinity mask), or 0 if unknown.
 static int allowedCores() {
 #ifdef __linux__
@@ -563,6 +631,10 @@ static int allowedCores() {
   return 0;
 }
 
+/// Threads per rank when --threads is not given: the cores this rank may run
+/// on (its affinity mask: one when mpirun binds ranks to cores), shared with
+/// the other local ranks when they all run on the same cores. Results never
+/// depend on it (kernels split work by shape); only speed does.
 static int defaultThreads(int localRanks) {
   int cores = int(std::thread::hardware_concurrency());
   const int allowed = allowedCores();
@@ -740,37 +812,63 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
   return 0;
 }
 
-int runMain(int argc, char **argv, Communicator &comm) {
-  Options opts;
-  Status status = parseArguments(argc, argv, opts);
-  if (opts.help && status.isOk()) {
-    if (comm.rank() == 0)
-      std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (!status.isOk()) {
-    agree(comm, Status::error(status.message() + " (zero-run --help for usage)"));
-    return 2;
-  }
+/// Everything one rank's run sets up, from the backend to the timings. It
+/// outlives the executor, which keeps references to the program, the backend
+/// and the communicators; the members are destroyed in the reverse order of
+/// their set-up.
+struct RankRun {
+  RankRun(const Options &opts, Communicator &comm) : opts(opts), comm(comm) {}
 
-  // zero-run's own collectives get the same time limit as the program's.
-  std::unique_ptr<Watchdog> watchdog;
-  if (opts.timeout > 0)
-    watchdog = std::make_unique<Watchdog>(
-        opts.timeout, 1, [&comm, &opts](size_t, uint64_t step) {
-          printError(comm, "rank " + std::to_string(comm.rank()) +
-                               ": collective " + kControlStepNames[step] +
-                               " did not complete within " +
-                               secondsString(opts.timeout) +
-                               " s; a rank may have stopped or be running a "
-                               "different program");
-          comm.abortJob(1);
-        });
-  auto watch = [&watchdog](ControlStep step) {
+  /// The communicator of the program's collectives (NCCL on the CUDA
+  /// backend, else the world).
+  Communicator &dataComm() { return rt.dataComm ? *rt.dataComm : comm; }
+  /// Puts zero-run's own collective `step` under the watchdog until released.
+  std::unique_ptr<Watchdog::Scope> watch(ControlStep step) {
     return std::make_unique<Watchdog::Scope>(watchdog.get(), 0, step);
-  };
+  }
+  /// Whether the program trains (each run is one optimizer step).
+  bool training() { return program->training.has_value(); }
 
-  // Phase 1: the program, the world size, the backend and the weights header.
+  const Options &opts;
+  Communicator &comm;
+  std::unique_ptr<Watchdog> watchdog;
+  Runtime rt;
+  Expected<Program> program = Status::error("");
+  Expected<SafetensorsFile> weightsFile = Status::error("no --weights");
+  ExecutorOptions execOptions;
+  bool inOrderPlan = false;
+  std::unique_ptr<Executor> executor;
+  WeightsStats weights;
+  // A training run reads each step's inputs from --data as it goes.
+  Expected<TrainingData> data = Status::error("no --data");
+  int64_t totalSteps = 1;
+  // Steps before it were done by the run a --resume checkpoint was saved from.
+  int64_t firstStep = 1;
+  std::vector<double> iterationSeconds, iterationBubbles;
+  std::unique_ptr<TrainingLog> trainingLog;
+};
+
+/// The watchdog of zero-run's own collectives, which get the same time limit
+/// as the program's; none with --timeout 0.
+std::unique_ptr<Watchdog> startWatchdog(Communicator &comm,
+                                        const Options &opts) {
+  if (opts.timeout <= 0)
+    return nullptr;
+  return std::make_unique<Watchdog>(
+      opts.timeout, 1, [&comm, &opts](size_t, uint64_t step) {
+        printError(comm, "rank " + std::to_string(comm.rank()) +
+                             ": collective " + kControlStepNames[step] +
+                             " did not complete within " +
+                             secondsString(opts.timeout) +
+                             " s; a rank may have stopped or be running a "
+                             "different program");
+        comm.abortJob(1);
+      });
+}
+
+/// This rank's kernel threads: --threads (with a warning when that is more
+/// than the cores it may run on), else defaultThreads().
+int kernelThreads(const Options &opts, const Communicator &comm) {
   int threads = opts.threads;
   if (threads == 0)
     threads = defaultThreads(comm.localSize());
@@ -780,58 +878,77 @@ int runMain(int argc, char **argv, Communicator &comm) {
                  "core(s) this rank may run on; threads will share cores "
                  "(results are the same, only slower)\n",
                  comm.rank(), threads, allowed);
-  Runtime rt;
-  Expected<Program> program = Status::error("");
-  status = createBackend(opts, comm, threads, rt);
-  if (status.isOk()) {
-    program = loadProgram(opts.model, &rt.backend->kernels());
-    status = program.isOk() ? Status::ok() : program.status();
-  }
-  if (status.isOk() && program->worldSize != comm.worldSize())
-    status = Status::error(
+  return threads;
+}
+
+/// Phase 1 on this rank: the backend, the program (compiled for this world
+/// size, fitting the options) and the weights file's header. Sets
+/// `usageError` when the options do not fit the program.
+Status openProgram(RankRun &run, int threads, bool &usageError) {
+  const Options &opts = run.opts;
+  ZRT_RETURN_IF_ERROR(createBackend(opts, run.comm, threads, run.rt));
+  run.program = loadProgram(opts.model, &run.rt.backend->kernels());
+  if (!run.program)
+    return run.program.status();
+  Program &program = *run.program;
+  if (program.worldSize != run.comm.worldSize())
+    return Status::error(
         opts.model + ": the program was compiled for " +
-        std::to_string(program->worldSize) + " rank(s) but zero-run runs on " +
-        std::to_string(comm.worldSize()) + "; start it with mpirun -np " +
-        std::to_string(program->worldSize));
+        std::to_string(program.worldSize) + " rank(s) but zero-run runs on " +
+        std::to_string(run.comm.worldSize()) + "; start it with mpirun -np " +
+        std::to_string(program.worldSize));
+  if (Status fits = checkProgramOptions(opts, program); !fits.isOk()) {
+    usageError = true;
+    return Status::error(fits.message() + " (zero-run --help for usage)");
+  }
+  if (countWeightGlobals(program) > 0 && opts.weights.empty())
+    return Status::error(opts.model + ": the program has " +
+                         std::to_string(countWeightGlobals(program)) +
+                         " weight tensor(s); pass --weights FILE.safetensors");
+  if (!opts.weights.empty()) {
+    run.weightsFile = SafetensorsFile::open(opts.weights);
+    if (!run.weightsFile)
+      return run.weightsFile.status();
+  }
+  return Status::ok();
+}
+
+/// Phase 1: every rank opens the program, the backend and the weights
+/// header, then the ranks agree that all did and that they run the same
+/// program (and the same collectives, with --check-collectives). Returns 0,
+/// else the exit code.
+int openProgramOnEveryRank(RankRun &run) {
+  const Options &opts = run.opts;
+  Communicator &comm = run.comm;
   bool usageError = false;
-  if (status.isOk()) {
-    status = checkProgramOptions(opts, *program);
-    usageError = !status.isOk();
-    if (usageError)
-      status = Status::error(status.message() + " (zero-run --help for usage)");
-  }
-  if (status.isOk() && countWeightGlobals(*program) > 0 && opts.weights.empty())
-    status = Status::error(opts.model + ": the program has " +
-                           std::to_string(countWeightGlobals(*program)) +
-                           " weight tensor(s); pass --weights FILE.safetensors");
-  Expected<SafetensorsFile> weightsFile = Status::error("no --weights");
-  if (status.isOk() && !opts.weights.empty()) {
-    weightsFile = SafetensorsFile::open(opts.weights);
-    if (!weightsFile)
-      status = weightsFile.status();
-  }
+  Status status = openProgram(run, kernelThreads(opts, comm), usageError);
   {
-    auto watched = watch(kAgreeOnProgram);
+    auto watched = run.watch(kAgreeOnProgram);
     if (!agree(comm, status))
       return usageError ? 2 : 1;
   }
   if (opts.checkCollectives) {
-    auto watched = watch(kCompareHashes);
-    if (!agree(comm, checkCollectiveSequence(comm, *program, opts.model)))
+    auto watched = run.watch(kCompareHashes);
+    if (!agree(comm, checkCollectiveSequence(comm, *run.program, opts.model)))
       return 1;
   }
-  {
-    auto watched = watch(kCompareHashes);
-    uint64_t weightsHash =
-        weightsFile ? weightsLayoutHash(*program, *weightsFile) : kHashSeed;
-    status = checkSameProgram(comm, opts, program->contentHash, weightsHash);
-    if (!agree(comm, status))
-      return 1;
-  }
+  auto watched = run.watch(kCompareHashes);
+  uint64_t weightsHash = run.weightsFile
+                             ? weightsLayoutHash(*run.program, *run.weightsFile)
+                             : kHashSeed;
+  status = checkSameProgram(comm, opts, run.program->contentHash, weightsHash);
+  return agree(comm, status) ? 0 : 1;
+}
 
-  // Phase 2: memory, weights and inputs. Executor::create agrees by itself.
-  Communicator &dataComm = rt.dataComm ? *rt.dataComm : comm;
-  ExecutorOptions execOptions;
+/// Phase 2 begins: the executor's options (what the reports need, the time
+/// limit, whether the streams take turns, how a failure ends the job) and
+/// the executor, whose creation agrees across ranks by itself. Returns 0,
+/// else the exit code.
+int createExecutor(RankRun &run) {
+  const Options &opts = run.opts;
+  Communicator &comm = run.comm;
+  Backend &backend = *run.rt.backend;
+  ExecutorOptions &execOptions = run.execOptions;
   execOptions.trackMemory = opts.report || !opts.reportJson.empty();
   // Instruction timings also give the report's per-stream busy/idle times.
   execOptions.trace = !opts.trace.empty() || execOptions.trackMemory;
@@ -842,228 +959,303 @@ int runMain(int argc, char **argv, Communicator &comm) {
   // cores), so a collective never spins against the kernels.
   execOptions.serializeStreams =
       opts.overlap == "off" ||
-      (opts.overlap == "auto" && rt.backend->name() == "cpu" &&
-       rt.backend->numThreads() >= defaultThreads(comm.localSize()));
+      (opts.overlap == "auto" && backend.name() == "cpu" &&
+       backend.numThreads() >= defaultThreads(comm.localSize()));
   // Streams that take turns run a communication step only once compute
   // waits for it, so a prefetched gather can take the bytes the previous
   // layer just freed, as it would without prefetch: the program's in-order
   // plan (if it has one). Host streams only, whose kernels finish within
   // their turn.
-  const bool inOrderPlan = execOptions.serializeStreams &&
-                           rt.backend->name() == "cpu" && program->hasInOrderPlan();
-  if (inOrderPlan)
-    program->useInOrderPlan();
+  run.inOrderPlan = execOptions.serializeStreams && backend.name() == "cpu" &&
+                    run.program->hasInOrderPlan();
+  if (run.inOrderPlan)
+    run.program->useInOrderPlan();
   // Through the data communicator: NCCL's aborts its communicators first.
-  execOptions.onTimeout = [&comm, &dataComm](const Status &error) {
-    printError(comm, error.message());
-    dataComm.abortJob(1);
+  execOptions.onTimeout = [&run](const Status &error) {
+    printError(run.comm, error.message());
+    run.dataComm().abortJob(1);
   };
   // A failure may leave other ranks inside a collective with this one (and
   // this rank's other streams in a blocking one), so it ends the whole job
   // at once.
   if (comm.worldSize() > 1)
-    execOptions.onError = [&comm, &dataComm](const Status &error) {
-      printError(comm, error.message());
-      dataComm.abortJob(1);
+    execOptions.onError = [&run](const Status &error) {
+      printError(run.comm, error.message());
+      run.dataComm().abortJob(1);
     };
   Expected<std::unique_ptr<Executor>> executor = Status::error("");
   {
-    auto watched = watch(kPrepareProgram);
-    executor = Executor::create(*program, *rt.backend, dataComm, execOptions);
+    auto watched = run.watch(kPrepareProgram);
+    executor =
+        Executor::create(*run.program, backend, run.dataComm(), execOptions);
   }
   if (!executor) {
     printError(comm, executor.status().message());
     return 1;
   }
-  WeightsStats weights;
-  status = Status::ok();
-  if (weightsFile)
-    status = loadGlobals(**executor, *weightsFile, comm.rank(), &weights);
-  else
-    status = zeroStateGlobals(**executor);
-  const bool training = program->training.has_value();
-  // A training run reads each step's inputs from --data as it goes; its
-  // files are checked here, before the first step.
-  Expected<TrainingData> data = Status::error("no --data");
-  int64_t totalSteps = 1;
-  if (status.isOk() && training && !opts.data.empty()) {
-    // Rank r reads its data-parallel replica's rows: r mod dp in a pipeline, whose stages all read them.
-    data = TrainingData::open(opts.data, *program, program->dataParallelSize(),
-                              comm.rank() % program->dataParallelSize());
-    if (!data) {
-      status = data.status();
-    } else if (data->steps() == 0) {
-      status = Status::error("--data " + opts.data + " holds no steps");
-    } else if (opts.steps > data->steps()) {
-      status = Status::error("--steps " + std::to_string(opts.steps) +
-                             " asks for more steps than --data " + opts.data +
-                             " holds (" + std::to_string(data->steps()) + ")");
-    } else {
-      totalSteps = opts.steps > 0 ? opts.steps : data->steps();
-    }
-  } else if (status.isOk() && training) {
-    totalSteps = opts.steps > 0 ? opts.steps : 1;
-    if (opts.inputs.empty() && !program->inputs.empty()) {
-      std::string names;
-      for (const BindingDesc &b : program->inputs)
-        names += (names.empty() ? "" : ", ") + b.name;
-      status = Status::error(opts.model + " is a training program with "
-                             "inputs (" + names + "); pass --data PATH (or "
-                             "--input for a single step)");
-    }
-  }
-  // --resume: the checkpoint's parameters and optimizer state replace the
-  // weights' (frozen parameters and buffers still come from --weights), and
-  // the run goes on from the step after it.
-  int64_t firstStep = 1;
-  if (status.isOk() && !opts.resume.empty()) {
-    if (!training) {
-      status = Status::error("--resume: " + opts.model + " is not a training program");
-    } else {
-      Expected<CheckpointInfo> ckpt = readLatestCheckpoint(opts.resume);
-      if (!ckpt) {
-        status = ckpt.status();
-      } else if (ckpt->step >= totalSteps) {
-        status = Status::error("--resume " + opts.resume + ": the checkpoint is at step " +
-                               std::to_string(ckpt->step) + ", --steps " +
-                               std::to_string(totalSteps) + " asks for no more");
-      } else {
-        status = loadCheckpoint(**executor, *ckpt, comm.rank());
-        firstStep = ckpt->step + 1;
-      }
-    }
-  }
-  if (status.isOk() && !(training && data))
-    status = bindInputs(**executor, opts.inputs);
-  {
-    auto watched = watch(kAgreeOnInputs);
-    if (!agree(comm, status))
-      return 1;
-  }
+  run.executor = std::move(*executor);
+  return 0;
+}
 
-  // Phase 3: run, --warmup untimed times then --repeat timed times (steady
-  // state: the program is loaded and the weights bound once). The memory
-  // plan may reuse an input's bytes after its last read, so inputs are bound
-  // again before every run after the first. A failure here may leave other
-  // ranks inside a collective with this one, so it ends the whole job.
-  std::vector<double> iterationSeconds, iterationBubbles;
-  std::unique_ptr<TrainingLog> trainingLog;
-  if (training) {
-    trainingLog = std::make_unique<TrainingLog>(
-        totalSteps, opts.logEvery,
-        comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
-    std::function<Status(int64_t)> checkpoint;
-    if (!opts.saveDir.empty() || opts.checkCollectives)
-      checkpoint = [&](int64_t step) {
-        if (opts.checkCollectives) {
-          auto watched = watch(kExchangeLoss);
-          Status same = checkCollectiveCounts(comm, dataComm, step);
-          if (!agree(comm, same))
-            comm.abortJob(1);
-        }
-        if (opts.saveDir.empty() ||
-            (step != totalSteps && (opts.saveEvery == 0 || step % opts.saveEvery != 0)))
-          return Status::ok();
-        return saveCheckpoint(**executor, comm, opts.saveDir, step);
-      };
-    int code = trainSteps(comm, **executor, data ? &*data : nullptr, firstStep,
-                          totalSteps, watchdog.get(), iterationSeconds, iterationBubbles,
-                          *trainingLog, checkpoint);
-    if (code != 0)
-      return code;
+/// The optimizer steps of a training program: --steps, else every step of
+/// --data (whose files are checked here, before the first step), else one
+/// step with the inputs of --input.
+Status planTrainingSteps(RankRun &run) {
+  const Options &opts = run.opts;
+  Program &program = *run.program;
+  if (!opts.data.empty()) {
+    // Rank r reads its data-parallel replica's rows: r mod dp in a pipeline,
+    // whose stages all read them.
+    run.data =
+        TrainingData::open(opts.data, program, program.dataParallelSize(),
+                           run.comm.rank() % program.dataParallelSize());
+    if (!run.data)
+      return run.data.status();
+    if (run.data->steps() == 0)
+      return Status::error("--data " + opts.data + " holds no steps");
+    if (opts.steps > run.data->steps())
+      return Status::error("--steps " + std::to_string(opts.steps) +
+                           " asks for more steps than --data " + opts.data +
+                           " holds (" + std::to_string(run.data->steps()) +
+                           ")");
+    run.totalSteps = opts.steps > 0 ? opts.steps : run.data->steps();
+    return Status::ok();
   }
-  for (int iteration = 0; !training && iteration < opts.warmup + opts.repeat;
-       ++iteration) {
+  run.totalSteps = opts.steps > 0 ? opts.steps : 1;
+  if (opts.inputs.empty() && !program.inputs.empty()) {
+    std::string names;
+    for (const BindingDesc &b : program.inputs)
+      names += (names.empty() ? "" : ", ") + b.name;
+    return Status::error(opts.model + " is a training program with inputs (" +
+                         names +
+                         "); pass --data PATH (or --input for a single step)");
+  }
+  return Status::ok();
+}
+
+/// --resume: the checkpoint's parameters and optimizer state replace the
+/// weights' (frozen parameters and buffers still come from --weights), and
+/// the run goes on from the step after it.
+Status resumeFromCheckpoint(RankRun &run) {
+  const Options &opts = run.opts;
+  if (!run.training())
+    return Status::error("--resume: " + opts.model +
+                         " is not a training program");
+  Expected<CheckpointInfo> ckpt = readLatestCheckpoint(opts.resume);
+  if (!ckpt)
+    return ckpt.status();
+  if (ckpt->step >= run.totalSteps)
+    return Status::error("--resume " + opts.resume +
+                         ": the checkpoint is at step " +
+                         std::to_string(ckpt->step) + ", --steps " +
+                         std::to_string(run.totalSteps) + " asks for no more");
+  Status status = loadCheckpoint(*run.executor, *ckpt, run.comm.rank());
+  run.firstStep = ckpt->step + 1;
+  return status;
+}
+
+/// Phase 2: the weights (or zeroed state), the steps of a training run, the
+/// --resume checkpoint and the inputs; the ranks agree that all of them
+/// loaded. Returns 0, else the exit code.
+int bindWeightsAndInputs(RankRun &run) {
+  const Options &opts = run.opts;
+  Status status = run.weightsFile ? loadGlobals(*run.executor, *run.weightsFile,
+                                                run.comm.rank(), &run.weights)
+                                  : zeroStateGlobals(*run.executor);
+  const bool training = run.training();
+  if (status.isOk() && training)
+    status = planTrainingSteps(run);
+  if (status.isOk() && !opts.resume.empty())
+    status = resumeFromCheckpoint(run);
+  if (status.isOk() && !(training && run.data))
+    status = bindInputs(*run.executor, opts.inputs);
+  auto watched = run.watch(kAgreeOnInputs);
+  return agree(run.comm, status) ? 0 : 1;
+}
+
+/// After training step `step` (every rank): --check-collectives compares the
+/// ranks' collectives so far and ends the job on a difference, and
+/// --save-dir writes a checkpoint when one is due.
+Status checkAndSaveStep(RankRun &run, int64_t step) {
+  const Options &opts = run.opts;
+  if (opts.checkCollectives) {
+    auto watched = run.watch(kExchangeLoss);
+    Status same = checkCollectiveCounts(run.comm, run.dataComm(), step);
+    if (!agree(run.comm, same))
+      run.comm.abortJob(1);
+  }
+  if (opts.saveDir.empty() ||
+      (step != run.totalSteps &&
+       (opts.saveEvery == 0 || step % opts.saveEvery != 0)))
+    return Status::ok();
+  return saveCheckpoint(*run.executor, run.comm, opts.saveDir, step);
+}
+
+/// Phase 3 of a training program: its optimizer steps, logged on rank 0.
+/// Returns 0, else the exit code.
+int runTraining(RankRun &run) {
+  const Options &opts = run.opts;
+  Communicator &comm = run.comm;
+  run.trainingLog = std::make_unique<TrainingLog>(
+      run.totalSteps, opts.logEvery,
+      comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
+  std::function<Status(int64_t)> checkpoint;
+  if (!opts.saveDir.empty() || opts.checkCollectives)
+    checkpoint = [&run](int64_t step) { return checkAndSaveStep(run, step); };
+  return trainSteps(comm, *run.executor, run.data ? &*run.data : nullptr,
+                    run.firstStep, run.totalSteps, run.watchdog.get(),
+                    run.iterationSeconds, run.iterationBubbles,
+                    *run.trainingLog, checkpoint);
+}
+
+/// Phase 3 of a forward program: --warmup untimed runs then --repeat timed
+/// ones (steady state: the program is loaded and the weights bound once).
+/// The memory plan may reuse an input's bytes after its last read, so inputs
+/// are bound again before every run after the first. A failure here may
+/// leave other ranks inside a collective with this one, so it ends the whole
+/// job. Returns 0, else the exit code.
+int runForward(RankRun &run) {
+  const Options &opts = run.opts;
+  Executor &executor = *run.executor;
+  for (int iteration = 0; iteration < opts.warmup + opts.repeat; ++iteration) {
     if (iteration > 0) {
-      status = bindInputs(**executor, opts.inputs);
-      if (!status.isOk()) {
-        printError(comm, status.message());
-        if (comm.worldSize() > 1)
-          comm.abortJob(1);
-        return 1;
-      }
+      Status status = bindInputs(executor, opts.inputs);
+      if (!status.isOk())
+        return failDuringRun(run.comm, status);
     }
     {
-      auto watched = watch(kStartRun);
-      comm.barrier();
+      auto watched = run.watch(kStartRun);
+      run.comm.barrier();
     }
-    status = (*executor)->run();
-    if (!status.isOk()) {
-      printError(comm, status.message());
-      if (comm.worldSize() > 1)
-        comm.abortJob(1);
-      return 1;
-    }
+    Status status = executor.run();
+    if (!status.isOk())
+      return failDuringRun(run.comm, status);
     if (iteration >= opts.warmup) {
-      iterationSeconds.push_back((*executor)->stats().wallSeconds);
-      if (program->pipelined())
-        if (auto b = scheduleBubble(*program, (*executor)->stats()))
-          iterationBubbles.push_back(b->bubble);
+      run.iterationSeconds.push_back(executor.stats().wallSeconds);
+      if (run.program->pipelined())
+        if (auto b = scheduleBubble(*run.program, executor.stats()))
+          run.iterationBubbles.push_back(b->bubble);
     }
   }
+  return 0;
+}
 
-  // Phase 4: outputs and reports, written by rank 0.
-  status = Status::ok();
-  if (comm.rank() == 0 && !opts.output.empty())
-    status = writeOutputs(**executor, opts.output);
-  // Every rank takes part in saving (sharded globals are gathered to rank 0).
-  if (training) {
-    if (!opts.save.empty()) {
-      Status saved = saveGlobals(**executor, comm, true, opts.save);
-      if (status.isOk())
-        status = saved;
-    }
-    if (!opts.saveOptimizer.empty()) {
-      Status saved = saveGlobals(**executor, comm, false, opts.saveOptimizer);
-      if (status.isOk())
-        status = saved;
-    }
+/// A training run's results: --save and --save-optimizer (every rank takes
+/// part: sharded globals are gathered to rank 0), then --log-json (rank 0).
+/// `status` keeps the first error; nothing more is written after one.
+void saveTrainingResults(RankRun &run, Status &status) {
+  const Options &opts = run.opts;
+  if (!opts.save.empty()) {
+    Status saved = saveGlobals(*run.executor, run.comm, true, opts.save);
+    if (status.isOk())
+      status = saved;
   }
-  if (comm.rank() == 0 && training) {
-    if (status.isOk() && !opts.logJson.empty())
-      status = writeText(opts.logJson, trainingLog->json().dump(2) + "\n");
+  if (!opts.saveOptimizer.empty()) {
+    Status saved =
+        saveGlobals(*run.executor, run.comm, false, opts.saveOptimizer);
+    if (status.isOk())
+      status = saved;
   }
-  if (opts.report || !opts.reportJson.empty()) {
-    std::vector<std::string> ranks;
-    {
-      auto watched = watch(kGatherReports);
-      ranks = comm.gatherToRoot(describeRank(**executor, dataComm, weights, iterationSeconds,
-                                                iterationBubbles).dump());
-    }
-    if (comm.rank() == 0) {
-      std::vector<nlohmann::json> parsed;
-      for (const std::string &r : ranks)
-        parsed.push_back(nlohmann::json::parse(r));
-      nlohmann::json run =
-          describeRun(*program, rt.backend->name(), dataComm,
-                      rt.backend->numThreads(), parsed);
-      run["streams_take_turns"] = execOptions.serializeStreams;
-      run["in_order_plan"] = inOrderPlan;
-      if (opts.report)
-        std::fputs(formatReport(run).c_str(), stdout);
-      if (status.isOk() && !opts.reportJson.empty())
-        status = writeText(opts.reportJson, run.dump(2) + "\n");
-    }
+  if (run.comm.rank() == 0 && status.isOk() && !opts.logJson.empty())
+    status = writeText(opts.logJson, run.trainingLog->json().dump(2) + "\n");
+}
+
+/// --report and --report-json: every rank's figures, gathered to rank 0,
+/// which prints the report and writes the JSON file. `status` keeps the
+/// first error; the file is not written after one.
+void reportRun(RankRun &run, Status &status) {
+  const Options &opts = run.opts;
+  Communicator &comm = run.comm;
+  std::vector<std::string> ranks;
+  {
+    auto watched = run.watch(kGatherReports);
+    ranks = comm.gatherToRoot(describeRank(*run.executor, run.dataComm(),
+                                           run.weights, run.iterationSeconds,
+                                           run.iterationBubbles)
+                                  .dump());
   }
-  if (!opts.trace.empty()) {
-    std::vector<std::string> ranks;
-    {
-      auto watched = watch(kGatherReports);
-      ranks = comm.gatherToRoot(traceEvents(**executor, comm.rank()).dump());
-    }
-    if (comm.rank() == 0) {
-      nlohmann::json all = nlohmann::json::array();
-      for (const std::string &r : ranks)
-        for (nlohmann::json &e : nlohmann::json::parse(r))
-          all.push_back(std::move(e));
-      nlohmann::json doc = {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
-      if (status.isOk())
-        status = writeText(opts.trace, doc.dump() + "\n");
-    }
+  if (comm.rank() != 0)
+    return;
+  std::vector<nlohmann::json> parsed;
+  for (const std::string &r : ranks)
+    parsed.push_back(nlohmann::json::parse(r));
+  Backend &backend = *run.rt.backend;
+  nlohmann::json report =
+      describeRun(*run.program, backend.name(), run.dataComm(),
+                  backend.numThreads(), parsed);
+  report["streams_take_turns"] = run.execOptions.serializeStreams;
+  report["in_order_plan"] = run.inOrderPlan;
+  if (opts.report)
+    std::fputs(formatReport(report).c_str(), stdout);
+  if (status.isOk() && !opts.reportJson.empty())
+    status = writeText(opts.reportJson, report.dump(2) + "\n");
+}
+
+/// --trace: every rank's trace events, gathered to rank 0, which writes the
+/// trace. `status` keeps the first error; the file is not written after one.
+void writeTrace(RankRun &run, Status &status) {
+  Communicator &comm = run.comm;
+  std::vector<std::string> ranks;
+  {
+    auto watched = run.watch(kGatherReports);
+    ranks = comm.gatherToRoot(traceEvents(*run.executor, comm.rank()).dump());
   }
+  if (comm.rank() != 0)
+    return;
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::string &r : ranks)
+    for (nlohmann::json &e : nlohmann::json::parse(r))
+      all.push_back(std::move(e));
+  nlohmann::json doc = {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
+  if (status.isOk())
+    status = writeText(run.opts.trace, doc.dump() + "\n");
+}
+
+/// Phase 4: the outputs, a training run's results and the reports (files
+/// written by rank 0), then the ranks agree that all were written. Returns
+/// the exit code.
+int writeResults(RankRun &run) {
+  const Options &opts = run.opts;
+  Status status = Status::ok();
+  if (run.comm.rank() == 0 && !opts.output.empty())
+    status = writeOutputs(*run.executor, opts.output);
+  if (run.training())
+    saveTrainingResults(run, status);
+  if (opts.report || !opts.reportJson.empty())
+    reportRun(run, status);
+  if (!opts.trace.empty())
+    writeTrace(run, status);
   std::fflush(stdout);
-  auto watched = watch(kAgreeOnOutputs);
-  return agree(comm, status) ? 0 : 1;
+  auto watched = run.watch(kAgreeOnOutputs);
+  return agree(run.comm, status) ? 0 : 1;
+}
+
+/// Parses the arguments and runs the program on this rank, phase by phase.
+/// Returns the exit code.
+int runMain(int argc, char **argv, Communicator &comm) {
+  Options opts;
+  Status status = parseArguments(argc, argv, opts);
+  if (opts.help && status.isOk()) {
+    if (comm.rank() == 0)
+      std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!status.isOk()) {
+    agree(comm,
+          Status::error(status.message() + " (zero-run --help for usage)"));
+    return 2;
+  }
+  RankRun run(opts, comm);
+  run.watchdog = startWatchdog(comm, opts);
+  if (int code = openProgramOnEveryRank(run))
+    return code;
+  if (int code = createExecutor(run))
+    return code;
+  if (int code = bindWeightsAndInputs(run))
+    return code;
+  if (int code = run.training() ? runTraining(run) : runForward(run))
+    return code;
+  return writeResults(run);
 }
 
 } // namespace
