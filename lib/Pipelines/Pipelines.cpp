@@ -287,9 +287,9 @@ buildFromOptions(OpPassManager &pm, StringRef optionString,
 void zero::registerZeroPipeline() {
   registerPassPipeline(
       "zero-pipeline",
-      "The ZeRO pass list from ZeRO options and/or a DeepSpeed config: "
-      "zero-partition, then for stage 3 zero-prefetch, zero-bucket and "
-      "zero-release",
+      "The ZeRO and pipeline passes from ZeRO options and/or a DeepSpeed "
+      "config (partition; prefetch, hpZ, bucket, release, qwZ at stage 3; "
+      "qgZ; the pipeline split)",
       buildFromOptions,
       [](function_ref<void(const detail::PassOptions &)> print) {
         print(ZeroPipelineOptions());

@@ -33,6 +33,7 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -719,31 +720,102 @@ static int processMLIRInput(const DialectRegistry &registry,
 static const char *const kListedMLIROptions[] = {
     "pass-pipeline", "mlir-pass-statistics", "mlir-print-ir-after-all", "mlir-timing"};
 
-/// --help lists zero-opt's options, the registered passes and pipelines (with
-/// their options) and a few MLIR options; LLVM's backend options (linked in
-/// with LLVM) move to --help-hidden.
+/// `text` broken at spaces into lines of at most `width` columns, each
+/// indented by `indent`.
+static void printWrapped(raw_ostream &os, StringRef text, size_t indent, size_t width) {
+  size_t column = 0;
+  SmallVector<StringRef> words;
+  text.split(words, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef word : words) {
+    if (column > indent && column + 1 + word.size() > width) {
+      os << "\n";
+      column = 0;
+    }
+    if (column == 0) {
+      os.indent(indent);
+      column = indent;
+    } else {
+      os << ' ';
+      ++column;
+    }
+    os << word;
+    column += word.size();
+  }
+  if (column)
+    os << "\n";
+}
+
+/// A pass's options with their defaults, as a pipeline would spell them
+/// (`{dp=-1 stage=3}`); empty for a pass without options.
+static std::string passOptionDefaults(const PassInfo &info) {
+  OpPassManager pm(ModuleOp::getOperationName());
+  if (failed(info.addToPipeline(pm, "", [](const Twine &) { return failure(); })))
+    return "";
+  std::string pipeline;
+  llvm::raw_string_ostream os(pipeline);
+  pm.printAsTextualPipeline(os);
+  size_t open = pipeline.find('{'), close = pipeline.rfind('}');
+  return open == std::string::npos ? "" : pipeline.substr(open, close - open + 1);
+}
+
+/// --help's list of the registered passes and pipelines: each with its
+/// one-line summary and, under it, its options with their defaults. Each
+/// option's own help is in --help-hidden (MLIR's listing, over a hundred
+/// lines) and docs/passes.md.
+static std::string describePassesForHelp(cl::Option *passList) {
+  std::vector<StringRef> names;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second == passList && !entry.first.empty())
+      names.push_back(entry.first);
+  llvm::sort(names);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "\nPASSES AND PIPELINES (--NAME, or --NAME=\"key=value ...\"; each option's "
+        "help: --help-hidden, docs/passes.md):\n\n";
+  for (StringRef name : names) {
+    std::string options;
+    StringRef summary;
+    if (const PassInfo *pass = PassInfo::lookup(name)) {
+      summary = pass->getPassDescription();
+      options = passOptionDefaults(*pass);
+    } else if (const PassPipelineInfo *pipeline = PassPipelineInfo::lookup(name)) {
+      summary = pipeline->getPassDescription();
+      if (name == "zero-pipeline") {
+        llvm::raw_string_ostream optionsOs(options);
+        zero::ZeroPipelineOptions().print(optionsOs);
+      }
+    }
+    os << llvm::formatv("  --{0,-28} {1}\n", name, summary);
+    if (!options.empty())
+      printWrapped(os, options, 8, 100);
+  }
+  return text;
+}
+
+/// --help lists zero-opt's options, a few MLIR options and the registered
+/// passes and pipelines, one summary each; LLVM's backend options (linked in
+/// with LLVM) and each pass option's help move to --help-hidden.
 static void listOnlyToolOptionsInHelp(const PassPipelineCLParser &) {
-  static cl::OptionCategory passCategory("Passes and pipelines");
   static cl::OptionCategory mlirCategory("MLIR options");
   auto &options = cl::getRegisteredOptions();
-  // The pass list is one option whose values are the pass names.
-  if (cl::Option *passList = options.lookup("zero-partition"))
-    passList->addCategory(passCategory);
   for (const char *name : kListedMLIROptions)
     if (cl::Option *option = options.lookup(name))
       option->addCategory(mlirCategory);
   for (auto &entry : options) {
     cl::Option *option = entry.second;
     if (llvm::any_of(option->Categories, [&](cl::OptionCategory *c) {
-          return c == &toolCategory || c == &passCategory || c == &mlirCategory ||
+          return c == &toolCategory || c == &mlirCategory ||
                  c->getName() == "Generic Options";
         }))
       continue;
     if (option->getOptionHiddenFlag() == cl::NotHidden)
       option->setHiddenFlag(cl::Hidden);
   }
-  if (cl::Option *helpList = options.lookup("help-list"))
-    helpList->setHiddenFlag(cl::Hidden);
+  // The pass list is one option whose values are the pass names.
+  if (cl::Option *passList = options.lookup("zero-partition")) {
+    static std::string passHelp = describePassesForHelp(passList);
+    static cl::extrahelp passes(passHelp);
+  }
 }
 
 /// MLIR's command-line options, the zero passes and pipelines, and the few
