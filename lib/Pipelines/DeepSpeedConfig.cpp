@@ -274,7 +274,7 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
     if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR")
       return (path + ": scheduler.type '" + *type +
               "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR)").str();
-    o.schedule = type->str();
+    o.schedule = *parseLRSchedule(*type);
     const llvm::json::Object *params = sched->getObject("params");
     llvm::json::Object none;
     if (!params)
@@ -296,8 +296,14 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
     o.warmupMinRatio = warmMin;
     o.warmupNumSteps = int64_t(steps);
     o.totalNumSteps = int64_t(total);
-    if (std::optional<llvm::StringRef> w = params->getString("warmup_type"))
-      o.warmupType = w->str();
+    if (std::optional<llvm::StringRef> w = params->getString("warmup_type")) {
+      std::optional<WarmupType> warmup = parseWarmupType(*w);
+      if (!warmup)
+        return (path + ": scheduler.params.warmup_type must be log or linear, got '" + *w +
+                "'")
+            .str();
+      o.warmupType = *warmup;
+    }
     for (const auto &kv : *params) {
       llvm::StringRef k = kv.first;
       if (k != "warmup_min_lr" && k != "warmup_max_lr" && k != "cos_min_ratio" &&

@@ -203,7 +203,8 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
                         "forward segments in a training step's backward; a forward "
                         "program keeps no activations for backward (compile with --train)");
   if (given.contains("schedule")) {
-    if (options.schedule != "1f1b" && options.schedule != "gpipe")
+    std::optional<PipelineSchedule> schedule = parsePipelineSchedule(options.schedule);
+    if (!schedule)
       return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +
                           options.schedule + "'");
     if (!settings.training)
@@ -213,17 +214,18 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     if (settings.pp <= 1)
       return errorHandler("--zero-pipeline: schedule=" + options.schedule +
                           " needs pipeline stages (pp > 1)");
-    settings.schedule = options.schedule;
+    settings.schedule = *schedule;
   }
   if (given.contains("tied-grads")) {
-    if (options.tiedGrads != "micro-batch" && options.tiedGrads != "step")
+    std::optional<TiedGrads> tiedGrads = parseTiedGrads(options.tiedGrads);
+    if (!tiedGrads)
       return errorHandler("--zero-pipeline: tied-grads must be micro-batch or step, got '" +
                           options.tiedGrads + "'");
     if (!settings.training || settings.pp <= 1)
       return errorHandler("--zero-pipeline: tied-grads=" + options.tiedGrads +
                           " sums a tied parameter's gradient over pipeline stages; it "
                           "needs a training step (--train) cut into stages (pp > 1)");
-    settings.tiedGrads = options.tiedGrads;
+    settings.tiedGrads = *tiedGrads;
   }
   if (settings.pp > 1) {
     // The world is the stages times their replicas (stage s on ranks
@@ -362,9 +364,9 @@ std::string zero::parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settin
 }
 
 void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &settings) {
-  if (!settings.lossKind.empty()) {
+  if (settings.lossKind) {
     ZeroAddLossPassOptions loss;
-    loss.kind = settings.lossKind;
+    loss.kind = *settings.lossKind;
     loss.labels = settings.labels;
     loss.output = settings.lossOutput;
     pm.addPass(createZeroAddLossPass(loss));

@@ -583,7 +583,7 @@ readLossSpec(zero::TrainSettings &settings,
     return errorHandler("--loss '" + spec +
                         "': the losses are cross-entropy:LABELS and "
                         "causal-lm:LABELS (optionally @OUTPUT)");
-  settings.lossKind = kind.str();
+  settings.lossKind = zero::parseLossKind(kind);
   if (!labels.empty())
     settings.labels = labels.str();
   settings.lossOutput = output.str();

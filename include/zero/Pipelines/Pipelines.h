@@ -52,10 +52,10 @@ struct ZeroSettings {
   std::string partitionMethod = "parameters";
   /// A training step's pipeline schedule: 1f1b (DeepSpeed's TrainSchedule)
   /// or gpipe (every forward, then every backward).
-  std::string schedule = "1f1b";
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   /// How a tied parameter's gradient is summed over its stages: micro-batch
   /// or step (zero-pipeline-split's tied-grads).
-  std::string tiedGrads = "micro-batch";
+  TiedGrads tiedGrads = TiedGrads::MicroBatch;
   /// Layers per activation-checkpointed segment of a training step
   /// (activation_checkpoint_interval; 0: off).
   int64_t activationCheckpointInterval = 0;
@@ -172,7 +172,7 @@ void buildZeroPipeline(mlir::OpPassManager &pm, const ZeroSettings &settings);
 /// from zero-opt's --loss/--freeze/--optimizer and a DeepSpeed config's
 /// optimizer, scheduler, gradient_clipping and gradient_accumulation_steps.
 struct TrainSettings {
-  std::string lossKind;   ///< "" (the graph's own loss), cross-entropy, causal-lm
+  std::optional<LossKind> lossKind; ///< none: the graph's own loss
   std::string labels = "labels";
   std::string lossOutput; ///< the logits output ("" : the only one)
   std::string trainOutput; ///< the output that is the loss ("" : found)

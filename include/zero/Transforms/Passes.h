@@ -19,6 +19,7 @@
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
+#include <optional>
 
 namespace zero {
 
@@ -28,6 +29,31 @@ constexpr int64_t kMaxWorldSize = 65536;
 
 /// The end of a phase that zero-verify checks (see Passes.td).
 enum class VerifyPhase { Imported, Sharded, Lowered };
+/// A training step's pipeline schedule (zero-pipeline-split schedule).
+enum class PipelineSchedule { OneFOneB, GPipe };
+/// How a tied parameter's gradient is summed over its pipeline stages
+/// (zero-pipeline-split tied-grads).
+enum class TiedGrads { MicroBatch, Step };
+/// zero-add-loss's loss.
+enum class LossKind { CrossEntropy, CausalLM };
+/// zero-optimizer's learning-rate schedule: DeepSpeed's scheduler types.
+enum class LRSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+/// DeepSpeed's warmup_type.
+enum class WarmupType { Log, Linear };
+
+/// The name an option value is spelled with, on the command line, in a
+/// DeepSpeed config and in the IR.
+llvm::StringRef stringify(PipelineSchedule schedule);
+llvm::StringRef stringify(TiedGrads tiedGrads);
+llvm::StringRef stringify(LossKind kind);
+llvm::StringRef stringify(LRSchedule schedule);
+llvm::StringRef stringify(WarmupType type);
+/// The value spelled `name`, if any.
+std::optional<PipelineSchedule> parsePipelineSchedule(llvm::StringRef name);
+std::optional<TiedGrads> parseTiedGrads(llvm::StringRef name);
+std::optional<LossKind> parseLossKind(llvm::StringRef name);
+std::optional<LRSchedule> parseLRSchedule(llvm::StringRef name);
+std::optional<WarmupType> parseWarmupType(llvm::StringRef name);
 
 #define GEN_PASS_DECL
 #include "zero/Transforms/Passes.h.inc"

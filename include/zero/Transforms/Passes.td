@@ -217,14 +217,25 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
            "Data-parallel replicas of the pipeline (a training step compiled for "
            "dp ranks): stage s runs on world ranks [s*dp, (s+1)*dp), its "
            "collectives over the group of those ranks">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+    Option<"schedule", "schedule", "::zero::PipelineSchedule",
+           "::zero::PipelineSchedule::OneFOneB",
            "A training step's order of micro-batch forwards and backwards on "
-           "each stage: 1f1b or gpipe">,
-    Option<"tiedGrads", "tied-grads", "std::string", "\"micro-batch\"",
-           "A tied parameter's gradient over its stages: micro-batch (its parts "
-           "summed each micro-batch in the 1-rank order: the 1-rank step's bits) "
-           "or step (DeepSpeed's: each stage accumulates its part over the "
-           "micro-batches, the parts are summed once per step)">,
+           "each stage",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::PipelineSchedule::OneFOneB, "1f1b",
+                        "DeepSpeed's TrainSchedule: one forward, one backward"),
+             clEnumValN(::zero::PipelineSchedule::GPipe, "gpipe",
+                        "every forward, then every backward"))}]>,
+    Option<"tiedGrads", "tied-grads", "::zero::TiedGrads",
+           "::zero::TiedGrads::MicroBatch",
+           "A tied parameter's gradient over its stages",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::TiedGrads::MicroBatch, "micro-batch",
+                        "its parts summed each micro-batch in the 1-rank order "
+                        "(the 1-rank step's bits)"),
+             clEnumValN(::zero::TiedGrads::Step, "step",
+                        "DeepSpeed's: each stage accumulates its part over the "
+                        "micro-batches, the parts are summed once per step"))}]>,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
@@ -283,8 +294,13 @@ def ZeroAddLossPass : Pass<"zero-add-loss", "mlir::ModuleOp"> {
     logits[:, :-1] against labels[:, 1:].
   }];
   let options = [
-    Option<"kind", "kind", "std::string", "\"cross-entropy\"",
-           "cross-entropy or causal-lm">,
+    Option<"kind", "kind", "::zero::LossKind", "::zero::LossKind::CrossEntropy",
+           "The loss",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::LossKind::CrossEntropy, "cross-entropy",
+                        "PyTorch's cross_entropy over the last dimension"),
+             clEnumValN(::zero::LossKind::CausalLM, "causal-lm",
+                        "the same after shifting labels by one token"))}]>,
     Option<"labels", "labels", "std::string", "\"labels\"",
            "Name of the integer labels input">,
     Option<"output", "output", "std::string", "\"\"",
@@ -415,14 +431,24 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
     Option<"clip", "clip", "double", "0",
            "Global-norm gradient clipping (0: none)">,
-    Option<"schedule", "schedule", "std::string", "\"constant\"",
-           "constant, WarmupLR, WarmupDecayLR or WarmupCosineLR">,
+    Option<"schedule", "schedule", "::zero::LRSchedule", "::zero::LRSchedule::Constant",
+           "The learning-rate schedule (DeepSpeed's scheduler.type)",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::LRSchedule::Constant, "constant", "lr every step"),
+             clEnumValN(::zero::LRSchedule::WarmupLR, "WarmupLR", "warmup, then constant"),
+             clEnumValN(::zero::LRSchedule::WarmupDecayLR, "WarmupDecayLR",
+                        "warmup, then linear decay to 0"),
+             clEnumValN(::zero::LRSchedule::WarmupCosineLR, "WarmupCosineLR",
+                        "warmup, then cosine decay"))}]>,
     Option<"warmupMinLr", "warmup-min-lr", "double", "0", "DeepSpeed warmup_min_lr">,
     Option<"warmupMaxLr", "warmup-max-lr", "double", "1e-3", "DeepSpeed warmup_max_lr">,
     Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000",
            "DeepSpeed warmup_num_steps">,
-    Option<"warmupType", "warmup-type", "std::string", "\"log\"",
-           "DeepSpeed warmup_type: log or linear">,
+    Option<"warmupType", "warmup-type", "::zero::WarmupType", "::zero::WarmupType::Log",
+           "DeepSpeed warmup_type",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::WarmupType::Log, "log", "logarithmic warmup"),
+             clEnumValN(::zero::WarmupType::Linear, "linear", "linear warmup"))}]>,
     Option<"totalNumSteps", "total-num-steps", "int64_t", "0",
            "DeepSpeed total_num_steps (WarmupDecayLR, WarmupCosineLR)">,
     Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",

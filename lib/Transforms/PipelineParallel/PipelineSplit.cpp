@@ -274,11 +274,6 @@ struct ZeroPipelineSplitPass
         training ? trainingMicroBatches(module, func) : FailureOr<int64_t>(microBatches);
     if (failed(micro))
       return signalPassFailure();
-    if (schedule != "1f1b" && schedule != "gpipe") {
-      func.emitError() << "zero-pipeline-split: schedule must be 1f1b or gpipe, got '"
-                       << schedule << "'";
-      return signalPassFailure();
-    }
     ::zero::LayerStructure ls = ::zero::recoverLayers(func);
     if (failed(checkLayersFitStages(func, ls, training)))
       return signalPassFailure();
@@ -421,7 +416,7 @@ struct ZeroPipelineSplitPass
         b.getNamedAttr("parts", b.getDenseI64ArrayAttr(partitioned.bounds)),
         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
-        b.getNamedAttr("schedule", b.getStringAttr(training ? StringRef(schedule)
+        b.getNamedAttr("schedule", b.getStringAttr(training ? ::zero::stringify(schedule.getValue())
                                                             : StringRef("fill-drain")))};
     if (llvm::any_of(ls.layers, [](const ::zero::Layer &l) { return !l.cls.empty(); }))
       plan.push_back(b.getNamedAttr("layer_classes", b.getArrayAttr(classes)));
@@ -592,7 +587,7 @@ struct ZeroPipelineSplitPass
     std::vector<int64_t> &index = stepIndices[st];
     if (index.empty()) {
       index.assign(size_t(2 * m), 0);
-      for (auto [i, step] : llvm::enumerate(::zero::pipelineSchedule(schedule, stages, st, m)))
+      for (auto [i, step] : llvm::enumerate(::zero::pipelineSchedule(::zero::stringify(schedule.getValue()), stages, st, m)))
         index[size_t(step.micro * 2 + (step.forward ? 0 : 1))] = int64_t(i);
     }
     return index[size_t(slot.micro * 2 + (slot.phase == Slot::Forward ? 0 : 1))];
@@ -737,16 +732,13 @@ struct ZeroPipelineSplitPass
     step.inEpilogue.insert(step.epilogue.begin(), step.epilogue.end());
     assignStages(body, ls, bounds, step.stageOf, step.inEpilogue);
     findParameterStages(step);
-    if (tiedGrads == "step")
+    if (tiedGrads == ::zero::TiedGrads::Step)
       sumTiedPerStage(step);
-    else if (tiedGrads != "micro-batch")
-      return module.emitError() << "zero-pipeline-split: tied-grads must be micro-batch or "
-                                   "step, got '"
-                                << tiedGrads << "'";
     if (failed(placeEpilogue(module, step)))
       return failure();
     connect(module, func, step.stageOf);
-    if (schedule == "1f1b" && failed(checkForwardRunsDownstream(step)))
+    if (schedule == ::zero::PipelineSchedule::OneFOneB &&
+        failed(checkForwardRunsDownstream(step)))
       return failure();
     if (failed(assignSteps(step)))
       return failure();
@@ -1020,7 +1012,7 @@ struct ZeroPipelineSplitPass
       if (at >= 0 && at < 2 * step.m) {
         auto [it, inserted] = orders.try_emplace(st);
         if (inserted)
-          it->second = ::zero::pipelineSchedule(schedule, stages, st, step.m);
+          it->second = ::zero::pipelineSchedule(::zero::stringify(schedule.getValue()), stages, st, step.m);
         const ::zero::PipelineStep &ps = it->second[size_t(at)];
         name = (ps.forward ? "F" : "B") + std::to_string(ps.micro);
       }

@@ -46,11 +46,6 @@ struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPas
     func::FuncOp func = pickFunction(module, "", "zero-add-loss");
     if (!func)
       return signalPassFailure();
-    if (kind != "cross-entropy" && kind != "causal-lm") {
-      module.emitError() << "zero-add-loss: unknown loss '" << kind
-                         << "'; the losses are cross-entropy and causal-lm";
-      return signalPassFailure();
-    }
     FailureOr<unsigned> which = findLogits(module, func);
     if (failed(which))
       return signalPassFailure();
@@ -107,11 +102,11 @@ struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPas
   LogicalResult checkLogits(ModuleOp module, StringRef name, Value logits) {
     auto lt = cast<RankedTensorType>(logits.getType());
     if (isa<FloatType>(lt.getElementType()) && lt.getRank() >= 1 &&
-        (kind != "causal-lm" || lt.getRank() == 3))
+        (kind != ::zero::LossKind::CausalLM || lt.getRank() == 3))
       return success();
     return module.emitError() << "zero-add-loss: output '" << name << "' has type " << lt
-                              << "; " << kind << " needs floating-point logits "
-                              << (kind == "causal-lm" ? "[batch, seq, classes]"
+                              << "; " << ::zero::stringify(kind.getValue()) << " needs floating-point logits "
+                              << (kind == ::zero::LossKind::CausalLM ? "[batch, seq, classes]"
                                                       : "[..., classes]");
   }
 
@@ -151,7 +146,7 @@ struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPas
     ArrayRef<int64_t> ls = lt.getShape();
     int64_t classes = ls.back();
     Value scores = logits, target = labelsValue;
-    if (kind == "causal-lm") {
+    if (kind == ::zero::LossKind::CausalLM) {
       // Hugging Face's shift: position t predicts token t + 1.
       int64_t n = ls[0], s = ls[1];
       scores = onnx::SliceOp::create(b, logits, ArrayRef<int64_t>{0, 0, 0},

@@ -5,10 +5,10 @@
 
 // Tests that the option errors name what is wrong (on the cases below): an
 // `output` that the model does not have names the outputs it has, an unknown
-// loss kind names the kinds, and causal-lm refuses logits that are not
-// [batch, seq, classes].
+// loss kind is refused by the option's parser (kind is an enum option), and
+// causal-lm refuses logits that are not [batch, seq, classes].
 // OUTPUT: error: zero-add-loss: the model has no output 'probs' (outputs: loss)
-// UNKNOWN: error: zero-add-loss: unknown loss 'focal'; the losses are cross-entropy and causal-lm
+// UNKNOWN: for the --kind option: Cannot find option named 'focal'!
 // CAUSAL: error: zero-add-loss: output 'logits' has type 'tensor<2x4xf32>'; causal-lm needs floating-point logits [batch, seq, classes]
 
 // Tests that a model that already returns its scalar loss has no logits to
