@@ -74,7 +74,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
               "gradient_accumulation_steps (" + Twine(per) + ")")
           .str();
     opts.dp = *batch / per;
-    if (opts.dp > kMaxWorldSize)
+    if (!isSupportedWorldSize(opts.dp))
       return (path + ": train_batch_size / (micro batch x accumulation) gives "
               "a world of " + Twine(opts.dp) + " ranks; at most " +
               Twine(kMaxWorldSize) + " are supported")

@@ -257,7 +257,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   if (settings.quantizeGradients > 0 && !settings.training)
     llvm::errs() << "warning: --zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
                     "quantizes gradients and has no effect on a forward program\n";
-  if (settings.dp > zero::kMaxWorldSize)
+  if (settings.dp > 0 && !zero::isSupportedWorldSize(settings.dp))
     return errorHandler("--zero-pipeline: dp must be at most " +
                         Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));
   if (configDp > 0 && settings.dp != configDp)

@@ -27,6 +27,13 @@ namespace zero {
 /// table (groups, shard offsets) grows with it, so it is bounded.
 constexpr int64_t kMaxWorldSize = 65536;
 
+/// Whether a program can be compiled for `ranks` ranks: 1 to kMaxWorldSize.
+/// Every place that takes a world size checks it with this (and says, in its
+/// own terms, where the number came from).
+inline bool isSupportedWorldSize(int64_t ranks) {
+  return ranks >= 1 && ranks <= kMaxWorldSize;
+}
+
 /// The end of a phase that zero-verify checks (see Passes.td).
 enum class VerifyPhase { Imported, Sharded, Lowered };
 /// A training step's pipeline schedule (zero-pipeline-split schedule).

@@ -229,7 +229,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// Checks world, stage and bucket, records a data-parallel world and stage
   /// on the module, and lays each parameter out over the ranks.
   LogicalResult configureDataParallel(ModuleOp module, OptimizerStep &s) {
-    if (world < 1 || world > ::zero::kMaxWorldSize)
+    if (!::zero::isSupportedWorldSize(world))
       return module.emitError() << "zero-optimizer: world must be between 1 and "
                                 << ::zero::kMaxWorldSize << ", got " << int64_t(world);
     if (stage < 0 || stage > 3)
@@ -568,16 +568,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   void storeParameter(OptimizerStep &s, ParamUpdate &u, Value updated) {
     if (!s.sharded)
       return s.store(u.param, updated);
-    ImplicitLocOpBuilder &b = s.b;
-    Type f32 = Float32Type::get(&getContext());
-    Value full = ::zero::dist::AllGatherOp::create(
-        b, RankedTensorType::get({u.layout.padded}, f32), updated, int64_t(world));
-    if (u.layout.padded != u.layout.numel)
-      full = onnx::SliceOp::create(b, full, ArrayRef<int64_t>{0},
-                                   ArrayRef<int64_t>{u.layout.numel}, ArrayRef<int64_t>{1});
-    if (u.fullType.getRank() != 1)
-      full = onnx::ReshapeOp::create(b, full, u.fullType.getShape());
-    s.store(u.param, full);
+    s.store(u.param, ::zero::gatherWhole(s.b, updated, u.fullType, int64_t(world)));
   }
 
   /// The step returns loss, grad_norm and lr (the gradients are spent).

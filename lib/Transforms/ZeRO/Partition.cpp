@@ -34,7 +34,7 @@ struct ZeroPartitionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (dp < 1 || dp > ::zero::kMaxWorldSize) {
+    if (!::zero::isSupportedWorldSize(dp)) {
       module.emitError() << "zero-partition: dp must be between 1 and "
                          << ::zero::kMaxWorldSize << " (the ranks of one "
                          << "data-parallel group), got " << int64_t(dp);
@@ -121,18 +121,10 @@ struct ZeroPartitionPass
         SmallVector<OpOperand *> computeUses;
         for (OpOperand &u : load.getResult().getUses())
           computeUses.push_back(&u);
-        b.setInsertionPointAfter(load);
-        Location loc = load.getLoc();
+        ImplicitLocOpBuilder lb(load.getLoc(), b);
+        lb.setInsertionPointAfter(load);
         load.getResult().setType(shardType);
-        Value full = ::zero::dist::AllGatherOp::create(
-            b, loc, RankedTensorType::get({padded}, type.getElementType()),
-            load.getResult(), dp);
-        if (padded != numel)
-          full = ::zero::onnx::SliceOp::create(b, loc, full, ArrayRef<int64_t>{0},
-                                               ArrayRef<int64_t>{numel},
-                                               ArrayRef<int64_t>{1});
-        if (type.getRank() != 1)
-          full = ::zero::onnx::ReshapeOp::create(b, loc, full, type.getShape());
+        Value full = ::zero::gatherWhole(lb, load.getResult(), type, dp);
         for (OpOperand *u : computeUses)
           u->set(full);
       }

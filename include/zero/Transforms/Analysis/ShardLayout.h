@@ -12,6 +12,7 @@
 #define ZERO_TRANSFORMS_ANALYSIS_SHARDLAYOUT_H
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
+#include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -31,6 +32,23 @@ inline mlir::Value flatPadded(mlir::ImplicitLocOpBuilder &b, mlir::Value v, int6
   if (padded != numel)
     v = onnx::PadOp::create(b, v, llvm::ArrayRef<int64_t>{0, padded - numel}, "constant",
                             llvm::APFloat(0.0));
+  return v;
+}
+
+/// The whole parameter of type `full` back from this rank's `shard` (the
+/// inverse of flatPadded and the split): the world's shards all-gathered,
+/// the padding sliced off, the result reshaped.
+inline mlir::Value gatherWhole(mlir::ImplicitLocOpBuilder &b, mlir::Value shard,
+                               mlir::RankedTensorType full, int64_t world) {
+  int64_t numel = full.getNumElements();
+  int64_t padded = paddedNumel(numel, world);
+  mlir::Value v = dist::AllGatherOp::create(
+      b, mlir::RankedTensorType::get({padded}, full.getElementType()), shard, world);
+  if (padded != numel)
+    v = onnx::SliceOp::create(b, v, llvm::ArrayRef<int64_t>{0},
+                              llvm::ArrayRef<int64_t>{numel}, llvm::ArrayRef<int64_t>{1});
+  if (full.getRank() != 1)
+    v = onnx::ReshapeOp::create(b, v, full.getShape());
   return v;
 }
 
