@@ -254,6 +254,82 @@ def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {
   ];
 }
 
+def ZeroInlinePipelineStagesPass
+    : Pass<"zero-inline-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Inline pipeline stage functions at their calls, each op marked with its stage";
+  let description = [{
+    A program cut by zero-pipeline-split has a driver that calls one function
+    per stage (`zero.pipeline_stage = s`). The runtime runs one instruction
+    stream in which each instruction names its ranks, so each call of a stage
+    function is replaced by the stage's body, every op of it marked with the
+    stage; a stage function no call is left to is erased. Calls of other
+    functions stay. The first step of zero-lower-to-runtime, which names the
+    function it lowers as `function`.
+
+    ```mlir
+    // Before
+    func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = call @forward_stage0(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      call @forward_stage1(%x) : (tensor<4xf32>) -> ()
+      return %y : tensor<4xf32>
+    }
+    func.func private @forward_stage0(%x: tensor<4xf32>) -> tensor<4xf32>
+        attributes {zero.pipeline_stage = 0 : i64} {
+      %r = onnx.Relu %x : (tensor<4xf32>) -> tensor<4xf32>
+      zero.send %r {peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+      %y = zero.recv {peer = 1 : i64, tag = 1 : i64} : tensor<4xf32>
+      return %y : tensor<4xf32>
+    }
+    func.func private @forward_stage1(%x: tensor<4xf32>)
+        attributes {zero.pipeline_stage = 1 : i64} { ... }
+    // After
+    func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %r = onnx.Relu %x {zero.pipeline_stage = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+      zero.send %r {peer = 1 : i64, tag = 0 : i64, zero.pipeline_stage = 0 : i64} : tensor<4xf32>
+      %y = zero.recv {peer = 1 : i64, tag = 1 : i64, zero.pipeline_stage = 0 : i64} : tensor<4xf32>
+      ... (@forward_stage1's ops, each with zero.pipeline_stage = 1)
+      return %y : tensor<4xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"\"",
+           "The function whose stage calls are inlined (default: every function "
+           "that is not a stage)">,
+  ];
+}
+
+def ZeroSimplifyKernelsPass : Pass<"zero-simplify-kernels"> {
+  let summary = "Rewrite kernels into cheaper equivalents, in program order";
+  let description = [{
+    Applies the onnx kernels' rewrites, without folding, constant CSE or
+    region simplification: program order is the schedule, so every op not
+    rewritten stays where it is. `onnx.MatMul` of a 2-D weight's
+    `onnx.Transpose` (perm [1, 0]) becomes an `onnx.Gemm` with `transB = 1`
+    that reads the weight as stored (between reshapes to and from 2-D when the
+    other operand is not 2-D), keeping the MatMul's `zero.*` marks: no
+    transposed copy of the weight (tied LM heads, PyTorch Linear layers).
+
+    A rewritten op can read a gathered parameter where only its transpose was
+    read before (the tied LM head's Gemm reads the embedding): a
+    `zero.release` of it moves after the last op the rewrite created that
+    reads it, so nothing reads a released parameter. Run by
+    zero-lower-to-runtime on the function it lowers.
+
+    ```mlir
+    // Before
+    %t = onnx.Transpose %w {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    zero.release %w : tensor<2x4xf32>
+    %y = onnx.MatMul %x, %t : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    // After
+    %y = onnx.Gemm %x, %w {beta = 0.0 : f32, transB = 1 : i64}
+        : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+    zero.release %w : tensor<2x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::zero::onnx::ONNXDialect"];
+}
+
 def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower the program to zrt: streams, events and a memory plan";
   let description = [{

@@ -14,6 +14,11 @@
 //  - events: a record/wait pair for every dependency that crosses streams,
 //    both read-after-write and the write-after-read that memory reuse creates.
 //
+// First the pass runs two passes as dynamic pipelines: on the module,
+// zero-inline-pipeline-stages (a cut program's stages inlined into the
+// function to lower, InlinePipelineStages.cpp); on that function alone,
+// zero-simplify-kernels (SimplifyKernels.cpp).
+//
 // This file holds the pass and instruction selection: lowerOp dispatches each
 // op to the lowering of its family (parameter life cycle, collectives,
 // pipeline transfers, quantization, storage-only ops, compute kernels).
@@ -26,11 +31,9 @@
 #include "zero/Transforms/Analysis/GatherPlan.h"
 #include "zero/Transforms/Passes.h"
 
-#include "mlir/IR/IRMapping.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
@@ -581,84 +584,6 @@ func::FuncOp entryFunction(ModuleOp module, StringRef function) {
   return module.lookupSymbol<func::FuncOp>("forward");
 }
 
-/// A program cut into pipeline stages (zero-pipeline-split): the driver calls
-/// one function per stage. The program is one instruction stream in which
-/// each instruction names the ranks that run it, so every stage's body is
-/// lowered in place of its call, each op marked with the stage (its ranks),
-/// one stage after the other: a rank runs its stage's ops in the stage
-/// function's order, and the memory plan lets blocks of different stages
-/// share bytes.
-LogicalResult inlineStages(ModuleOp module, func::FuncOp driver) {
-  SmallVector<func::FuncOp> inlined;
-  for (auto call : llvm::make_early_inc_range(driver.getOps<func::CallOp>())) {
-    auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
-    if (!callee || !attrs::kPipelineStage.isSetOn(callee))
-      continue; // not lowered: a clear error when the lowering meets it
-    if (!callee.getBody().hasOneBlock())
-      return callee.emitOpError("must have a single block to be lowered");
-    // The stage's mark, copied onto every op as it is.
-    Attribute stage = callee->getAttr(attrs::kPipelineStage);
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": inlining pipeline stage @"
-                            << callee.getSymName() << " (" << stage << ")\n");
-    OpBuilder b(call);
-    IRMapping map;
-    Block &body = callee.getBody().front();
-    map.map(body.getArguments(), call.getOperands());
-    for (Operation &op : body.without_terminator()) {
-      Operation *copy = b.clone(op, map);
-      copy->setAttr(attrs::kPipelineStage, stage);
-    }
-    for (auto [result, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
-      result.replaceAllUsesWith(map.lookupOrDefault(v));
-    call.erase();
-    inlined.push_back(callee);
-  }
-  for (func::FuncOp f : inlined)
-    if (SymbolTable::symbolKnownUseEmpty(f, module))
-      f.erase();
-  return success();
-}
-
-/// Kernel-level simplifications before lowering (e.g. MatMul of a transposed
-/// weight becomes a Gemm that reads the weight as stored). Program order is
-/// the schedule: no constant hoisting or folding here. A rewrite can make an
-/// op read a parameter where only its transpose was read before (the tied LM
-/// head's Gemm reads the embedding itself): a zero.release that followed the
-/// old last use then follows the new one.
-LogicalResult canonicalizeKernels(func::FuncOp func) {
-  MLIRContext *ctx = func.getContext();
-  RewritePatternSet patterns(ctx);
-  ::zero::onnx::MatMulOp::getCanonicalizationPatterns(patterns, ctx);
-  struct CreatedOps : public RewriterBase::Listener {
-    void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-      created.insert(op);
-    }
-    llvm::SmallPtrSet<Operation *, 8> created;
-  } listener;
-  GreedyRewriteConfig config;
-  config.enableFolding(false)
-      .enableConstantCSE(false)
-      .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled)
-      .setListener(&listener);
-  if (failed(applyPatternsGreedily(func, std::move(patterns), config)))
-    return failure();
-  if (listener.created.empty())
-    return success();
-  func.walk([&](::zero::dist::ReleaseOp release) {
-    Operation *last = release;
-    for (Operation *user : release.getValue().getUsers())
-      if (listener.created.contains(user) && user->getBlock() == release->getBlock() &&
-          last->isBeforeInBlock(user))
-        last = user;
-    if (last == release.getOperation())
-      return;
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": release at " << release.getLoc()
-                            << " moves after the rewritten " << last->getName() << "\n");
-    release->moveAfter(last);
-  });
-  return success();
-}
-
 struct ZeroLowerToRuntimePass
     : public ::zero::impl::ZeroLowerToRuntimePassBase<ZeroLowerToRuntimePass> {
   using Base::Base;
@@ -666,6 +591,28 @@ struct ZeroLowerToRuntimePass
   /// A clone counts on its own: statistics are not copied (and cannot be
   /// where LLVM tracks them).
   ZeroLowerToRuntimePass(const ZeroLowerToRuntimePass &other) : Base(other) {}
+
+  /// The passes run first, as dynamic pipelines: on the module, the driver's
+  /// pipeline stages inlined (zero-inline-pipeline-stages); on the function
+  /// to lower alone, its kernels simplified (zero-simplify-kernels).
+  static OpPassManager stagePipeline(StringRef driver) {
+    OpPassManager pm(ModuleOp::getOperationName());
+    ::zero::ZeroInlinePipelineStagesPassOptions options;
+    options.function = driver.str();
+    pm.addPass(::zero::createZeroInlinePipelineStagesPass(options));
+    return pm;
+  }
+  static OpPassManager kernelPipeline() {
+    OpPassManager pm(func::FuncOp::getOperationName());
+    pm.addPass(::zero::createZeroSimplifyKernelsPass());
+    return pm;
+  }
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    stagePipeline("").getDependentDialects(registry);
+    kernelPipeline().getDependentDialects(registry);
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -680,7 +627,9 @@ struct ZeroLowerToRuntimePass
       func.emitOpError("must have a single block to be lowered");
       return signalPassFailure();
     }
-    if (failed(inlineStages(module, func)) || failed(canonicalizeKernels(func)))
+    OpPassManager stages = stagePipeline(func.getSymName());
+    OpPassManager kernels = kernelPipeline();
+    if (failed(runPipeline(stages, module)) || failed(runPipeline(kernels, func)))
       return signalPassFailure();
     RuntimeLowering lowering(module, func, fuseElementwise);
     if (failed(lowering.run()))
