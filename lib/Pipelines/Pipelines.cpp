@@ -5,7 +5,8 @@
 // `config` option supplies the settings the options leave out. Both resolve
 // to ZeroSettings and expand to the same pass list: partition, prefetch,
 // bucket, release. zero-opt --train's pipeline: the optimizer from --optimizer
-// or the config, expanded to zero-add-loss, zero-autodiff and zero-optimizer.
+// or the config, expanded to zero-add-loss, zero-autodiff, zero-reduce-micro-steps
+// (ZeRO-2 with accumulation) and zero-optimizer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -376,11 +377,17 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
   ad.microBatchSize = settings.microBatchSize;
-  ad.world = settings.step.world;
-  ad.stage = settings.step.stage;
   const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
   ad.tagMicroBatches = settings.zeroGiven && (settings.zero.pp > 1 || checkpoint > 0);
   pm.addPass(createZeroAutodiffPass(ad));
+  // ZeRO-2 reduce-scatters the gradients at every micro-step (DeepSpeed);
+  // stages 0, 1 and 3 reduce the summed gradient once, in zero-optimizer.
+  if (settings.step.world > 1 && settings.step.stage == 2 && settings.accumulation > 1) {
+    ZeroReduceMicroStepsPassOptions reduce;
+    reduce.world = settings.step.world;
+    reduce.stage = settings.step.stage;
+    pm.addPass(createZeroReduceMicroStepsPass(reduce));
+  }
   if (checkpoint > 0) {
     ZeroActivationCheckpointPassOptions ck;
     ck.interval = checkpoint;

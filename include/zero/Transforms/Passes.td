@@ -403,19 +403,17 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
     dim 0; the step runs forward and backward per micro-batch, its loss is
     the mean of theirs and its gradients the sum of theirs divided by K.
 
-    ZeRO-2 with accumulation (`world=N stage=2`, K > 1): each micro-batch's
-    gradient is flattened, zero-padded to a multiple of N and reduce-scattered
-    right after its last contribution (DeepSpeed reduces every micro-step),
-    and the rank sums the K shards at the end: the result is the rank's
-    shard of the summed gradient (padded/N elements, result attribute
-    `zero.grad_shard = N`), which zero-optimizer averages without another
-    collective. No full-size gradient outlives its micro-batch.
+    Each parameter's gradient is summed over the micro-batches in one
+    running sum: micro-batch k's gradient added to the sum of the ones
+    before (an `onnx.Add`; an embedding's rows `onnx.ScatterND`-added into
+    the sum), and the module records K (`zero.accumulation_steps`). The step
+    is one rank's: zero-autodiff inserts no collective (ZeRO-2's per
+    micro-step reduce-scatter is zero-reduce-micro-steps, the averaging over
+    ranks zero-optimizer).
   }];
   let options = [
     Option<"function", "function", "std::string", "\"\"",
            "The loss function (default: the only function, else @forward)">,
-    Option<"world", "world", "int64_t", "1", "Data-parallel ranks (ZeRO-2 accumulation)">,
-    Option<"stage", "stage", "int64_t", "0", "ZeRO stage (2: reduce-scatter every micro-step)">,
     Option<"freeze", "freeze", "std::string", "\"\"",
            "Regex on tensor names: matching parameters are not trained">,
     Option<"lossOutput", "loss-output", "std::string", "\"\"",
@@ -435,6 +433,60 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
                            "::mlir::ml_program::MLProgramDialect"];
+}
+
+def ZeroReduceMicroStepsPass : Pass<"zero-reduce-micro-steps", "mlir::ModuleOp"> {
+  let summary = "Reduce-scatter each micro-batch's gradients where they are final (ZeRO-2)";
+  let description = [{
+    DeepSpeed's ZeRO-2 reduces gradients at every micro-step of gradient
+    accumulation, so no full-size gradient outlives its micro-batch. On
+    zero-autodiff's `@train_step` with K = `zero.accumulation_steps` > 1,
+    `world`=N > 1 and `stage=2`: each gradient result (`zero.grad_of`) is
+    the running sum of its micro-batches' gradients; walking that chain back
+    from the result (K - 1 links: `onnx.Add`s, or `onnx.ScatterND` adds of an
+    embedding's rows into the sum, whose micro-batch gradient is materialized
+    again as the reverse rule made it, the rows scatter-added into zeros),
+    each micro-batch's gradient is flattened, zero-padded to a multiple of N
+    and `zero.reduce_scatter`ed right after it is final. The rank sums its K
+    shards in micro-batch order at the end of the step, in the order the
+    first micro-batch's backward finalized the gradients; the result becomes
+    that shard (padded/N elements, result attribute `zero.grad_shard = N`),
+    which zero-optimizer averages without another collective, and the
+    running sum is erased. On a step tagged by zero-autodiff's
+    tag-micro-batches, the new ops of micro-batch k carry its tags (the
+    shard sums, after the last micro-batch, none). Other stages, one rank or
+    one micro-batch: the step is left as it is (stage 1 reduces the summed
+    gradient once, in zero-optimizer).
+
+    ```mlir
+    // Before (K = 2): micro-batch 0's gradient of @w, then 1's, then the sum
+    %g0 = onnx.MatMul %a0, %d0 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+    ...
+    %g1 = onnx.MatMul %a1, %d1 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+    %sum = onnx.Add %g0, %g1 : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+    return %loss, %sum  // -> (..., tensor<3x5xf32> {zero.grad_of = @w})
+    // After (world = 2)
+    %g0 = onnx.MatMul %a0, %d0 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+    %f0 = onnx.Reshape %g0 {shape = array<i64: 15>} : (tensor<3x5xf32>) -> tensor<15xf32>
+    %p0 = onnx.Pad %f0 {pads = array<i64: 0, 1>} : (tensor<15xf32>) -> tensor<16xf32>
+    %s0 = zero.reduce_scatter %p0 {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    ...
+    %g1 = onnx.MatMul %a1, %d1 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+    %f1 = onnx.Reshape %g1 {shape = array<i64: 15>} : (tensor<3x5xf32>) -> tensor<15xf32>
+    %p1 = onnx.Pad %f1 {pads = array<i64: 0, 1>} : (tensor<15xf32>) -> tensor<16xf32>
+    %s1 = zero.reduce_scatter %p1 {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    %sum = onnx.Add %s0, %s1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    return %loss, %sum  // -> (..., tensor<8xf32> {zero.grad_of = @w, zero.grad_shard = 2})
+    ```
+  }];
+  let options = [
+    Option<"world", "world", "int64_t", "1",
+           "Data-parallel ranks the step is compiled for (zero-optimizer's world)">,
+    Option<"stage", "stage", "int64_t", "0",
+           "ZeRO stage (zero-optimizer's stage): 2 reduce-scatters every "
+           "micro-step; 0, 1 and 3 leave the step as it is">,
+  ];
+  let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect"];
 }
 
 def ZeroActivationCheckpointPass : Pass<"zero-activation-checkpoint", "mlir::ModuleOp"> {

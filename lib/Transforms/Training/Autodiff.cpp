@@ -4,7 +4,10 @@
 // the forward ops (cloned) and then, in reverse order, the reverse rule of
 // every active op (GradientRules.cpp). An op is active when it lies on a path
 // from a trainable parameter to the loss and produces floating-point values;
-// other ops (masks, positions, integer index arithmetic) need no rule.
+// other ops (masks, positions, integer index arithmetic) need no rule. Each
+// parameter's gradient is summed over the micro-batches; the step is one
+// rank's, with no collective (zero-reduce-micro-steps and zero-optimizer add
+// those).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +15,6 @@
 #include "TrainingFunction.h"
 #include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/Layers.h"
-#include "zero/Transforms/Analysis/ShardLayout.h"
 
 #include "zero/Transforms/Passes.h"
 
@@ -64,7 +66,9 @@ std::string nodeDescription(Operation *op) {
 /// embedding table's gradient then costs the rows the micro-batch looked up,
 /// not a table of zeros, the scatter and a table-sized Add (the lowering runs
 /// the scatter in place when `sum` has no other reader). The rows are added
-/// into the running sum one at a time, in the scatter's order.
+/// into the running sum one at a time, in the scatter's order. The sum is
+/// `sum` first, `g` second: zero-reduce-micro-steps (ZeRO-2) walks this chain
+/// back from the result to each micro-batch's gradient.
 Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
   auto scatter = g.getDefiningOp<onnx::ScatterNDOp>();
   auto zeros = scatter ? scatter.getData().getDefiningOp<onnx::ConstantOp>() : nullptr;
@@ -148,9 +152,6 @@ struct TrainStep {
   Value rngStep;
   /// parameter -> its gradient, summed over micro-batches.
   llvm::MapVector<Operation *, Value> grads;
-  /// parameter -> its gradient shard of each micro-batch (ZeRO-2 with
-  /// accumulation).
-  llvm::MapVector<Operation *, SmallVector<Value>> shards;
   /// The micro-batches' losses, summed.
   Value lossSum;
 };
@@ -172,9 +173,6 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
                                  "micro-batches)"};
   Statistic numMicroBatches{this, "micro-batches",
                             "Micro-batch copies (forward and backward) built"};
-  Statistic numMicroStepReduceScatters{this, "micro-step-reduce-scatters",
-                                       "Gradient reduce-scatters after each micro-batch "
-                                       "(ZeRO-2 with accumulation)"};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -202,16 +200,10 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     for (int64_t k = 0; k < accumulation; ++k)
       if (failed(differentiateMicroBatch(s, k)))
         return signalPassFailure();
-    sumGradientShards(s);
     returnLossAndGradients(s, meanLoss(s));
     attrs::kAccumulationSteps.set(module, s.b.getI64IntegerAttr(accumulation));
     func.erase();
   }
-
-  /// ZeRO-2 with accumulation: every micro-batch's gradient is reduce-scattered
-  /// at once, and the shards summed at the end (readers of a collective's
-  /// result placed right behind it would stall backward).
-  bool reduceScattersMicroSteps() { return world > 1 && stage == 2 && accumulation > 1; }
 
   /// A model exported with its loss often returns more than the loss
   /// (Hugging Face's (loss, logits)): the loss is `loss-output`'s result, else
@@ -451,10 +443,6 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       return failure();
     b.setLoc(accumulationLoc());
     for (auto &[g, v] : micro) {
-      if (reduceScattersMicroSteps()) {
-        reduceScatterMicroStepGradient(s, g, v);
-        continue;
-      }
       auto it = s.grads.find(g);
       if (it == s.grads.end())
         s.grads.insert({g, v});
@@ -495,34 +483,6 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     return ops;
   }
 
-  /// ZeRO-2's collective, which zero-autodiff inserts for now (it belongs in
-  /// a ZeRO pass of its own): the micro-batch gradient `v` of parameter `g`
-  /// reduce-scattered right where it is final, so a rank keeps only its
-  /// shard; sumGradientShards sums the shards over the micro-batches.
-  void reduceScatterMicroStepGradient(TrainStep &s, Operation *g, Value v) {
-    ImplicitLocOpBuilder &b = s.b;
-    auto t = cast<RankedTensorType>(v.getType());
-    int64_t padded = ::zero::paddedNumel(t.getNumElements(), world);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfterValue(v);
-    Value flat = ::zero::flatPadded(b, v, padded);
-    s.shards[g].push_back(::zero::dist::ReduceScatterOp::create(
-        b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
-        int64_t(world)));
-    ++numMicroStepReduceScatters;
-  }
-
-  /// ZeRO-2 with accumulation: each parameter's gradient is the sum of its
-  /// micro-batch shards.
-  void sumGradientShards(TrainStep &s) {
-    for (auto &[g, parts] : s.shards) {
-      Value sum = parts.front();
-      for (Value p : ArrayRef<Value>(parts).drop_front())
-        sum = onnx::AddOp::create(s.b, sum, p);
-      s.grads.insert({g, sum});
-    }
-  }
-
   /// The step's loss: the micro-batches' mean.
   Value meanLoss(TrainStep &s) {
     if (accumulation <= 1)
@@ -557,12 +517,9 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       g.setIsMutable(true);
       attrs::kTrainable.set(g, b.getUnitAttr());
       results.push_back(it->second);
-      SmallVector<NamedAttribute> gradAttrs{
-          b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
-          b.getNamedAttr(attrs::kGradOf, FlatSymbolRefAttr::get(g.getSymNameAttr()))};
-      if (reduceScattersMicroSteps())
-        gradAttrs.push_back(b.getNamedAttr(attrs::kGradShard, b.getI64IntegerAttr(world)));
-      resAttrs.push_back(b.getDictionaryAttr(gradAttrs));
+      resAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("onnx.name", b.getStringAttr(("grad." + name).str())),
+           b.getNamedAttr(attrs::kGradOf, FlatSymbolRefAttr::get(g.getSymNameAttr()))}));
     }
     func::ReturnOp::create(b, results);
     s.step.setType(FunctionType::get(&getContext(), s.step.getArgumentTypes(),

@@ -104,7 +104,7 @@ struct OptimizerStep {
   OpBuilder mb;
   SmallVector<ParamGradient> params;
   SmallVector<ParamLayout> layouts;
-  /// Parameters whose gradient zero-autodiff already reduce-scattered (every
+  /// Parameters whose gradient zero-reduce-micro-steps already reduce-scattered (every
   /// micro-step, ZeRO-2) and summed.
   llvm::DenseSet<unsigned> reduced;
   /// Where the next state global goes: after the last one added, so the
@@ -204,7 +204,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         if (shard.getInt() != world || stage != 2)
           return func.emitOpError()
                  << "result " << i << " is a gradient shard over " << shard.getInt()
-                 << " ranks (zero-autodiff world/stage), but "
+                 << " ranks (zero-reduce-micro-steps world/stage), but "
                  << "zero-optimizer has world=" << int64_t(world)
                  << " stage=" << int64_t(stage);
         s.reduced.insert(i - 1);
@@ -265,7 +265,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// the optimizer step: a stream runs in order, so a reader right behind the
   /// collective would hold the rest of backward until the collective is done.
   void averageGradients(OptimizerStep &s) {
-    // Gradients zero-autodiff already reduce-scattered (every micro-step, ZeRO-2)
+    // Gradients zero-reduce-micro-steps already reduce-scattered (every micro-step, ZeRO-2)
     // and summed: only the mean is left.
     for (unsigned i : s.reduced) {
       Value &grad = s.params[i].grad;

@@ -3,7 +3,7 @@
 // One parameter (or its gradient) over N ranks: flattened, zero-padded to a
 // multiple of N, rank r owning elements [r*s, (r+1)*s), s = padded / N. Used
 // by zero-optimizer (gradient reduce-scatter, optimizer-state shards) and
-// zero-autodiff (ZeRO-2 micro-step reduce-scatter); zero-partition applies the
+// zero-reduce-micro-steps (ZeRO-2 micro-step reduce-scatter); zero-partition applies the
 // same rule to parameters.
 //
 //===----------------------------------------------------------------------===//
