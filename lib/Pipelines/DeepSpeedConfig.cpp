@@ -166,7 +166,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   }
   opts.persistenceThreshold = persistence;
   // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
-  opts.prefetchDepth = prefetchElems > 0 ? 1 << 20 : 0;
+  opts.prefetch = prefetchElems > 0 ? 1 << 20 : 0;
   opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
   // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
   // bucket (stage3_prefetch_bucket_size elements).

@@ -64,9 +64,9 @@ static void addZeroPasses(OpPassManager &pm, const ZeroSettings &opts) {
   // moves each with the backward op it follows.
   const bool inStages = opts.pp > 1;
   auto addGatherPasses = [&](bool release) {
-    if (opts.prefetchDepth > 0) {
+    if (opts.prefetch > 0) {
       ZeroPrefetchPassOptions prefetch;
-      prefetch.depth = opts.prefetchDepth;
+      prefetch.depth = opts.prefetch;
       prefetch.bytes = opts.prefetchBytes;
       pm.addPass(createZeroPrefetchPass(prefetch));
     }
@@ -169,7 +169,7 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   } keys[] = {
       {"stage", options.stage, settings.stage, 0},
       {"dp", options.dp, settings.dp, 1},
-      {"prefetch", options.prefetch, settings.prefetchDepth, 0},
+      {"prefetch", options.prefetch, settings.prefetch, 0},
       {"prefetch-bytes", options.prefetchBytes, settings.prefetchBytes, 0},
       {"bucket-bytes", options.bucketBytes, settings.bucketBytes, 0},
       {"persistence-threshold", options.persistenceThreshold,

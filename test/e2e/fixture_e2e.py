@@ -81,7 +81,7 @@ def main():
                     help="comma-separated --threads counts: rerun the program at each and "
                          "require outputs bit-identical to the first")
     ap.add_argument("--zero-opt-args", default="",
-                    help="more zero-opt arguments (e.g. --zero-pipeline-split=stages=2)")
+                    help="more zero-opt arguments (e.g. --zero-pipeline-split=pp=2)")
     ap.add_argument("--micro-batches", type=int, default=1,
                     help="compile at dim 0 / M (zero-pipeline-split micro-batches=M "
                          "stacks M micro-batches into the program's inputs)")

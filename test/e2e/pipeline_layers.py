@@ -179,7 +179,7 @@ def main():
     for case in a.case:
         stages, method = case.split(":", 1)
         stages = int(stages)
-        cmd = [a.zero_opt, a.model, f"--zero-pipeline-split=stages={stages} partition={method}",
+        cmd = [a.zero_opt, a.model, f"--zero-pipeline-split=pp={stages} partition={method}",
                "-o", "-"]
         for s in a.shape:
             cmd += ["--input-shape", s]

@@ -26,7 +26,7 @@ namespace zero {
 struct ZeroSettings {
   int64_t stage = 3;
   int64_t dp = -1; ///< -1: not given
-  int64_t prefetchDepth = 0;
+  int64_t prefetch = 0;
   int64_t prefetchBytes = 0;
   int64_t bucketBytes = 0;
   int64_t persistenceThreshold = 0; ///< elements
@@ -45,7 +45,7 @@ struct ZeroSettings {
   int64_t quantizeWeights = 0;
   int64_t quantizeGradients = 0;
   int64_t quantizeBlock = 2048;
-  /// Pipeline stages (zero-pipeline-split stages; 1: off), micro-batches per
+  /// Pipeline stages (zero-pipeline-split pp; 1: off), micro-batches per
   /// forward, and DeepSpeed's partition_method.
   int64_t pp = 1;
   int64_t microBatches = 1;
@@ -117,7 +117,7 @@ struct ZeroPipelineOptions
                              llvm::cl::init(2048)};
   Option<int64_t> pp{*this, "pp",
                      llvm::cl::desc("Pipeline stages, one rank each "
-                                    "(zero-pipeline-split stages; 1: off)"),
+                                    "(zero-pipeline-split pp; 1: off)"),
                      llvm::cl::init(1)};
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("Micro-batches per forward through "

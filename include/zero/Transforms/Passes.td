@@ -180,7 +180,7 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     name_scopes metadata, the TorchScript exporter's `/transformer/h.3/...`
     node names): the repeated blocks (`transformer.h.3`) and their siblings
     (`transformer.wte`, `transformer.ln_f`, `lm_head`), in program order.
-    Then assigns them to `stages` contiguous stages with DeepSpeed's
+    Then assigns them to `pp` contiguous stages with DeepSpeed's
     PipelineModule methods: `parameters` balances parameter counts,
     `uniform` layer counts, `type:REGEX` the layers whose class or module
     path matches REGEX (case-insensitive search), each with DeepSpeed's
@@ -194,7 +194,7 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     is sent once per consumer stage (`zero.send` after its definition,
     `zero.recv` before the first use there), and the outputs are received by
     stage 0. Stage s runs on world rank s (the module's world size becomes
-    `stages`); the lowering gives each instruction its stage's rank. One
+    `pp`); the lowering gives each instruction its stage's rank. One
     function with stage-annotated ops, not one function per stage yet.
 
     With `micro-batches=M` (the model imported at the micro-batch shape) the
@@ -206,7 +206,7 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
     with a bubble of (S-1)/(M+S-1).
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
+    Option<"stages", "pp", "int64_t", "1", "Pipeline stages (zero-pipeline's pp)">,
     Option<"partition", "partition", "std::string", "\"parameters\"",
            "parameters | uniform | type:REGEX (DeepSpeed's) | compute (the layers' "
            "multiply-accumulates)">,
@@ -441,7 +441,7 @@ def ZeroReduceMicroStepsPass : Pass<"zero-reduce-micro-steps", "mlir::ModuleOp">
     DeepSpeed's ZeRO-2 reduces gradients at every micro-step of gradient
     accumulation, so no full-size gradient outlives its micro-batch. On
     zero-autodiff's `@train_step` with K = `zero.accumulation_steps` > 1,
-    `world`=N > 1 and `stage=2`: each gradient result (`zero.grad_of`) is
+    `dp`=N > 1 and `stage=2`: each gradient result (`zero.grad_of`) is
     the running sum of its micro-batches' gradients; walking that chain back
     from the result (K - 1 links: `onnx.Add`s, or `onnx.ScatterND` adds of an
     embedding's rows into the sum, whose micro-batch gradient is materialized
@@ -465,7 +465,7 @@ def ZeroReduceMicroStepsPass : Pass<"zero-reduce-micro-steps", "mlir::ModuleOp">
     %g1 = onnx.MatMul %a1, %d1 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
     %sum = onnx.Add %g0, %g1 : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
     return %loss, %sum  // -> (..., tensor<3x5xf32> {zero.grad_of = @w})
-    // After (world = 2)
+    // After (dp = 2)
     %g0 = onnx.MatMul %a0, %d0 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
     %f0 = onnx.Reshape %g0 {shape = array<i64: 15>} : (tensor<3x5xf32>) -> tensor<15xf32>
     %p0 = onnx.Pad %f0 {pads = array<i64: 0, 1>} : (tensor<15xf32>) -> tensor<16xf32>
@@ -480,8 +480,8 @@ def ZeroReduceMicroStepsPass : Pass<"zero-reduce-micro-steps", "mlir::ModuleOp">
     ```
   }];
   let options = [
-    Option<"world", "world", "int64_t", "1",
-           "Data-parallel ranks the step is compiled for (zero-optimizer's world)">,
+    Option<"world", "dp", "int64_t", "1",
+           "Data-parallel ranks the step is compiled for (zero-optimizer's dp)">,
     Option<"stage", "stage", "int64_t", "0",
            "ZeRO stage (zero-optimizer's stage): 2 reduce-scatters every "
            "micro-step; 0, 1 and 3 leave the step as it is">,
@@ -522,7 +522,7 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     into the parameter and its optimizer-state globals (zero-initialised).
     The step then returns `loss`, `grad_norm` and `lr`.
 
-    With `world` = N > 1 ranks of data parallelism (each rank runs the step on
+    With `dp` = N > 1 ranks of data parallelism (each rank runs the step on
     its slice of the global batch), each gradient is averaged over the ranks
     right after its last contribution in backward, so the communication
     overlaps the rest of backward:
@@ -538,14 +538,14 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
       global that shard: the shard is the load, the update is stored as is.
   }];
   let options = [
-    Option<"world", "world", "int64_t", "1",
+    Option<"world", "dp", "int64_t", "1",
            "Data-parallel ranks the step is compiled for">,
     Option<"bucket", "bucket", "int64_t", "0",
            "Reduce gradients in buckets of at most this many elements, in the "
            "order they become final (DeepSpeed's reduce_bucket_size); 0: each "
            "gradient alone">,
     Option<"stage", "stage", "int64_t", "0",
-           "ZeRO stage for world > 1: 0 (all-reduce), 1, 2 or 3 (reduce-scatter, "
+           "ZeRO stage for dp > 1: 0 (all-reduce), 1, 2 or 3 (reduce-scatter, "
            "partitioned optimizer state; 3: zero-partition shards the parameters)">,
     Option<"type", "type", "std::string", "\"adamw\"", "adamw, adam or sgd">,
     Option<"lr", "lr", "double", "1e-3", "Learning rate (the schedule's base)">,

@@ -204,8 +204,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         if (shard.getInt() != world || stage != 2)
           return func.emitOpError()
                  << "result " << i << " is a gradient shard over " << shard.getInt()
-                 << " ranks (zero-reduce-micro-steps world/stage), but "
-                 << "zero-optimizer has world=" << int64_t(world)
+                 << " ranks (zero-reduce-micro-steps dp/stage), but "
+                 << "zero-optimizer has dp=" << int64_t(world)
                  << " stage=" << int64_t(stage);
         s.reduced.insert(i - 1);
       }
@@ -230,7 +230,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// on the module, and lays each parameter out over the ranks.
   LogicalResult configureDataParallel(ModuleOp module, OptimizerStep &s) {
     if (!::zero::isSupportedWorldSize(world))
-      return module.emitError() << "zero-optimizer: world must be between 1 and "
+      return module.emitError() << "zero-optimizer: dp must be between 1 and "
                                 << ::zero::kMaxWorldSize << ", got " << int64_t(world);
     if (stage < 0 || stage > 3)
       return module.emitError() << "zero-optimizer: stage must be 0, 1, 2 or 3, got "

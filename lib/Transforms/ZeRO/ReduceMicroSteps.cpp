@@ -71,7 +71,7 @@ struct ZeroReduceMicroStepsPass
     ModuleOp module = getOperation();
     if (!::zero::isSupportedWorldSize(world)) {
       module.emitError()
-          << "zero-reduce-micro-steps: world must be between 1 and "
+          << "zero-reduce-micro-steps: dp must be between 1 and "
           << ::zero::kMaxWorldSize << ", got " << int64_t(world);
       return signalPassFailure();
     }

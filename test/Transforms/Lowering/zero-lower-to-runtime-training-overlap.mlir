@@ -1,4 +1,4 @@
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" --zero-lower-to-runtime | FileCheck %s
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=2 type=sgd lr=0.1" --zero-lower-to-runtime | FileCheck %s
 
 // Tests that the lowered ZeRO-2 training step lets each gradient's
 // reduce-scatter (communication stream) overlap the rest of backward (compute

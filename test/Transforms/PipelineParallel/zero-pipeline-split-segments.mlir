@@ -31,7 +31,7 @@
 // [16, 36, 8] puts the projection alone on stage 0 (spread 44 - 16 = 28,
 // against 52 - 8 = 44 the other way), so %x0 is the one value sent; nothing
 // inside the residual block crosses.
-// RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="stages=2" | FileCheck %s --check-prefix=CUT
+// RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="pp=2" | FileCheck %s --check-prefix=CUT
 // CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 16, 36, 8>, layers = ["segment.0", "segment.1", "segment.2"]{{.+}}parts = array<i64: 0, 1, 3>
 // CUT-LABEL: func.func private @forward_stage0
 // CUT:      %[[X0:.+]] = onnx.MatMul %arg0, %{{.+}} :

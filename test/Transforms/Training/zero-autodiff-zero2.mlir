@@ -1,4 +1,4 @@
-// RUN: zero-opt %s --zero-autodiff="accumulation=2" --zero-reduce-micro-steps="world=2 stage=2" | FileCheck %s
+// RUN: zero-opt %s --zero-autodiff="accumulation=2" --zero-reduce-micro-steps="dp=2 stage=2" | FileCheck %s
 
 // Tests that ZeRO-2 with gradient accumulation over 2 ranks reduce-scatters
 // each micro-batch's gradients in its own backward: they are flattened, padded

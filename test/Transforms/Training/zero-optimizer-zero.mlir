@@ -1,10 +1,10 @@
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" | FileCheck %s --check-prefix=S0
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0 bucket=20" | FileCheck %s --check-prefix=B0
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=1 bucket=1000 type=sgd lr=0.1" | FileCheck %s --check-prefix=B1
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 persistence-threshold=10 max-reuse-distance=0" --zero-prefetch="depth=4 bytes=100000" --zero-bucket="bytes=100000" --zero-release | FileCheck %s --check-prefix=S3P
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=0" | FileCheck %s --check-prefix=S0
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=1 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=2 type=sgd lr=0.1" | FileCheck %s --check-prefix=S1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=0 bucket=20" | FileCheck %s --check-prefix=B0
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=1 bucket=1000 type=sgd lr=0.1" | FileCheck %s --check-prefix=B1
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 persistence-threshold=10 max-reuse-distance=0" --zero-prefetch="depth=4 bytes=100000" --zero-bucket="bytes=100000" --zero-release | FileCheck %s --check-prefix=S3P
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
 
 // Tests that a two-layer training step over 2 ranks averages each gradient
 // right after its last contribution in backward, before the next backward

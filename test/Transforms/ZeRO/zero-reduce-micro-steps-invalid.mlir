@@ -1,13 +1,13 @@
-// RUN: zero-opt %s --split-input-file --verify-diagnostics --zero-reduce-micro-steps="world=2 stage=2"
-// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="world=0 stage=2" 2>&1 | FileCheck %s --check-prefix=WORLD0
-// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="world=65537 stage=2" 2>&1 | FileCheck %s --check-prefix=WORLDBIG
-// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="world=2 stage=4" 2>&1 | FileCheck %s --check-prefix=STAGE4
+// RUN: zero-opt %s --split-input-file --verify-diagnostics --zero-reduce-micro-steps="dp=2 stage=2"
+// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=0 stage=2" 2>&1 | FileCheck %s --check-prefix=WORLD0
+// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=65537 stage=2" 2>&1 | FileCheck %s --check-prefix=WORLDBIG
+// RUN: not zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=2 stage=4" 2>&1 | FileCheck %s --check-prefix=STAGE4
 
 // Tests that the options are checked before anything else: the world must be
 // 1 to 65536 ranks and the stage 0 to 3; each error names the pass, the option
 // and the value.
-// WORLD0: error: zero-reduce-micro-steps: world must be between 1 and 65536, got 0
-// WORLDBIG: error: zero-reduce-micro-steps: world must be between 1 and 65536, got 65537
+// WORLD0: error: zero-reduce-micro-steps: dp must be between 1 and 65536, got 0
+// WORLDBIG: error: zero-reduce-micro-steps: dp must be between 1 and 65536, got 65537
 // STAGE4: error: zero-reduce-micro-steps: stage must be 0, 1, 2 or 3, got 4
 
 // Tests that a module without zero-autodiff's @train_step is refused.

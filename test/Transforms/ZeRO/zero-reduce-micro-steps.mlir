@@ -1,8 +1,8 @@
-// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="world=2 stage=2" | FileCheck %s
+// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=2 stage=2" | FileCheck %s
 // RUN: zero-opt %s --split-input-file > %t.in.mlir
-// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="world=2 stage=1" > %t.stage1.mlir
+// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=2 stage=1" > %t.stage1.mlir
 // RUN: diff %t.in.mlir %t.stage1.mlir
-// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="world=1 stage=2" > %t.world1.mlir
+// RUN: zero-opt %s --split-input-file --zero-reduce-micro-steps="dp=1 stage=2" > %t.world1.mlir
 // RUN: diff %t.in.mlir %t.world1.mlir
 
 // The inputs are @train_step as zero-autodiff builds it: per micro-batch the

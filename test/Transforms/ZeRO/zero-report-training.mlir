@@ -1,9 +1,9 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer --zero-report -o %t.mlir 2>&1 | FileCheck %s
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="type=sgd momentum=0.9" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=SGD
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=0" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP0
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=2" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP2
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=3 stage=1" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP3
-// RUN: zero-opt %s --zero-autodiff --zero-optimizer="world=2 stage=3" --zero-partition="stage=3 dp=2" --zero-release --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=S3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=0" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP0
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=2" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP2
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=3 stage=1" --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=3" --zero-partition="stage=3 dp=2" --zero-release --zero-report -o %t.mlir 2>&1 | FileCheck %s --check-prefix=S3
 
 // Tests that zero-report accounts a training step's memory and traffic: w (3x4)
 // and b (4) are trained, 64 bytes (Psi_t); their gradients are as large; fp32
