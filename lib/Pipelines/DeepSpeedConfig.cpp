@@ -39,6 +39,137 @@ std::optional<int64_t> integerValue(const llvm::json::Value &v) {
   return v.getAsInteger();
 }
 
+/// `obj.key` into `out` when present: an error naming `where.key` when it is
+/// not a number, else empty.
+std::string readNumber(llvm::StringRef path, const llvm::json::Object &obj,
+                       llvm::StringRef key, double &out, llvm::StringRef where) {
+  const llvm::json::Value *v = obj.get(key);
+  if (!v)
+    return "";
+  std::optional<double> d = v->getAsNumber();
+  if (!d)
+    return (path + ": " + where + "." + key + " must be a number").str();
+  out = *d;
+  return "";
+}
+
+/// The config's optimizer block ({"type", "params"}) into `o`, with
+/// DeepSpeed's defaults and meaning of Adam.
+std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
+                          zero::ZeroOptimizerPassOptions &o,
+                          std::vector<std::string> &warnings) {
+  auto number = [&](const llvm::json::Object &obj, llvm::StringRef key, double &out,
+                    llvm::StringRef where) { return readNumber(path, obj, key, out, where); };
+  const llvm::json::Object *opt = v.getAsObject();
+  std::optional<llvm::StringRef> type = opt ? opt->getString("type") : std::nullopt;
+  if (!type)
+    return (path + ": optimizer must be an object with a \"type\"").str();
+  std::string kind = type->lower();
+  const llvm::json::Object *params = opt->getObject("params");
+  llvm::json::Object none;
+  if (!params)
+    params = &none;
+  // DeepSpeed's Adam is AdamW (decoupled decay) unless adam_w_mode is
+  // false; its weight decay defaults to 0.
+  o.weightDecay = 0;
+  if (kind == "adam" || kind == "adamw") {
+    o.type = "adamw";
+    if (kind == "adam")
+      if (std::optional<bool> w = params->getBoolean("adam_w_mode"); w && !*w)
+        o.type = "adam";
+    if (std::optional<bool> t = params->getBoolean("torch_adam"); t && kind == "adam" &&
+                                                                   !params->get("adam_w_mode"))
+      o.type = "adam"; // torch.optim.Adam
+  } else if (kind == "sgd") {
+    o.type = "sgd";
+  } else {
+    return (path + ": optimizer.type '" + *type +
+            "' is not supported (Adam, AdamW, SGD)").str();
+  }
+  double lr = o.lr, eps = o.eps, wd = o.weightDecay, mom = o.momentum, damp = o.dampening;
+  for (auto [key, out] : {std::pair<const char *, double *>{"lr", &lr},
+                          {"eps", &eps},
+                          {"weight_decay", &wd},
+                          {"momentum", &mom},
+                          {"dampening", &damp}})
+    if (std::string e = number(*params, key, *out, "optimizer.params"); !e.empty())
+      return e;
+  o.lr = lr;
+  o.eps = eps;
+  o.weightDecay = wd;
+  o.momentum = mom;
+  o.dampening = damp;
+  if (const llvm::json::Array *betas = params->getArray("betas")) {
+    if (betas->size() != 2 || !(*betas)[0].getAsNumber() || !(*betas)[1].getAsNumber())
+      return (path + ": optimizer.params.betas must be [beta1, beta2]").str();
+    o.beta1 = *(*betas)[0].getAsNumber();
+    o.beta2 = *(*betas)[1].getAsNumber();
+  }
+  if (std::optional<bool> n = params->getBoolean("nesterov"))
+    o.nesterov = *n;
+  for (const auto &kv : *params) {
+    llvm::StringRef k = kv.first;
+    if (k != "lr" && k != "eps" && k != "weight_decay" && k != "momentum" &&
+        k != "dampening" && k != "betas" && k != "nesterov" && k != "adam_w_mode" &&
+        k != "torch_adam")
+      warnings.push_back("optimizer.params." + k.str() + " is not supported and is ignored");
+  }
+  return "";
+}
+
+/// The config's scheduler block ({"type", "params"}) into `o`.
+std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
+                          zero::ZeroOptimizerPassOptions &o,
+                          std::vector<std::string> &warnings) {
+  auto number = [&](const llvm::json::Object &obj, llvm::StringRef key, double &out,
+                    llvm::StringRef where) { return readNumber(path, obj, key, out, where); };
+  const llvm::json::Object *sched = v.getAsObject();
+  std::optional<llvm::StringRef> type = sched ? sched->getString("type") : std::nullopt;
+  if (!type)
+    return (path + ": scheduler must be an object with a \"type\"").str();
+  if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR")
+    return (path + ": scheduler.type '" + *type +
+            "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR)").str();
+  o.schedule = *zero::parseLRSchedule(*type);
+  const llvm::json::Object *params = sched->getObject("params");
+  llvm::json::Object none;
+  if (!params)
+    params = &none;
+  double minLr = o.warmupMinLr, maxLr = o.warmupMaxLr, cosMin = o.cosMinRatio,
+         warmMin = o.warmupMinRatio, steps = double(o.warmupNumSteps),
+         total = double(o.totalNumSteps);
+  for (auto [key, out] : {std::pair<const char *, double *>{"warmup_min_lr", &minLr},
+                          {"warmup_max_lr", &maxLr},
+                          {"cos_min_ratio", &cosMin},
+                          {"warmup_min_ratio", &warmMin},
+                          {"warmup_num_steps", &steps},
+                          {"total_num_steps", &total}})
+    if (std::string e = number(*params, key, *out, "scheduler.params"); !e.empty())
+      return e;
+  o.warmupMinLr = minLr;
+  o.warmupMaxLr = maxLr;
+  o.cosMinRatio = cosMin;
+  o.warmupMinRatio = warmMin;
+  o.warmupNumSteps = int64_t(steps);
+  o.totalNumSteps = int64_t(total);
+  if (std::optional<llvm::StringRef> w = params->getString("warmup_type")) {
+    std::optional<zero::WarmupType> warmup = zero::parseWarmupType(*w);
+    if (!warmup)
+      return (path + ": scheduler.params.warmup_type must be log or linear, got '" + *w +
+              "'")
+          .str();
+    o.warmupType = *warmup;
+  }
+  for (const auto &kv : *params) {
+    llvm::StringRef k = kv.first;
+    if (k != "warmup_min_lr" && k != "warmup_max_lr" && k != "cos_min_ratio" &&
+        k != "warmup_min_ratio" && k != "warmup_num_steps" && k != "total_num_steps" &&
+        k != "warmup_type" && k != "last_batch_iteration")
+      warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
+  }
+  return "";
+}
+
 } // namespace
 
 std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
@@ -181,17 +312,6 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
     return llvm::toString(parsed.takeError());
   const llvm::json::Object *root = parsed->getAsObject();
   auto &o = settings.step;
-  auto number = [&](const llvm::json::Object &obj, llvm::StringRef key, double &out,
-                    llvm::StringRef where) -> std::string {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v)
-      return "";
-    std::optional<double> d = v->getAsNumber();
-    if (!d)
-      return (path + ": " + where + "." + key + " must be a number").str();
-    out = *d;
-    return "";
-  };
   if (const llvm::json::Value *v = root->get("gradient_accumulation_steps")) {
     std::optional<int64_t> k = integerValue(*v);
     if (!k || *k < 1)
@@ -210,108 +330,12 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
       return (path + ": gradient_clipping must be a number >= 0").str();
     o.clip = *c;
   }
-  if (const llvm::json::Value *v = root->get("optimizer")) {
-    const llvm::json::Object *opt = v->getAsObject();
-    std::optional<llvm::StringRef> type = opt ? opt->getString("type") : std::nullopt;
-    if (!type)
-      return (path + ": optimizer must be an object with a \"type\"").str();
-    std::string kind = type->lower();
-    const llvm::json::Object *params = opt->getObject("params");
-    llvm::json::Object none;
-    if (!params)
-      params = &none;
-    // DeepSpeed's Adam is AdamW (decoupled decay) unless adam_w_mode is
-    // false; its weight decay defaults to 0.
-    o.weightDecay = 0;
-    if (kind == "adam" || kind == "adamw") {
-      o.type = "adamw";
-      if (kind == "adam")
-        if (std::optional<bool> w = params->getBoolean("adam_w_mode"); w && !*w)
-          o.type = "adam";
-      if (std::optional<bool> t = params->getBoolean("torch_adam"); t && kind == "adam" &&
-                                                                     !params->get("adam_w_mode"))
-        o.type = "adam"; // torch.optim.Adam
-    } else if (kind == "sgd") {
-      o.type = "sgd";
-    } else {
-      return (path + ": optimizer.type '" + *type +
-              "' is not supported (Adam, AdamW, SGD)").str();
-    }
-    double lr = o.lr, eps = o.eps, wd = o.weightDecay, mom = o.momentum, damp = o.dampening;
-    for (auto [key, out] : {std::pair<const char *, double *>{"lr", &lr},
-                            {"eps", &eps},
-                            {"weight_decay", &wd},
-                            {"momentum", &mom},
-                            {"dampening", &damp}})
-      if (std::string e = number(*params, key, *out, "optimizer.params"); !e.empty())
-        return e;
-    o.lr = lr;
-    o.eps = eps;
-    o.weightDecay = wd;
-    o.momentum = mom;
-    o.dampening = damp;
-    if (const llvm::json::Array *betas = params->getArray("betas")) {
-      if (betas->size() != 2 || !(*betas)[0].getAsNumber() || !(*betas)[1].getAsNumber())
-        return (path + ": optimizer.params.betas must be [beta1, beta2]").str();
-      o.beta1 = *(*betas)[0].getAsNumber();
-      o.beta2 = *(*betas)[1].getAsNumber();
-    }
-    if (std::optional<bool> n = params->getBoolean("nesterov"))
-      o.nesterov = *n;
-    for (const auto &kv : *params) {
-      llvm::StringRef k = kv.first;
-      if (k != "lr" && k != "eps" && k != "weight_decay" && k != "momentum" &&
-          k != "dampening" && k != "betas" && k != "nesterov" && k != "adam_w_mode" &&
-          k != "torch_adam")
-        warnings.push_back("optimizer.params." + k.str() + " is not supported and is ignored");
-    }
-  }
-  if (const llvm::json::Value *v = root->get("scheduler")) {
-    const llvm::json::Object *sched = v->getAsObject();
-    std::optional<llvm::StringRef> type = sched ? sched->getString("type") : std::nullopt;
-    if (!type)
-      return (path + ": scheduler must be an object with a \"type\"").str();
-    if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR")
-      return (path + ": scheduler.type '" + *type +
-              "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR)").str();
-    o.schedule = *parseLRSchedule(*type);
-    const llvm::json::Object *params = sched->getObject("params");
-    llvm::json::Object none;
-    if (!params)
-      params = &none;
-    double minLr = o.warmupMinLr, maxLr = o.warmupMaxLr, cosMin = o.cosMinRatio,
-           warmMin = o.warmupMinRatio, steps = double(o.warmupNumSteps),
-           total = double(o.totalNumSteps);
-    for (auto [key, out] : {std::pair<const char *, double *>{"warmup_min_lr", &minLr},
-                            {"warmup_max_lr", &maxLr},
-                            {"cos_min_ratio", &cosMin},
-                            {"warmup_min_ratio", &warmMin},
-                            {"warmup_num_steps", &steps},
-                            {"total_num_steps", &total}})
-      if (std::string e = number(*params, key, *out, "scheduler.params"); !e.empty())
-        return e;
-    o.warmupMinLr = minLr;
-    o.warmupMaxLr = maxLr;
-    o.cosMinRatio = cosMin;
-    o.warmupMinRatio = warmMin;
-    o.warmupNumSteps = int64_t(steps);
-    o.totalNumSteps = int64_t(total);
-    if (std::optional<llvm::StringRef> w = params->getString("warmup_type")) {
-      std::optional<WarmupType> warmup = parseWarmupType(*w);
-      if (!warmup)
-        return (path + ": scheduler.params.warmup_type must be log or linear, got '" + *w +
-                "'")
-            .str();
-      o.warmupType = *warmup;
-    }
-    for (const auto &kv : *params) {
-      llvm::StringRef k = kv.first;
-      if (k != "warmup_min_lr" && k != "warmup_max_lr" && k != "cos_min_ratio" &&
-          k != "warmup_min_ratio" && k != "warmup_num_steps" && k != "total_num_steps" &&
-          k != "warmup_type" && k != "last_batch_iteration")
-        warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
-    }
-  }
+  if (const llvm::json::Value *v = root->get("optimizer"))
+    if (std::string e = readOptimizer(path, *v, settings.step, warnings); !e.empty())
+      return e;
+  if (const llvm::json::Value *v = root->get("scheduler"))
+    if (std::string e = readScheduler(path, *v, settings.step, warnings); !e.empty())
+      return e;
   return "";
 }
 

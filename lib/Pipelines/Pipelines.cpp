@@ -122,6 +122,78 @@ void zero::buildZeroPipeline(OpPassManager &pm, const ZeroSettings &opts) {
   pm.addPass(createZeroVerifyPass(verify));
 }
 
+/// The --zero-pipeline options of pipeline stages (schedule, tied-grads, and
+/// micro-batches without stages), checked against the training flag and pp.
+static LogicalResult
+applyStageOptions(const zero::ZeroPipelineOptions &options, const llvm::StringSet<> &given,
+                  zero::ZeroSettings &settings,
+                  function_ref<LogicalResult(const Twine &)> errorHandler) {
+  using namespace zero;
+  if (given.contains("schedule")) {
+    std::optional<PipelineSchedule> schedule = parsePipelineSchedule(options.schedule);
+    if (!schedule)
+      return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +
+                          options.schedule + "'");
+    if (!settings.training)
+      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
+                          " orders a training step's forwards and backwards; a "
+                          "forward program runs fill/drain (compile with --train)");
+    if (settings.pp <= 1)
+      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
+                          " needs pipeline stages (pp > 1)");
+    settings.schedule = *schedule;
+  }
+  if (given.contains("tied-grads")) {
+    std::optional<TiedGrads> tiedGrads = parseTiedGrads(options.tiedGrads);
+    if (!tiedGrads)
+      return errorHandler("--zero-pipeline: tied-grads must be micro-batch or step, got '" +
+                          options.tiedGrads + "'");
+    if (!settings.training || settings.pp <= 1)
+      return errorHandler("--zero-pipeline: tied-grads=" + options.tiedGrads +
+                          " sums a tied parameter's gradient over pipeline stages; it "
+                          "needs a training step (--train) cut into stages (pp > 1)");
+    settings.tiedGrads = *tiedGrads;
+  }
+  if (settings.pp > 1) {
+    // The world is the stages times their replicas (stage s on ranks
+    // [s*dp, (s+1)*dp), DeepSpeed's pipe-major topology).
+    if (settings.dp < 1)
+      settings.dp = 1;
+  } else if (settings.microBatches > 1) {
+    return errorHandler("--zero-pipeline: micro-batches=" + Twine(settings.microBatches) +
+                        " needs pipeline stages (pp > 1); a training step's "
+                        "micro-batches are gradient_accumulation_steps");
+  }
+  return success();
+}
+
+/// ZeRO++'s settings: the bits of qwZ and qgZ, and the stages they need.
+static LogicalResult
+checkZeroPlusPlus(const zero::ZeroSettings &settings,
+                  function_ref<LogicalResult(const Twine &)> errorHandler) {
+  for (auto [key, bits] : {std::pair<const char *, int64_t>{"qwz", settings.quantizeWeights},
+                           {"qgz", settings.quantizeGradients}})
+    if (bits != 0 && bits != 8 && bits != 4)
+      return errorHandler("--zero-pipeline: " + Twine(key) +
+                          " is the bits per value: 8, 4, or 0 (off); got " + Twine(bits));
+  // qwZ and hpZ act on parameter gathers, which only stage 3 has (a training
+  // step defaults to stage 0, as DeepSpeed).
+  const int64_t stage =
+      settings.training && !settings.stageGiven ? 0 : settings.stage;
+  if ((settings.quantizeWeights > 0 || settings.hpz > 1) && stage != 3)
+    return errorHandler("--zero-pipeline: qwZ (qwz / zero_quantized_weights) and hpZ "
+                        "(hpz / zero_hpz_partition_size) partition parameters, which "
+                        "needs ZeRO stage 3; got stage " + Twine(stage));
+  if (settings.quantizeGradients > 0 && settings.training && stage == 0)
+    return errorHandler("--zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
+                        "quantizes the gradient reduce-scatter of ZeRO stages 1-3; "
+                        "stage 0 all-reduces");
+  if (settings.quantizeGradients > 0 && !settings.training)
+    llvm::errs() << "warning: --zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
+                    "quantizes gradients and has no effect on a forward program\n";
+  return success();
+}
+
 LogicalResult
 zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
                                function_ref<LogicalResult(const Twine &)> errorHandler) {
@@ -203,61 +275,9 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     return errorHandler("--zero-pipeline: activation-checkpoint-interval recomputes "
                         "forward segments in a training step's backward; a forward "
                         "program keeps no activations for backward (compile with --train)");
-  if (given.contains("schedule")) {
-    std::optional<PipelineSchedule> schedule = parsePipelineSchedule(options.schedule);
-    if (!schedule)
-      return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +
-                          options.schedule + "'");
-    if (!settings.training)
-      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
-                          " orders a training step's forwards and backwards; a "
-                          "forward program runs fill/drain (compile with --train)");
-    if (settings.pp <= 1)
-      return errorHandler("--zero-pipeline: schedule=" + options.schedule +
-                          " needs pipeline stages (pp > 1)");
-    settings.schedule = *schedule;
-  }
-  if (given.contains("tied-grads")) {
-    std::optional<TiedGrads> tiedGrads = parseTiedGrads(options.tiedGrads);
-    if (!tiedGrads)
-      return errorHandler("--zero-pipeline: tied-grads must be micro-batch or step, got '" +
-                          options.tiedGrads + "'");
-    if (!settings.training || settings.pp <= 1)
-      return errorHandler("--zero-pipeline: tied-grads=" + options.tiedGrads +
-                          " sums a tied parameter's gradient over pipeline stages; it "
-                          "needs a training step (--train) cut into stages (pp > 1)");
-    settings.tiedGrads = *tiedGrads;
-  }
-  if (settings.pp > 1) {
-    // The world is the stages times their replicas (stage s on ranks
-    // [s*dp, (s+1)*dp), DeepSpeed's pipe-major topology).
-    if (settings.dp < 1)
-      settings.dp = 1;
-  } else if (settings.microBatches > 1) {
-    return errorHandler("--zero-pipeline: micro-batches=" + Twine(settings.microBatches) +
-                        " needs pipeline stages (pp > 1); a training step's "
-                        "micro-batches are gradient_accumulation_steps");
-  }
-  for (auto [key, bits] : {std::pair<const char *, int64_t>{"qwz", settings.quantizeWeights},
-                           {"qgz", settings.quantizeGradients}})
-    if (bits != 0 && bits != 8 && bits != 4)
-      return errorHandler("--zero-pipeline: " + Twine(key) +
-                          " is the bits per value: 8, 4, or 0 (off); got " + Twine(bits));
-  // qwZ and hpZ act on parameter gathers, which only stage 3 has (a training
-  // step defaults to stage 0, as DeepSpeed).
-  const int64_t stage =
-      settings.training && !settings.stageGiven ? 0 : settings.stage;
-  if ((settings.quantizeWeights > 0 || settings.hpz > 1) && stage != 3)
-    return errorHandler("--zero-pipeline: qwZ (qwz / zero_quantized_weights) and hpZ "
-                        "(hpz / zero_hpz_partition_size) partition parameters, which "
-                        "needs ZeRO stage 3; got stage " + Twine(stage));
-  if (settings.quantizeGradients > 0 && settings.training && stage == 0)
-    return errorHandler("--zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
-                        "quantizes the gradient reduce-scatter of ZeRO stages 1-3; "
-                        "stage 0 all-reduces");
-  if (settings.quantizeGradients > 0 && !settings.training)
-    llvm::errs() << "warning: --zero-pipeline: qgZ (qgz / zero_quantized_gradients) "
-                    "quantizes gradients and has no effect on a forward program\n";
+  if (failed(applyStageOptions(options, given, settings, errorHandler)) ||
+      failed(checkZeroPlusPlus(settings, errorHandler)))
+    return failure();
   if (settings.dp > 0 && !zero::isSupportedWorldSize(settings.dp))
     return errorHandler("--zero-pipeline: dp must be at most " +
                         Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));
