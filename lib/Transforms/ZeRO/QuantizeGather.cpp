@@ -23,11 +23,9 @@ namespace zero {
 
 using namespace mlir;
 using ::zero::dist::AllGatherOp;
-using ::zero::dist::AllToAllOp;
 using ::zero::dist::BucketAllGatherOp;
 using ::zero::dist::DequantizeOp;
 using ::zero::dist::QuantizeOp;
-using ::zero::dist::ReduceScatterOp;
 using namespace ::zero::quantization;
 
 namespace {

@@ -24,10 +24,7 @@ namespace zero {
 } // namespace zero
 
 using namespace mlir;
-using ::zero::dist::AllGatherOp;
 using ::zero::dist::AllToAllOp;
-using ::zero::dist::BucketAllGatherOp;
-using ::zero::dist::DequantizeOp;
 using ::zero::dist::QuantizeOp;
 using ::zero::dist::ReduceScatterOp;
 using namespace ::zero::quantization;
