@@ -792,10 +792,19 @@ static std::string describePassesForHelp(cl::Option *passList) {
   return text;
 }
 
+/// Whether the command line asks for one of the help listings (--help,
+/// --help-hidden, --help-list, ...): only then is the listing arranged.
+static bool asksForHelp(int argc, char **argv) {
+  return llvm::any_of(llvm::ArrayRef(argv + 1, argv + argc), [](const char *arg) {
+    StringRef a(arg);
+    return a.starts_with("-") && a.ltrim('-').starts_with("help");
+  });
+}
+
 /// --help lists zero-opt's options, a few MLIR options and the registered
 /// passes and pipelines, one summary each; LLVM's backend options (linked in
 /// with LLVM) and each pass option's help move to --help-hidden.
-static void listOnlyToolOptionsInHelp(const PassPipelineCLParser &) {
+static void listOnlyToolOptionsInHelp() {
   static cl::OptionCategory mlirCategory("MLIR options");
   auto &options = cl::getRegisteredOptions();
   for (const char *name : kListedMLIROptions)
@@ -840,7 +849,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerCommandLine();
   PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
-  listOnlyToolOptionsInHelp(passPipeline);
+  if (asksForHelp(argc, argv))
+    listOnlyToolOptionsInHelp();
   std::vector<std::string> args = withConfigInPipeline(argc, argv);
   std::vector<const char *> argPointers;
   for (const std::string &a : args)
