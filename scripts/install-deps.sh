@@ -6,7 +6,7 @@ PKGS=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev
-  libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
+  libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev libxxhash-dev
   libgtest-dev cmake ninja-build python3 clang libclang-rt-14-dev
 )
 missing=()

@@ -5,7 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zrt/Checksum.h"
 #include "zrt/TensorFile.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 using namespace zrt;
@@ -45,6 +50,38 @@ protected:
   }
   std::string dir_;
 };
+
+// The checksums kept while writing equal XXH3-64 (libxxhash's one-shot
+// function, anchored by its published value for no bytes) of the file read
+// back and of each tensor's data bytes.
+TEST_F(TensorFiles, SafetensorsDigestIsXxh3OfWhatWasWritten) {
+  EXPECT_EQ(XXH3_64bits("", 0), 0x2d06800538d394c2ull);
+  EXPECT_EQ(checksumHex(0x2d06800538d394c2ull), "2d06800538d394c2");
+  EXPECT_EQ(parseChecksumHex("2d06800538d394c2"), 0x2d06800538d394c2ull);
+  EXPECT_FALSE(parseChecksumHex("2D06800538D394C2x").has_value());
+  std::vector<float> a(1000);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = float(i) * 0.25f - 7.0f;
+  std::vector<int64_t> b = {3, -4, 5};
+  SafetensorsDigest digest;
+  ASSERT_TRUE(writeSafetensors(path("d.safetensors"),
+                               {{"a", DType::F32, {10, 100}, a.data()},
+                                {"b", DType::I64, {3}, b.data()}},
+                               &digest)
+                  .isOk());
+  std::ifstream in(path("d.safetensors"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(digest.fileBytes, bytes.size());
+  EXPECT_EQ(digest.fileXxh3, XXH3_64bits(bytes.data(), bytes.size()));
+  ASSERT_EQ(digest.tensorXxh3.size(), 2u);
+  EXPECT_EQ(digest.tensorXxh3[0], XXH3_64bits(a.data(), a.size() * 4));
+  EXPECT_EQ(digest.tensorXxh3[1], XXH3_64bits(b.data(), b.size() * 8));
+  // Fed in uneven pieces, the stream gives the one-shot value.
+  Xxh3Stream stream;
+  stream.update(bytes.data(), 5);
+  stream.update(bytes.data() + 5, bytes.size() - 5);
+  EXPECT_EQ(stream.digest(), XXH3_64bits(bytes.data(), bytes.size()));
+}
 
 TEST_F(TensorFiles, SafetensorsRoundTripsEveryDType) {
   std::vector<float> f32 = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};

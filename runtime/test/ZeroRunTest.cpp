@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <set>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1066,11 +1067,11 @@ TEST_F(ZeroRunTraining, RejectsBadDataBeforeTheFirstStep) {
 
 // Tests a loss that is not finite: the run stops at that step, names it, and
 // writes none of --save, --save-optimizer, --log-json and --output.
-TEST_F(ZeroRunTraining, StopsAtANanLossAndWritesNothing) {
+TEST_F(ZeroRunTraining, StopsAtANanLossAndSavesNothing) {
   std::string sub = setUpTraining("nan", 1, 2, 4, 5);
   arrays.at(arrays.x, 2, 1, 3) = std::nanf("");
   writeTrainingArrays(sub + "/data.safetensors", arrays, 0, 5);
-  const std::vector<std::string> outputs = {"w", "opt", "log", "out"};
+  const std::vector<std::string> outputs = {"w", "opt", "out"};
   CommandResult r = zeroRun(
       0, trainArgs(sub, "--data " + sub + "/data.safetensors --save " + sub +
                         "/w --save-optimizer " + sub + "/opt --log-json " +
@@ -1082,6 +1083,12 @@ TEST_F(ZeroRunTraining, StopsAtANanLossAndWritesNothing) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("step 3/5")));
   for (const std::string &o : outputs)
     EXPECT_FALSE(exists(sub + "/" + o)) << o;
+  // --log-json keeps the steps before the failure, and only those.
+  std::ifstream logFile(sub + "/log");
+  std::stringstream logText;
+  logText << logFile.rdbuf();
+  EXPECT_THAT(logText.str(), HasSubstr("\"step\": 2"));
+  EXPECT_THAT(logText.str(), ::testing::Not(HasSubstr("\"step\": 3")));
 
   // On two ranks, a NaN on one rank's rows makes the mean NaN on both.
   sub = setUpTraining("nan2", 2, 2, 4, 4);

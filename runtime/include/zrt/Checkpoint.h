@@ -12,6 +12,14 @@
 // Reading a range (resume at any world size or pipeline layout) or a whole
 // tensor (consolidation) reads the pieces that overlap it.
 //
+// Format zero-checkpoint-3 adds checksums (XXH3-64, zrt/Checksum.h), taken as
+// the bytes stream out: every rank file's size and checksum ("files"), every
+// piece's data checksum, and the manifest's own ("manifest_xxh3", over its
+// compact JSON without that key). Resume, `zero-ckpt consolidate` and
+// `zero-ckpt verify` read manifests through readCheckpointManifest and check
+// files through verifyCheckpointFiles, so all three refuse the same damage,
+// naming the file and the tensor. Format 2 (no checksums) is still read.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZRT_CHECKPOINT_H
@@ -21,8 +29,11 @@
 #include "zrt/Tensor.h"
 #include "zrt/TensorFile.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +44,7 @@ struct CheckpointPiece {
   int rank = 0;
   uint64_t offset = 0;
   uint64_t count = 0;
+  std::optional<uint64_t> xxh3; ///< of the piece's data bytes (format 3)
 };
 
 struct CheckpointTensor {
@@ -44,10 +56,21 @@ struct CheckpointTensor {
   uint64_t numel() const;
 };
 
+/// One rank file of a checkpoint.
+struct CheckpointFile {
+  std::string kind; ///< "model" or "optimizer"
+  int rank = 0;
+  uint64_t bytes = 0;           ///< format 3
+  std::optional<uint64_t> xxh3; ///< of all of its bytes (format 3)
+};
+
 struct CheckpointManifest {
   std::string path; ///< DIR/step-NNNNNNNN
+  int formatVersion = 3;
   int64_t step = 0;
   int worldSize = 1;
+  /// Every rank's model and optimizer files: rank-major, model first.
+  std::vector<CheckpointFile> files;
   std::string program; ///< the program that saved it, as zero-run was given it
   std::vector<CheckpointTensor> tensors;
   const CheckpointTensor *find(const std::string &name) const;
@@ -58,11 +81,28 @@ std::string checkpointRankFile(const std::string &checkpointDir, const std::stri
                                int rank);
 
 /// The checkpoint DIR/latest names (DIR a --save-dir), or DIR itself when it
-/// holds a manifest.json.
+/// holds a manifest.json. DIR/latest must name a step-NNNNNNNN directory in
+/// DIR; anything else (a path elsewhere, garbage) is an error.
 Expected<std::string> resolveCheckpoint(const std::string &dir);
 
-/// Reads and checks a checkpoint's manifest.json.
+/// Reads and checks a checkpoint's manifest.json: its checksum (format 3),
+/// the tensor entries (unique names, pieces covering each tensor in order,
+/// ranks inside the world), the tensor count, and a model and an optimizer
+/// file for every rank of world_size.
 Expected<CheckpointManifest> readCheckpointManifest(const std::string &checkpointDir);
+
+/// manifest.json's text (format 3) for the JSON object `manifest`: the
+/// object with "manifest_xxh3" added.
+std::string sealCheckpointManifest(const nlohmann::json &manifest);
+
+/// Checks the rank files against the manifest: each one holds exactly the
+/// tensors the manifest places in it, and (format 3) has its size and
+/// checksum; where a checksum differs, the damaged tensor is named. Checks
+/// the files whose index in manifest.files is `first` modulo `stride`, so
+/// that ranks can share the reading. Returns every problem found, one line
+/// each, naming the file.
+std::vector<std::string> verifyCheckpointFiles(const CheckpointManifest &manifest,
+                                               int first = 0, int stride = 1);
 
 /// Reads element ranges of a checkpoint's tensors from the rank files
 /// (opened on first use).

@@ -23,6 +23,9 @@
 
 namespace zrt {
 
+class Xxh3Stream;
+struct StreamedTensor;
+
 /// The safetensors dtype string of `t` ("F32", "BF16", "BOOL", ...).
 const char *safetensorsDTypeName(DType t);
 /// The DType for a safetensors dtype string; an error for others.
@@ -80,23 +83,52 @@ struct NamedTensor {
   const void *data = nullptr;
 };
 
-/// Writes `tensors` to a safetensors file at `path`, in the given order.
+/// What a safetensors file was written with, as the bytes streamed out: its
+/// size, the XXH3-64 of all of its bytes, and of each tensor's data bytes (in
+/// the order given).
+struct SafetensorsDigest {
+  uint64_t fileBytes = 0;
+  uint64_t fileXxh3 = 0;
+  std::vector<uint64_t> tensorXxh3;
+};
+
+/// Writes `tensors` to a safetensors file at `path`, in the given order
+/// (atomically: zrt/OutputFile.h); `digest`, when given, receives its
+/// checksums, computed while writing.
 Status writeSafetensors(const std::string &path,
-                        const std::vector<NamedTensor> &tensors);
+                        const std::vector<NamedTensor> &tensors,
+                        SafetensorsDigest *digest = nullptr);
+
+/// Where a streamed tensor's bytes go: the file, through the checksums.
+class TensorSink {
+public:
+  /// Appends `bytes` bytes; false on a write error (errno says which).
+  bool write(const void *data, uint64_t bytes);
+
+private:
+  friend Status writeSafetensorsStreamed(const std::string &,
+                                         const std::vector<StreamedTensor> &,
+                                         SafetensorsDigest *);
+  TensorSink(int fd, Xxh3Stream *file) : fd_(fd), file_(file) {}
+  int fd_;
+  Xxh3Stream *file_, *tensor_ = nullptr;
+  uint64_t written_ = 0;
+};
 
 /// A tensor written by a callback: `write` puts exactly numel * dtypeSize
-/// bytes on the descriptor (so a tensor can be streamed in pieces).
+/// bytes into the sink (so a tensor can be streamed in pieces).
 struct StreamedTensor {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::function<bool(int fd)> write;
+  std::function<bool(TensorSink &)> write;
 };
 
 /// Writes a safetensors file whose tensors' bytes come from their callbacks,
-/// in the given order (atomically, as writeSafetensors).
+/// in the given order (atomically, as writeSafetensors, with `digest` too).
 Status writeSafetensorsStreamed(const std::string &path,
-                                const std::vector<StreamedTensor> &tensors);
+                                const std::vector<StreamedTensor> &tensors,
+                                SafetensorsDigest *digest = nullptr);
 
 /// A whole .npy array in memory.
 struct NpyArray {

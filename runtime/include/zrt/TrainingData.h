@@ -48,6 +48,12 @@ public:
   Status bindStep(Executor &executor, int64_t step) const;
   /// Bytes read by bindStep() so far.
   uint64_t bytesRead() const;
+  /// Reads this rank's rows of steps [0, steps) of every input that gives
+  /// the indices of an embedding (an axis-0 Gather on a floating-point table
+  /// of V rows) and checks each id lies in [0, V): ONNX Gather would wrap a
+  /// negative id around, and a larger one is out of range. The error names
+  /// the file, the array, the step, the row and the id.
+  Status checkTokenIds(int64_t steps) const;
 
 private:
   struct File {
@@ -60,11 +66,20 @@ private:
     uint32_t buffer = 0;
     uint64_t rankBytes = 0; ///< bytes of one step's slice for this rank
     uint64_t stepBytes = 0; ///< bytes of one step of all ranks
+    std::string name;
+    DType dtype = DType::F32;
+    int64_t rows = 0;       ///< rows of this rank's slice (dim 0)
+    int64_t vocab = 0;      ///< rows of the embedding it indexes; 0: none
+    std::string embedding;  ///< that Gather's location
   };
   TrainingData() = default;
+  /// Sets input.vocab and input.embedding when an axis-0 Gather on a
+  /// floating-point table takes `input` as its indices.
+  static void findEmbedding(const Program &program, Input &input);
 
   std::string path_;
   int rank_ = 0;
+  int worldSize_ = 1;
   int64_t steps_ = 0;
   std::vector<File> files_;
   std::vector<Input> inputs_; ///< per program input

@@ -8,14 +8,23 @@
 
 #include "zrt/Checkpoint.h"
 
+#include "zrt/Checksum.h"
 #include "zrt/OutputFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <functional>
+#include <iterator>
+#include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace zrt {
 
@@ -42,15 +51,186 @@ std::string checkpointRankFile(const std::string &checkpointDir, const std::stri
   return checkpointDir + "/" + name;
 }
 
+namespace {
+
+/// `text` for an error message: printable ASCII as is, other bytes as \xNN,
+/// at most 64 of them.
+std::string printable(const std::string &text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < 64; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
+/// Whether `name` is a checkpoint directory's name: step-NNNNNNNN.
+bool isStepName(const std::string &name) {
+  if (name.size() != 13 || name.compare(0, 5, "step-") != 0)
+    return false;
+  return std::all_of(name.begin() + 5, name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// The checksum of the manifest's compact JSON without "manifest_xxh3".
+uint64_t manifestChecksum(nlohmann::json m) {
+  m.erase("manifest_xxh3");
+  const std::string text = m.dump();
+  return xxh3(text.data(), text.size());
+}
+
+constexpr const char *kFormat2 = "zero-checkpoint-2", *kFormat3 = "zero-checkpoint-3";
+
+/// A piece's checksum from the manifest (format 3), or why it is unusable.
+Expected<std::optional<uint64_t>> readChecksum(const nlohmann::json &j, bool required) {
+  if (!j.contains("xxh3")) {
+    if (required)
+      return Status::error("has no xxh3 checksum");
+    return std::optional<uint64_t>();
+  }
+  std::optional<uint64_t> v =
+      j["xxh3"].is_string() ? parseChecksumHex(j["xxh3"].get<std::string>()) : std::nullopt;
+  if (!v)
+    return Status::error("has an xxh3 checksum that is not 16 hex digits");
+  return v;
+}
+
+/// The "tensors" entries of a manifest, checked.
+Status readTensorEntries(const nlohmann::json &m, CheckpointManifest &manifest,
+                         const std::function<Status(const std::string &)> &bad) {
+  if (!m.contains("tensors") || !m["tensors"].is_array())
+    return bad("no tensors");
+  const bool v3 = manifest.formatVersion >= 3;
+  std::set<std::string> names;
+  for (const nlohmann::json &t : m["tensors"]) {
+    CheckpointTensor ct;
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() ||
+        !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("shape") ||
+        !t["shape"].is_array() || !t.contains("kind") || !t["kind"].is_string() ||
+        !t.contains("pieces") || !t["pieces"].is_array())
+      return bad("a tensor entry lacks name, dtype, shape, kind or pieces");
+    ct.name = t["name"].get<std::string>();
+    if (!names.insert(ct.name).second)
+      return bad("tensor \"" + ct.name + "\" is listed twice");
+    Expected<DType> dtype = parseSafetensorsDType(t["dtype"].get<std::string>());
+    if (!dtype)
+      return bad(ct.name + ": " + dtype.status().message());
+    ct.dtype = *dtype;
+    for (const nlohmann::json &d : t["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return bad(ct.name + ": its shape is not a list of sizes");
+      ct.shape.push_back(d.get<int64_t>());
+    }
+    ct.kind = t["kind"].get<std::string>();
+    if (ct.kind != "model" && ct.kind != "optimizer")
+      return bad(ct.name + ": kind \"" + ct.kind + "\" is neither model nor optimizer");
+    uint64_t covered = 0;
+    for (const nlohmann::json &p : t["pieces"]) {
+      if (!p.is_object() || !p.contains("rank") || !p["rank"].is_number_integer() ||
+          !p.contains("offset") || !p["offset"].is_number_unsigned() ||
+          !p.contains("count") || !p["count"].is_number_unsigned())
+        return bad(ct.name + ": a piece lacks rank, offset or count");
+      CheckpointPiece piece{p["rank"].get<int>(), p["offset"].get<uint64_t>(),
+                            p["count"].get<uint64_t>(), std::nullopt};
+      if (piece.rank < 0 || piece.rank >= manifest.worldSize)
+        return bad(ct.name + ": a piece is in rank " + std::to_string(piece.rank) +
+                   "'s file, outside world_size " + std::to_string(manifest.worldSize));
+      if (piece.offset != covered)
+        return bad(ct.name + ": its pieces do not cover it in order");
+      Expected<std::optional<uint64_t>> sum = readChecksum(p, v3);
+      if (!sum)
+        return bad(ct.name + ": its piece in rank " + std::to_string(piece.rank) + "'s file " +
+                   sum.status().message());
+      piece.xxh3 = *sum;
+      covered += piece.count;
+      ct.pieces.push_back(piece);
+    }
+    if (covered != ct.numel())
+      return bad(ct.name + ": its pieces hold " + std::to_string(covered) + " of " +
+                 std::to_string(ct.numel()) + " elements");
+    manifest.tensors.push_back(std::move(ct));
+  }
+  if (v3 && (!m.contains("tensor_count") || !m["tensor_count"].is_number_unsigned() ||
+             m["tensor_count"].get<uint64_t>() != manifest.tensors.size()))
+    return bad("it lists " + std::to_string(manifest.tensors.size()) +
+               " tensors, its tensor_count says otherwise");
+  return Status::ok();
+}
+
+/// The "files" entries of a format 3 manifest (else the files world_size
+/// implies), checked against world_size and the directory.
+Status readFileEntries(const nlohmann::json &m, CheckpointManifest &manifest,
+                       const std::function<Status(const std::string &)> &bad) {
+  const bool v3 = manifest.formatVersion >= 3;
+  if (v3 && (!m.contains("files") || !m["files"].is_array()))
+    return bad("no files");
+  size_t next = 0;
+  for (int rank = 0; rank < manifest.worldSize; ++rank)
+    for (const char *kind : {"model", "optimizer"}) {
+      CheckpointFile file{kind, rank, 0, std::nullopt};
+      const std::string name = checkpointRankFile("", kind, rank).substr(1);
+      if (v3) {
+        const nlohmann::json &f =
+            next < m["files"].size() ? m["files"][next] : nlohmann::json();
+        ++next;
+        if (!f.is_object() || f.value("name", "") != name ||
+            !f.contains("bytes") || !f["bytes"].is_number_unsigned())
+          return bad("world_size is " + std::to_string(manifest.worldSize) +
+                     " but its files do not list " + name + " (with its bytes) in place");
+        file.bytes = f["bytes"].get<uint64_t>();
+        Expected<std::optional<uint64_t>> sum = readChecksum(f, true);
+        if (!sum)
+          return bad(name + " " + sum.status().message());
+        file.xxh3 = *sum;
+      }
+      if (!fileExists(manifest.path + "/" + name))
+        return Status::error(manifest.path + "/" + name + " is missing: manifest.json says " +
+                             std::to_string(manifest.worldSize) +
+                             " rank(s) saved the checkpoint, each writing a model and an "
+                             "optimizer file");
+      manifest.files.push_back(std::move(file));
+    }
+  if (v3 && next != m["files"].size())
+    return bad("its files list more than the " + std::to_string(2 * manifest.worldSize) +
+               " files of world_size " + std::to_string(manifest.worldSize));
+  return Status::ok();
+}
+
+} // namespace
+
 Expected<std::string> resolveCheckpoint(const std::string &dir) {
   if (std::ifstream(dir + "/manifest.json"))
     return dir;
-  std::ifstream latest(dir + "/latest");
-  std::string name;
-  if (!latest || !(latest >> name))
+  std::ifstream latest(dir + "/latest", std::ios::binary);
+  if (!latest)
     return Status::error(dir + ": no checkpoint (neither " + dir + "/latest, which zero-run "
                          "--save-dir writes, nor a manifest.json)");
+  std::string text((std::istreambuf_iterator<char>(latest)), std::istreambuf_iterator<char>());
+  std::string name = text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r'))
+    name.pop_back();
+  if (!isStepName(name))
+    return Status::error(dir + "/latest should name a checkpoint directory in " + dir +
+                         " (step-NNNNNNNN) but holds \"" + printable(name) +
+                         "\"; pass one of its step-NNNNNNNN directories instead");
   return dir + "/" + name;
+}
+
+std::string sealCheckpointManifest(const nlohmann::json &manifest) {
+  nlohmann::json sealed = manifest;
+  sealed["manifest_xxh3"] = checksumHex(manifestChecksum(manifest));
+  return sealed.dump(1) + "\n";
 }
 
 Expected<CheckpointManifest> readCheckpointManifest(const std::string &checkpointDir) {
@@ -62,49 +242,135 @@ Expected<CheckpointManifest> readCheckpointManifest(const std::string &checkpoin
   text << in.rdbuf();
   nlohmann::json m = nlohmann::json::parse(text.str(), nullptr, false);
   auto bad = [&](const std::string &why) {
-    return Status::error(path + ": not a zero-run checkpoint manifest (" + why + ")");
+    return Status::error(path + ": not a valid zero-run checkpoint manifest (" + why + ")");
   };
   if (m.is_discarded() || !m.is_object())
     return bad("not JSON");
-  if (m.value("format", "") != "zero-checkpoint-2")
-    return bad("format is not zero-checkpoint-2");
-  if (!m["step"].is_number_integer() || m["step"].get<int64_t>() < 0)
-    return bad("no step");
   CheckpointManifest manifest;
   manifest.path = checkpointDir;
+  const std::string format = m.value("format", "");
+  if (format == kFormat2)
+    manifest.formatVersion = 2;
+  else if (format != kFormat3)
+    return bad("format is neither " + std::string(kFormat3) + " nor " + kFormat2);
+  if (manifest.formatVersion >= 3) {
+    std::optional<uint64_t> sealed =
+        m.contains("manifest_xxh3") && m["manifest_xxh3"].is_string()
+            ? parseChecksumHex(m["manifest_xxh3"].get<std::string>())
+            : std::nullopt;
+    if (!sealed || *sealed != manifestChecksum(m))
+      return Status::error(path + " was changed or damaged after zero-run wrote it (its "
+                           "manifest_xxh3 checksum does not match); resume from another "
+                           "step-NNNNNNNN checkpoint");
+  }
+  if (!m.contains("step") || !m["step"].is_number_integer() || m["step"].get<int64_t>() < 0)
+    return bad("no step");
   manifest.step = m["step"].get<int64_t>();
-  manifest.worldSize = m.value("world_size", 1);
+  if (!m.contains("world_size") || !m["world_size"].is_number_integer() ||
+      m["world_size"].get<int64_t>() < 1 || m["world_size"].get<int64_t>() > (1 << 20))
+    return bad("no world_size");
+  manifest.worldSize = m["world_size"].get<int>();
   if (m.contains("program") && m["program"].is_string())
     manifest.program = m["program"].get<std::string>();
-  if (!m["tensors"].is_array())
-    return bad("no tensors");
-  for (const nlohmann::json &t : m["tensors"]) {
-    CheckpointTensor ct;
-    if (!t.is_object() || !t["name"].is_string() || !t["dtype"].is_string() ||
-        !t["shape"].is_array() || !t["kind"].is_string() || !t["pieces"].is_array())
-      return bad("a tensor entry lacks name, dtype, shape, kind or pieces");
-    ct.name = t["name"].get<std::string>();
-    Expected<DType> dtype = parseSafetensorsDType(t["dtype"].get<std::string>());
-    if (!dtype)
-      return bad(ct.name + ": " + dtype.status().message());
-    ct.dtype = *dtype;
-    ct.shape = t["shape"].get<std::vector<int64_t>>();
-    ct.kind = t["kind"].get<std::string>();
-    uint64_t covered = 0;
-    for (const nlohmann::json &p : t["pieces"]) {
-      CheckpointPiece piece{p.value("rank", 0), p.value("offset", uint64_t(0)),
-                            p.value("count", uint64_t(0))};
-      if (piece.offset != covered)
-        return bad(ct.name + ": its pieces do not cover it in order");
-      covered += piece.count;
-      ct.pieces.push_back(piece);
-    }
-    if (covered != ct.numel())
-      return bad(ct.name + ": its pieces hold " + std::to_string(covered) + " of " +
-                 std::to_string(ct.numel()) + " elements");
-    manifest.tensors.push_back(std::move(ct));
-  }
+  ZRT_RETURN_IF_ERROR(readTensorEntries(m, manifest, bad));
+  ZRT_RETURN_IF_ERROR(readFileEntries(m, manifest, bad));
   return manifest;
+}
+
+namespace {
+
+/// The tensors of `file` whose checksums differ from the manifest's (format
+/// 3), or why its header cannot be read.
+std::string locateDamage(const CheckpointManifest &manifest, const CheckpointFile &file,
+                         const std::string &path) {
+  Expected<SafetensorsFile> f = SafetensorsFile::open(path);
+  if (!f)
+    return path + ": its checksum does not match manifest.json and its header is damaged (" +
+           f.status().message() + ")";
+  std::string damaged;
+  for (const CheckpointTensor &t : manifest.tensors)
+    for (const CheckpointPiece &p : t.pieces) {
+      if (t.kind != file.kind || p.rank != file.rank || !p.xxh3)
+        continue;
+      const SafetensorsEntry *e = f->find(t.name);
+      if (!e)
+        continue;
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      Expected<uint64_t> sum = fd >= 0 ? xxh3OfFileRange(fd, e->fileOffset, e->bytes, path)
+                                       : Expected<uint64_t>(Status::error("cannot open"));
+      if (fd >= 0)
+        ::close(fd);
+      if (!sum || *sum != *p.xxh3)
+        damaged += (damaged.empty() ? "" : ", ") + ("\"" + t.name + "\"");
+    }
+  if (damaged.empty())
+    return path + ": its checksum does not match manifest.json (the damage is in its header "
+                  "or padding, not in a tensor's data)";
+  return path + ": tensor(s) " + damaged + " do not match their checksums in manifest.json: "
+         "the data is damaged";
+}
+
+/// What is wrong with one rank file, or nothing.
+std::vector<std::string> verifyFile(const CheckpointManifest &manifest,
+                                    const CheckpointFile &file) {
+  const std::string path = checkpointRankFile(manifest.path, file.kind, file.rank);
+  std::vector<std::string> problems;
+  if (file.xxh3) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      if (fd >= 0)
+        ::close(fd);
+      return {path + ": cannot read: " + std::strerror(errno)};
+    }
+    if (uint64_t(st.st_size) != file.bytes) {
+      ::close(fd);
+      return {path + " is " + std::to_string(st.st_size) + " bytes, manifest.json says " +
+              std::to_string(file.bytes) + ": the file was truncated or replaced"};
+    }
+    Expected<uint64_t> sum = xxh3OfFileRange(fd, 0, file.bytes, path);
+    ::close(fd);
+    if (!sum)
+      return {sum.status().message()};
+    if (*sum != *file.xxh3)
+      return {locateDamage(manifest, file, path)};
+  }
+  // The tensors it holds are exactly the pieces the manifest puts in it.
+  Expected<SafetensorsFile> f = SafetensorsFile::open(path);
+  if (!f)
+    return {f.status().message()};
+  std::set<std::string> listed;
+  for (const CheckpointTensor &t : manifest.tensors)
+    for (const CheckpointPiece &p : t.pieces)
+      if (t.kind == file.kind && p.rank == file.rank) {
+        listed.insert(t.name);
+        const SafetensorsEntry *e = f->find(t.name);
+        if (!e)
+          problems.push_back(path + " lacks tensor \"" + t.name +
+                             "\", which manifest.json places in it");
+        else if (e->dtype != t.dtype || uint64_t(e->numel()) != p.count)
+          problems.push_back(path + ": tensor \"" + t.name + "\" is not the " +
+                             std::to_string(p.count) + " " + safetensorsDTypeName(t.dtype) +
+                             " elements manifest.json says");
+      }
+  for (const SafetensorsEntry &e : f->entries())
+    if (!listed.count(e.name))
+      problems.push_back(path + " holds tensor \"" + e.name +
+                         "\", which manifest.json does not list for it (was its entry "
+                         "removed?)");
+  return problems;
+}
+
+} // namespace
+
+std::vector<std::string> verifyCheckpointFiles(const CheckpointManifest &manifest, int first,
+                                               int stride) {
+  std::vector<std::string> problems;
+  for (size_t i = size_t(first); i < manifest.files.size(); i += size_t(std::max(1, stride))) {
+    std::vector<std::string> found = verifyFile(manifest, manifest.files[i]);
+    problems.insert(problems.end(), found.begin(), found.end());
+  }
+  return problems;
 }
 
 Expected<const SafetensorsFile *> CheckpointReader::file(const std::string &kind, int rank) {
@@ -149,7 +415,7 @@ Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::stri
   for (const CheckpointTensor &t : manifest.tensors) {
     if (t.kind != kind)
       continue;
-    tensors.push_back({t.name, t.dtype, t.shape, [&, tp = &t](int fd) {
+    tensors.push_back({t.name, t.dtype, t.shape, [&, tp = &t](TensorSink &sink) {
                          const uint64_t elem = dtypeSize(tp->dtype);
                          const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
                          for (uint64_t b = 0; b < tp->numel(); b += step) {
@@ -160,7 +426,7 @@ Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::stri
                              failure = s;
                              return false;
                            }
-                           if (!writeAllToFd(fd, buffer.data(), buffer.size()))
+                           if (!sink.write(buffer.data(), buffer.size()))
                              return false;
                          }
                          return true;

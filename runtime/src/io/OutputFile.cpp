@@ -14,7 +14,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
+#include <filesystem>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -145,6 +148,111 @@ Status writeFileAtomically(const std::string &path,
   }
   return Status::ok();
 }
+
+namespace {
+
+/// Creates and removes a temporary file in `dir`; errno's message on failure.
+std::string tryCreateIn(const std::string &dir) {
+  std::string name = (dir.empty() ? std::string(".") : dir) + "/.zero-run-probe-XXXXXX";
+  std::vector<char> buf(name.begin(), name.end());
+  buf.push_back('\0');
+  int fd = ::mkstemp(buf.data());
+  if (fd < 0)
+    return std::strerror(errno);
+  ::close(fd);
+  ::unlink(buf.data());
+  return "";
+}
+
+std::string parentOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+} // namespace
+
+Status checkCreatable(const std::string &flag, const std::string &path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return Status::error(flag + " " + path + " is a directory; give a file name");
+    if (!S_ISREG(st.st_mode))
+      return Status::ok(); // written in place (/dev/null, a FIFO)
+  }
+  // A symlink's target is what gets replaced.
+  std::string target = path;
+  char real[PATH_MAX];
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+      ::realpath(path.c_str(), real))
+    target = real;
+  const std::string dir = parentOf(target);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(flag + " " + path + ": its directory " + dir +
+                         " does not exist; create it first (checked before the run, so "
+                         "that no work is lost)");
+  std::string why = tryCreateIn(dir);
+  if (!why.empty())
+    return Status::error(flag + " " + path + ": cannot create files in " + dir + ": " + why +
+                         " (checked before the run, so that no work is lost)");
+  return Status::ok();
+}
+
+Status checkCreatableDirectory(const std::string &flag, const std::string &dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(flag + " " + dir + ": cannot create the directory" +
+                         (ec ? ": " + ec.message() : std::string(": a file has its name")));
+  std::string why = tryCreateIn(dir);
+  if (!why.empty())
+    return Status::error(flag + " " + dir + ": cannot create files in it: " + why +
+                         " (checked before the run, so that no work is lost)");
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<DirectoryLock>> DirectoryLock::acquire(const std::string &flag,
+                                                                const std::string &dir) {
+  const std::string path = dir + "/.zero-run.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error(flag + " " + dir + ": cannot create its lock file " + path + ": " +
+                         std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char holder[256] = {0};
+    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    std::string who = n > 0 ? std::string(holder, size_t(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    if (err != EWOULDBLOCK)
+      return Status::error(flag + " " + dir + ": cannot lock " + path + ": " +
+                           std::strerror(err));
+    return Status::error(flag + " " + dir + " is in use by another zero-run (" +
+                         (who.empty() ? std::string("holder unknown") : who) +
+                         "), which holds " + path +
+                         "; wait for it to finish or give another --save-dir");
+  }
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  char text[512];
+  std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  int len = std::snprintf(text, sizeof text, "host %s, pid %ld, since %s\n", host,
+                          (long)::getpid(), when);
+  if (::ftruncate(fd, 0) != 0 || !writeAllToFd(fd, text, uint64_t(len))) {
+    ::close(fd);
+    return Status::error(flag + " " + dir + ": cannot write its lock file " + path + ": " +
+                         std::strerror(errno));
+  }
+  return std::unique_ptr<DirectoryLock>(new DirectoryLock(fd));
+}
+
+DirectoryLock::~DirectoryLock() { ::close(fd_); }
 
 bool isSameFile(const std::string &a, const std::string &b) {
   struct stat sa {}, sb {};

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/TensorFile.h"
+#include "zrt/Checksum.h"
 #include "zrt/OutputFile.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -202,10 +204,21 @@ Status SafetensorsFile::read(const SafetensorsEntry &entry, uint64_t byteOffset,
   return Status::ok();
 }
 
+bool TensorSink::write(const void *data, uint64_t bytes) {
+  if (file_)
+    file_->update(data, size_t(bytes));
+  if (tensor_)
+    tensor_->update(data, size_t(bytes));
+  written_ += bytes;
+  return writeAllToFd(fd_, data, bytes);
+}
+
 Status writeSafetensorsStreamed(const std::string &path,
-                                const std::vector<StreamedTensor> &tensors) {
+                                const std::vector<StreamedTensor> &tensors,
+                                SafetensorsDigest *digest) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   uint64_t offset = 0;
+  std::vector<uint64_t> sizes;
   for (const StreamedTensor &t : tensors) {
     uint64_t numel = 1;
     for (int64_t d : t.shape)
@@ -215,36 +228,62 @@ Status writeSafetensorsStreamed(const std::string &path,
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    sizes.push_back(bytes);
   }
   std::string text = header.dump();
   // Pad with spaces so the data starts 8-byte aligned, as the reference
   // implementation does.
   text.append((8 - (text.size() % 8)) % 8, ' ');
-  return writeFileAtomically(path, [&](int fd) {
+  // The checksums are kept as the bytes go out: no second pass over them.
+  std::optional<Xxh3Stream> fileHash;
+  if (digest) {
+    fileHash.emplace();
+    *digest = SafetensorsDigest{};
+  }
+  Status written = writeFileAtomically(path, [&](int fd) {
+    TensorSink sink(fd, fileHash ? &*fileHash : nullptr);
     uint8_t len[8];
     for (int i = 0; i < 8; ++i)
       len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-    if (!writeAllToFd(fd, len, 8) || !writeAllToFd(fd, text.data(), text.size()))
+    if (!sink.write(len, 8) || !sink.write(text.data(), text.size()))
       return false;
-    for (const StreamedTensor &t : tensors)
-      if (!t.write(fd))
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::optional<Xxh3Stream> tensorHash;
+      if (digest)
+        tensorHash.emplace();
+      sink.tensor_ = tensorHash ? &*tensorHash : nullptr;
+      const uint64_t before = sink.written_;
+      if (!tensors[i].write(sink))
         return false;
+      if (sink.written_ - before != sizes[i]) {
+        errno = EIO; // a callback that wrote the wrong size: a bug, not a disk
+        return false;
+      }
+      if (digest)
+        digest->tensorXxh3.push_back(tensorHash->digest());
+    }
+    if (digest) {
+      digest->fileBytes = sink.written_;
+      digest->fileXxh3 = fileHash->digest();
+    }
     return true;
   });
+  return written;
 }
 
 Status writeSafetensors(const std::string &path,
-                        const std::vector<NamedTensor> &tensors) {
+                        const std::vector<NamedTensor> &tensors,
+                        SafetensorsDigest *digest) {
   std::vector<StreamedTensor> streamed;
   streamed.reserve(tensors.size());
   for (const NamedTensor &t : tensors)
-    streamed.push_back({t.name, t.dtype, t.shape, [&t](int fd) {
+    streamed.push_back({t.name, t.dtype, t.shape, [&t](TensorSink &sink) {
                           uint64_t numel = 1;
                           for (int64_t d : t.shape)
                             numel *= uint64_t(d);
-                          return writeAllToFd(fd, t.data, numel * dtypeSize(t.dtype));
+                          return sink.write(t.data, numel * dtypeSize(t.dtype));
                         }});
-  return writeSafetensorsStreamed(path, streamed);
+  return writeSafetensorsStreamed(path, streamed, digest);
 }
 
 } // namespace zrt

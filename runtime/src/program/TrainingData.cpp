@@ -11,6 +11,7 @@
 #include "zrt/TrainingData.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -36,6 +37,77 @@ std::string listString(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+void TrainingData::findEmbedding(const Program &program, Input &input) {
+  if (input.dtype != DType::I64 && input.dtype != DType::I32)
+    return;
+  for (const Instruction &inst : program.instructions) {
+    if (inst.op != "Gather" || inst.inputs.size() < 2 || inst.inputs[1] != input.buffer)
+      continue;
+    const BufferDesc &table = program.buffers[inst.inputs[0]];
+    const bool floating = table.dtype == DType::F32 || table.dtype == DType::F16 ||
+                          table.dtype == DType::BF16 || table.dtype == DType::F64;
+    int64_t axis = inst.attrs.getInt("axis", 0);
+    if (axis < 0)
+      axis += int64_t(table.shape.size());
+    if (!floating || axis != 0 || table.shape.size() < 2)
+      continue;
+    if (input.vocab == 0 || table.shape[0] < input.vocab) {
+      input.vocab = table.shape[0];
+      input.embedding = inst.loc;
+    }
+  }
+}
+
+Status TrainingData::checkTokenIds(int64_t steps) const {
+  const int64_t limit = std::min(steps, steps_);
+  for (const File &f : files_) {
+    const int64_t count = std::min(f.steps, limit - f.firstStep);
+    bool any = false;
+    for (const Input &in : inputs_)
+      any |= in.vocab > 0;
+    if (count <= 0 || !any)
+      continue;
+    Expected<SafetensorsFile> file = SafetensorsFile::open(f.path);
+    if (!file)
+      return file.status();
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const Input &in = inputs_[i];
+      if (in.vocab == 0)
+        continue;
+      const uint64_t elem = dtypeSize(in.dtype);
+      const uint64_t perRow = in.rankBytes / elem / uint64_t(std::max<int64_t>(1, in.rows));
+      std::vector<uint8_t> bytes(size_t(in.rankBytes));
+      for (int64_t local = 0; local < count; ++local) {
+        const uint64_t offset = uint64_t(local) * in.stepBytes + uint64_t(rank_) * in.rankBytes;
+        ZRT_RETURN_IF_ERROR(file->read(f.entries[i], offset, in.rankBytes, bytes.data()));
+        for (uint64_t k = 0; k < in.rankBytes / elem; ++k) {
+          int64_t id;
+          if (in.dtype == DType::I64) {
+            std::memcpy(&id, bytes.data() + k * 8, 8);
+          } else {
+            int32_t v;
+            std::memcpy(&v, bytes.data() + k * 4, 4);
+            id = v;
+          }
+          if (id >= 0 && id < in.vocab)
+            continue;
+          const int64_t row = int64_t(rank_) * in.rows + int64_t(k / perRow);
+          return Status::error(
+              "--data " + f.path + ": array \"" + in.name + "\", step " +
+              std::to_string(f.firstStep + local + 1) + ", row " + std::to_string(row) +
+              " (of the step's " + std::to_string(in.rows * worldSize_) +
+              "), position " + std::to_string(k % perRow) + ": token id " +
+              std::to_string(id) + " is outside [0, " + std::to_string(in.vocab) +
+              "), the rows of the embedding " +
+              (in.embedding.empty() ? std::string("Gather") : "\"" + in.embedding + "\"") +
+              " reads; fix the data (its tokenizer's vocabulary must fit the model's)");
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Expected<TrainingData> TrainingData::open(const std::string &path,
                                           const Program &program,
                                           int worldSize, int rank) {
@@ -43,6 +115,7 @@ Expected<TrainingData> TrainingData::open(const std::string &path,
   TrainingData data;
   data.path_ = path;
   data.rank_ = rank;
+  data.worldSize_ = worldSize;
 
   std::vector<std::string> paths;
   std::error_code ec;
@@ -78,6 +151,10 @@ Expected<TrainingData> TrainingData::open(const std::string &path,
     input.buffer = in.buffer;
     input.rankBytes = b.bytes();
     input.stepBytes = b.bytes() * uint64_t(worldSize);
+    input.name = in.name;
+    input.dtype = b.dtype;
+    input.rows = b.shape[0];
+    findEmbedding(program, input);
     data.inputs_.push_back(input);
   }
 

@@ -1,12 +1,16 @@
 //===- ZeroCkpt.cpp - zero-ckpt: checkpoint tools -------------------------===//
 //
 //   zero-ckpt consolidate DIR -o model.safetensors [--optimizer opt.safetensors]
+//   zero-ckpt verify DIR
 //
 // DIR is a zero-run --save-dir (its newest checkpoint, DIR/latest) or one
-// checkpoint directory. The ranks' pieces of every trained parameter (and,
-// with --optimizer, of the optimizer state) are streamed into one
+// checkpoint directory. consolidate streams the ranks' pieces of every
+// trained parameter (and, with --optimizer, of the optimizer state) into one
 // safetensors file under the ONNX initializer names, a bounded chunk at a
-// time: the peak memory does not grow with the model.
+// time: the peak memory does not grow with the model. Both check the
+// manifest and every rank file first (sizes, checksums, the tensors each
+// holds: zrt/Checkpoint.h); verify only checks, naming each damaged file
+// and tensor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,14 +21,18 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
 const char *kUsage =
     "usage: zero-ckpt consolidate DIR -o MODEL.safetensors [--optimizer OPT.safetensors]\n"
+    "       zero-ckpt verify DIR\n"
     "  DIR: a zero-run --save-dir (its newest checkpoint) or one checkpoint directory\n"
     "  -o FILE            the trained parameters, whole, under their initializer names\n"
-    "  --optimizer FILE   the optimizer state and counters, whole\n";
+    "  --optimizer FILE   the optimizer state and counters, whole\n"
+    "  verify             checks the manifest and every file's size, checksum and\n"
+    "                     tensors; exit status 1 names each damaged file and tensor\n";
 
 /// This process's peak resident set (VmHWM, kB), or -1.
 long peakRssKiB() {
@@ -43,11 +51,52 @@ int fail(const std::string &message, int code = 1) {
 
 } // namespace
 
+/// The checked manifest of the checkpoint DIR names, with its files
+/// verified; the problems are printed.
+zrt::Expected<zrt::CheckpointManifest> openVerified(const std::string &dir) {
+  zrt::Expected<std::string> path = zrt::resolveCheckpoint(dir);
+  if (!path)
+    return path.status();
+  zrt::Expected<zrt::CheckpointManifest> manifest = zrt::readCheckpointManifest(*path);
+  if (!manifest)
+    return manifest.status();
+  std::vector<std::string> problems = zrt::verifyCheckpointFiles(*manifest);
+  for (size_t i = 1; i < problems.size(); ++i)
+    std::fprintf(stderr, "zero-ckpt: error: %s\n", problems[i].c_str());
+  if (!problems.empty())
+    return zrt::Status::error(problems.front() + (problems.size() > 1
+                                                      ? " (and the " +
+                                                            std::to_string(problems.size() - 1) +
+                                                            " problem(s) above)"
+                                                      : ""));
+  if (manifest->formatVersion < 3)
+    std::fprintf(stderr, "zero-ckpt: warning: %s was written before checkpoints carried "
+                         "checksums: its structure is checked, its data cannot be\n",
+                 path->c_str());
+  return manifest;
+}
+
+int verify(int argc, char **argv) {
+  if (argc != 3 || argv[2][0] == '-')
+    return fail("verify needs exactly one DIR\n" + std::string(kUsage), 2);
+  zrt::Expected<zrt::CheckpointManifest> manifest = openVerified(argv[2]);
+  if (!manifest)
+    return fail(manifest.status().message());
+  std::printf("%s: step %lld, %zu tensors in %zu files (saved by %d rank(s)): %s\n",
+              manifest->path.c_str(), (long long)manifest->step, manifest->tensors.size(),
+              manifest->files.size(), manifest->worldSize,
+              manifest->formatVersion >= 3 ? "every checksum matches"
+                                           : "structure intact (no checksums)");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (argc >= 2 && std::strcmp(argv[1], "verify") == 0)
+    return verify(argc, argv);
   if (argc < 2 || std::strcmp(argv[1], "consolidate") != 0)
     return fail(std::string(argc < 2 ? "no command" : "unknown command '" +
                                                            std::string(argv[1]) + "'") +
@@ -67,10 +116,7 @@ int main(int argc, char **argv) {
   }
   if (dir.empty() || model.empty())
     return fail("consolidate needs DIR and -o FILE\n" + std::string(kUsage), 2);
-  zrt::Expected<std::string> path = zrt::resolveCheckpoint(dir);
-  if (!path)
-    return fail(path.status().message());
-  zrt::Expected<zrt::CheckpointManifest> manifest = zrt::readCheckpointManifest(*path);
+  zrt::Expected<zrt::CheckpointManifest> manifest = openVerified(dir);
   if (!manifest)
     return fail(manifest.status().message());
   zrt::Status s = zrt::consolidateCheckpoint(*manifest, "model", model);
@@ -82,7 +128,7 @@ int main(int argc, char **argv) {
       return fail(s.message());
   }
   std::printf("%s: step %lld, %zu tensors (saved by %d rank(s)) -> %s%s%s; peak RSS %ld KiB\n",
-              path->c_str(), (long long)manifest->step, manifest->tensors.size(),
+              manifest->path.c_str(), (long long)manifest->step, manifest->tensors.size(),
               manifest->worldSize, model.c_str(), optimizer.empty() ? "" : ", ",
               optimizer.c_str(), peakRssKiB());
   return 0;

@@ -10,6 +10,7 @@
 
 #include "zrt/Bindings.h"
 #include "zrt/Checkpoint.h"
+#include "zrt/Checksum.h"
 #include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
 
@@ -86,8 +87,21 @@ std::vector<float> toF32(DType dtype, const uint8_t *src, size_t count) {
 
 } // namespace
 
-TrainingLog::TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar)
-    : totalSteps_(totalSteps), logEvery_(logEvery), progressBar_(progressBar) {}
+TrainingLog::TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar,
+                         std::string jsonPath)
+    : totalSteps_(totalSteps), logEvery_(logEvery), progressBar_(progressBar),
+      jsonPath_(std::move(jsonPath)) {}
+
+Status TrainingLog::flush() {
+  if (jsonPath_.empty() || written_ == json_.size())
+    return Status::ok();
+  const std::string text = json_.dump(2) + "\n";
+  ZRT_RETURN_IF_ERROR(writeFileAtomically(jsonPath_, [&](int fd) {
+    return writeAllToFd(fd, text.data(), text.size());
+  }));
+  written_ = json_.size();
+  return Status::ok();
+}
 
 std::string formatStepLine(const StepRecord &r, int64_t totalSteps) {
   char text[256];
@@ -130,7 +144,7 @@ void TrainingLog::drawBar(const StepRecord &r) {
   barShown_ = true;
 }
 
-void TrainingLog::record(const StepRecord &r) {
+Status TrainingLog::record(const StepRecord &r) {
   nlohmann::json entry = {{"step", r.step}, {"loss", r.loss}};
   if (r.gradNorm)
     entry["grad_norm"] = *r.gradNorm;
@@ -139,13 +153,15 @@ void TrainingLog::record(const StepRecord &r) {
   entry["time_s"] = r.seconds;
   entry["samples_per_s"] = r.samplesPerSecond;
   json_.push_back(std::move(entry));
-  if (r.step % logEvery_ == 0 || r.step == totalSteps_) {
+  const bool logged = r.step % logEvery_ == 0 || r.step == totalSteps_;
+  if (logged) {
     clearBar();
     std::printf("%s\n", formatStepLine(r, totalSteps_).c_str());
     std::fflush(stdout);
   }
   if (progressBar_)
     drawBar(r);
+  return logged ? flush() : Status::ok();
 }
 
 void TrainingLog::finish() { clearBar(); }
@@ -393,7 +409,12 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
   const int rank = comm.rank();
   Status mine = Status::ok();
   std::vector<SavedGlobal> plans[2];
+  // What this rank wrote, for the manifest: each file's size and checksum,
+  // each piece's checksum (by kind, then tensor name).
+  nlohmann::json wrote = {{"files", nlohmann::json::object()},
+                            {"pieces", nlohmann::json::object()}};
   for (bool parameters : {true, false}) {
+    const char *kind = parameters ? "model" : "optimizer";
     std::vector<SavedGlobal> &plan = plans[parameters ? 0 : 1];
     plan = planSavedGlobals(p, parameters);
     // Another stage's copy of a global (a tied parameter's) is not written,
@@ -417,17 +438,25 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
       }
     }
     if (mine.isOk()) {
-      std::string path = checkpointRankFile(tmp, parameters ? "model" : "optimizer", rank);
-      mine = writeSafetensors(path, tensors);
+      std::string path = checkpointRankFile(tmp, kind, rank);
+      SafetensorsDigest digest;
+      mine = writeSafetensors(path, tensors, &digest);
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd >= 0) {
         ::fsync(fd);
         ::close(fd);
       }
+      wrote["files"][kind] = {{"bytes", digest.fileBytes},
+                                {"xxh3", checksumHex(digest.fileXxh3)}};
+      nlohmann::json pieces = nlohmann::json::object();
+      for (size_t i = 0; i < tensors.size() && i < digest.tensorXxh3.size(); ++i)
+        pieces[tensors[i].name] = checksumHex(digest.tensorXxh3[i]);
+      wrote["pieces"][kind] = std::move(pieces);
     }
   }
-  // Rank 0 learns whether every rank's files are written.
-  std::vector<std::string> statuses = comm.gatherToRoot(mine.isOk() ? "" : mine.message());
+  // Rank 0 learns whether every rank's files are written, and their sums.
+  std::vector<std::string> reports = comm.gatherToRoot(
+      mine.isOk() ? wrote.dump() : nlohmann::json{{"error", mine.message()}}.dump());
   if (!root)
     return Status::ok();
   // A failed checkpoint leaves no directory behind, only the previous ones.
@@ -438,11 +467,16 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
   };
   if (!status.isOk())
     return discard(status);
-  for (size_t r = 0; r < statuses.size(); ++r)
-    if (!statuses[r].empty())
+  std::vector<nlohmann::json> ranks;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    nlohmann::json report = nlohmann::json::parse(reports[r], nullptr, false);
+    std::string error = report.is_discarded() ? "no report" : report.value("error", "");
+    if (!error.empty())
       return discard(Status::error(
           "--save-dir " + dir + ": rank " + std::to_string(r) +
-          " could not write its checkpoint files: " + statuses[r]));
+          " could not write its checkpoint files: " + error));
+    ranks.push_back(std::move(report));
+  }
   // The manifest last: a directory with one is complete.
   const int dp = p.dataParallelSize();
   std::vector<const SavedGlobal *> inProgramOrder;
@@ -456,32 +490,43 @@ Status saveCheckpoint(const Executor &executor, Communicator &comm,
   nlohmann::json tensors = nlohmann::json::array();
   for (const SavedGlobal *saved : inProgramOrder) {
     const GlobalDesc &g = p.globals[saved->global];
+    const char *kind = isSaved(g, true) ? "model" : "optimizer";
     nlohmann::json pieces = nlohmann::json::array();
     for (const CheckpointPiece &piece : saved->pieces)
       pieces.push_back({{"rank", piece.rank},
                         {"offset", piece.offset},
-                        {"count", piece.count}});
+                        {"count", piece.count},
+                        {"xxh3", ranks[size_t(piece.rank)]["pieces"][kind].value(
+                                     g.tensor, std::string())}});
     nlohmann::json entry = {{"name", g.tensor},
                             {"dtype", safetensorsDTypeName(g.dtype)},
                             {"shape", g.shape},
-                            {"kind", isSaved(g, true) ? "model" : "optimizer"},
+                            {"kind", kind},
                             {"pieces", pieces}};
     if (p.pipelined())
       entry["stages"] = saved->stages; // every stage holding a copy
     tensors.push_back(std::move(entry));
   }
-  nlohmann::json manifest = {{"format", "zero-checkpoint-2"},
+  nlohmann::json files = nlohmann::json::array();
+  for (int r = 0; r < int(ranks.size()); ++r)
+    for (const char *kind : {"model", "optimizer"})
+      files.push_back({{"name", checkpointRankFile("", kind, r).substr(1)},
+                       {"bytes", ranks[size_t(r)]["files"][kind].value("bytes", uint64_t(0))},
+                       {"xxh3", ranks[size_t(r)]["files"][kind].value("xxh3", "")}});
+  nlohmann::json manifest = {{"format", "zero-checkpoint-3"},
                              {"step", step},
                              {"data_position", step},
                              {"world_size", p.worldSize},
                              {"program", p.path},
                              {"scheduler", "the lr is a function of optimizer.step"},
                              {"rng", "rng.step in the optimizer files (Dropout masks)"},
-                             {"tensors", tensors}};
+                             {"tensor_count", tensors.size()},
+                             {"tensors", tensors},
+                             {"files", files}};
   if (p.pipelined())
     manifest["pipeline"] = {{"stages", p.worldSize / dp}, {"dp", dp}};
   Status written =
-      writeTextFile(tmp + "/manifest.json", manifest.dump(1) + "\n");
+      writeTextFile(tmp + "/manifest.json", sealCheckpointManifest(manifest));
   if (!written.isOk())
     return discard(written);
   syncDirectory(tmp);
@@ -515,10 +560,22 @@ Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir) {
   return info;
 }
 
-Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank) {
+Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank,
+                      int worldSize) {
   Expected<CheckpointManifest> manifest = readCheckpointManifest(checkpoint.path);
   if (!manifest)
     return manifest.status();
+  // The ranks share the checking of the files (sizes, checksums, the
+  // tensors each holds) before any of their bytes is used.
+  std::vector<std::string> problems = verifyCheckpointFiles(*manifest, rank, worldSize);
+  if (!problems.empty())
+    return Status::error(checkpoint.path + " is damaged: " + problems.front() +
+                         "; resume from another of its directory's step-NNNNNNNN "
+                         "checkpoints (--resume DIR/step-NNNNNNNN)");
+  if (manifest->formatVersion < 3 && rank == 0)
+    std::fprintf(stderr, "zero-run: warning: %s was written before checkpoints carried "
+                         "checksums: its data cannot be verified\n",
+                 checkpoint.path.c_str());
   CheckpointReader reader(*manifest);
   const Program &p = executor.program();
   const std::string other =

@@ -32,13 +32,20 @@ struct StepRecord {
 
 /// The per-step log of rank 0: a line on stdout every `logEvery` steps and
 /// at the last one, a progress bar on stderr when it is a terminal, and every
-/// step's record for --log-json.
+/// step's record for --log-json, whose file (`jsonPath`, when given) is
+/// rewritten (atomically) with the records so far at every logged line, so
+/// that a run ended by a failure or a kill keeps what it did.
 class TrainingLog {
 public:
-  TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar);
-  void record(const StepRecord &record);
+  TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar,
+              std::string jsonPath = "");
+  /// Adds a step's record; an error when the --log-json file is due and
+  /// cannot be written.
+  Status record(const StepRecord &record);
   /// Removes the progress bar.
   void finish();
+  /// Writes the --log-json file now, if records are missing from it.
+  Status flush();
   /// The --log-json document: an array of per-step objects.
   const nlohmann::json &json() const { return json_; }
 
@@ -47,6 +54,8 @@ private:
   void clearBar();
   int64_t totalSteps_, logEvery_;
   bool progressBar_, barShown_ = false;
+  std::string jsonPath_;
+  size_t written_ = 0; ///< records in the --log-json file
   nlohmann::json json_ = nlohmann::json::array();
 };
 
@@ -94,8 +103,11 @@ Expected<CheckpointInfo> readLatestCheckpoint(const std::string &dir);
 /// Loads a checkpoint's parameters and optimizer state into the executor's
 /// globals; whole tensors, so the world size and pipeline layout may differ
 /// from the saving one (each rank reads the globals its stage holds, of a
-/// sharded one its replica's elements).
-Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank);
+/// sharded one its replica's elements). First the ranks verify the
+/// checkpoint's files between them (`rank` of `worldSize` checks every
+/// worldSize-th): a damaged file fails the rank that checked it.
+Status loadCheckpoint(Executor &executor, const CheckpointInfo &checkpoint, int rank,
+                      int worldSize);
 
 } // namespace zrt
 

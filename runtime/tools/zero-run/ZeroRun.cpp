@@ -33,6 +33,7 @@
 #include "zrt/Watchdog.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -419,7 +420,9 @@ bool agree(Communicator &comm, const Status &local) {
   return false;
 }
 
-/// zero-run's own collectives, named in the watchdog's report.
+/// zero-run's own collectives, named in the watchdog's report. A watchdog
+/// tag is the step kind in its low byte and, during training, the optimizer
+/// step above it (controlTag).
 enum ControlStep : uint64_t {
   kAgreeOnProgram,
   kCompareHashes,
@@ -429,17 +432,36 @@ enum ControlStep : uint64_t {
   kGatherReports,
   kAgreeOnOutputs,
   kExchangeLoss,
+  kStartStep,
+  kCheckpoint,
+  kCompareCollectives,
 };
 const char *const kControlStepNames[] = {
     "agreement on the program (zero-run start-up)",
     "comparison of program and weights hashes (zero-run start-up)",
     "setup of the program's process groups (zero-run start-up)",
     "agreement on weights and inputs (zero-run start-up)",
-    "barrier before the run (zero-run start-up)",
+    "barrier before the run",
     "gathering of reports and traces (zero-run end)",
     "agreement on the outputs (zero-run end)",
-    "exchange of the step's loss between ranks (zero-run training)",
+    "exchange of the loss between ranks after training step",
+    "barrier before training step",
+    "writing of the --save-dir checkpoint of training step",
+    "comparison of the ranks' collectives (--check-collectives) after training step",
 };
+
+/// The watchdog tag of control step `kind` at training step `step` (0: none).
+uint64_t controlTag(ControlStep kind, int64_t step = 0) {
+  return uint64_t(kind) | uint64_t(step) << 8;
+}
+
+/// "barrier before training step 12": what a watchdog tag names.
+std::string describeControlTag(uint64_t tag) {
+  std::string name = kControlStepNames[tag & 0xff];
+  if (tag >> 8)
+    name += " " + std::to_string(tag >> 8);
+  return name;
+}
 
 /// "600", "2.5": seconds as given.
 std::string secondsString(double seconds) {
@@ -704,24 +726,33 @@ int failDuringRun(Communicator &comm, const Status &status) {
 int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t first,
                int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
                std::vector<double> &iterationBubbles, TrainingLog &log,
-               const std::function<Status(int64_t)> &checkpoint) {
+               const std::function<Status(int64_t)> &checkpoint,
+               std::atomic<int64_t> &currentStep) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
   const double samples = samplesPerStep(program);
+  // A failure keeps the steps done so far in --log-json (rank 0's).
+  auto stop = [&](const Status &status) {
+    log.finish();
+    if (Status flushed = log.flush(); !flushed.isOk())
+      printError(comm, flushed.message());
+    return failDuringRun(comm, status);
+  };
   for (int64_t step = first; step <= total; ++step) {
     if (data) {
       Status status = data->bindStep(executor, step - 1);
       if (!status.isOk())
-        return failDuringRun(comm, status);
+        return stop(status);
     }
     {
-      Watchdog::Scope watched(watchdog, 0, kStartRun);
+      Watchdog::Scope watched(watchdog, 0, controlTag(kStartStep, step));
       comm.barrier();
     }
+    currentStep = step;
     Status status = executor.run();
     if (!status.isOk())
-      return failDuringRun(comm, status);
+      return stop(status);
     double seconds = executor.stats().wallSeconds;
     iterationSeconds.push_back(seconds);
     if (program.pipelined())
@@ -729,13 +760,13 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
         iterationBubbles.push_back(b->bubble);
     Expected<float> loss = readScalarOutput(executor, training.loss);
     if (!loss)
-      return failDuringRun(comm, loss.status());
+      return stop(loss.status());
     // The logged loss is the mean over ranks, summed in rank order on rank
     // 0 (the same bits whatever the MPI library's reduction order), and the
     // step time the slowest rank's.
     double meanLoss = double(*loss);
     if (world > 1) {
-      Watchdog::Scope watched(watchdog, 0, kExchangeLoss);
+      Watchdog::Scope watched(watchdog, 0, controlTag(kExchangeLoss, step));
       double mine[2] = {double(*loss), seconds};
       std::vector<std::string> all = comm.gatherToRoot(
           std::string(reinterpret_cast<const char *>(mine), sizeof mine));
@@ -764,16 +795,18 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
       }
       status = comm.broadcastBytes(agreed, sizeof agreed, 0);
       if (!status.isOk())
-        return failDuringRun(comm, status);
+        return stop(status);
       meanLoss = agreed[0];
       seconds = agreed[1];
     }
     if (!std::isfinite(meanLoss)) {
       log.finish();
       if (comm.rank() == 0) {
+        Status flushed = log.flush();
         std::fprintf(stderr,
                      "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
-                     "stopped: nothing is saved or written\n",
+                     "stopped: nothing is saved; --log-json, if given, holds the "
+                     "steps before it\n",
                      (long long)step, std::isnan(meanLoss) ? "nan"
                                       : meanLoss > 0       ? "inf"
                                                            : "-inf",
@@ -781,6 +814,8 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
                      world > 1 ? (", mean over " + std::to_string(world) +
                                   " ranks").c_str()
                                : "");
+        if (!flushed.isOk())
+          printError(comm, flushed.message());
         std::fflush(stderr);
       }
       return 1;
@@ -788,7 +823,7 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
     if (checkpoint) {
       Status saved = checkpoint(step);
       if (!saved.isOk())
-        return failDuringRun(comm, saved);
+        return stop(saved);
     }
     if (comm.rank() != 0)
       continue;
@@ -803,10 +838,11 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
         continue;
       Expected<float> value = readScalarOutput(executor, *name);
       if (!value)
-        return failDuringRun(comm, value.status());
+        return stop(value.status());
       *target = double(*value);
     }
-    log.record(record);
+    if (Status logged = log.record(record); !logged.isOk())
+      return stop(logged);
   }
   log.finish();
   return 0;
@@ -823,8 +859,13 @@ struct RankRun {
   /// backend, else the world).
   Communicator &dataComm() { return rt.dataComm ? *rt.dataComm : comm; }
   /// Puts zero-run's own collective `step` under the watchdog until released.
-  std::unique_ptr<Watchdog::Scope> watch(ControlStep step) {
-    return std::make_unique<Watchdog::Scope>(watchdog.get(), 0, step);
+  std::unique_ptr<Watchdog::Scope> watch(ControlStep kind, int64_t step = 0) {
+    return std::make_unique<Watchdog::Scope>(watchdog.get(), 0, controlTag(kind, step));
+  }
+  /// " (during training step 12)" while a training step runs, else "".
+  std::string stepContext() const {
+    const int64_t step = currentStep.load();
+    return step > 0 ? " (during training step " + std::to_string(step) + ")" : "";
   }
   /// Whether the program trains (each run is one optimizer step).
   bool training() { return program->training.has_value(); }
@@ -846,6 +887,10 @@ struct RankRun {
   int64_t firstStep = 1;
   std::vector<double> iterationSeconds, iterationBubbles;
   std::unique_ptr<TrainingLog> trainingLog;
+  /// The training step running (for the watchdogs' messages); 0 outside.
+  std::atomic<int64_t> currentStep{0};
+  /// Rank 0's lock on --save-dir, held for the whole run.
+  std::unique_ptr<DirectoryLock> saveDirLock;
 };
 
 /// The watchdog of zero-run's own collectives, which get the same time limit
@@ -857,7 +902,7 @@ std::unique_ptr<Watchdog> startWatchdog(Communicator &comm,
   return std::make_unique<Watchdog>(
       opts.timeout, 1, [&comm, &opts](size_t, uint64_t step) {
         printError(comm, "rank " + std::to_string(comm.rank()) +
-                             ": collective " + kControlStepNames[step] +
+                             ": collective " + describeControlTag(step) +
                              " did not complete within " +
                              secondsString(opts.timeout) +
                              " s; a rank may have stopped or be running a "
@@ -879,6 +924,33 @@ int kernelThreads(const Options &opts, const Communicator &comm) {
                  "(results are the same, only slower)\n",
                  comm.rank(), threads, allowed);
   return threads;
+}
+
+/// Before any work: every output can be created when its time comes (rank
+/// 0 writes the files; every rank writes into --save-dir), and rank 0 holds
+/// --save-dir's lock for the whole run, so a second job on the same
+/// directory fails now, naming the first.
+Status checkOutputsCreatable(RankRun &run) {
+  const Options &opts = run.opts;
+  if (run.comm.rank() == 0)
+    for (const auto &[flag, path] : {std::pair<const char *, std::string>{"--output", opts.output},
+                                     {"--report-json", opts.reportJson},
+                                     {"--trace", opts.trace},
+                                     {"--log-json", opts.logJson},
+                                     {"--save", opts.save},
+                                     {"--save-optimizer", opts.saveOptimizer}})
+      if (!path.empty())
+        ZRT_RETURN_IF_ERROR(checkCreatable(flag, path));
+  if (opts.saveDir.empty())
+    return Status::ok();
+  ZRT_RETURN_IF_ERROR(checkCreatableDirectory("--save-dir", opts.saveDir));
+  if (run.comm.rank() != 0)
+    return Status::ok();
+  Expected<std::unique_ptr<DirectoryLock>> lock = DirectoryLock::acquire("--save-dir", opts.saveDir);
+  if (!lock)
+    return lock.status();
+  run.saveDirLock = std::move(*lock);
+  return Status::ok();
 }
 
 /// Phase 1 on this rank: the backend, the program (compiled for this world
@@ -910,7 +982,7 @@ Status openProgram(RankRun &run, int threads, bool &usageError) {
     if (!run.weightsFile)
       return run.weightsFile.status();
   }
-  return Status::ok();
+  return checkOutputsCreatable(run);
 }
 
 /// Phase 1: every rank opens the program, the backend and the weights
@@ -972,7 +1044,7 @@ int createExecutor(RankRun &run) {
     run.program->useInOrderPlan();
   // Through the data communicator: NCCL's aborts its communicators first.
   execOptions.onTimeout = [&run](const Status &error) {
-    printError(run.comm, error.message());
+    printError(run.comm, error.message() + run.stepContext());
     run.dataComm().abortJob(1);
   };
   // A failure may leave other ranks inside a collective with this one (and
@@ -1019,7 +1091,9 @@ Status planTrainingSteps(RankRun &run) {
                            " holds (" + std::to_string(run.data->steps()) +
                            ")");
     run.totalSteps = opts.steps > 0 ? opts.steps : run.data->steps();
-    return Status::ok();
+    // Token ids out of an embedding's range are a data error, found now
+    // rather than at their step (or silently wrapped, as ONNX Gather would).
+    return run.data->checkTokenIds(run.totalSteps);
   }
   run.totalSteps = opts.steps > 0 ? opts.steps : 1;
   if (opts.inputs.empty() && !program.inputs.empty()) {
@@ -1049,7 +1123,8 @@ Status resumeFromCheckpoint(RankRun &run) {
                          ": the checkpoint is at step " +
                          std::to_string(ckpt->step) + ", --steps " +
                          std::to_string(run.totalSteps) + " asks for no more");
-  Status status = loadCheckpoint(*run.executor, *ckpt, run.comm.rank());
+  Status status =
+      loadCheckpoint(*run.executor, *ckpt, run.comm.rank(), run.comm.worldSize());
   run.firstStep = ckpt->step + 1;
   return status;
 }
@@ -1079,7 +1154,7 @@ int bindWeightsAndInputs(RankRun &run) {
 Status checkAndSaveStep(RankRun &run, int64_t step) {
   const Options &opts = run.opts;
   if (opts.checkCollectives) {
-    auto watched = run.watch(kExchangeLoss);
+    auto watched = run.watch(kCompareCollectives, step);
     Status same = checkCollectiveCounts(run.comm, run.dataComm(), step);
     if (!agree(run.comm, same))
       run.comm.abortJob(1);
@@ -1088,6 +1163,7 @@ Status checkAndSaveStep(RankRun &run, int64_t step) {
       (step != run.totalSteps &&
        (opts.saveEvery == 0 || step % opts.saveEvery != 0)))
     return Status::ok();
+  auto watched = run.watch(kCheckpoint, step);
   return saveCheckpoint(*run.executor, run.comm, opts.saveDir, step);
 }
 
@@ -1098,14 +1174,15 @@ int runTraining(RankRun &run) {
   Communicator &comm = run.comm;
   run.trainingLog = std::make_unique<TrainingLog>(
       run.totalSteps, opts.logEvery,
-      comm.rank() == 0 && isatty(STDERR_FILENO) == 1);
+      comm.rank() == 0 && isatty(STDERR_FILENO) == 1,
+      comm.rank() == 0 ? opts.logJson : std::string());
   std::function<Status(int64_t)> checkpoint;
   if (!opts.saveDir.empty() || opts.checkCollectives)
     checkpoint = [&run](int64_t step) { return checkAndSaveStep(run, step); };
   return trainSteps(comm, *run.executor, run.data ? &*run.data : nullptr,
                     run.firstStep, run.totalSteps, run.watchdog.get(),
                     run.iterationSeconds, run.iterationBubbles,
-                    *run.trainingLog, checkpoint);
+                    *run.trainingLog, checkpoint, run.currentStep);
 }
 
 /// Phase 3 of a forward program: --warmup untimed runs then --repeat timed
