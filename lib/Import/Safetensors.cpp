@@ -19,6 +19,9 @@
 #include <cstring>
 #include <fstream>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 using namespace zero;
 using namespace zero::import;
 
@@ -126,9 +129,49 @@ private:
   std::vector<WeightRef> weights_;
 };
 
+/// The XXH3-64 of an initializer's bytes, as 16 hex digits (zero-run checks
+/// it when it loads the file: zrt/TensorFile.h). External data is read once
+/// more for it; an error message when a tensor's bytes cannot be had.
+static std::string checksumOf(const WeightRef &w, uint64_t n, std::string &error) {
+  char hex[17];
+  auto format = [&](uint64_t v) {
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)v);
+    return std::string(hex);
+  };
+  if (w.externalPath.empty()) {
+    if (w.proto->has_raw_data())
+      return format(XXH3_64bits(w.proto->raw_data().data(), w.proto->raw_data().size()));
+    std::string bytes = tensorProtoBytes(*w.proto);
+    return format(XXH3_64bits(bytes.data(), bytes.size()));
+  }
+  std::ifstream in(w.externalPath, std::ios::binary);
+  if (!in) {
+    error = "cannot read external data '" + w.externalPath + "' of '" + w.name + "'";
+    return "";
+  }
+  in.seekg(std::streamoff(w.externalOffset));
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  std::vector<char> chunk(1 << 20);
+  for (uint64_t left = n; left;) {
+    size_t step = size_t(std::min<uint64_t>(left, chunk.size()));
+    in.read(chunk.data(), std::streamsize(step));
+    if (size_t(in.gcount()) != step) {
+      error = "external data '" + w.externalPath + "' ends before the " + std::to_string(n) +
+              " bytes of '" + w.name + "' at offset " + std::to_string(w.externalOffset);
+      return "";
+    }
+    XXH3_64bits_update(&state, chunk.data(), step);
+    left -= step;
+  }
+  return format(XXH3_64bits_digest(&state));
+}
+
 std::string SafetensorsWeights::writeSafetensors(llvm::raw_ostream &out) const {
-  // Header: name -> dtype, shape, [begin, end) within the data section.
+  // Header: name -> dtype, shape, [begin, end) within the data section; each
+  // tensor's checksum in the metadata ("xxh3.NAME").
   llvm::json::Object header;
+  llvm::json::Object metadata{{"format", "pt"}, {"producer", "zero-opt"}};
   uint64_t offset = 0;
   for (const WeightRef &w : weights_) {
     uint64_t n = byteSize(w);
@@ -140,8 +183,13 @@ std::string SafetensorsWeights::writeSafetensors(llvm::raw_ostream &out) const {
         {"shape", std::move(shape)},
         {"data_offsets", llvm::json::Array{offset, offset + n}}};
     offset += n;
+    std::string error;
+    std::string sum = checksumOf(w, n, error);
+    if (!error.empty())
+      return error;
+    metadata["xxh3." + w.name] = sum;
   }
-  header["__metadata__"] = llvm::json::Object{{"format", "pt"}, {"producer", "zero-opt"}};
+  header["__metadata__"] = std::move(metadata);
   std::string headerText;
   llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
   while (headerText.size() % 8)

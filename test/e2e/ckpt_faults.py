@@ -3,6 +3,9 @@
 fixture's loss model): what must be refused, and what must survive.
 
   - A clean checkpoint passes `zero-ckpt verify`, consolidates, and resumes.
+  - Weights files (zero-opt --weights-out, zero-run --save) carry per-tensor checksums
+    in their metadata: they verify, and a damaged one is refused by zero-run --weights
+    (before step 1) and by `zero-ckpt verify FILE`, naming the tensor.
   - Damaged rank files (1e4 written into ten elements of a tensor, two flipped bytes at
     seeded random places, a flipped header byte, a truncated file) are refused by
     --resume, `zero-ckpt consolidate` and `zero-ckpt verify`, each naming the file (and
@@ -133,6 +136,25 @@ def all_refuse(c, prog, ck, what, must):
     refused(c, f"{what}: zero-ckpt consolidate refuses", r, must, outputs=[out])
     r = c.ckpt_tool("verify", ck)
     refused(c, f"{what}: zero-ckpt verify refuses", r, must)
+
+
+def weights_cases(c, prog):
+    for f in (prog[1], c.work / "w4.safetensors"):
+        r = c.ckpt_tool("verify", f)
+        c.check(r.returncode == 0 and "every checksum matches" in r.stdout,
+                f"{Path(f).name} (written by {'zero-opt' if f == prog[1] else 'zero-run --save'}) "
+                "verifies", r.stdout + r.stderr)
+    bad = c.work / "damaged_init.safetensors"
+    hdr, start = header(prog[1])
+    name = sorted(k for k in hdr if k != "__metadata__")[-1]
+    raw = bytearray(Path(prog[1]).read_bytes())
+    raw[start + hdr[name]["data_offsets"][0] + 1] ^= 0x04
+    bad.write_bytes(bytes(raw))
+    r, _ = c.zrun((prog[0], bad), ["--steps", "2"])
+    refused(c, "zero-run refuses a damaged --weights file before step 1", r,
+            [bad.name, f'"{name}"', "does not match the checksum"], forbid=["step 1/"])
+    r = c.ckpt_tool("verify", bad)
+    refused(c, "zero-ckpt verify refuses it too", r, [bad.name, f'"{name}"'])
 
 
 def damage_cases(c, prog, ck):
@@ -360,6 +382,7 @@ def main():
         r, _ = c.zrun(prog, ["--steps", "6", "--resume", str(ck)])
         c.check(r.returncode == 0 and "step 5/6" in r.stdout, "and resumes",
                 r.stdout + r.stderr)
+        weights_cases(c, prog)
         damage_cases(c, prog, ck)
         manifest_cases(c, prog, ck)
         output_cases(c, prog)

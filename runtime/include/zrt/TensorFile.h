@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,12 +67,23 @@ public:
               uint64_t bytes, void *dst) const;
   /// Total bytes read() has read so far.
   uint64_t bytesRead() const { return bytesRead_->load(); }
+  /// The header's "__metadata__" strings.
+  const std::map<std::string, std::string> &metadata() const { return metadata_; }
+  /// How many tensors have a checksum in the metadata ("xxh3.NAME": 16 hex
+  /// digits, as writeSafetensorsWithChecksums and zero-opt --weights-out
+  /// write them).
+  size_t numChecksums() const;
+  /// Reads the tensors with index `first` modulo `stride` (all by default)
+  /// that have a checksum and compares: an error names the file and the
+  /// damaged tensor.
+  Status verifyChecksums(size_t first = 0, size_t stride = 1) const;
 
 private:
   SafetensorsFile() = default;
   std::string path_;
   int fd_ = -1;
   std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
   std::unique_ptr<std::atomic<uint64_t>> bytesRead_;
 };
 
@@ -108,7 +120,8 @@ public:
 private:
   friend Status writeSafetensorsStreamed(const std::string &,
                                          const std::vector<StreamedTensor> &,
-                                         SafetensorsDigest *);
+                                         SafetensorsDigest *,
+                                         const std::map<std::string, std::string> &);
   TensorSink(int fd, Xxh3Stream *file) : fd_(fd), file_(file) {}
   int fd_;
   Xxh3Stream *file_, *tensor_ = nullptr;
@@ -124,11 +137,24 @@ struct StreamedTensor {
   std::function<bool(TensorSink &)> write;
 };
 
+/// The bytes a safetensors file of `tensors` starts with: the 8-byte header
+/// length and the JSON header, padded to 8 bytes.
+std::string safetensorsPrefix(const std::vector<StreamedTensor> &tensors,
+                              const std::map<std::string, std::string> &metadata = {});
+
 /// Writes a safetensors file whose tensors' bytes come from their callbacks,
 /// in the given order (atomically, as writeSafetensors, with `digest` too).
 Status writeSafetensorsStreamed(const std::string &path,
                                 const std::vector<StreamedTensor> &tensors,
-                                SafetensorsDigest *digest = nullptr);
+                                SafetensorsDigest *digest = nullptr,
+                                const std::map<std::string, std::string> &metadata = {});
+
+/// Writes `tensors` as writeSafetensors does, with each tensor's XXH3-64 in
+/// the header's metadata ("xxh3.NAME"), so that whoever reads the file later
+/// (zero-run --weights, zero-ckpt verify) can check it. zero-run's --save and
+/// --save-optimizer files are written so.
+Status writeSafetensorsWithChecksums(const std::string &path,
+                                     const std::vector<NamedTensor> &tensors);
 
 /// A whole .npy array in memory.
 struct NpyArray {

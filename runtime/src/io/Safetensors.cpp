@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <thread>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,7 +55,7 @@ Expected<DType> parseSafetensorsDType(const std::string &name) {
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
     : path_(std::move(other.path_)), fd_(other.fd_),
-      entries_(std::move(other.entries_)),
+      entries_(std::move(other.entries_)), metadata_(std::move(other.metadata_)),
       bytesRead_(std::move(other.bytesRead_)) {
   other.fd_ = -1;
 }
@@ -65,6 +67,7 @@ SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
     path_ = std::move(other.path_);
     fd_ = other.fd_;
     entries_ = std::move(other.entries_);
+    metadata_ = std::move(other.metadata_);
     bytesRead_ = std::move(other.bytesRead_);
     other.fd_ = -1;
   }
@@ -130,8 +133,13 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
 
   uint64_t dataStart = 8 + headerLen, dataSize = fileSize - dataStart;
   for (auto it = json.begin(); it != json.end(); ++it) {
-    if (it.key() == "__metadata__")
+    if (it.key() == "__metadata__") {
+      if (it.value().is_object())
+        for (auto m = it.value().begin(); m != it.value().end(); ++m)
+          if (m.value().is_string())
+            file.metadata_[m.key()] = m.value().get<std::string>();
       continue;
+    }
     const nlohmann::json &t = it.value();
     std::string where = path + ": tensor \"" + it.key() + "\": ";
     if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() ||
@@ -213,12 +221,12 @@ bool TensorSink::write(const void *data, uint64_t bytes) {
   return writeAllToFd(fd_, data, bytes);
 }
 
-Status writeSafetensorsStreamed(const std::string &path,
-                                const std::vector<StreamedTensor> &tensors,
-                                SafetensorsDigest *digest) {
+std::string safetensorsPrefix(const std::vector<StreamedTensor> &tensors,
+                              const std::map<std::string, std::string> &metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  std::vector<uint64_t> sizes;
   for (const StreamedTensor &t : tensors) {
     uint64_t numel = 1;
     for (int64_t d : t.shape)
@@ -228,12 +236,29 @@ Status writeSafetensorsStreamed(const std::string &path,
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    sizes.push_back(bytes);
   }
   std::string text = header.dump();
   // Pad with spaces so the data starts 8-byte aligned, as the reference
   // implementation does.
   text.append((8 - (text.size() % 8)) % 8, ' ');
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    prefix[size_t(i)] = char(uint8_t(uint64_t(text.size()) >> (8 * i)));
+  return prefix + text;
+}
+
+Status writeSafetensorsStreamed(const std::string &path,
+                                const std::vector<StreamedTensor> &tensors,
+                                SafetensorsDigest *digest,
+                                const std::map<std::string, std::string> &metadata) {
+  const std::string prefix = safetensorsPrefix(tensors, metadata);
+  std::vector<uint64_t> sizes;
+  for (const StreamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    sizes.push_back(numel * dtypeSize(t.dtype));
+  }
   // The checksums are kept as the bytes go out: no second pass over them.
   std::optional<Xxh3Stream> fileHash;
   if (digest) {
@@ -242,10 +267,7 @@ Status writeSafetensorsStreamed(const std::string &path,
   }
   Status written = writeFileAtomically(path, [&](int fd) {
     TensorSink sink(fd, fileHash ? &*fileHash : nullptr);
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i)
-      len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-    if (!sink.write(len, 8) || !sink.write(text.data(), text.size()))
+    if (!sink.write(prefix.data(), prefix.size()))
       return false;
     for (size_t i = 0; i < tensors.size(); ++i) {
       std::optional<Xxh3Stream> tensorHash;
@@ -275,7 +297,89 @@ Status writeSafetensors(const std::string &path,
                         const std::vector<NamedTensor> &tensors,
                         SafetensorsDigest *digest) {
   std::vector<StreamedTensor> streamed;
+  std::vector<uint64_t> sizes;
   streamed.reserve(tensors.size());
+  for (const NamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    sizes.push_back(numel * dtypeSize(t.dtype));
+    streamed.push_back({t.name, t.dtype, t.shape, [&t, bytes = sizes.back()](TensorSink &sink) {
+                          return sink.write(t.data, bytes);
+                        }});
+  }
+  if (!digest)
+    return writeSafetensorsStreamed(path, streamed);
+  // The tensors are in memory: their checksums are taken on a thread of its
+  // own from the bytes being written, while the write (and its fsync) goes
+  // on, so they add next to nothing to a checkpoint's time.
+  const std::string prefix = safetensorsPrefix(streamed);
+  SafetensorsDigest sums;
+  std::thread hasher([&] {
+    Xxh3Stream file;
+    file.update(prefix.data(), prefix.size());
+    sums.fileBytes = prefix.size();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Xxh3Stream tensor;
+      const char *p = static_cast<const char *>(tensors[i].data);
+      for (uint64_t b = 0; b < sizes[i]; b += 1u << 16) {
+        const size_t n = size_t(std::min<uint64_t>(sizes[i] - b, 1u << 16));
+        tensor.update(p + b, n);
+        file.update(p + b, n);
+      }
+      sums.tensorXxh3.push_back(tensor.digest());
+      sums.fileBytes += sizes[i];
+    }
+    sums.fileXxh3 = file.digest();
+  });
+  Status written = writeSafetensorsStreamed(path, streamed);
+  hasher.join();
+  if (written.isOk())
+    *digest = std::move(sums);
+  return written;
+}
+
+std::string tensorChecksumKey(const std::string &tensor) { return "xxh3." + tensor; }
+
+size_t SafetensorsFile::numChecksums() const {
+  size_t n = 0;
+  for (const SafetensorsEntry &e : entries_)
+    n += metadata_.count(tensorChecksumKey(e.name));
+  return n;
+}
+
+Status SafetensorsFile::verifyChecksums(size_t first, size_t stride) const {
+  for (size_t i = first; i < entries_.size(); i += std::max<size_t>(1, stride)) {
+    const SafetensorsEntry &e = entries_[i];
+    auto it = metadata_.find(tensorChecksumKey(e.name));
+    if (it == metadata_.end())
+      continue;
+    std::optional<uint64_t> want = parseChecksumHex(it->second);
+    if (!want)
+      return Status::error(path_ + ": the checksum of tensor \"" + e.name +
+                           "\" in its metadata is not 16 hex digits");
+    Expected<uint64_t> got = xxh3OfFileRange(fd_, e.fileOffset, e.bytes, path_);
+    if (!got)
+      return got.status();
+    if (*got != *want)
+      return Status::error(path_ + ": tensor \"" + e.name +
+                           "\" does not match the checksum its writer recorded in the "
+                           "file's metadata: the file is damaged");
+  }
+  return Status::ok();
+}
+
+Status writeSafetensorsWithChecksums(const std::string &path,
+                                     const std::vector<NamedTensor> &tensors) {
+  std::map<std::string, std::string> metadata;
+  for (const NamedTensor &t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= uint64_t(d);
+    metadata[tensorChecksumKey(t.name)] =
+        checksumHex(xxh3(t.data, size_t(numel * dtypeSize(t.dtype))));
+  }
+  std::vector<StreamedTensor> streamed;
   for (const NamedTensor &t : tensors)
     streamed.push_back({t.name, t.dtype, t.shape, [&t](TensorSink &sink) {
                           uint64_t numel = 1;
@@ -283,7 +387,7 @@ Status writeSafetensors(const std::string &path,
                             numel *= uint64_t(d);
                           return sink.write(t.data, numel * dtypeSize(t.dtype));
                         }});
-  return writeSafetensorsStreamed(path, streamed, digest);
+  return writeSafetensorsStreamed(path, streamed, nullptr, metadata);
 }
 
 } // namespace zrt

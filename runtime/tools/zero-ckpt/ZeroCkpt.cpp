@@ -1,7 +1,7 @@
 //===- ZeroCkpt.cpp - zero-ckpt: checkpoint tools -------------------------===//
 //
 //   zero-ckpt consolidate DIR -o model.safetensors [--optimizer opt.safetensors]
-//   zero-ckpt verify DIR
+//   zero-ckpt verify DIR | FILE.safetensors
 //
 // DIR is a zero-run --save-dir (its newest checkpoint, DIR/latest) or one
 // checkpoint directory. consolidate streams the ranks' pieces of every
@@ -15,6 +15,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/Checkpoint.h"
+#include "zrt/TensorFile.h"
+
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,12 +30,13 @@ namespace {
 
 const char *kUsage =
     "usage: zero-ckpt consolidate DIR -o MODEL.safetensors [--optimizer OPT.safetensors]\n"
-    "       zero-ckpt verify DIR\n"
+    "       zero-ckpt verify DIR | FILE.safetensors\n"
     "  DIR: a zero-run --save-dir (its newest checkpoint) or one checkpoint directory\n"
     "  -o FILE            the trained parameters, whole, under their initializer names\n"
     "  --optimizer FILE   the optimizer state and counters, whole\n"
     "  verify             checks the manifest and every file's size, checksum and\n"
-    "                     tensors; exit status 1 names each damaged file and tensor\n";
+    "                     tensors; exit status 1 names each damaged file and tensor;\n"
+    "                     of a weights file, the checksums in its metadata\n";
 
 /// This process's peak resident set (VmHWM, kB), or -1.
 long peakRssKiB() {
@@ -76,9 +80,28 @@ zrt::Expected<zrt::CheckpointManifest> openVerified(const std::string &dir) {
   return manifest;
 }
 
+/// verify FILE.safetensors: the checksums its writer put in its metadata.
+int verifyFile(const std::string &path) {
+  zrt::Expected<zrt::SafetensorsFile> file = zrt::SafetensorsFile::open(path);
+  if (!file)
+    return fail(file.status().message());
+  if (file->numChecksums() == 0)
+    return fail(path + " carries no checksums (only zero-opt --weights-out and zero-run "
+                "--save / --save-optimizer files do): nothing to verify");
+  zrt::Status s = file->verifyChecksums();
+  if (!s.isOk())
+    return fail(s.message());
+  std::printf("%s: %zu tensors, %zu with checksums: every checksum matches\n", path.c_str(),
+              file->entries().size(), file->numChecksums());
+  return 0;
+}
+
 int verify(int argc, char **argv) {
   if (argc != 3 || argv[2][0] == '-')
     return fail("verify needs exactly one DIR\n" + std::string(kUsage), 2);
+  struct stat st {};
+  if (::stat(argv[2], &st) == 0 && S_ISREG(st.st_mode))
+    return verifyFile(argv[2]);
   zrt::Expected<zrt::CheckpointManifest> manifest = openVerified(argv[2]);
   if (!manifest)
     return fail(manifest.status().message());

@@ -355,7 +355,7 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
   ZRT_RETURN_IF_ERROR(failed);
   // `storage` does not reallocate the byte vectors' data when it grows, so
   // the pointers above stay valid.
-  return root ? writeSafetensors(path, tensors) : Status::ok();
+  return root ? writeSafetensorsWithChecksums(path, tensors) : Status::ok();
 }
 
 namespace {

@@ -70,7 +70,8 @@ Expected<float> readScalarOutput(const Executor &executor,
 
 /// Writes every Parameter global as f32 (`parameters`), or every
 /// OptimizerState and Counter global in its own dtype, under its tensor name
-/// and full shape, to a safetensors file at `path` (atomically). Every rank
+/// and full shape, to a safetensors file at `path` (atomically, each tensor's
+/// checksum in its metadata: writeSafetensorsWithChecksums). Every rank
 /// calls it: a sharded global's shards are gathered to rank 0 (rank-major,
 /// the padding dropped), which writes the file. In a pipeline program each
 /// global comes from the first stage holding it, and it fails if another

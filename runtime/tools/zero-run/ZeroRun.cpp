@@ -1134,9 +1134,15 @@ Status resumeFromCheckpoint(RankRun &run) {
 /// loaded. Returns 0, else the exit code.
 int bindWeightsAndInputs(RankRun &run) {
   const Options &opts = run.opts;
-  Status status = run.weightsFile ? loadGlobals(*run.executor, *run.weightsFile,
-                                                run.comm.rank(), &run.weights)
-                                  : zeroStateGlobals(*run.executor);
+  // A weights file with checksums (zero-opt --weights-out, zero-run --save)
+  // is checked first, the ranks sharing its tensors.
+  Status status = run.weightsFile ? run.weightsFile->verifyChecksums(
+                                        size_t(run.comm.rank()), size_t(run.comm.worldSize()))
+                                  : Status::ok();
+  if (status.isOk())
+    status = run.weightsFile ? loadGlobals(*run.executor, *run.weightsFile, run.comm.rank(),
+                                           &run.weights)
+                             : zeroStateGlobals(*run.executor);
   const bool training = run.training();
   if (status.isOk() && training)
     status = planTrainingSteps(run);
