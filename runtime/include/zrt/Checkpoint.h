@@ -119,7 +119,9 @@ private:
 };
 
 /// Writes the tensors of `kind` whole, under their names, to a safetensors
-/// file at `out`, streaming: at most `chunkBytes` of tensor data in memory.
+/// file at `out`, streaming: at most `chunkBytes` of tensor data in memory;
+/// each tensor's checksum in the metadata, as zero-run --save writes them
+/// (a first pass over the pieces).
 Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::string &kind,
                              const std::string &out, uint64_t chunkBytes = 16u << 20);
 

@@ -149,6 +149,9 @@ Status writeSafetensorsStreamed(const std::string &path,
                                 SafetensorsDigest *digest = nullptr,
                                 const std::map<std::string, std::string> &metadata = {});
 
+/// "xxh3.NAME": the metadata key of tensor NAME's checksum.
+std::string tensorChecksumKey(const std::string &tensor);
+
 /// Writes `tensors` as writeSafetensors does, with each tensor's XXH3-64 in
 /// the header's metadata ("xxh3.NAME"), so that whoever reads the file later
 /// (zero-run --weights, zero-ckpt verify) can check it. zero-run's --save and

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -432,7 +433,25 @@ Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::stri
                          return true;
                        }});
   }
-  Status written = writeSafetensorsStreamed(out, tensors);
+  // Each whole tensor's checksum goes into the file's metadata, as zero-run
+  // --save writes it (so the file checks itself wherever it is loaded): one
+  // pass over the pieces before the header is written.
+  std::map<std::string, std::string> metadata;
+  for (const CheckpointTensor &t : manifest.tensors) {
+    if (t.kind != kind)
+      continue;
+    const uint64_t elem = dtypeSize(t.dtype);
+    const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
+    Xxh3Stream hash;
+    for (uint64_t b = 0; b < t.numel(); b += step) {
+      uint64_t e = std::min(t.numel(), b + step);
+      buffer.resize(size_t((e - b) * elem));
+      ZRT_RETURN_IF_ERROR(reader.read(t, b, e, buffer.data()));
+      hash.update(buffer.data(), buffer.size());
+    }
+    metadata[tensorChecksumKey(t.name)] = checksumHex(hash.digest());
+  }
+  Status written = writeSafetensorsStreamed(out, tensors, nullptr, metadata);
   if (!failure.isOk())
     return failure;
   return written;
