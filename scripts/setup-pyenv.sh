@@ -2,7 +2,8 @@
 # Creates the Python virtualenv used only by fixture export and benchmark scripts
 # (never by zero-opt or zero-run). It lives in the build tree: build/pyenv.
 # Usage: scripts/setup-pyenv.sh [full|test]
-#   test: numpy + onnx + onnxruntime + safetensors (what test drivers need)
+#   test: numpy + onnx + onnxruntime + safetensors + onnxconverter-common (what test
+#         drivers need; the last converts fixtures to fp16 for the 16-bit tests)
 #   full: also torch + transformers (what test/models/export.py needs)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,11 +11,13 @@ VENV="${ZERO_PYENV:-$ROOT/build/pyenv}"
 MODE="${1:-test}"
 PY="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-want=(numpy onnx onnxruntime safetensors)
+# PACKAGE[:MODULE] when the module's name differs from the package's.
+want=(numpy onnx onnxruntime safetensors onnxconverter-common:onnxconverter_common)
 [ "$MODE" = full ] && want+=(torch transformers onnxscript)
 need=()
 for p in "${want[@]}"; do
-  "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$p') is None)" 2>/dev/null || need+=("$p")
+  m="${p#*:}"; p="${p%%:*}"
+  "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$m') is None)" 2>/dev/null || need+=("$p")
 done
 if ((${#need[@]})); then
   "$VENV/bin/pip" install -q --disable-pip-version-check "${need[@]}"

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CpuHalf.h"
 #include "zrt/Backend.h"
 
 #include "cpu/HostEvent.h"
@@ -119,6 +120,8 @@ class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int numThreads) : pool_(numThreads) {
     registerCpuKernels(kernels_);
+    // f16 / bf16 operands: widened to f32 around the kernels that compute.
+    cpu::widenHalfKernels(kernels_);
     // OpenBLAS stays single-threaded: the MatMul kernels split products over
     // this pool, and OpenBLAS's own spinning threads would fight it.
     openblas_set_num_threads(1);

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""16-bit models end to end: fixtures converted to fp16 (onnxconverter-common, the
+converter onnxruntime's tools use) and to bf16 (the same graph, bf16 where it has
+fp16, initializers rounded from the fp32 originals to nearest even), compiled by
+zero-opt and run by zero-run (f16/bf16 storage, f32 arithmetic).
+
+Checked per fixture and type:
+  * outputs against the fp32 model's onnxruntime outputs (the stored reference), within
+    a tolerance taken from onnxruntime itself: 4x onnxruntime's own fp16-vs-fp32 error
+    on the same model (at least half an fp16 ulp at the output's scale); bf16 keeps 8
+    significant bits to fp16's 11, so its tolerance is 8x fp16's;
+  * the same bits at --threads 1 and 3;
+  * with --zero: the ZeRO-3 run over 2 ranks (16-bit shards gathered) bit-identical
+    to the 1-rank run.
+A fixture whose fp16 conversion onnxruntime itself refuses (the converter keeps a
+Cast to f32 whose consumers it converted: Llama's RMSNorm) is skipped, saying so.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, numpy_helper
+
+ENV = dict(os.environ)
+ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+U16 = 2.0 ** -11  # fp16's unit roundoff
+
+
+def bf16_bits(a):
+    """f32 -> bf16 bits, round to nearest even (NaN stays NaN)."""
+    b = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(a, np.float32))
+    r[nan] = 0x7FC0
+    return r
+
+
+def bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+# safetensors with BF16 (numpy has no bfloat16: kept as uint16 bits).
+def write_st(path, tensors):
+    header, blobs, off = {}, [], 0
+    for k, (dt, a) in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    Path(path).write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_st(path):
+    raw = Path(path).read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        data = raw[8 + n + b:8 + n + e]
+        dt = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+              "I32": np.int32, "BOOL": np.bool_}[v["dtype"]]
+        a = np.frombuffer(data, dt).reshape(v["shape"])
+        out[k] = (v["dtype"], a)
+    return out
+
+
+def as_f32(dt, a):
+    return bf16_to_f32(a) if dt == "BF16" else a.astype(np.float32)
+
+
+def to_bf16(m32, m16):
+    """m16 with bf16 wherever it has fp16; initializers rounded from m32's values."""
+    m = onnx.ModelProto()
+    m.CopyFrom(m16)
+    orig = {t.name: numpy_helper.to_array(t) for t in m32.graph.initializer}
+
+    def retype(t, values):
+        t.ClearField("float_data")
+        t.ClearField("int32_data")
+        t.data_type = TensorProto.BFLOAT16
+        t.raw_data = bf16_bits(values).tobytes()
+
+    for t in m.graph.initializer:
+        if t.data_type == TensorProto.FLOAT16:
+            retype(t, orig.get(t.name, numpy_helper.to_array(t)).astype(np.float32))
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.elem_type == TensorProto.FLOAT16:
+            tt.elem_type = TensorProto.BFLOAT16
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.name == "to" and a.i == TensorProto.FLOAT16:
+                a.i = TensorProto.BFLOAT16
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT16:
+                retype(a.t, numpy_helper.to_array(a.t).astype(np.float32))
+    return m
+
+
+class Driver:
+    def __init__(self, a):
+        self.a, self.work = a, Path(a.work)
+        self.failures = []
+
+    def run(self, cmd, mpi=False):
+        env = dict(ENV)
+        sess = None
+        if mpi:
+            sess = tempfile.mkdtemp(prefix="ompi-")
+            env["OMPI_MCA_orte_tmpdir_base"] = sess
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
+        if sess:
+            shutil.rmtree(sess, ignore_errors=True)
+        if r.returncode:
+            raise RuntimeError(f"{' '.join(map(str, cmd))}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        return r
+
+    def check(self, ok, what, detail=""):
+        print(f"  {'ok  ' if ok else 'FAIL'} {what}" + (f": {detail}" if detail else ""),
+              flush=True)
+        if not ok:
+            self.failures.append(what)
+
+    def fixture(self, name):
+        from onnxconverter_common import float16
+        from safetensors.numpy import load_file
+        models = Path(self.a.models)
+        m32 = onnx.load(str(models / f"{name}.onnx"))
+        ref = load_file(str(models / f"{name}.ref.safetensors"))
+        inputs = {k[6:]: v for k, v in ref.items() if k.startswith("input.")}
+        want = {k[4:]: v for k, v in ref.items() if k.startswith("ort.")}
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m16 = float16.convert_float_to_float16(m32, keep_io_types=False)
+        w = self.work / name
+        w.mkdir(parents=True, exist_ok=True)
+        onnx.save(m16, str(w / "f16.onnx"))
+        onnx.save(to_bf16(m32, m16), str(w / "bf16.onnx"))
+        feeds = {k: (v.astype(np.float16) if v.dtype == np.float32 else v)
+                 for k, v in inputs.items()}
+        try:
+            got16 = ort.InferenceSession(str(w / "f16.onnx")).run(None, feeds)
+        except Exception as e:  # noqa: BLE001
+            print(f"== {name}: SKIP (onnxruntime refuses the fp16 conversion too: "
+                  f"{str(e).splitlines()[0][:160]})")
+            return
+        names = [o.name for o in m16.graph.output]
+        ort_err = {n: float(np.abs(g.astype(np.float32) - want[n]).max())
+                   for n, g in zip(names, got16)}
+        print(f"== {name}: onnxruntime's fp16 error vs fp32 "
+              + ", ".join(f"{n} {e:.3g}" for n, e in ort_err.items()))
+        shapes = []
+        for k, v in inputs.items():
+            shapes += ["--input-shape", f"{k}=" + "x".join(str(d) for d in v.shape)]
+        for kind, factor in (("f16", 4.0), ("bf16", 32.0)):
+            dt = {"f16": "F16", "bf16": "BF16"}[kind]
+            zrt, wts = w / f"{kind}.zrt", w / f"{kind}.safetensors"
+            self.run([self.a.zero_opt, w / f"{kind}.onnx", *shapes, "--emit=zrt", "-o", zrt,
+                      "--weights-out", wts])
+            feed = {}
+            for k, v in inputs.items():
+                if v.dtype == np.float32:
+                    feed[k] = (dt, v.astype(np.float16) if kind == "f16" else bf16_bits(v))
+                else:
+                    feed[k] = ({np.dtype(np.int64): "I64", np.dtype(np.int32): "I32",
+                                np.dtype(np.bool_): "BOOL"}[v.dtype], v)
+            write_st(w / f"in_{kind}.safetensors", feed)
+            outs = {}
+            for t in (1, 3):
+                o = w / f"out_{kind}_t{t}.safetensors"
+                self.run([self.a.zero_run, zrt, "--weights", wts, "--input",
+                          w / f"in_{kind}.safetensors", "--output", o, "--threads", t])
+                outs[t] = read_st(o)
+            same = all(outs[1][k][1].tobytes() == outs[3][k][1].tobytes() for k in outs[1])
+            self.check(same, f"{name} {kind}: the same bits at --threads 1 and 3")
+            for n, (odt, a) in outs[1].items():
+                err = float(np.abs(as_f32(odt, a) - want[n]).max())
+                scale = float(np.abs(want[n]).max())
+                tol = factor * max(ort_err[n], U16 * scale)
+                self.check(odt == dt and err <= tol,
+                           f"{name} {kind}: {n} ({odt}) within {tol:.3g} of fp32 onnxruntime",
+                           f"max abs error {err:.3g}")
+            if self.a.zero and name in self.a.zero:
+                zrt2, w2 = w / f"{kind}_z3.zrt", w / f"{kind}_z3.safetensors"
+                self.run([self.a.zero_opt, w / f"{kind}.onnx", *shapes,
+                          "--zero-pipeline=stage=3 dp=2", "--emit=zrt", "-o", zrt2,
+                          "--weights-out", w2])
+                o2 = w / f"out_{kind}_z3.safetensors"
+                self.run(["mpirun", "-np", "2", "--oversubscribe", self.a.zero_run, zrt2,
+                          "--weights", w2, "--input", w / f"in_{kind}.safetensors",
+                          "--output", o2], mpi=True)
+                z = read_st(o2)
+                same = all(z[k][1].tobytes() == outs[1][k][1].tobytes() for k in z)
+                self.check(same, f"{name} {kind}: ZeRO-3 over 2 ranks bit-identical to 1 rank")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--zero", action="append", default=[],
+                    help="fixtures also run under ZeRO-3 over 2 ranks")
+    a = ap.parse_args()
+    a.zero_opt = str(Path(a.bin_dir) / "zero-opt")
+    a.zero_run = str(Path(a.bin_dir) / "zero-run")
+    try:
+        import onnxconverter_common  # noqa: F401
+    except ImportError:
+        print("SKIP: onnxconverter-common is not installed (scripts/setup-pyenv.sh test)")
+        return 77
+    d = Driver(a)
+    for name in a.model:
+        try:
+            d.fixture(name)
+        except RuntimeError as e:
+            d.check(False, f"{name}: a command failed", str(e))
+    print("== summary")
+    for f in d.failures:
+        print(f"FAIL {f}")
+    if not d.failures:
+        print("PASS 16-bit models")
+    return 1 if d.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
