@@ -14,6 +14,12 @@ Checked per fixture and type:
     to the 1-rank run.
 A fixture whose fp16 conversion onnxruntime itself refuses (the converter keeps a
 Cast to f32 whose consumers it converted: Llama's RMSNorm) is skipped, saying so.
+
+--exported NAME takes a model exported from torch in 16 bits (test/models/
+export_half.py: llama_bf16, gpt2_f16) and holds its outputs to 4x torch's own
+16-bit error (torch's 16-bit CPU forward against its fp32 one, both stored; at least
+half an ulp of the type at the output's scale), with the same thread and ZeRO-3
+checks.
 """
 import argparse
 import json
@@ -208,13 +214,58 @@ class Driver:
                 self.check(same, f"{name} {kind}: ZeRO-3 over 2 ranks bit-identical to 1 rank")
 
 
+    def exported(self, name):
+        from safetensors.numpy import load_file
+        models = Path(self.a.models)
+        ref = load_file(str(models / f"{name}.ref.safetensors"))
+        inputs = {k[6:]: v for k, v in ref.items() if k.startswith("input.")}
+        w = self.work / name
+        w.mkdir(parents=True, exist_ok=True)
+        shapes = []
+        for k, v in inputs.items():
+            shapes += ["--input-shape", f"{k}=" + "x".join(str(d) for d in v.shape)]
+        write_st(w / "in.safetensors", {k: ({np.dtype(np.int64): "I64",
+                                             np.dtype(np.int32): "I32"}[v.dtype], v)
+                                        for k, v in inputs.items()})
+        outs = {}
+        for tag, zopts, ranks in (("t1", [], 1), ("t3", [], 1),
+                                  ("z3", ["--zero-pipeline=stage=3 dp=2"], 2)):
+            zrt, wts = w / f"{tag}.zrt", w / f"{tag}.safetensors"
+            self.run([self.a.zero_opt, models / f"{name}.onnx", *shapes, *zopts, "--emit=zrt",
+                      "-o", zrt, "--weights-out", wts])
+            o = w / f"out_{tag}.safetensors"
+            cmd = [self.a.zero_run, zrt, "--weights", wts, "--input", w / "in.safetensors",
+                   "--output", o, "--threads", 3 if tag == "t3" else 1]
+            if ranks > 1:
+                cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+            self.run(cmd, mpi=ranks > 1)
+            outs[tag] = read_st(o)
+        print(f"== {name} (exported in 16 bits)")
+        for tag, what in (("t3", "the same bits at --threads 1 and 3"),
+                          ("z3", "ZeRO-3 over 2 ranks bit-identical to 1 rank")):
+            same = all(outs[tag][k][1].tobytes() == outs["t1"][k][1].tobytes()
+                       for k in outs["t1"])
+            self.check(same, f"{name}: {what}")
+        for n, (odt, a) in outs["t1"].items():
+            want, t16 = ref[f"torch32.{n}"], ref[f"torch.{n}"]
+            ulp = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8}[odt]
+            spread = float(np.abs(t16 - want).max())
+            tol = 4 * max(spread, ulp * float(np.abs(want).max()))
+            err = float(np.abs(as_f32(odt, a) - want).max())
+            self.check(err <= tol, f"{name}: {n} ({odt}) within {tol:.3g} of torch's fp32 "
+                       f"forward (torch's own {odt} error: {spread:.3g})",
+                       f"max abs error {err:.3g}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--models", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--exported", action="append", default=[],
+                    help="a fixture exported in 16 bits (test/models/export_half.py)")
     ap.add_argument("--zero", action="append", default=[],
                     help="fixtures also run under ZeRO-3 over 2 ranks")
     a = ap.parse_args()
@@ -226,9 +277,9 @@ def main():
         print("SKIP: onnxconverter-common is not installed (scripts/setup-pyenv.sh test)")
         return 77
     d = Driver(a)
-    for name in a.model:
+    for name in a.model + a.exported:
         try:
-            d.fixture(name)
+            (d.exported if name in a.exported else d.fixture)(name)
         except RuntimeError as e:
             d.check(False, f"{name}: a command failed", str(e))
     print("== summary")
