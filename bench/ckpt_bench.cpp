@@ -7,8 +7,9 @@
 // tensor, optimizer-rank-00000 with NAME.exp_avg and NAME.exp_avg_sq of each,
 // as zero-run --save-dir does (writeSafetensors, atomically, fsynced), once
 // with the checksums taken as the bytes stream out and once without,
-// alternating, REPS times each (default 3). Prints the median write times,
-// the median of the paired ratios (with / without, each pair back to back),
+// alternating (ABBA), REPS times each (default 3). Prints the median write times,
+// their ratio and the ratio of the fastest rounds (this machine's disk stalls
+// now and then, for either variant), the median of the paired ratios,
 // and the checksums' own time over the same bytes in memory (two XXH3 passes:
 // the file's and the tensors') as a share of the write time: the most they
 // can add, were no core free to take them beside the write. One JSON
@@ -75,8 +76,10 @@ int main(int argc, char **argv) {
   }
   std::filesystem::create_directories(out);
   std::vector<double> with, without;
+  // ABBA order: each variant runs first in half of the rounds, so that what
+  // one round leaves to the disk weighs on both alike.
   for (int r = 0; r < reps; ++r)
-    for (bool checksums : {true, false}) {
+    for (bool checksums : {r % 2 == 0, r % 2 != 0}) {
       SafetensorsDigest digest;
       ::sync(); // no write-back of the previous round runs into this one
       double t0 = seconds();
@@ -104,10 +107,19 @@ int main(int argc, char **argv) {
     ratios.push_back(with[i] / without[i]);
   std::printf("{\"parameters\": %llu, \"checkpoint_bytes\": %llu, \"reps\": %d, "
               "\"write_s_with_checksums\": %.3f, \"write_s_without\": %.3f, "
+              "\"ratio_of_medians\": %.4f, \"ratio_of_minima\": %.4f, "
               "\"paired_ratio_median\": %.4f, \"xxh3_gb_per_s\": %.2f, "
-              "\"checksum_cpu_share_of_write\": %.4f, \"sink\": \"%016llx\"}\n",
+              "\"checksum_cpu_share_of_write\": %.4f, \"sink\": \"%016llx\", ",
               (unsigned long long)parameters, (unsigned long long)bytes, reps, median(with),
-              median(without), median(ratios), double(bytes) / hashSeconds / 1e9,
+              median(without), median(with) / median(without),
+              *std::min_element(with.begin(), with.end()) /
+                  *std::min_element(without.begin(), without.end()),
+              median(ratios), double(bytes) / hashSeconds / 1e9,
               2 * hashSeconds / median(without), (unsigned long long)sink);
+  // Every round, for a look at the spread.
+  std::printf("\"rounds_s\": [");
+  for (size_t i = 0; i < with.size(); ++i)
+    std::printf("%s[%.3f, %.3f]", i ? ", " : "", with[i], without[i]);
+  std::printf("]}\n");
   return 0;
 }
