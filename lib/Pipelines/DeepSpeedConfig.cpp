@@ -218,6 +218,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     // size is checked against the model's batch (zero-autodiff).
     if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
         key == "gradient_accumulation_steps" ||
+        (opts.training && (key == "bf16" || key == "fp16")) ||
         (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
@@ -305,6 +306,57 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   return "";
 }
 
+namespace {
+
+/// The "fp16" and "bf16" blocks (DeepSpeed's runtime/precision_config.py and
+/// fp16/loss_scaler.py defaults): which one is enabled, checked.
+std::string readPrecision(StringRef path, const llvm::json::Object &root,
+                          zero::TrainSettings &settings, std::vector<std::string> &warnings) {
+  bool enabled[2] = {false, false};
+  const char *names[2] = {"fp16", "bf16"};
+  for (int i = 0; i < 2; ++i) {
+    const llvm::json::Value *v = root.get(names[i]);
+    if (!v)
+      continue;
+    const llvm::json::Object *block = v->getAsObject();
+    if (!block)
+      return (path + ": " + names[i] + " must be an object").str();
+    if (const llvm::json::Value *e = block->get("enabled")) {
+      // "auto" (the Hugging Face Trainer fills it in): the model's own dtype
+      // decides; a bf16 export trains through fp32 masters as it is.
+      if (std::optional<bool> b = e->getAsBoolean())
+        enabled[i] = *b;
+      else if (e->getAsString() != std::optional<StringRef>("auto"))
+        return (path + ": " + names[i] + ".enabled must be true, false or \"auto\"").str();
+    }
+    for (const auto &kv : *block) {
+      StringRef key = kv.first;
+      if (key == "enabled")
+        continue;
+      if (i == 0 && (key == "loss_scale" || key == "initial_scale_power" ||
+                     key == "loss_scale_window" || key == "hysteresis" ||
+                     key == "min_loss_scale" || key == "consecutive_hysteresis"))
+        continue; // read with the loss scaler
+      warnings.push_back(std::string(names[i]) + "." + key.str() +
+                         " is not supported and is ignored");
+    }
+  }
+  if (enabled[0] && enabled[1])
+    return (path + ": fp16 and bf16 are both enabled; DeepSpeed trains in one of "
+                   "them: disable the other")
+        .str();
+  if (enabled[0])
+    return (path + ": fp16 training (a 16-bit forward with DeepSpeed's dynamic loss "
+                   "scaler) is not supported yet; train in bf16 (\"bf16\": "
+                   "{\"enabled\": true}) or fp32")
+        .str();
+  if (enabled[1])
+    settings.precision = zero::Precision::BF16;
+  return "";
+}
+
+} // namespace
+
 std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settings,
                                      std::vector<std::string> &warnings) {
   llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
@@ -336,6 +388,6 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
   if (const llvm::json::Value *v = root->get("scheduler"))
     if (std::string e = readScheduler(path, *v, settings.step, warnings); !e.empty())
       return e;
-  return "";
+  return readPrecision(path, *root, settings, warnings);
 }
 

@@ -392,6 +392,11 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
     loss.output = settings.lossOutput;
     pm.addPass(createZeroAddLossPass(loss));
   }
+  if (settings.precision != Precision::FP32) {
+    ZeroMixedPrecisionPassOptions mp;
+    mp.precision = settings.precision;
+    pm.addPass(createZeroMixedPrecisionPass(mp));
+  }
   ZeroAutodiffPassOptions ad;
   ad.freeze = settings.freeze;
   ad.lossOutput = settings.trainOutput;

@@ -1396,6 +1396,81 @@ def consolidate_memory(work, zero_ckpt, tensors=48, numel=1 << 20, ranks=2):
     return failures
 
 
+def mode_bf16(a, tools, name, work):
+    """bf16 training (zero-opt's zero-mixed-precision: a bf16 forward and backward, fp32
+    master weights and AdamW state) against the stored PyTorch reference
+    NAME_loss.bf16.ref.safetensors (train_reference.py --write-bf16-ref: DeepSpeed's bf16
+    optimizer emulated in PyTorch, and fp32 training, on the same data and config).
+    PyTorch's own bf16 error is spread = max over steps |torch bf16 - torch fp32|; every
+    run's losses must stay within 3 x spread of torch's fp32 losses, and (so that an fp32
+    run cannot pass) at least 0.1 x spread away from zero-run's own fp32 losses on some
+    step: at 1 rank, ZeRO stages 1, 2, 3 over 2 ranks and stage 3 over 4 ranks. The
+    16-bit parameters and the f32 masters are checked in the report's per-rank
+    parameter and optimizer bytes."""
+    from safetensors import safe_open
+    path = Path(a.models) / f"{name}_loss.bf16.ref.safetensors"
+    if not path.exists():
+        raise Skip(f"no {path.name} (train_reference.py --write-bf16-ref {name})")
+    with safe_open(str(path), "np") as f:
+        meta = dict(f.metadata() or {})
+        data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
+        t16, t32 = f.get_tensor("step.loss_bf16"), f.get_tensor("step.loss_fp32")
+    cfg = json.loads(meta["ds_config"])
+    steps, rows = t16.shape[0], next(iter(data.values())).shape[1]
+    spread = float(np.abs(t16 - t32).max())
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    log(f"== train-bf16 {name}: {steps} steps; PyTorch's bf16 vs fp32 losses differ by up to "
+        f"{spread:.3g}")
+    failures = []
+
+    def train(tag, ranks, stage=None, bf16=True):
+        c = dict(cfg)
+        if not bf16:
+            c.pop("bf16")
+        micro = rows // ranks
+        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro)
+        if stage is not None:
+            c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
+        cp = work / f"ds_{tag}.json"
+        cp.write_text(json.dumps(c, indent=1) + "\n")
+        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
+        lp, rp = work / f"log_{tag}.json", work / f"report_{tag}.json"
+        cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
+               "--log-json", str(lp), "--report-json", str(rp),
+               "--save", str(work / f"final_{tag}.safetensors"),
+               "--save-optimizer", str(work / f"opt_{tag}.safetensors")]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+        run(cmd, "zero-run")
+        return np.array([r["loss"] for r in json.loads(lp.read_text())]), json.loads(rp.read_text())
+
+    z32, _ = train("fp32", 1, bf16=False)
+    for tag, ranks, stage in (("n1", 1, None), ("z1n2", 2, 1), ("z2n2", 2, 2), ("z3n2", 2, 3),
+                              ("z3n4", 4, 3)):
+        got, report = train(tag, ranks, stage)
+        err = float(np.abs(got - t32).max())
+        moved = float(np.abs(got - z32).max())
+        ok = err <= 3 * spread and moved >= 0.1 * spread
+        log(f"  {'ok  ' if ok else 'FAIL'} bf16 {tag}: |loss - torch fp32| <= {err:.3g} "
+            f"({err / spread:.2f} x spread), |loss - zero-run fp32| up to {moved:.3g}")
+        if not ok:
+            failures.append(f"bf16 {tag}")
+        # --save writes the fp32 masters (the trained parameters), not their bf16 copies.
+        saved = load_file(str(work / f"final_{tag}.safetensors"))
+        opt = load_file(str(work / f"opt_{tag}.safetensors"))
+        same = all(saved[k].dtype == np.float32 and np.array_equal(saved[k], opt[k + ".master"])
+                   for k in saved)
+        finer = any(np.any((saved[k].view(np.uint32) & 0xFFFF) != 0) for k in saved)
+        if not (same and finer):
+            failures.append(f"bf16 {tag}: --save is not the fp32 masters")
+            log(f"  FAIL bf16 {tag}: --save equal to --save-optimizer's masters: {same}, "
+                f"finer than bf16: {finer}")
+    return failures
+
+
 def note_stored_data(a, name, st, data):
     """--live with the stored reference's settings: say whether the freshly generated
     data equals the stored batches (numpy's generator streams are not guaranteed
@@ -1463,6 +1538,9 @@ def main():
     ap.add_argument("--pp-memory-scale", type=int, default=4,
                     help="with --pp: the memory comparison's batches, the stored ones tiled "
                          "this many times along the batch and the sequence")
+    ap.add_argument("--bf16", action="append", default=[], choices=FIXTURES, metavar="NAME",
+                    help="bf16 training (fp32 masters) against the stored PyTorch bf16 reference, "
+                         "at 1 rank and ZeRO 1-3 over 2 and 4 ranks")
     ap.add_argument("--zeropp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="ZeRO++ training (qwZ, qgZ, hpZ) at stage 3 over 4 ranks")
     ap.add_argument("--zeropp-steps", type=int, default=50)
@@ -1500,7 +1578,7 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
-    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp):
+    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp or a.bf16):
         ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
     tmp = None
@@ -1521,7 +1599,8 @@ def main():
            [("dp", n, mode_dp) for n in a.dp] + \
            [("ckpt", n, mode_ckpt) for n in a.ckpt] + \
            [("zeropp", n, mode_zeropp) for n in a.zeropp] + \
-           [("pp", n, mode_pp) for n in a.pp]
+           [("pp", n, mode_pp) for n in a.pp] + \
+           [("bf16", n, mode_bf16) for n in a.bf16]
     for mode, name, fn in jobs:
         work = root / f"{mode}-{name}"
         if work.exists():

@@ -438,6 +438,93 @@ class Reference:
         return out
 
 
+    def train_bf16(self, data, config, steps):
+        """DeepSpeed's bf16 training (runtime/bf16_optimizer.py) on one rank, K = 1: the
+        model converted with .to(torch.bfloat16); an fp32 master copy of every trainable
+        parameter made from the converted one (.float()); each step the bf16 forward
+        and backward, the gradients widened to fp32, clipped (total norm over the
+        masters) and AdamW applied to the masters; the model's parameters are then the
+        masters rounded to bf16 (to nearest even). Returns dict(losses, grad_norms)."""
+        import torch
+        if int(config.get("gradient_accumulation_steps", 1)) != 1:
+            raise ValueError("train_bf16 takes K = 1")
+        clip = float(config.get("gradient_clipping", 0.0))
+        self.model.to(torch.bfloat16)
+        self.dtype = torch.bfloat16
+        params = [self.named[n] for n in self.trainable]
+        masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+        opt = make_optimizer(masters, config.get("optimizer"))
+        base_lr = opt.param_groups[0]["lr"]
+        out = dict(losses=[], grad_norms=[])
+        for t in range(steps):
+            lr = deepspeed_lr(config.get("scheduler"), base_lr, t)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            loss = self.loss({k: v[t] for k, v in data.items()})
+            loss.backward()
+            for m, p in zip(masters, params):
+                m.grad = None if p.grad is None else p.grad.float()
+            gn = torch.nn.utils.clip_grad_norm_(masters, clip if clip > 0 else float("inf"),
+                                                foreach=False)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            self.model.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for m, p in zip(masters, params):
+                    p.copy_(m.to(torch.bfloat16))
+            out["losses"].append(float(loss.detach().float()))
+            out["grad_norms"].append(float(gn))
+        return out
+
+
+def bf16_config(B):
+    """The ds_config of train_e2e.py --bf16: --train's, K = 1, with bf16 enabled."""
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    cfg = te.train_config(B, 1, te.TRAIN_DEFAULTS["clip"], te.TRAIN_DEFAULTS["eps"])
+    cfg["bf16"] = {"enabled": True}
+    return cfg
+
+
+def write_bf16_ref(name, models_dir=MODELS, steps=20, rows=4):
+    """Writes models_dir/NAME_loss.bf16.ref.safetensors: the data (rows rows a step, so
+    that 1, 2 and 4 ranks split it), and per step the loss of DeepSpeed's bf16
+    training (train_bf16) and of fp32 training on the same data and config: their
+    difference is PyTorch's own bf16 spread, the yardstick of train_e2e.py --bf16."""
+    import torch
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    models_dir = Path(models_dir)
+    _, S = fixture_dims(name, models_dir)
+    data = make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
+    cfg = bf16_config(rows)
+    fp32 = Reference(name, models_dir).train(
+        {k: v for k, v in data.items()}, {k: v for k, v in cfg.items() if k != "bf16"}, steps)
+    bf16 = Reference(name, models_dir).train_bf16(data, cfg, steps)
+    tensors = {f"data.{k}": v for k, v in data.items()}
+    tensors["step.loss_fp32"] = np.asarray(fp32["losses"], dtype=np.float64)
+    tensors["step.loss_bf16"] = np.asarray(bf16["losses"], dtype=np.float64)
+    tensors["step.grad_norm_bf16"] = np.asarray(bf16["grad_norms"], dtype=np.float64)
+    onnx_path = models_dir / f"{name}_loss.onnx"
+    meta = {
+        "format": "zero bf16 training reference 1 (test/e2e/train_e2e.py --bf16)",
+        "model": name, "onnx": onnx_path.name, "onnx_sha256": te.sha256_file(onnx_path),
+        "ds_config": json.dumps(cfg, sort_keys=True), "steps": str(steps),
+        "reference": "train_reference.Reference.train_bf16 (DeepSpeed's bf16 optimizer on "
+                     "one rank) and .train (fp32), 1 thread, deterministic algorithms",
+        "torch_version": torch.__version__,
+        "regenerate": "scripts/setup-pyenv.sh full && build/pyenv/bin/python "
+                      f"test/e2e/train_reference.py --write-bf16-ref {name}",
+    }
+    path = models_dir / f"{name}_loss.bf16.ref.safetensors"
+    export_module(models_dir).save_ref(path, {k: np.array(v, order="C")
+                                              for k, v in tensors.items()}, meta)
+    os.chmod(path, 0o644)
+    spread = np.abs(tensors["step.loss_bf16"] - tensors["step.loss_fp32"]).max()
+    print(f"wrote {path}: torch bf16 vs fp32 loss, max over {steps} steps {spread:.3g}")
+    return path
+
+
 # ---------------------------------------------------------------------------
 # Sanity check against the stored reference (grad.* and adamw.*)
 # ---------------------------------------------------------------------------
@@ -615,6 +702,10 @@ def main():
     ap.add_argument("--write-train-ref", nargs="*", metavar="NAME", default=None, choices=FIXTURES,
                     help="write DIR/NAME_loss.train.ref.safetensors, the stored reference of "
                          "train_e2e.py --train (default: all fixtures; DIR is --models)")
+    ap.add_argument("--write-bf16-ref", nargs="+", metavar="NAME", default=None,
+                    choices=FIXTURES,
+                    help="write DIR/NAME_loss.bf16.ref.safetensors, the stored reference of "
+                         "train_e2e.py --bf16")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-7)
     ap.add_argument("--model", choices=FIXTURES)
@@ -629,6 +720,10 @@ def main():
     ap.add_argument("--log-json")
     ap.add_argument("--save")
     a = ap.parse_args()
+    if a.write_bf16_ref is not None:
+        for n in a.write_bf16_ref:
+            write_bf16_ref(n, Path(a.models))
+        return
     if a.write_train_ref is not None:
         total = 0
         for n in a.write_train_ref or FIXTURES:

@@ -181,6 +181,8 @@ struct TrainSettings {
   /// The config's train_micro_batch_size_per_gpu (0: not given).
   int64_t microBatchSize = 0;
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
+  /// The config's "bf16" / "fp16" (zero-mixed-precision before zero-autodiff).
+  Precision precision = Precision::FP32;
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
   /// whether any was given (then zero-partition records them on the module).

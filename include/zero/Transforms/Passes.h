@@ -47,6 +47,9 @@ enum class LossKind { CrossEntropy, CausalLM };
 enum class LRSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
 /// DeepSpeed's warmup_type.
 enum class WarmupType { Log, Linear };
+/// Training precision: fp32, or a 16-bit forward with fp32 master weights
+/// (DeepSpeed's "bf16" / "fp16"; zero-mixed-precision).
+enum class Precision { FP32, BF16, FP16 };
 
 /// The name an option value is spelled with, on the command line, in a
 /// DeepSpeed config and in the IR.
@@ -55,12 +58,14 @@ llvm::StringRef stringify(TiedGrads tiedGrads);
 llvm::StringRef stringify(LossKind kind);
 llvm::StringRef stringify(LRSchedule schedule);
 llvm::StringRef stringify(WarmupType type);
+llvm::StringRef stringify(Precision precision);
 /// The value spelled `name`, if any.
 std::optional<PipelineSchedule> parsePipelineSchedule(llvm::StringRef name);
 std::optional<TiedGrads> parseTiedGrads(llvm::StringRef name);
 std::optional<LossKind> parseLossKind(llvm::StringRef name);
 std::optional<LRSchedule> parseLRSchedule(llvm::StringRef name);
 std::optional<WarmupType> parseWarmupType(llvm::StringRef name);
+std::optional<Precision> parsePrecision(llvm::StringRef name);
 
 #define GEN_PASS_DECL
 #include "zero/Transforms/Passes.h.inc"

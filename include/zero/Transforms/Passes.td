@@ -387,6 +387,37 @@ def ZeroAddLossPass : Pass<"zero-add-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::zero::onnx::ONNXDialect"];
 }
 
+def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Run the forward in 16 bits (bf16 or fp16), as DeepSpeed's bf16/fp16 modes do";
+  let description = [{
+    DeepSpeed's `"bf16"` / `"fp16"` modes convert the model to 16 bits
+    (`module.bfloat16()`) and keep an fp32 master copy of the parameters in
+    the optimizer. This pass does the first half on the function zero-autodiff
+    will differentiate: every f32 global (parameters and buffers) becomes a
+    16-bit global (the runtime rounds the f32 weights file to nearest even
+    when it loads it), every f32 value of the function becomes 16-bit
+    (constants converted, `Cast` to f32 casts to the 16-bit type), and f32
+    inputs are cast to 16 bits on entry. Each kernel still computes in f32
+    (16-bit operands are widened, the result rounded once): the type is the
+    storage. The losses (`SoftmaxCrossEntropyLoss`,
+    `NegativeLogLikelihoodLoss`) and whatever is computed from their results
+    stay in f32, their 16-bit operands cast up, so the loss, its gradient
+    seed and the logged value are f32. zero-autodiff then produces 16-bit
+    gradients, and zero-optimizer steps an fp32 master copy of each 16-bit
+    parameter (docs/training.md, "Mixed precision").
+  }];
+  let options = [
+    Option<"precision", "precision", "::zero::Precision", "::zero::Precision::BF16",
+           "The 16-bit type",
+           [{::llvm::cl::values(
+             clEnumValN(::zero::Precision::BF16, "bf16", "bfloat16 (DeepSpeed's \"bf16\")"),
+             clEnumValN(::zero::Precision::FP16, "fp16", "IEEE half (DeepSpeed's \"fp16\")"))}]>,
+    Option<"function", "function", "std::string", "\"\"",
+           "The function (default: the only one, else @forward)">,
+  ];
+  let dependentDialects = ["::zero::onnx::ONNXDialect"];
+}
+
 def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
   let summary = "Build the training step: forward, then reverse-mode backward";
   let description = [{

@@ -32,6 +32,8 @@ const std::pair<LRSchedule, StringRef> kLRSchedules[] = {
     {LRSchedule::WarmupCosineLR, "WarmupCosineLR"}};
 const std::pair<WarmupType, StringRef> kWarmupTypes[] = {{WarmupType::Log, "log"},
                                                          {WarmupType::Linear, "linear"}};
+const std::pair<Precision, StringRef> kPrecisions[] = {
+    {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}};
 
 template <typename E>
 StringRef nameIn(NameTable<E> table, E value) {
@@ -58,6 +60,10 @@ StringRef zero::stringify(TiedGrads v) { return nameIn<TiedGrads>(kTiedGrads, v)
 StringRef zero::stringify(LossKind v) { return nameIn<LossKind>(kLossKinds, v); }
 StringRef zero::stringify(LRSchedule v) { return nameIn<LRSchedule>(kLRSchedules, v); }
 StringRef zero::stringify(WarmupType v) { return nameIn<WarmupType>(kWarmupTypes, v); }
+StringRef zero::stringify(Precision v) { return nameIn<Precision>(kPrecisions, v); }
+std::optional<Precision> zero::parsePrecision(StringRef name) {
+  return valueIn<Precision>(kPrecisions, name);
+}
 
 std::optional<PipelineSchedule> zero::parsePipelineSchedule(StringRef name) {
   return valueIn<PipelineSchedule>(kPipelineSchedules, name);

@@ -130,6 +130,8 @@ struct ParamUpdate {
   RankedTensorType stepped;
   /// The parameter value (or shard) the update reads.
   Value value;
+  /// A 16-bit parameter's fp32 master copy (useMaster), else null.
+  ml_program::GlobalOp master = nullptr;
 };
 
 struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimizerPass> {
@@ -161,6 +163,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       return signalPassFailure();
     if (world > 1)
       averageGradients(s);
+    // 16-bit gradients (zero-mixed-precision) are clipped and applied in f32.
+    for (ParamGradient &p : s.params)
+      p.grad = toF32(s.b, p.grad);
     addStepCounter(s);
     buildSchedule(s);
     clipGradients(s);
@@ -270,7 +275,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     for (unsigned i : s.reduced) {
       Value &grad = s.params[i].grad;
       Type fe = cast<RankedTensorType>(grad.getType()).getElementType();
-      grad = onnx::MulOp::create(s.b, grad, scalar(s.b, 1.0 / double(world), fe));
+      grad = meanOverRanks(s.b, grad, fe);
     }
     for (ArrayRef<size_t> members : bucketGradients(s)) {
       ++numGradientCollectives;
@@ -313,9 +318,23 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     return buckets;
   }
 
-  /// `sum` times 1/N, at the optimizer step (`late`).
+  /// `sum` times 1/N, at the optimizer step (`late`); a 16-bit sum is cast
+  /// to f32 first (the master weights' type), so the mean rounds once.
   Value meanOverRanks(ImplicitLocOpBuilder &late, Value sum, Type fe) {
+    if (!fe.isF32() && isa<FloatType>(fe) && fe.getIntOrFloatBitWidth() == 16) {
+      sum = toF32(late, sum);
+      fe = late.getF32Type();
+    }
     return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
+  }
+
+  /// `v` as f32 (a 16-bit gradient or parameter, widened exactly).
+  static Value toF32(ImplicitLocOpBuilder &b, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType().isF32())
+      return v;
+    return onnx::CastOp::create(b, RankedTensorType::get(t.getShape(), b.getF32Type()), v,
+                                TypeAttr::get(b.getF32Type()));
   }
 
   /// Averages the gradient of parameter `i` on its own: all-reduced, or
@@ -468,25 +487,40 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     for (auto [index, entry] : llvm::enumerate(s.params)) {
       auto &[g, grad] = entry;
       auto fullType = cast<RankedTensorType>(g.getType());
-      if (fullType.getElementType() != f32)
+      Type elem = fullType.getElementType();
+      const bool half = elem.isBF16();
+      if (elem.isF16())
         return g.emitOpError() << "is " << fullType
-                               << "; the optimizers update f32 parameters (fp32 master "
-                                  "weights, as DeepSpeed keeps them): export the model in "
-                                  "float32 (model.float() before torch.onnx.export)";
+                               << "; fp16 training needs DeepSpeed's dynamic loss scaler, "
+                                  "which zero-opt does not have yet: export the model in "
+                                  "float32 (model.float() before torch.onnx.export) and train "
+                                  "in fp32 or bf16 (\"bf16\": {\"enabled\": true})";
+      if (elem != f32 && !half)
+        return g.emitOpError() << "is " << fullType
+                               << "; the optimizers update f32 parameters, or bf16 ones "
+                                  "through an fp32 master copy: export the model in float32 "
+                                  "(model.float() before torch.onnx.export)";
       s.b.setLoc(g.getLoc());
       auto tensor = attrs::kTensor.get(g);
       const ParamLayout &layout = s.layouts[index];
       // Sharded: the rank steps its shard of the parameter and its state.
+      auto steppedOf = [&](Type e) {
+        return s.sharded ? RankedTensorType::get({layout.shard}, e)
+                         : RankedTensorType::get(fullType.getShape(), e);
+      };
       ParamUpdate u{g,
                     grad,
                     layout,
                     fullType,
                     tensor ? tensor.str() : g.getSymName().str(),
-                    s.sharded ? RankedTensorType::get({layout.shard}, f32) : fullType,
+                    steppedOf(f32),
                     s.load(g)};
       if (s.sharded)
         u.value = ::zero::dist::LocalShardOp::create(
-            s.b, u.stepped, ::zero::flatPadded(s.b, u.value, layout.padded), int64_t(world));
+            s.b, steppedOf(elem), ::zero::flatPadded(s.b, u.value, layout.padded),
+            int64_t(world));
+      if (half)
+        useMaster(s, u);
       if (kind == "sgd")
         applySGD(s, u);
       else
@@ -555,7 +589,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (!s.sharded)
       return;
     ImplicitLocOpBuilder &b = s.b;
-    attrs::kFullType.set(state, TypeAttr::get(u.fullType));
+    // The state's own element type (f32 beside a 16-bit parameter).
+    Type elem = cast<RankedTensorType>(state.getType()).getElementType();
+    attrs::kFullType.set(state,
+                         TypeAttr::get(RankedTensorType::get(u.fullType.getShape(), elem)));
     attrs::kShard.set(state,
                       b.getDictionaryAttr(
                           {b.getNamedAttr("world", b.getI64IntegerAttr(world)),
@@ -564,8 +601,38 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                                           b.getI64IntegerAttr(u.layout.padded))}));
   }
 
-  /// Stores the updated parameter: in place, or (sharded) gathered back whole.
+  /// A 16-bit parameter is stepped through its fp32 master copy, an
+  /// optimizer-state global NAME.master (the rank's shard of it, sharded)
+  /// that starts as the 16-bit parameter widened on the first step, as
+  /// DeepSpeed's bf16 and fp16 optimizers make their fp32 copies from the
+  /// converted model. The update reads the master; storeParameter writes
+  /// it and the parameter rounded to 16 bits.
+  void useMaster(OptimizerStep &s, ParamUpdate &u) {
+    ImplicitLocOpBuilder &b = s.b;
+    u.master = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".master").str(),
+                                u.name + ".master", u.stepped, "optimizer_state");
+    markStateShard(s, u, u.master);
+    s.anchor = u.master;
+    numStateElements += u.stepped.getNumElements();
+    Value first = onnx::EqualOp::create(
+        b, RankedTensorType::get({}, b.getI1Type()), s.t,
+        scalar(b, 1, IntegerType::get(&getContext(), 64)));
+    Value widened = toF32(b, u.value);
+    Value master = s.load(u.master);
+    u.value = onnx::WhereOp::create(b, u.stepped, first, widened, master);
+  }
+
+  /// Stores the updated parameter: in place, or (sharded) gathered back
+  /// whole; a 16-bit parameter's master takes the update and the parameter
+  /// its rounding to 16 bits (to nearest even), gathered in 16 bits.
   void storeParameter(OptimizerStep &s, ParamUpdate &u, Value updated) {
+    if (u.master) {
+      s.store(u.master, updated);
+      Type elem = u.fullType.getElementType();
+      auto shape = cast<RankedTensorType>(updated.getType()).getShape();
+      updated = onnx::CastOp::create(s.b, RankedTensorType::get(shape, elem), updated,
+                                     TypeAttr::get(elem));
+    }
     if (!s.sharded)
       return s.store(u.param, updated);
     s.store(u.param, ::zero::gatherWhole(s.b, updated, u.fullType, int64_t(world)));

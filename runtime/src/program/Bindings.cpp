@@ -10,10 +10,13 @@
 
 #include "zrt/Bindings.h"
 
+#include "math/HalfMath.h"
+
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace zrt {
 
@@ -143,7 +146,11 @@ Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
       return Status::error(where + " is missing from the weights file (" +
                            std::to_string(weights.entries().size()) +
                            " tensors); expected " + typeString(g.dtype, g.shape));
-    if (e->dtype != g.dtype)
+    // A 16-bit program (zero-mixed-precision, DeepSpeed's bf16/fp16) takes
+    // the f32 weights rounded to nearest even, as module.bfloat16() does.
+    const bool rounded = e->dtype == DType::F32 &&
+                         (g.dtype == DType::BF16 || g.dtype == DType::F16);
+    if (e->dtype != g.dtype && !rounded)
       return Status::error(where + " has dtype " + safetensorsDTypeName(e->dtype) +
                            ", the program expects " +
                            safetensorsDTypeName(g.dtype));
@@ -158,7 +165,15 @@ Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
       std::tie(first, last) = g.shard->range(rank % p.dataParallelSize());
     uint64_t bytes = (last - first) * elem;
     ZRT_RETURN_IF_ERROR(fill(executor, g.buffer, 0, bytes, [&](void *dst) {
-      return weights.read(*e, first * elem, bytes, dst);
+      if (!rounded)
+        return weights.read(*e, first * elem, bytes, dst);
+      std::vector<float> wide(size_t(last - first));
+      ZRT_RETURN_IF_ERROR(weights.read(*e, first * 4, (last - first) * 4, wide.data()));
+      auto *out = static_cast<uint16_t *>(dst);
+      for (size_t i = 0; i < wide.size(); ++i)
+        out[i] = g.dtype == DType::BF16 ? math::floatToBfloat16(wide[i])
+                                        : math::floatToHalf(wide[i]);
+      return Status::ok();
     }));
     if (uint64_t padding = b.bytes() - bytes) {
       std::vector<uint8_t> zeros(size_t(padding), 0);

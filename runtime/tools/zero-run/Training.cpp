@@ -189,20 +189,43 @@ struct SavedGlobal {
   size_t global = 0;
   std::vector<int> stages;             ///< every stage holding a copy
   std::vector<CheckpointPiece> pieces; ///< world ranks; the tensor, in order
+  /// --save of a 16-bit parameter writes its fp32 master (the optimizer state
+  /// NAME.master, `global` here) under the parameter's name; else empty.
+  std::string savedAs;
 };
+
+/// The fp32 master copy of 16-bit Parameter global `g` (zero-optimizer's
+/// NAME.master optimizer state), or -1.
+int masterOf(const Program &p, const GlobalDesc &g) {
+  if (g.dtype != DType::BF16 && g.dtype != DType::F16)
+    return -1;
+  for (size_t i = 0; i < p.globals.size(); ++i)
+    if (p.globals[i].role == GlobalRole::OptimizerState &&
+        p.globals[i].tensor == g.tensor + ".master" && p.globals[i].shape == g.shape)
+      return int(i);
+  return -1;
+}
 
 /// The saved globals of one kind (`parameters`, else optimizer state and
 /// counters) that some stage holds, in program order; every rank computes
 /// the same plan, so each knows which collectives the others take part in.
-std::vector<SavedGlobal> planSavedGlobals(const Program &p, bool parameters) {
+std::vector<SavedGlobal> planSavedGlobals(const Program &p, bool parameters,
+                                         bool masters = false) {
   const int dp = p.dataParallelSize();
   const std::vector<std::vector<int>> holding = stagesHoldingGlobals(p);
   std::vector<SavedGlobal> plan;
-  for (size_t gi = 0; gi < p.globals.size(); ++gi) {
+  for (size_t pi = 0; pi < p.globals.size(); ++pi) {
+    size_t gi = pi;
+    std::string savedAs;
+    if (masters && parameters)
+      if (int m = masterOf(p, p.globals[pi]); m >= 0) {
+        gi = size_t(m);
+        savedAs = p.globals[pi].tensor;
+      }
     const GlobalDesc &g = p.globals[gi];
-    if (!isSaved(g, parameters) || holding[gi].empty())
+    if (!isSaved(p.globals[pi], parameters) || holding[gi].empty())
       continue; // no stage holds it: nothing reads it
-    SavedGlobal saved{gi, holding[gi], {}};
+    SavedGlobal saved{gi, holding[gi], {}, savedAs};
     const int first = holding[gi].front() * dp;
     if (g.shard) {
       for (int d = 0; d < dp; ++d) {
@@ -305,7 +328,8 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
                    const std::string &path) {
   const Program &p = executor.program();
   const bool root = comm.rank() == 0;
-  const std::vector<SavedGlobal> plan = planSavedGlobals(p, parameters);
+  // The trained parameters are the fp32 masters where there are some.
+  const std::vector<SavedGlobal> plan = planSavedGlobals(p, parameters, /*masters=*/true);
   Status failed = checkCopiesAgree(executor, comm, plan);
   std::vector<std::vector<uint8_t>> storage;
   std::vector<NamedTensor> tensors;
@@ -350,7 +374,8 @@ Status saveGlobals(const Executor &executor, Communicator &comm, bool parameters
       dtype = DType::F32;
     }
     storage.push_back(std::move(bytes));
-    tensors.push_back({g.tensor, dtype, g.shape, storage.back().data()});
+    tensors.push_back({saved.savedAs.empty() ? g.tensor : saved.savedAs, dtype, g.shape,
+                       storage.back().data()});
   }
   ZRT_RETURN_IF_ERROR(failed);
   // `storage` does not reallocate the byte vectors' data when it grows, so

@@ -68,7 +68,8 @@ std::string formatStepLine(const StepRecord &record, int64_t totalSteps);
 Expected<float> readScalarOutput(const Executor &executor,
                                  const std::string &name);
 
-/// Writes every Parameter global as f32 (`parameters`), or every
+/// Writes every Parameter global as f32 (`parameters`; a 16-bit one's fp32
+/// master copy, NAME.master, where the program has one), or every
 /// OptimizerState and Counter global in its own dtype, under its tensor name
 /// and full shape, to a safetensors file at `path` (atomically, each tensor's
 /// checksum in its metadata: writeSafetensorsWithChecksums). Every rank

@@ -1,0 +1,191 @@
+//===- MixedPrecision.cpp - zero-mixed-precision ---------------------------===//
+//
+// The forward in 16 bits, as DeepSpeed's "bf16" / "fp16" modes run it after
+// `module.bfloat16()` / `.half()`: every f32 global and value of the training
+// function becomes 16-bit, except the losses and what is computed from them
+// (kept f32, their 16-bit operands cast up). Each kernel computes in f32 on
+// widened operands and rounds its result once: the 16-bit type is what the
+// values are stored, gathered and sent as. zero-optimizer keeps the fp32
+// master copies (Optimizer.cpp). See Passes.td.
+//
+// The table of what stays f32 (like PyTorch autocast's lists, for a model
+// converted whole):
+//   losses      SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss: f32
+//               operands (cast up), f32 loss and log-probabilities
+//   after them  every op with an operand computed from a loss result
+//   the rest    16-bit storage; softmax, normalization statistics, exp/log and
+//               reductions accumulate in f32 inside their kernels, as every
+//               kernel does on 16-bit operands (runtime/src/cpu/HalfWidening.cpp)
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainingFunction.h"
+
+#include "zero/Transforms/Passes.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "zero-mixed-precision"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROMIXEDPRECISIONPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
+
+using namespace mlir;
+namespace onnx = ::zero::onnx;
+
+namespace {
+
+bool isF32Tensor(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  return rt && rt.getElementType().isF32();
+}
+
+bool isLoss(Operation *op) {
+  return isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op);
+}
+
+struct ZeroMixedPrecisionPass
+    : public ::zero::impl::ZeroMixedPrecisionPassBase<ZeroMixedPrecisionPass> {
+  using Base::Base;
+
+  Statistic numGlobals{this, "globals-16bit", "f32 globals made 16-bit"};
+  Statistic numCasts{this, "casts", "Casts inserted (inputs down, loss operands up)"};
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = ::zero::training::pickFunction(module, function, "zero-mixed-precision");
+    if (!func)
+      return signalPassFailure();
+    half = precision == ::zero::Precision::FP16 ? Type(Float16Type::get(&getContext()))
+                                                : Type(BFloat16Type::get(&getContext()));
+    retypeGlobals(module);
+    if (failed(retypeFunction(func)))
+      return signalPassFailure();
+  }
+
+  RankedTensorType narrow(Type t) const {
+    auto rt = cast<RankedTensorType>(t);
+    return RankedTensorType::get(rt.getShape(), half);
+  }
+
+  /// Every f32 global (a parameter, a buffer) is stored in 16 bits.
+  void retypeGlobals(ModuleOp module) {
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      if (!isF32Tensor(g.getType()))
+        continue;
+      RankedTensorType t = narrow(g.getType());
+      g.setType(t);
+      if (auto value = g.getValueAttr()) {
+        if (isa<ml_program::ExternAttr>(value))
+          g.setValueAttr(ml_program::ExternAttr::get(&getContext(), t));
+        else if (auto dense = dyn_cast<DenseFPElementsAttr>(value))
+          g.setValueAttr(convert(dense, t));
+      }
+      ++numGlobals;
+    }
+  }
+
+  /// `dense` (f32) as a 16-bit constant of type `t` (round to nearest even).
+  DenseElementsAttr convert(DenseFPElementsAttr dense, RankedTensorType t) const {
+    const llvm::fltSemantics &sem = cast<FloatType>(half).getFloatSemantics();
+    SmallVector<APFloat> values;
+    for (APFloat v : dense.getValues<APFloat>()) {
+      bool lost = false;
+      v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    return DenseElementsAttr::get(t, values);
+  }
+
+  Value castTo(OpBuilder &b, Location loc, Value v, Type elem) {
+    ++numCasts;
+    auto t = RankedTensorType::get(cast<RankedTensorType>(v.getType()).getShape(), elem);
+    return onnx::CastOp::create(b, loc, t, v, TypeAttr::get(elem));
+  }
+
+  LogicalResult retypeFunction(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    OpBuilder b(&getContext());
+    b.setInsertionPointToStart(&body);
+    // f32 inputs: cast to 16 bits on entry (the data stays f32 on disk).
+    llvm::DenseSet<Operation *> entryCasts;
+    for (BlockArgument arg : body.getArguments()) {
+      if (!isF32Tensor(arg.getType()) || arg.use_empty())
+        continue;
+      Value down = castTo(b, arg.getLoc(), arg, half);
+      arg.replaceAllUsesExcept(down, down.getDefiningOp());
+      entryCasts.insert(down.getDefiningOp());
+    }
+    Type f32 = Float32Type::get(&getContext());
+    // What stays f32: the losses, every op reading a result of one, and the
+    // constants only those read (found before anything is retyped).
+    llvm::DenseSet<Operation *> keptF32;
+    for (Operation &op : body) {
+      if (op.getNumRegions() != 0)
+        return op.emitOpError() << "zero-mixed-precision: ops with regions are not supported";
+      if (isLoss(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+            return keptF32.contains(v.getDefiningOp());
+          }))
+        keptF32.insert(&op);
+    }
+    for (auto c : body.getOps<onnx::ConstantOp>())
+      if (!c->use_empty() && llvm::all_of(c->getUsers(), [&](Operation *user) {
+            return keptF32.contains(user);
+          }))
+        keptF32.insert(c);
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (isa<func::ReturnOp>(op) || entryCasts.contains(&op))
+        continue;
+      if (!keptF32.contains(&op)) {
+        retypeOp(op);
+        continue;
+      }
+      // 16-bit operands cast up; results stay f32.
+      b.setInsertionPoint(&op);
+      for (OpOperand &use : op.getOpOperands()) {
+        auto rt = dyn_cast<RankedTensorType>(use.get().getType());
+        if (rt && rt.getElementType() == half)
+          use.set(castTo(b, op.getLoc(), use.get(), f32));
+      }
+    }
+    // The function's results take their new types.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(),
+                                   ret.getOperandTypes()));
+    return success();
+  }
+
+  /// An op computed in 16 bits: its f32 results (and the f32 attributes that
+  /// give their values: a Constant's, a Cast's target) become 16-bit.
+  void retypeOp(Operation &op) {
+    if (auto c = dyn_cast<onnx::ConstantOp>(op)) {
+      if (auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+          dense && isF32Tensor(c.getType())) {
+        RankedTensorType t = narrow(c.getType());
+        c.setValueAttr(convert(dense, t));
+        c.getResult().setType(t);
+      }
+      return;
+    }
+    if (auto c = dyn_cast<onnx::CastOp>(op)) {
+      if (c.getTo().isF32()) {
+        c.setToAttr(TypeAttr::get(half));
+        c.getResult().setType(narrow(c.getType()));
+      }
+      return;
+    }
+    for (Value r : op.getResults())
+      if (isF32Tensor(r.getType()))
+        r.setType(narrow(r.getType()));
+  }
+
+  Type half;
+};
+
+} // namespace
