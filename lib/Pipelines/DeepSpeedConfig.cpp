@@ -10,7 +10,11 @@
 
 #include "zero/Pipelines/DeepSpeedConfig.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -308,8 +312,50 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
 
 namespace {
 
+/// `v` as the config spells it: 3, 0.5, 1e-06.
+std::string formatNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+/// One key of the "fp16" block into the loss scaler's settings: "" when
+/// read, an error, or "?" when it is not a loss-scaler key.
+std::string readLossScaler(StringRef path, StringRef key, const llvm::json::Value &v,
+                           zero::TrainSettings &settings) {
+  auto bad = [&](const char *what) {
+    return (path + ": fp16." + key + " must be " + what).str();
+  };
+  if (key == "loss_scale" || key == "min_loss_scale") {
+    std::optional<double> d = v.getAsNumber();
+    if (!d || *d < 0 || (key == "min_loss_scale" && *d == 0))
+      return bad(key == "loss_scale" ? "a number >= 0 (0: dynamic)" : "a number > 0");
+    (key == "loss_scale" ? settings.lossScale : settings.minLossScale) = *d;
+    return "";
+  }
+  if (key == "initial_scale_power" || key == "loss_scale_window" || key == "hysteresis") {
+    std::optional<int64_t> n = integerValue(v);
+    int64_t least = key == "initial_scale_power" ? 0 : 1;
+    if (!n || *n < least || *n > (key == "initial_scale_power" ? 120 : int64_t(1) << 40))
+      return bad(key == "initial_scale_power" ? "an integer in [0, 120]" : "an integer >= 1");
+    (key == "initial_scale_power" ? settings.initialScalePower
+     : key == "loss_scale_window" ? settings.lossScaleWindow
+                                  : settings.hysteresis) = *n;
+    return "";
+  }
+  if (key == "consecutive_hysteresis") {
+    std::optional<bool> b = v.getAsBoolean();
+    if (!b)
+      return bad("true or false");
+    settings.consecutiveHysteresis = *b;
+    return "";
+  }
+  return "?";
+}
+
 /// The "fp16" and "bf16" blocks (DeepSpeed's runtime/precision_config.py and
-/// fp16/loss_scaler.py defaults): which one is enabled, checked.
+/// fp16/loss_scaler.py defaults): which one is enabled, and fp16's loss
+/// scaler, checked.
 std::string readPrecision(StringRef path, const llvm::json::Object &root,
                           zero::TrainSettings &settings, std::vector<std::string> &warnings) {
   bool enabled[2] = {false, false};
@@ -333,23 +379,34 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
       StringRef key = kv.first;
       if (key == "enabled")
         continue;
-      if (i == 0 && (key == "loss_scale" || key == "initial_scale_power" ||
-                     key == "loss_scale_window" || key == "hysteresis" ||
-                     key == "min_loss_scale" || key == "consecutive_hysteresis"))
-        continue; // read with the loss scaler
+      if (i == 0) {
+        std::string e = readLossScaler(path, key, kv.second, settings);
+        if (e != "?") {
+          if (!e.empty())
+            return e;
+          continue;
+        }
+      }
       warnings.push_back(std::string(names[i]) + "." + key.str() +
                          " is not supported and is ignored");
     }
+  }
+  // DeepSpeed halves and doubles the dynamic scale: its floor must be a
+  // power of two for the scale to reach it.
+  if (enabled[0] && settings.lossScale == 0) {
+    int exponent = 0;
+    if (std::frexp(settings.minLossScale, &exponent) != 0.5)
+      return (path + ": fp16.min_loss_scale " + formatNumber(settings.minLossScale) +
+              " is not a power of two; the dynamic loss scale halves and doubles, so "
+              "its floor must be one (e.g. 1, the default)")
+          .str();
   }
   if (enabled[0] && enabled[1])
     return (path + ": fp16 and bf16 are both enabled; DeepSpeed trains in one of "
                    "them: disable the other")
         .str();
   if (enabled[0])
-    return (path + ": fp16 training (a 16-bit forward with DeepSpeed's dynamic loss "
-                   "scaler) is not supported yet; train in bf16 (\"bf16\": "
-                   "{\"enabled\": true}) or fp32")
-        .str();
+    settings.precision = zero::Precision::FP16;
   if (enabled[1])
     settings.precision = zero::Precision::BF16;
   return "";

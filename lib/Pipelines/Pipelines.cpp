@@ -395,6 +395,12 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   if (settings.precision != Precision::FP32) {
     ZeroMixedPrecisionPassOptions mp;
     mp.precision = settings.precision;
+    mp.lossScale = settings.lossScale;
+    mp.initialScalePower = settings.initialScalePower;
+    mp.lossScaleWindow = settings.lossScaleWindow;
+    mp.hysteresis = settings.hysteresis;
+    mp.minLossScale = settings.minLossScale;
+    mp.consecutiveHysteresis = settings.consecutiveHysteresis;
     pm.addPass(createZeroMixedPrecisionPass(mp));
   }
   ZeroAutodiffPassOptions ad;

@@ -377,9 +377,13 @@ ProgramWriter::training(::zero::zrt::ProgramOp program) {
   int64_t accumulation = 1;
   if (auto a = t.getAs<IntegerAttr>("accumulation_steps"))
     accumulation = a.getInt();
+  // fp16's loss scale and skipped outputs only where there are some, so
+  // other programs' bytes stay as they were.
+  std::string lossScale = str("loss_scale"), skipped = str("skipped");
   return ::zrt::fb::CreateTrainingDirect(
       fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
-      int32_t(accumulation), str("optimizer").c_str());
+      int32_t(accumulation), str("optimizer").c_str(),
+      lossScale.empty() ? nullptr : lossScale.c_str(), skipped.empty() ? nullptr : skipped.c_str());
 }
 
 /// Writes the program header over the finished tables and copies the bytes out.

@@ -1471,6 +1471,72 @@ def mode_bf16(a, tools, name, work):
     return failures
 
 
+def mode_fp16(a, tools, name, work):
+    """fp16 training with DeepSpeed's dynamic loss scaler against the stored PyTorch
+    reference NAME_loss.fp16.ref.safetensors (train_reference.py --write-fp16-ref): the
+    scaler starts at 2^20, where the fixtures' gradients overflow, so the run skips steps,
+    spends the hysteresis, halves the scale and doubles it after clean windows. Every
+    step's loss scale and skipped flag (zero-run --log-json) must equal PyTorch's, step
+    for step, at 1 rank and under ZeRO 1, 2, 3 over 2 ranks (against PyTorch's 2-rank
+    emulation: each rank's fp16 gradients, summed in fp16); the losses must stay within
+    3 x PyTorch's own fp16 spread (max over steps |torch fp16 - torch fp32|) of the fp32
+    losses."""
+    from safetensors import safe_open
+    path = Path(a.models) / f"{name}_loss.fp16.ref.safetensors"
+    if not path.exists():
+        raise Skip(f"no {path.name} (train_reference.py --write-fp16-ref {name})")
+    with safe_open(str(path), "np") as f:
+        meta = dict(f.metadata() or {})
+        data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
+        t16, t32 = f.get_tensor("step.loss_fp16"), f.get_tensor("step.loss_fp32")
+        expected = {1: (f.get_tensor("step.loss_scale"), f.get_tensor("step.skipped")),
+                    2: (f.get_tensor("step.loss_scale_n2"), f.get_tensor("step.skipped_n2"))}
+        skipped = expected[1][1]
+    cfg = json.loads(meta["ds_config"])
+    rows = next(iter(data.values())).shape[1]
+    spread = float(np.abs(t16 - t32).max())
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    log(f"== train-fp16 {name}: PyTorch skips steps "
+        f"{[i + 1 for i, x in enumerate(skipped) if x]}; its fp16 vs fp32 losses differ by up "
+        f"to {spread:.3g}")
+    failures = []
+    for tag, ranks, stage in (("n1", 1, None), ("z1n2", 2, 1), ("z2n2", 2, 2), ("z3n2", 2, 3)):
+        c = dict(cfg)
+        micro = rows // ranks
+        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro)
+        if stage is not None:
+            c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
+        cp = work / f"ds_{tag}.json"
+        cp.write_text(json.dumps(c, indent=1) + "\n")
+        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
+        lp = work / f"log_{tag}.json"
+        cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
+               "--log-json", str(lp)]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+        run(cmd, "zero-run")
+        rows_ = json.loads(lp.read_text())
+        scales, skipped = expected[ranks]
+        got_scales = [r["loss_scale"] for r in rows_]
+        got_skipped = [bool(r["skipped"]) for r in rows_]
+        losses = np.array([r["loss"] for r in rows_])
+        same = got_scales == [float(x) for x in scales] and got_skipped == [bool(x) for x in skipped]
+        err = float(np.abs(losses - t32).max())
+        ok = same and err <= 3 * spread
+        log(f"  {'ok  ' if ok else 'FAIL'} fp16 {tag}: loss scales and skipped steps "
+            f"{'equal to' if same else 'differ from'} PyTorch's; |loss - torch fp32| <= "
+            f"{err:.3g} ({err / spread:.2f} x spread)")
+        if not same:
+            log(f"       zero-run scales {got_scales}\n       torch    scales {list(scales)}\n"
+                f"       zero-run skipped {got_skipped}\n       torch    skipped {list(skipped)}")
+        if not ok:
+            failures.append(f"fp16 {tag}")
+    return failures
+
+
 def note_stored_data(a, name, st, data):
     """--live with the stored reference's settings: say whether the freshly generated
     data equals the stored batches (numpy's generator streams are not guaranteed
@@ -1541,6 +1607,9 @@ def main():
     ap.add_argument("--bf16", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="bf16 training (fp32 masters) against the stored PyTorch bf16 reference, "
                          "at 1 rank and ZeRO 1-3 over 2 and 4 ranks")
+    ap.add_argument("--fp16", action="append", default=[], choices=FIXTURES, metavar="NAME",
+                    help="fp16 training with the dynamic loss scaler against the stored PyTorch "
+                         "fp16 reference, at 1 rank and ZeRO 1-3 over 2 ranks")
     ap.add_argument("--zeropp", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="ZeRO++ training (qwZ, qgZ, hpZ) at stage 3 over 4 ranks")
     ap.add_argument("--zeropp-steps", type=int, default=50)
@@ -1578,7 +1647,7 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
-    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp or a.bf16):
+    if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp or a.bf16 or a.fp16):
         ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
     tmp = None
@@ -1600,7 +1669,8 @@ def main():
            [("ckpt", n, mode_ckpt) for n in a.ckpt] + \
            [("zeropp", n, mode_zeropp) for n in a.zeropp] + \
            [("pp", n, mode_pp) for n in a.pp] + \
-           [("bf16", n, mode_bf16) for n in a.bf16]
+           [("bf16", n, mode_bf16) for n in a.bf16] + \
+           [("fp16", n, mode_fp16) for n in a.fp16]
     for mode, name, fn in jobs:
         work = root / f"{mode}-{name}"
         if work.exists():

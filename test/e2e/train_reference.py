@@ -477,6 +477,142 @@ class Reference:
         return out
 
 
+    def train_fp16(self, data, config, steps, ranks=1):
+        """DeepSpeed's fp16 training on one rank, K = 1: the model converted with .half(),
+        fp32 masters made from it; each step the loss x scale backward in fp16, overflow =
+        a non-finite norm of the (scaled) gradients, the scale updated by DeepSpeed's
+        DynamicLossScaler.update_scale (runtime/fp16/loss_scaler.py: hysteresis,
+        loss_scale_window, min_loss_scale), an overflowing step skipped (no update, no
+        scheduler step, Adam's step count unchanged), else the gradients unscaled by the
+        scale the backward used, clipped and AdamW applied to the masters, the model's
+        parameters the masters rounded to fp16. With ranks > 1, data parallelism as
+        DeepSpeed runs it: each rank's backward on its rows (its own mean loss), the
+        ranks' fp16 gradients summed in fp16 (the all-reduce; a sum past fp16's range
+        overflows), then the mean over ranks in fp32; the logged loss is the ranks' mean.
+        Returns dict(losses, scales, skipped)."""
+        import torch
+        fp = config["fp16"]
+        clip = float(config.get("gradient_clipping", 0.0))
+        H = int(fp.get("hysteresis", 2))
+        window = int(fp.get("loss_scale_window", 1000))
+        min_scale = float(fp.get("min_loss_scale", 1))
+        consecutive = bool(fp.get("consecutive_hysteresis", False))
+        cur_scale = 2.0 ** int(fp.get("initial_scale_power", 16))
+        cur_iter, last_overflow, cur_h = 0, -1, H
+        self.model.half()
+        self.dtype = torch.float16
+        params = [self.named[n] for n in self.trainable]
+        masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+        opt = make_optimizer(masters, config.get("optimizer"))
+        base_lr = opt.param_groups[0]["lr"]
+        done = 0  # optimizer steps taken (the scheduler's count)
+        out = dict(losses=[], scales=[], skipped=[])
+        for t in range(steps):
+            lr = deepspeed_lr(config.get("scheduler"), base_lr, done)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            rows = next(iter(data.values())).shape[1] // ranks
+            summed, losses = None, []
+            for r in range(ranks):
+                loss = self.loss({k: v[t, r * rows:(r + 1) * rows] for k, v in data.items()})
+                (loss.float() * cur_scale).backward()
+                losses.append(float(loss.detach().float()))
+                g = [None if p.grad is None else p.grad.detach().clone() for p in params]
+                summed = g if summed is None else [
+                    None if x is None else x + y for x, y in zip(summed, g)]  # fp16 adds
+                self.model.zero_grad(set_to_none=True)
+            sq = sum(float((x.float() ** 2).sum()) for x in summed if x is not None)
+            overflow = not math.isfinite(sq)
+            used = cur_scale
+            out["losses"].append(float(np.mean(losses)))
+            out["scales"].append(used)
+            out["skipped"].append(overflow)
+            # DynamicLossScaler.update_scale(overflow)
+            if overflow:
+                if H == 1 or cur_h == 1:
+                    cur_scale = max(cur_scale / 2.0, min_scale)
+                else:
+                    cur_h -= 1
+                last_overflow = cur_iter
+            else:
+                if consecutive:
+                    cur_h = H
+                if (cur_iter - last_overflow) % window == 0:
+                    if not consecutive:
+                        cur_h = H
+                    cur_scale *= 2.0
+            cur_iter += 1
+            if not overflow:
+                for m, x in zip(masters, summed):
+                    m.grad = None if x is None else (x.float() / ranks) * (1.0 / used)
+                torch.nn.utils.clip_grad_norm_(masters, clip if clip > 0 else float("inf"),
+                                               foreach=False)
+                opt.step()
+                done += 1
+                with torch.no_grad():
+                    for m, p in zip(masters, params):
+                        p.copy_(m.half())
+            opt.zero_grad(set_to_none=True)
+            self.model.zero_grad(set_to_none=True)
+        return out
+
+
+def fp16_config(B):
+    """The ds_config of train_e2e.py --fp16: --bf16's with fp16 instead, the dynamic scaler
+    starting at 2^20 (the fixtures' gradients overflow there), a window of 3 clean steps
+    and DeepSpeed's hysteresis 2, so that a 20-step run skips, halves and doubles."""
+    cfg = bf16_config(B)
+    del cfg["bf16"]
+    cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 20,
+                   "loss_scale_window": 3, "hysteresis": 2, "min_loss_scale": 1}
+    return cfg
+
+
+def write_fp16_ref(name, models_dir=MODELS, steps=20, rows=4):
+    """Writes models_dir/NAME_loss.fp16.ref.safetensors: the data, and per step the loss,
+    the loss scale and whether the step was skipped in DeepSpeed's fp16 training
+    (train_fp16), and the fp32 losses on the same data and config."""
+    import torch
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    models_dir = Path(models_dir)
+    _, S = fixture_dims(name, models_dir)
+    data = make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
+    cfg = fp16_config(rows)
+    fp32 = Reference(name, models_dir).train(
+        data, {k: v for k, v in cfg.items() if k != "fp16"}, steps)
+    fp16 = Reference(name, models_dir).train_fp16(data, cfg, steps)
+    fp16n2 = Reference(name, models_dir).train_fp16(data, cfg, steps, ranks=2)
+    tensors = {f"data.{k}": v for k, v in data.items()}
+    tensors["step.loss_fp16_n2"] = np.asarray(fp16n2["losses"], dtype=np.float64)
+    tensors["step.loss_scale_n2"] = np.asarray(fp16n2["scales"], dtype=np.float64)
+    tensors["step.skipped_n2"] = np.asarray(fp16n2["skipped"], dtype=np.int64)
+    tensors["step.loss_fp32"] = np.asarray(fp32["losses"], dtype=np.float64)
+    tensors["step.loss_fp16"] = np.asarray(fp16["losses"], dtype=np.float64)
+    tensors["step.loss_scale"] = np.asarray(fp16["scales"], dtype=np.float64)
+    tensors["step.skipped"] = np.asarray(fp16["skipped"], dtype=np.int64)
+    onnx_path = models_dir / f"{name}_loss.onnx"
+    meta = {
+        "format": "zero fp16 training reference 1 (test/e2e/train_e2e.py --fp16)",
+        "model": name, "onnx": onnx_path.name, "onnx_sha256": te.sha256_file(onnx_path),
+        "ds_config": json.dumps(cfg, sort_keys=True), "steps": str(steps),
+        "reference": "train_reference.Reference.train_fp16 (DeepSpeed's fp16 training with "
+                     "DynamicLossScaler on one rank) and .train (fp32), 1 thread",
+        "torch_version": torch.__version__,
+        "regenerate": "scripts/setup-pyenv.sh full && build/pyenv/bin/python "
+                      f"test/e2e/train_reference.py --write-fp16-ref {name}",
+    }
+    path = models_dir / f"{name}_loss.fp16.ref.safetensors"
+    export_module(models_dir).save_ref(path, {k: np.array(v, order="C")
+                                              for k, v in tensors.items()}, meta)
+    os.chmod(path, 0o644)
+    for tag, res in (("1 rank", fp16), ("2 ranks", fp16n2)):
+        print(f"wrote {path}: {tag}: skipped steps "
+              f"{[i + 1 for i, s in enumerate(res['skipped']) if s]}, scales "
+              f"{sorted(set(res['scales']))}")
+    return path
+
+
 def bf16_config(B):
     """The ds_config of train_e2e.py --bf16: --train's, K = 1, with bf16 enabled."""
     sys.path.insert(0, str(HERE))
@@ -706,6 +842,10 @@ def main():
                     choices=FIXTURES,
                     help="write DIR/NAME_loss.bf16.ref.safetensors, the stored reference of "
                          "train_e2e.py --bf16")
+    ap.add_argument("--write-fp16-ref", nargs="+", metavar="NAME", default=None,
+                    choices=FIXTURES,
+                    help="write DIR/NAME_loss.fp16.ref.safetensors, the stored reference of "
+                         "train_e2e.py --fp16")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-7)
     ap.add_argument("--model", choices=FIXTURES)
@@ -720,6 +860,10 @@ def main():
     ap.add_argument("--log-json")
     ap.add_argument("--save")
     a = ap.parse_args()
+    if a.write_fp16_ref is not None:
+        for n in a.write_fp16_ref:
+            write_fp16_ref(n, Path(a.models))
+        return
     if a.write_bf16_ref is not None:
         for n in a.write_bf16_ref:
             write_bf16_ref(n, Path(a.models))

@@ -183,6 +183,11 @@ struct TrainSettings {
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
   /// The config's "bf16" / "fp16" (zero-mixed-precision before zero-autodiff).
   Precision precision = Precision::FP32;
+  /// fp16's loss scaler (DeepSpeed's "fp16" keys, its defaults).
+  double lossScale = 0; ///< 0: dynamic
+  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+  double minLossScale = 1;
+  bool consecutiveHysteresis = false;
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
   /// whether any was given (then zero-partition records them on the module).

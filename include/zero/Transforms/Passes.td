@@ -404,7 +404,10 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     stay in f32, their 16-bit operands cast up, so the loss, its gradient
     seed and the logged value are f32. zero-autodiff then produces 16-bit
     gradients, and zero-optimizer steps an fp32 master copy of each 16-bit
-    parameter (docs/training.md, "Mixed precision").
+    parameter (docs/training.md, "Mixed precision"). With fp16 it adds
+    DeepSpeed's loss scaler (`zero.loss_scaler` and, dynamic, its state
+    globals): zero-autodiff seeds the backward with the scale, zero-optimizer
+    unscales, skips a step whose gradients overflow and updates the scale.
   }];
   let options = [
     Option<"precision", "precision", "::zero::Precision", "::zero::Precision::BF16",
@@ -414,6 +417,18 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
              clEnumValN(::zero::Precision::FP16, "fp16", "IEEE half (DeepSpeed's \"fp16\")"))}]>,
     Option<"function", "function", "std::string", "\"\"",
            "The function (default: the only one, else @forward)">,
+    Option<"lossScale", "loss-scale", "double", "0",
+           "fp16: a static loss scale (DeepSpeed's loss_scale); 0: the dynamic scaler">,
+    Option<"initialScalePower", "initial-scale-power", "int64_t", "16",
+           "fp16, dynamic: the first scale is 2^this">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "1000",
+           "fp16, dynamic: clean steps before the scale doubles">,
+    Option<"hysteresis", "hysteresis", "int64_t", "2",
+           "fp16, dynamic: overflows before the scale halves">,
+    Option<"minLossScale", "min-loss-scale", "double", "1",
+           "fp16, dynamic: the scale's floor (a power of two)">,
+    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
+           "fp16, dynamic: a clean step restores the hysteresis">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect"];
 }

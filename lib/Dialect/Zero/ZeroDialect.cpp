@@ -48,6 +48,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kAccumulationSteps, "an integer"),
       known(a::kActivationCheckpointInterval, "an integer"),
       known(a::kPipelinePlan, "a dictionary"),
+      known(a::kLossScaler, "a dictionary"),
       known(a::kTensor, "a string"),
       known(a::kRole, "a string"),
       known(a::kShard, "a dictionary"),

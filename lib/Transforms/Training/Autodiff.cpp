@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GradientRules.h"
+#include "LossScaler.h"
 #include "TrainingFunction.h"
 #include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/Layers.h"
@@ -438,6 +439,16 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     auto seedAttr = DenseElementsAttr::get(cast<ShapedType>(lossType),
                                            FloatAttr::get(lossElem, 1.0 / accumulation));
     Value seed = onnx::ConstantOp::create(b, lossType, seedAttr);
+    // fp16 (zero-mixed-precision): the backward of loss x scale, as
+    // DeepSpeed's scaled_loss.backward().
+    if (auto scaler = ::zero::training::findLossScaler(b.getBlock()->getParentOp()
+                                                           ->getParentOfType<ModuleOp>())) {
+      Value scale = ::zero::training::currentLossScale(b, *scaler);
+      if (lossElem != b.getF32Type())
+        scale = onnx::CastOp::create(b, RankedTensorType::get({}, lossElem), scale,
+                                     TypeAttr::get(lossElem));
+      seed = onnx::MulOp::create(b, seed, scale);
+    }
     llvm::MapVector<Operation *, Value> micro;
     if (failed(reverse(b, ops, loss, seed, s.trainable, micro)))
       return failure();

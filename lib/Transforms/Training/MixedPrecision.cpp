@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossScaler.h"
 #include "TrainingFunction.h"
 
 #include "zero/Transforms/Passes.h"
@@ -28,6 +29,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Debug.h"
+
+#include <cmath>
 
 #define DEBUG_TYPE "zero-mixed-precision"
 
@@ -50,6 +53,17 @@ bool isLoss(Operation *op) {
   return isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op);
 }
 
+/// The ops that compute in f32 whatever their operands' type (their 16-bit
+/// operands cast up): softmax, normalization and its statistics, reductions,
+/// exp/log, powers and roots. Their results stay f32 for the f32 ops after
+/// them and are cast to 16 bits for the others; their backward is f32.
+bool isF32Op(Operation *op) {
+  return isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp, onnx::LayerNormalizationOp,
+             onnx::RMSNormalizationOp, onnx::BatchNormalizationOp, onnx::ReduceMeanOp,
+             onnx::ReduceSumOp, onnx::ReduceSumSquareOp, onnx::ReduceProdOp,
+             onnx::ReduceLogSumExpOp, onnx::ExpOp, onnx::LogOp, onnx::PowOp, onnx::SqrtOp>(op);
+}
+
 struct ZeroMixedPrecisionPass
     : public ::zero::impl::ZeroMixedPrecisionPassBase<ZeroMixedPrecisionPass> {
   using Base::Base;
@@ -67,6 +81,19 @@ struct ZeroMixedPrecisionPass
     retypeGlobals(module);
     if (failed(retypeFunction(func)))
       return signalPassFailure();
+    if (precision == ::zero::Precision::FP16) {
+      double p = std::log2(minLossScale);
+      if (lossScale < 0 || minLossScale <= 0 || p != std::floor(p) || lossScaleWindow < 1 ||
+          hysteresis < 1 || initialScalePower < 0 || initialScalePower > 120) {
+        module.emitError() << "zero-mixed-precision: fp16's loss scaler needs loss-scale >= 0, "
+                              "a power of two min-loss-scale, loss-scale-window >= 1, "
+                              "hysteresis >= 1 and initial-scale-power in [0, 120]";
+        return signalPassFailure();
+      }
+      ::zero::training::addLossScaler(
+          module, {lossScale, initialScalePower, lossScaleWindow, hysteresis, minLossScale,
+                   consecutiveHysteresis});
+    }
   }
 
   RankedTensorType narrow(Type t) const {
@@ -123,36 +150,66 @@ struct ZeroMixedPrecisionPass
       entryCasts.insert(down.getDefiningOp());
     }
     Type f32 = Float32Type::get(&getContext());
-    // What stays f32: the losses, every op reading a result of one, and the
-    // constants only those read (found before anything is retyped).
-    llvm::DenseSet<Operation *> keptF32;
+    // Which ops compute in f32 (found before anything is retyped): the
+    // losses and every op after one; the f32 ops of the table; and an op
+    // whose float operands all come from f32 ops (constants count for
+    // neither side), as a variance's + epsilon between a reduction and its
+    // square root. Every other op computes in 16 bits.
+    llvm::DenseSet<Operation *> lossRegion, f32Ops;
+    auto fromF32 = [&](Value v) { return f32Ops.contains(v.getDefiningOp()); };
     for (Operation &op : body) {
       if (op.getNumRegions() != 0)
         return op.emitOpError() << "zero-mixed-precision: ops with regions are not supported";
-      if (isLoss(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
-            return keptF32.contains(v.getDefiningOp());
-          }))
-        keptF32.insert(&op);
-    }
-    for (auto c : body.getOps<onnx::ConstantOp>())
-      if (!c->use_empty() && llvm::all_of(c->getUsers(), [&](Operation *user) {
-            return keptF32.contains(user);
-          }))
-        keptF32.insert(c);
-    for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (isa<func::ReturnOp>(op) || entryCasts.contains(&op))
+      if (isa<func::ReturnOp>(op) || entryCasts.contains(&op) || isa<onnx::ConstantOp>(op))
         continue;
-      if (!keptF32.contains(&op)) {
-        retypeOp(op);
+      if (isLoss(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+            return lossRegion.contains(v.getDefiningOp());
+          })) {
+        lossRegion.insert(&op);
+        f32Ops.insert(&op);
         continue;
       }
-      // 16-bit operands cast up; results stay f32.
+      bool anyF32 = false, any16 = false;
+      for (Value v : op.getOperands()) {
+        if (!isF32Tensor(v.getType()) || isa_and_nonnull<onnx::ConstantOp>(v.getDefiningOp()))
+          continue;
+        (fromF32(v) ? anyF32 : any16) = true;
+      }
+      if (isF32Op(&op) || (anyF32 && !any16))
+        f32Ops.insert(&op);
+    }
+    // A constant stays f32 when only f32 ops read it.
+    llvm::DenseSet<Operation *> f32Constants;
+    for (auto c : body.getOps<onnx::ConstantOp>())
+      if (!c->use_empty() && llvm::all_of(c->getUsers(), [&](Operation *user) {
+            return f32Ops.contains(user);
+          }))
+        f32Constants.insert(c);
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (entryCasts.contains(&op))
+        continue;
+      if (isa<onnx::ConstantOp>(op)) {
+        if (!f32Constants.contains(&op))
+          retypeOp(op);
+        continue;
+      }
+      const bool inF32 = f32Ops.contains(&op);
+      // Operands to the type the op computes in: 16-bit ones cast up for an
+      // f32 op, f32 ones (an f32 op's results) cast down for a 16-bit op.
       b.setInsertionPoint(&op);
       for (OpOperand &use : op.getOpOperands()) {
         auto rt = dyn_cast<RankedTensorType>(use.get().getType());
-        if (rt && rt.getElementType() == half)
+        if (!rt || !isa<FloatType>(rt.getElementType()))
+          continue;
+        if (inF32 && rt.getElementType() == half)
           use.set(castTo(b, op.getLoc(), use.get(), f32));
+        else if (!inF32 && !isa<func::ReturnOp>(op) && rt.getElementType().isF32() &&
+                 use.get().getDefiningOp() && (fromF32(use.get()) ||
+                 f32Constants.contains(use.get().getDefiningOp())))
+          use.set(castTo(b, op.getLoc(), use.get(), half));
       }
+      if (!inF32 && !isa<func::ReturnOp>(op))
+        retypeOp(op);
     }
     // The function's results take their new types.
     auto ret = cast<func::ReturnOp>(body.getTerminator());

@@ -15,6 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossScaler.h"
+
 #include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Transforms/Analysis/ShardLayout.h"
 
@@ -90,7 +92,14 @@ struct OptimizerStep {
                                             FlatSymbolRefAttr::get(g.getSymNameAttr()));
   }
 
+  /// Stores `v` into `g`; in a step that may be skipped (fp16's overflow),
+  /// the global keeps its value when it is.
   void store(ml_program::GlobalOp g, Value v) {
+    if (overflow)
+      v = onnx::WhereOp::create(b, v.getType(), overflow, load(g), v);
+    storeAsIs(g, v);
+  }
+  void storeAsIs(ml_program::GlobalOp g, Value v) {
     ml_program::GlobalStoreOp::create(b, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
   }
 
@@ -115,6 +124,13 @@ struct OptimizerStep {
   /// The step number (1 on the first step), the step's learning rate, the
   /// gradient norm before clipping and the clipping coefficient.
   Value t, rate, norm, scale;
+  /// The step counter global and its value before the step.
+  ml_program::GlobalOp counter;
+  Value stepBefore;
+  /// fp16's loss scaler, this step's loss scale, and whether the step's
+  /// gradients overflowed (then nothing is stored: the step is skipped).
+  std::optional<::zero::training::LossScaler> scaler;
+  Value lossScale, overflow;
 };
 
 /// One parameter's update: what the rank steps (the parameter or its shard)
@@ -132,6 +148,9 @@ struct ParamUpdate {
   Value value;
   /// A 16-bit parameter's fp32 master copy (useMaster), else null.
   ml_program::GlobalOp master = nullptr;
+  /// What the rank holds of the parameter before the step (the shard,
+  /// sharded), in its own type.
+  Value held;
 };
 
 struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimizerPass> {
@@ -166,11 +185,15 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     // 16-bit gradients (zero-mixed-precision) are clipped and applied in f32.
     for (ParamGradient &p : s.params)
       p.grad = toF32(s.b, p.grad);
+    s.scaler = ::zero::training::findLossScaler(module);
+    if (s.scaler)
+      unscaleGradients(s);
     addStepCounter(s);
     buildSchedule(s);
     clipGradients(s);
     if (failed(applyUpdates(s, kind)))
       return signalPassFailure();
+    finishStep(s);
     returnLossNormAndRate(s);
     recordTrainingSettings(module, kind);
   }
@@ -413,17 +436,41 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     }
   }
 
-  /// The step counter: t = step + 1, stored back.
+  /// The step counter: t = step + 1, stored back (by finishStep, once
+  /// whether the step is skipped is known).
   void addStepCounter(OptimizerStep &s) {
     Type i64 = IntegerType::get(&getContext(), 64);
     auto i64s = RankedTensorType::get({}, i64);
-    auto counter = s.addStateGlobal(s.anchor, "optimizer_step", "optimizer.step", i64s,
-                                    "counter");
-    auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+    s.counter = s.addStateGlobal(s.anchor, "optimizer_step", "optimizer.step", i64s,
+                                 "counter");
     Value one = scalar(s.b, 1, i64);
-    Value step = ml_program::GlobalLoadOp::create(s.b, i64s, sym);
-    s.t = onnx::AddOp::create(s.b, step, one);
-    ml_program::GlobalStoreOp::create(s.b, sym, s.t);
+    s.stepBefore = s.load(s.counter);
+    s.t = onnx::AddOp::create(s.b, s.stepBefore, one);
+    if (!s.scaler)
+      s.store(s.counter, s.t);
+  }
+
+  /// fp16: the gradients of loss x scale divided by the scale, in f32 (as
+  /// DeepSpeed's unscale, times 1/scale).
+  void unscaleGradients(OptimizerStep &s) {
+    ImplicitLocOpBuilder &b = s.b;
+    s.lossScale = ::zero::training::currentLossScale(b, *s.scaler);
+    Value inverse = onnx::DivOp::create(b, scalar(b, 1.0, b.getF32Type()), s.lossScale);
+    for (ParamGradient &p : s.params)
+      p.grad = onnx::MulOp::create(b, p.grad, inverse);
+  }
+
+  /// fp16: a step whose gradients overflowed (a non-finite global norm: some
+  /// gradient on some rank is inf or NaN; sharded, the norm is all-reduced, so
+  /// every rank sees the same flag) is skipped, as DeepSpeed skips it: the
+  /// parameters, the optimizer state and the step counter (so Adam's step and
+  /// the schedule) keep their values; then the scale is updated.
+  void finishStep(OptimizerStep &s) {
+    if (!s.scaler)
+      return;
+    ImplicitLocOpBuilder &b = s.b;
+    ::zero::training::updateLossScale(b, *s.scaler, s.lossScale, s.overflow);
+    s.store(s.counter, s.t);
   }
 
   /// The learning rate of step t under the schedule (DeepSpeed's schedulers).
@@ -468,6 +515,11 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (s.sharded)
       sumSq = ::zero::dist::AllReduceOp::create(b, sumSq.getType(), sumSq, int64_t(world));
     s.norm = onnx::SqrtOp::create(b, sumSq);
+    if (s.scaler) {
+      auto i1s = RankedTensorType::get({}, b.getI1Type());
+      s.overflow = onnx::OrOp::create(b, i1s, onnx::IsNaNOp::create(b, i1s, sumSq),
+                                      onnx::IsInfOp::create(b, i1s, sumSq));
+    }
     s.scale = scalar(b, 1.0, f32);
     if (clip > 0) {
       // clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1.
@@ -488,13 +540,13 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       auto &[g, grad] = entry;
       auto fullType = cast<RankedTensorType>(g.getType());
       Type elem = fullType.getElementType();
-      const bool half = elem.isBF16();
-      if (elem.isF16())
+      const bool half = elem.isBF16() || (elem.isF16() && s.scaler);
+      if (elem.isF16() && !s.scaler)
         return g.emitOpError() << "is " << fullType
-                               << "; fp16 training needs DeepSpeed's dynamic loss scaler, "
-                                  "which zero-opt does not have yet: export the model in "
-                                  "float32 (model.float() before torch.onnx.export) and train "
-                                  "in fp32 or bf16 (\"bf16\": {\"enabled\": true})";
+                               << "; fp16 training needs DeepSpeed's loss scaler: export the "
+                                  "model in float32 (model.float() before torch.onnx.export) "
+                                  "and train with \"fp16\": {\"enabled\": true} (or in bf16 "
+                                  "or fp32)";
       if (elem != f32 && !half)
         return g.emitOpError() << "is " << fullType
                                << "; the optimizers update f32 parameters, or bf16 ones "
@@ -519,6 +571,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         u.value = ::zero::dist::LocalShardOp::create(
             s.b, steppedOf(elem), ::zero::flatPadded(s.b, u.value, layout.padded),
             int64_t(world));
+      u.held = u.value;
       if (half)
         useMaster(s, u);
       if (kind == "sgd")
@@ -633,9 +686,13 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       updated = onnx::CastOp::create(s.b, RankedTensorType::get(shape, elem), updated,
                                      TypeAttr::get(elem));
     }
+    // A skipped step (fp16 overflow) keeps what the rank held; chosen before
+    // the gather, so the store stays the gather zero-partition recognizes.
+    if (s.overflow)
+      updated = onnx::WhereOp::create(s.b, updated.getType(), s.overflow, u.held, updated);
     if (!s.sharded)
-      return s.store(u.param, updated);
-    s.store(u.param, ::zero::gatherWhole(s.b, updated, u.fullType, int64_t(world)));
+      return s.storeAsIs(u.param, updated);
+    s.storeAsIs(u.param, ::zero::gatherWhole(s.b, updated, u.fullType, int64_t(world)));
   }
 
   /// The step returns loss, grad_norm and lr (the gradients are spent).
@@ -644,6 +701,12 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     ImplicitLocOpBuilder &b = s.b;
     b.setLoc(NameLoc::get(StringAttr::get(ctx, "optimizer")));
     SmallVector<Value> results{s.ret.getOperand(0), s.norm, s.rate};
+    if (s.scaler) {
+      // fp16: the step's loss scale and whether it was skipped (1) or not (0).
+      results.push_back(s.lossScale);
+      results.push_back(onnx::CastOp::create(b, RankedTensorType::get({}, b.getF32Type()),
+                                             s.overflow, TypeAttr::get(b.getF32Type())));
+    }
     func::ReturnOp::create(b, results);
     s.ret.erase();
     auto named = [&](StringRef n) {
@@ -652,6 +715,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     s.func.setType(FunctionType::get(ctx, s.func.getArgumentTypes(),
                                      ValueRange(results).getTypes()));
     SmallVector<DictionaryAttr> resAttrs{named("loss"), named("grad_norm"), named("lr")};
+    if (s.scaler) {
+      resAttrs.push_back(named("loss_scale"));
+      resAttrs.push_back(named("skipped"));
+    }
     s.func.setAllResultAttrs(resAttrs);
   }
 
@@ -672,13 +739,17 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     os << " schedule=" << ::zero::stringify(schedule.getValue());
     int64_t accumulation = attrs::kAccumulationSteps.getInt(module).value_or(1);
     Builder b(&getContext());
-    attrs::kTraining.set(
-        module, b.getDictionaryAttr(
-                    {b.getNamedAttr("loss", b.getStringAttr("loss")),
-                     b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
-                     b.getNamedAttr("lr", b.getStringAttr("lr")),
-                     b.getNamedAttr("accumulation_steps", b.getI64IntegerAttr(accumulation)),
-                     b.getNamedAttr("optimizer", b.getStringAttr(desc))}));
+    SmallVector<NamedAttribute> entries{
+        b.getNamedAttr("loss", b.getStringAttr("loss")),
+        b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
+        b.getNamedAttr("lr", b.getStringAttr("lr")),
+        b.getNamedAttr("accumulation_steps", b.getI64IntegerAttr(accumulation)),
+        b.getNamedAttr("optimizer", b.getStringAttr(desc))};
+    if (::zero::training::findLossScaler(module)) {
+      entries.push_back(b.getNamedAttr("loss_scale", b.getStringAttr("loss_scale")));
+      entries.push_back(b.getNamedAttr("skipped", b.getStringAttr("skipped")));
+    }
+    attrs::kTraining.set(module, b.getDictionaryAttr(entries));
   }
 };
 

@@ -154,6 +154,8 @@ struct TrainingDesc {
   std::string lr;        ///< output: learning rate of the step, or ""
   int accumulationSteps = 1; ///< micro-batches per step
   std::string optimizer; ///< description, for messages and logs
+  std::string lossScale; ///< output: fp16's loss scale of the step, or ""
+  std::string skipped;   ///< output: 1 when an fp16 step overflowed and was skipped, or ""
 };
 
 /// A queue of instructions executed in program order.

@@ -279,6 +279,8 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
     d.lr = str(t->lr());
     d.accumulationSteps = t->accumulation_steps();
     d.optimizer = str(t->optimizer());
+    d.lossScale = str(t->loss_scale());
+    d.skipped = str(t->skipped());
     p.training = std::move(d);
   }
   return p;

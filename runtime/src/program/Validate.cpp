@@ -357,7 +357,8 @@ Status ProgramValidator::checkTraining() const {
   if (t.loss.empty())
     return error("training table", "names no loss output");
   const std::pair<const char *, const std::string *> named[] = {
-      {"loss", &t.loss}, {"grad_norm", &t.gradNorm}, {"lr", &t.lr}};
+      {"loss", &t.loss}, {"grad_norm", &t.gradNorm}, {"lr", &t.lr},
+      {"loss_scale", &t.lossScale}, {"skipped", &t.skipped}};
   for (const auto &[field, name] : named) {
     if (name->empty())
       continue;

@@ -116,6 +116,12 @@ std::string formatStepLine(const StepRecord &r, int64_t totalSteps) {
     std::snprintf(text, sizeof text, "  lr %.3e", *r.lr);
     line += text;
   }
+  if (r.lossScale) {
+    std::snprintf(text, sizeof text, "  loss_scale %g", *r.lossScale);
+    line += text;
+  }
+  if (r.skipped && *r.skipped)
+    line += "  skipped (overflow)";
   std::snprintf(text, sizeof text, "  time %.1f ms", r.seconds * 1e3);
   line += text;
   if (r.samplesPerSecond > 0) {
@@ -150,6 +156,10 @@ Status TrainingLog::record(const StepRecord &r) {
     entry["grad_norm"] = *r.gradNorm;
   if (r.lr)
     entry["lr"] = *r.lr;
+  if (r.lossScale)
+    entry["loss_scale"] = *r.lossScale;
+  if (r.skipped)
+    entry["skipped"] = *r.skipped;
   entry["time_s"] = r.seconds;
   entry["samples_per_s"] = r.samplesPerSecond;
   json_.push_back(std::move(entry));

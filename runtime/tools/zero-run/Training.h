@@ -26,6 +26,9 @@ struct StepRecord {
   int64_t step = 0;     ///< 1-based
   double loss = 0;      ///< mean over ranks
   std::optional<double> gradNorm, lr;
+  /// fp16: the step's loss scale, and whether it overflowed and was skipped.
+  std::optional<double> lossScale;
+  std::optional<bool> skipped;
   double seconds = 0;   ///< the slowest rank's run() time
   double samplesPerSecond = 0;
 };
@@ -61,7 +64,7 @@ private:
 
 /// "step 10/200  loss 5.543210  grad_norm 1.2345  lr 3.000e-04  time 12.3 ms
 /// samples/s 650.2" (grad_norm and lr only when known, samples/s only when
-/// the step has samples).
+/// the step has samples; fp16 adds "loss_scale 65536" and "skipped" after lr).
 std::string formatStepLine(const StepRecord &record, int64_t totalSteps);
 
 /// The value of the program's f32 scalar output `name`.

@@ -799,7 +799,16 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
       meanLoss = agreed[0];
       seconds = agreed[1];
     }
-    if (!std::isfinite(meanLoss)) {
+    // fp16: a step whose gradients overflowed was skipped (nothing was
+    // updated); its loss may be inf, and training goes on, as DeepSpeed's.
+    bool skipped = false;
+    if (!training.skipped.empty()) {
+      Expected<float> flag = readScalarOutput(executor, training.skipped);
+      if (!flag)
+        return stop(flag.status());
+      skipped = *flag != 0;
+    }
+    if (!std::isfinite(meanLoss) && !skipped) {
       log.finish();
       if (comm.rank() == 0) {
         Status flushed = log.flush();
@@ -832,8 +841,11 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
     record.loss = meanLoss;
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
+    if (!training.skipped.empty())
+      record.skipped = skipped;
     for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
-                                std::make_pair(&training.lr, &record.lr)}) {
+                                std::make_pair(&training.lr, &record.lr),
+                                std::make_pair(&training.lossScale, &record.lossScale)}) {
       if (name->empty())
         continue;
       Expected<float> value = readScalarOutput(executor, *name);

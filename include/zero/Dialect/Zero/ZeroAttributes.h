@@ -55,6 +55,9 @@ inline constexpr ZeroAttr<mlir::IntegerAttr> kActivationCheckpointInterval{
     "zero.activation_checkpoint_interval"};
 /// The pipeline split's plan: stages, their ranks and schedule.
 inline constexpr ZeroAttr<mlir::DictionaryAttr> kPipelinePlan{"zero.pipeline_plan"};
+/// fp16 training's loss scaler (DeepSpeed's): its settings; the dynamic
+/// scaler's state is in the loss_scaler.* globals (Training/LossScaler.h).
+inline constexpr ZeroAttr<mlir::DictionaryAttr> kLossScaler{"zero.loss_scaler"};
 
 // Global (parameter, buffer, optimizer state) attributes.
 /// The ONNX initializer name a global holds.
