@@ -1404,9 +1404,9 @@ def mode_bf16(a, tools, name, work):
     PyTorch's own bf16 error is spread = max over steps |torch bf16 - torch fp32|; every
     run's losses must stay within 3 x spread of torch's fp32 losses, and (so that an fp32
     run cannot pass) at least 0.1 x spread away from zero-run's own fp32 losses on some
-    step: at 1 rank, ZeRO stages 1, 2, 3 over 2 ranks and stage 3 over 4 ranks. The
-    16-bit parameters and the f32 masters are checked in the report's per-rank
-    parameter and optimizer bytes."""
+    step: at 1 rank, ZeRO stages 1, 2, 3 over 2 ranks and stage 3 over 4 ranks; --save
+    writes the fp32 masters; and pp=2 pipeline stages give the bits of the 1-rank run
+    accumulating the same micro-batches."""
     from safetensors import safe_open
     path = Path(a.models) / f"{name}_loss.bf16.ref.safetensors"
     if not path.exists():
@@ -1424,19 +1424,21 @@ def mode_bf16(a, tools, name, work):
         f"{spread:.3g}")
     failures = []
 
-    def train(tag, ranks, stage=None, bf16=True):
+    def train(tag, ranks, stage=None, bf16=True, accum=1, zopts=None):
         c = dict(cfg)
         if not bf16:
             c.pop("bf16")
-        micro = rows // ranks
-        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro)
+        micro = rows // (ranks * accum) if not zopts else rows // accum
+        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
+                 gradient_accumulation_steps=accum)
         if stage is not None:
             c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
         cp = work / f"ds_{tag}.json"
         cp.write_text(json.dumps(c, indent=1) + "\n")
         shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
         zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
-        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
+        extra = ["--config", str(cp)] + ([f"--zero-pipeline={zopts}"] if zopts else [])
+        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, extra, zrt, w)
         lp, rp = work / f"log_{tag}.json", work / f"report_{tag}.json"
         cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
                "--log-json", str(lp), "--report-json", str(rp),
@@ -1468,6 +1470,16 @@ def mode_bf16(a, tools, name, work):
             failures.append(f"bf16 {tag}: --save is not the fp32 masters")
             log(f"  FAIL bf16 {tag}: --save equal to --save-optimizer's masters: {same}, "
                 f"finer than bf16: {finer}")
+    # Pipeline stages: pp=2 over 2 micro-batches (1F1B) gives the bits of the 1-rank
+    # bf16 run accumulating the same 2 micro-batches (a cut moves bytes, the tied
+    # embedding's stages sum in the same order).
+    one, _ = train("k2", 1, accum=2)
+    pp, _ = train("pp2", 2, accum=2, zopts="pp=2 micro-batches=2")
+    ok = one.tobytes() == pp.tobytes()
+    log(f"  {'ok  ' if ok else 'FAIL'} bf16 pp=2 (1F1B, 2 micro-batches): losses "
+        f"{'bit-identical to' if ok else 'differ from'} the 1-rank run accumulating them")
+    if not ok:
+        failures.append("bf16 pp=2")
     return failures
 
 

@@ -855,10 +855,12 @@ struct ZeroPipelineSplitPass
       if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
         continue;
       // The parameter: a load of its global (through the flatten, pad and
-      // local-shard ops of a sharded step).
+      // local-shard ops of a sharded step, and a 16-bit parameter's master:
+      // Where(first step, the parameter widened, the master)).
       Operation *def = op->getOperand(0).getDefiningOp();
       while (def && !isa<ml_program::GlobalLoadOp>(def) && def->getNumOperands() >= 1)
-        def = def->getOperand(0).getDefiningOp();
+        def = (isa<::zero::onnx::WhereOp>(def) ? def->getOperand(1) : def->getOperand(0))
+                  .getDefiningOp();
       auto load = dyn_cast_or_null<ml_program::GlobalLoadOp>(def);
       if (!load)
         return op->emitOpError("zero-pipeline-split: cannot find the global this "
