@@ -147,8 +147,11 @@ def main():
     only = set(filter(None, a.only.split(",")))
     t0 = time.perf_counter()
     cases = []
+    # NAME.ref.safetensors beside NAME.onnx (the training references, e.g.
+    # NAME_loss.bf16.ref.safetensors, have no model of that name).
     refs = sorted(f[:-len(".ref.safetensors")] for f in os.listdir(a.models)
-                  if f.endswith(".ref.safetensors") and not f.endswith(".train.ref.safetensors"))
+                  if f.endswith(".ref.safetensors") and not f.endswith(".train.ref.safetensors")
+                  and os.path.exists(os.path.join(a.models, f[:-len(".ref.safetensors")] + ".onnx")))
     # mlp first: the smallest, it shows at once whether zero-run runs at all.
     for name in sorted(refs + list(RANDOM_INPUT_FIXTURES), key=lambda n: (n != "mlp", n)):
         if only and name not in only:

@@ -1443,7 +1443,8 @@ def mode_bf16(a, tools, name, work):
         cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
                "--log-json", str(lp), "--report-json", str(rp),
                "--save", str(work / f"final_{tag}.safetensors"),
-               "--save-optimizer", str(work / f"opt_{tag}.safetensors")]
+               "--save-optimizer", str(work / f"opt_{tag}.safetensors"),
+               "--save-dir", str(work / f"ck_{tag}")]
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
         run(cmd, "zero-run")
@@ -1470,6 +1471,25 @@ def mode_bf16(a, tools, name, work):
             failures.append(f"bf16 {tag}: --save is not the fp32 masters")
             log(f"  FAIL bf16 {tag}: --save equal to --save-optimizer's masters: {same}, "
                 f"finer than bf16: {finer}")
+    # zero-ckpt consolidate of the 1-rank run's checkpoint: the fp32 masters by default
+    # (equal to --save), and --dtype bf16 their rounding to nearest even (numpy here).
+    zero_ckpt = str(Path(tools.zero_run).with_name("zero-ckpt"))
+    saved = load_file(str(work / "final_n1.safetensors"))
+    for dt in ("", "bf16"):
+        out = work / f"cons_{dt or 'default'}.safetensors"
+        run([zero_ckpt, "consolidate", str(work / "ck_n1"), "-o", str(out)] +
+            (["--dtype", dt] if dt else []), "zero-ckpt")
+        got = read_st_raw(out)
+        if dt:
+            want = {k: _bf16_bits(v) for k, v in saved.items()}
+        else:
+            want = {k: v for k, v in saved.items()}
+        same = set(got) == set(want) and all(
+            got[k][1].tobytes() == np.ascontiguousarray(want[k]).tobytes() for k in want)
+        log(f"  {'ok  ' if same else 'FAIL'} zero-ckpt consolidate {('--dtype ' + dt) if dt else ''}"
+            f": {'the fp32 masters, equal to --save' if not dt else 'the masters rounded to bf16'}")
+        if not same:
+            failures.append(f"bf16 consolidate {dt or 'default'}")
     # Pipeline stages: pp=2 over 2 micro-batches (1F1B) gives the bits of the 1-rank
     # bf16 run accumulating the same 2 micro-batches (a cut moves bytes, the tied
     # embedding's stages sum in the same order).
@@ -1481,6 +1501,27 @@ def mode_bf16(a, tools, name, work):
     if not ok:
         failures.append("bf16 pp=2")
     return failures
+
+
+def _bf16_bits(a):
+    """f32 -> bf16 bits (uint16), round to nearest even."""
+    b = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def read_st_raw(path):
+    """{name: (dtype string, array)} of a safetensors file, BF16 as uint16 bits."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    hdr = json.loads(raw[8:8 + n])
+    dts = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64}
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        out[k] = (v["dtype"], np.frombuffer(raw[8 + n + b:8 + n + e], dts[v["dtype"]]).reshape(v["shape"]))
+    return out
 
 
 def mode_fp16(a, tools, name, work):

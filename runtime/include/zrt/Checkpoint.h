@@ -121,9 +121,14 @@ private:
 /// Writes the tensors of `kind` whole, under their names, to a safetensors
 /// file at `out`, streaming: at most `chunkBytes` of tensor data in memory;
 /// each tensor's checksum in the metadata, as zero-run --save writes them
-/// (a first pass over the pieces).
+/// (a first pass over the pieces). A model tensor trained in 16 bits is
+/// taken from its fp32 master (NAME.master) when the checkpoint has one, as
+/// --save writes it; `dtype` (f32, f16 or bf16) converts the model's
+/// floating-point tensors (rounding to nearest even), as DeepSpeed's
+/// stage3_gather_16bit_weights_on_model_save writes 16-bit weights.
 Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::string &kind,
-                             const std::string &out, uint64_t chunkBytes = 16u << 20);
+                             const std::string &out, std::optional<DType> dtype = std::nullopt,
+                             uint64_t chunkBytes = 16u << 20);
 
 } // namespace zrt
 

@@ -11,6 +11,8 @@
 #include "zrt/Checksum.h"
 #include "zrt/OutputFile.h"
 
+#include "math/HalfMath.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -407,50 +409,108 @@ Status CheckpointReader::read(const CheckpointTensor &tensor, uint64_t first, ui
   return Status::ok();
 }
 
+namespace {
+
+/// Where consolidation takes a tensor from, and the type it writes it in.
+struct ConsolidatedTensor {
+  const CheckpointTensor *saved;  ///< named and shaped as this one
+  const CheckpointTensor *source; ///< read from: itself, or its fp32 master
+  DType dtype;                    ///< written as
+};
+
+/// Elements [first, last) of `t` read from its source and converted to its
+/// dtype into `out` (f32, f16, bf16 convert; other types are copied).
+Status readConverted(CheckpointReader &reader, const ConsolidatedTensor &t, uint64_t first,
+                     uint64_t last, std::vector<char> &raw, std::vector<char> &out) {
+  const DType from = t.source->dtype;
+  raw.resize(size_t((last - first) * dtypeSize(from)));
+  ZRT_RETURN_IF_ERROR(reader.read(*t.source, first, last, raw.data()));
+  if (from == t.dtype) {
+    out.swap(raw);
+    return Status::ok();
+  }
+  out.resize(size_t((last - first) * dtypeSize(t.dtype)));
+  for (uint64_t i = 0; i < last - first; ++i) {
+    float v = 0;
+    uint16_t h = 0;
+    if (from == DType::F32) {
+      std::memcpy(&v, raw.data() + 4 * i, 4);
+    } else {
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      v = from == DType::BF16 ? math::bfloat16ToFloat(h) : math::halfToFloat(h);
+    }
+    if (t.dtype == DType::F32) {
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    } else {
+      h = t.dtype == DType::BF16 ? math::floatToBfloat16(v) : math::floatToHalf(v);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::string &kind,
-                             const std::string &out, uint64_t chunkBytes) {
+                             const std::string &out, std::optional<DType> dtype,
+                             uint64_t chunkBytes) {
+  if (dtype && *dtype != DType::F32 && *dtype != DType::F16 && *dtype != DType::BF16)
+    return Status::error("consolidate: --dtype must be fp32, fp16 or bf16");
   CheckpointReader reader(manifest);
-  std::vector<StreamedTensor> tensors;
-  std::vector<char> buffer;
-  Status failure = Status::ok();
+  // The model's tensors come from their fp32 masters where mixed-precision
+  // training kept some (NAME.master), as zero-run --save writes them.
+  std::vector<ConsolidatedTensor> plan;
   for (const CheckpointTensor &t : manifest.tensors) {
     if (t.kind != kind)
       continue;
-    tensors.push_back({t.name, t.dtype, t.shape, [&, tp = &t](TensorSink &sink) {
-                         const uint64_t elem = dtypeSize(tp->dtype);
-                         const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
-                         for (uint64_t b = 0; b < tp->numel(); b += step) {
-                           uint64_t e = std::min(tp->numel(), b + step);
-                           buffer.resize(size_t((e - b) * elem));
-                           Status s = reader.read(*tp, b, e, buffer.data());
-                           if (!s.isOk()) {
-                             failure = s;
-                             return false;
-                           }
-                           if (!sink.write(buffer.data(), buffer.size()))
-                             return false;
-                         }
-                         return true;
-                       }});
+    ConsolidatedTensor c{&t, &t, t.dtype};
+    const bool floating = t.dtype == DType::F32 || t.dtype == DType::F16 ||
+                          t.dtype == DType::BF16;
+    if (kind == "model" && floating) {
+      const CheckpointTensor *m = manifest.find(t.name + ".master");
+      if (m && m->kind == "optimizer" && m->dtype == DType::F32 && m->numel() == t.numel())
+        c = {&t, m, DType::F32};
+      if (dtype)
+        c.dtype = *dtype;
+    }
+    plan.push_back(c);
   }
+  std::vector<char> raw, converted;
+  auto forEachChunk = [&](const ConsolidatedTensor &t,
+                          const std::function<bool(const std::vector<char> &)> &use) -> Status {
+    const uint64_t elem = std::max(dtypeSize(t.dtype), dtypeSize(t.source->dtype));
+    const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
+    for (uint64_t b = 0; b < t.saved->numel(); b += step) {
+      uint64_t e = std::min(t.saved->numel(), b + step);
+      ZRT_RETURN_IF_ERROR(readConverted(reader, t, b, e, raw, converted));
+      if (!use(converted))
+        return Status::error("write failed");
+    }
+    return Status::ok();
+  };
   // Each whole tensor's checksum goes into the file's metadata, as zero-run
   // --save writes it (so the file checks itself wherever it is loaded): one
   // pass over the pieces before the header is written.
   std::map<std::string, std::string> metadata;
-  for (const CheckpointTensor &t : manifest.tensors) {
-    if (t.kind != kind)
-      continue;
-    const uint64_t elem = dtypeSize(t.dtype);
-    const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
+  for (const ConsolidatedTensor &t : plan) {
     Xxh3Stream hash;
-    for (uint64_t b = 0; b < t.numel(); b += step) {
-      uint64_t e = std::min(t.numel(), b + step);
-      buffer.resize(size_t((e - b) * elem));
-      ZRT_RETURN_IF_ERROR(reader.read(t, b, e, buffer.data()));
-      hash.update(buffer.data(), buffer.size());
-    }
-    metadata[tensorChecksumKey(t.name)] = checksumHex(hash.digest());
+    ZRT_RETURN_IF_ERROR(forEachChunk(t, [&](const std::vector<char> &bytes) {
+      hash.update(bytes.data(), bytes.size());
+      return true;
+    }));
+    metadata[tensorChecksumKey(t.saved->name)] = checksumHex(hash.digest());
   }
+  Status failure = Status::ok();
+  std::vector<StreamedTensor> tensors;
+  for (const ConsolidatedTensor &t : plan)
+    tensors.push_back({t.saved->name, t.dtype, t.saved->shape, [&, tp = &t](TensorSink &sink) {
+                         Status s = forEachChunk(*tp, [&](const std::vector<char> &bytes) {
+                           return sink.write(bytes.data(), bytes.size());
+                         });
+                         if (!s.isOk() && failure.isOk() && s.message() != "write failed")
+                           failure = s;
+                         return s.isOk();
+                       }});
   Status written = writeSafetensorsStreamed(out, tensors, nullptr, metadata);
   if (!failure.isOk())
     return failure;

@@ -24,16 +24,20 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace {
 
 const char *kUsage =
     "usage: zero-ckpt consolidate DIR -o MODEL.safetensors [--optimizer OPT.safetensors]\n"
+    "                             [--dtype fp32|fp16|bf16]\n"
     "       zero-ckpt verify DIR | FILE.safetensors\n"
     "  DIR: a zero-run --save-dir (its newest checkpoint) or one checkpoint directory\n"
     "  -o FILE            the trained parameters, whole, under their initializer names\n"
     "  --optimizer FILE   the optimizer state and counters, whole\n"
+    "  --dtype T          the parameters in T (default: as trained; 16-bit training's\n"
+    "                     fp32 masters where the checkpoint has them)\n"
     "  verify             checks the manifest and every file's size, checksum and\n"
     "                     tensors; exit status 1 names each damaged file and tensor;\n"
     "                     of a weights file, the checksums in its metadata\n";
@@ -126,11 +130,22 @@ int main(int argc, char **argv) {
                     "\n" + kUsage,
                 2);
   std::string dir, model, optimizer;
+  std::optional<zrt::DType> dtype;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "-o" || a == "--optimizer") && i + 1 < argc)
+    if ((a == "-o" || a == "--optimizer") && i + 1 < argc) {
       (a == "-o" ? model : optimizer) = argv[++i];
-    else if (!a.empty() && a[0] == '-')
+    } else if (a == "--dtype" && i + 1 < argc) {
+      std::string t = argv[++i];
+      if (t == "fp32" || t == "f32")
+        dtype = zrt::DType::F32;
+      else if (t == "fp16" || t == "f16")
+        dtype = zrt::DType::F16;
+      else if (t == "bf16")
+        dtype = zrt::DType::BF16;
+      else
+        return fail("--dtype " + t + ": expected fp32, fp16 or bf16\n" + kUsage, 2);
+    } else if (!a.empty() && a[0] == '-')
       return fail("unknown or incomplete option " + a + "\n" + kUsage, 2);
     else if (dir.empty())
       dir = a;
@@ -142,7 +157,7 @@ int main(int argc, char **argv) {
   zrt::Expected<zrt::CheckpointManifest> manifest = openVerified(dir);
   if (!manifest)
     return fail(manifest.status().message());
-  zrt::Status s = zrt::consolidateCheckpoint(*manifest, "model", model);
+  zrt::Status s = zrt::consolidateCheckpoint(*manifest, "model", model, dtype);
   if (!s.isOk())
     return fail(s.message());
   if (!optimizer.empty()) {
