@@ -1451,9 +1451,37 @@ def mode_bf16(a, tools, name, work):
         return np.array([r["loss"] for r in json.loads(lp.read_text())]), json.loads(rp.read_text())
 
     z32, _ = train("fp32", 1, bf16=False)
+    _, report32 = train("z3n2_fp32", 2, 3, bf16=False)
     for tag, ranks, stage in (("n1", 1, None), ("z1n2", 2, 1), ("z2n2", 2, 2), ("z3n2", 2, 3),
                               ("z3n4", 4, 3)):
         got, report = train(tag, ranks, stage)
+        if tag == "z3n2":
+            # ZeRO-3's collectives carry bf16: the all-gathers of the parameters and the
+            # reduce-scatters of the gradients send half of fp32's bytes on every rank.
+            # The model states a rank keeps (the report's resident globals, beside the
+            # 8-byte step counter) are the ZeRO formula's per parameter of its shard:
+            # fp32 4 (parameter) + 8 (moments) = 12, bf16 2 + 12 (master, moments) = 14.
+            for r16, r32 in zip(report["ranks"], report32["ranks"]):
+                for kind in ("AllGather", "ReduceScatter"):
+                    b16, b32 = r16["bytes_sent"][kind], r32["bytes_sent"][kind]
+                    if not (b32 > 0 and 2 * b16 == b32):
+                        failures.append(f"bf16 z3n2: {kind} bytes {b16} vs fp32 {b32}")
+                if name != "gpt2":
+                    continue  # llama's rotary buffer (never trained, no master) adds a term
+                shard, rest = divmod(r32["param_bytes_resident"] - 8, 12)
+                if rest or r16["param_bytes_resident"] != 8 + 14 * shard:
+                    failures.append(f"bf16 z3n2: model states {r16['param_bytes_resident']} "
+                                    f"bytes, not 14/12 of fp32's {r32['param_bytes_resident']}")
+            log(f"  ok   bf16 z3n2: all-gather and reduce-scatter bytes per rank "
+                f"{report['ranks'][0]['bytes_sent']['AllGather']} + "
+                f"{report['ranks'][0]['bytes_sent']['ReduceScatter']}, half of fp32's "
+                f"{report32['ranks'][0]['bytes_sent']['AllGather']} + "
+                f"{report32['ranks'][0]['bytes_sent']['ReduceScatter']}" +
+                (f"; model states {report['ranks'][0]['param_bytes_resident']} bytes = 14/12 "
+                 f"of fp32's {report32['ranks'][0]['param_bytes_resident']} (+ the step "
+                 f"counter)" if name == "gpt2" else "")
+                if not any("z3n2:" in f for f in failures) else
+                "  FAIL bf16 z3n2: collective or model-state bytes off the formula")
         err = float(np.abs(got - t32).max())
         moved = float(np.abs(got - z32).max())
         ok = err <= 3 * spread and moved >= 0.1 * spread

@@ -17,6 +17,8 @@
 #include "math/HalfMath.h"
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -119,8 +121,12 @@ void widenHalfKernels(KernelTable &table) {
       continue;
     auto it = slotOfOp.find(op);
     if (it == slotOfOp.end()) {
-      if (slotOfOp.size() >= kMaxWidened)
-        continue; // more kernels than slots: the rest keep f32 only
+      if (slotOfOp.size() >= kMaxWidened) {
+        // A kernel table that outgrew the slots: a build error in spirit.
+        std::fprintf(stderr, "zrt: internal error: more CPU kernels than kMaxWidened (%zu) "
+                             "in HalfWidening.cpp; raise it\n", kMaxWidened);
+        std::abort();
+      }
       it = slotOfOp.emplace(op, slotOfOp.size()).first;
       widenedSlots[it->second] = table.lookup(op);
     }
