@@ -222,7 +222,8 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     // size is checked against the model's batch (zero-autodiff).
     if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
         key == "gradient_accumulation_steps" ||
-        (opts.training && (key == "bf16" || key == "fp16")) ||
+        (opts.training && (key == "bf16" || key == "fp16" ||
+                           key == "communication_data_type")) ||
         (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
@@ -409,6 +410,20 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
     settings.precision = zero::Precision::FP16;
   if (enabled[1])
     settings.precision = zero::Precision::BF16;
+  // communication_data_type: the gradients' reductions in fp32 instead of the
+  // training's 16-bit type.
+  if (const llvm::json::Value *c = root.get("communication_data_type")) {
+    std::optional<StringRef> t = c->getAsString();
+    const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
+    if (!t || (*t != "fp32" && *t != "fp16" && *t != "bf16"))
+      return (path + ": communication_data_type must be \"fp32\", \"fp16\" or \"bf16\"")
+          .str();
+    if (*t != "fp32" && *t != own)
+      return (path + ": communication_data_type \"" + *t + "\" with " + own +
+              " training is not supported; give \"fp32\" or \"" + own + "\"")
+          .str();
+    settings.step.commF32 = *t == "fp32" && settings.precision != zero::Precision::FP32;
+  }
   return "";
 }
 

@@ -414,6 +414,8 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   // ZeRO-2 reduce-scatters the gradients at every micro-step (DeepSpeed);
   // stages 0, 1 and 3 reduce the summed gradient once, in zero-optimizer.
   if (settings.step.world > 1 && settings.step.stage == 2 && settings.accumulation > 1) {
+    // Its reduce-scatters carry the gradients' own type (communication_data_type
+    // "fp32" is refused there by zero-opt).
     ZeroReduceMicroStepsPassOptions reduce;
     reduce.world = settings.step.world;
     reduce.stage = settings.step.stage;

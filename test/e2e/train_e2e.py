@@ -1424,10 +1424,12 @@ def mode_bf16(a, tools, name, work):
         f"{spread:.3g}")
     failures = []
 
-    def train(tag, ranks, stage=None, bf16=True, accum=1, zopts=None):
+    def train(tag, ranks, stage=None, bf16=True, accum=1, zopts=None, comm=None):
         c = dict(cfg)
         if not bf16:
             c.pop("bf16")
+        if comm:
+            c["communication_data_type"] = comm
         micro = rows // (ranks * accum) if not zopts else rows // accum
         c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
                  gradient_accumulation_steps=accum)
@@ -1456,6 +1458,7 @@ def mode_bf16(a, tools, name, work):
                               ("z3n4", 4, 3)):
         got, report = train(tag, ranks, stage)
         if tag == "z3n2":
+            report_z3 = report
             # ZeRO-3's collectives carry bf16: the all-gathers of the parameters and the
             # reduce-scatters of the gradients send half of fp32's bytes on every rank.
             # The model states a rank keeps (the report's resident globals, beside the
@@ -1499,6 +1502,20 @@ def mode_bf16(a, tools, name, work):
             failures.append(f"bf16 {tag}: --save is not the fp32 masters")
             log(f"  FAIL bf16 {tag}: --save equal to --save-optimizer's masters: {same}, "
                 f"finer than bf16: {finer}")
+    # communication_data_type "fp32": the gradients' reduce-scatters carry fp32 (the
+    # fp32 run's bytes), the parameters' all-gathers still bf16; the losses still within
+    # the bound.
+    got, rep = train("z3n2_comm32", 2, 3, comm="fp32")
+    err = float(np.abs(got - t32).max())
+    r, r16 = rep["ranks"][0]["bytes_sent"], report_z3["ranks"][0]["bytes_sent"]
+    r32 = report32["ranks"][0]["bytes_sent"]
+    ok = (r["ReduceScatter"] == r32["ReduceScatter"] and r["AllGather"] == r16["AllGather"]
+          and err <= 3 * spread)
+    log(f"  {'ok  ' if ok else 'FAIL'} bf16 z3n2, communication_data_type fp32: reduce-scatter "
+        f"bytes {r['ReduceScatter']} (fp32's {r32['ReduceScatter']}), all-gather "
+        f"{r['AllGather']} (bf16's {r16['AllGather']}); |loss - torch fp32| <= {err:.3g}")
+    if not ok:
+        failures.append("bf16 communication_data_type fp32")
     # zero-ckpt consolidate of the 1-rank run's checkpoint: the fp32 masters by default
     # (equal to --save), and --dtype bf16 their rounding to nearest even (numpy here).
     zero_ckpt = str(Path(tools.zero_run).with_name("zero-ckpt"))

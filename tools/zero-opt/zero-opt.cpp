@@ -621,6 +621,12 @@ addTrainingPipeline(PassManager &pm,
                         "gradient averaging over " + Twine(settings.step.world) +
                         " ranks is part of the optimizer step: compile for one rank "
                         "(dp=1) or give an optimizer");
+  if (settings.step.commF32 && settings.step.world > 1 && settings.step.stage == 2 &&
+      settings.accumulation > 1)
+    return errorHandler(trainConfig + ": communication_data_type \"fp32\" with ZeRO-2 and "
+                        "gradient accumulation is not supported yet (its micro-step "
+                        "reduce-scatters carry the 16-bit gradients); drop the key, or use "
+                        "stage 1 or 3");
   zero::buildTrainingPipeline(pm, settings);
   return success();
 }

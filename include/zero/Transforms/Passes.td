@@ -590,6 +590,9 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "Reduce gradients in buckets of at most this many elements, in the "
            "order they become final (DeepSpeed's reduce_bucket_size); 0: each "
            "gradient alone">,
+    Option<"commF32", "comm-fp32", "bool", "false",
+           "16-bit gradients are reduced in f32 (DeepSpeed's communication_data_type "
+           "\"fp32\"): twice the bytes, the sums not rounded to 16 bits">,
     Option<"stage", "stage", "int64_t", "0",
            "ZeRO stage for dp > 1: 0 (all-reduce), 1, 2 or 3 (reduce-scatter, "
            "partitioned optimizer state; 3: zero-partition shards the parameters)">,

@@ -362,11 +362,18 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
   /// Averages the gradient of parameter `i` on its own: all-reduced, or
   /// reduce-scattered into the rank's shard.
+  /// `grad` as the collectives carry it: a 16-bit gradient widened to f32
+  /// with comm-fp32 (communication_data_type "fp32"), else as it is.
+  Value forCommunication(ImplicitLocOpBuilder &cb, Value grad) {
+    return commF32 ? toF32(cb, grad) : grad;
+  }
+
   void averageAlone(OptimizerStep &s, size_t i) {
     Value &grad = s.params[i].grad;
     const ParamLayout &l = s.layouts[i];
     ImplicitLocOpBuilder cb(grad.getLoc(), &getContext());
     cb.setInsertionPointAfterValue(grad);
+    grad = forCommunication(cb, grad);
     auto gt = cast<RankedTensorType>(grad.getType());
     Type fe = gt.getElementType();
     if (!s.sharded) {
@@ -394,9 +401,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     SmallVector<Value> parts;
     SmallVector<int64_t> offsets;
     int64_t total = 0;
+    fe = commF32 ? cb.getF32Type() : fe;
     for (size_t i : members) {
       const ParamLayout &l = s.layouts[i];
-      Value g = s.params[i].grad;
+      Value g = forCommunication(cb, s.params[i].grad);
       offsets.push_back(total);
       if (!s.sharded) {
         if (cast<RankedTensorType>(g.getType()).getRank() != 1)
