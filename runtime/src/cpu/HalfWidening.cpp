@@ -64,11 +64,29 @@ Status runWidened(KernelFn fn, const KernelContext &ctx, const std::vector<Tenso
     any |= isHalf(t.dtype);
   if (!any)
     return fn(ctx, in, out, attrs);
-  std::vector<std::vector<float>> storage;
-  storage.reserve(in.size() + out.size());
+  // The f32 copies live in buffers of this thread, kept between calls (a
+  // kernel never calls another through a trampoline), so that a 16-bit
+  // program does not allocate and fault in fresh pages at every op; one
+  // over kKeptFloats is given back after the call, so a large operand (an
+  // LM head) costs its memory only while its kernel runs.
+  constexpr size_t kKeptFloats = size_t(4) << 20; // 16 MiB
+  thread_local std::vector<std::vector<float>> storage;
+  size_t used = 0;
+  struct GiveBack {
+    std::vector<std::vector<float>> &buffers;
+    ~GiveBack() {
+      for (std::vector<float> &b : buffers)
+        if (b.capacity() > kKeptFloats)
+          std::vector<float>().swap(b);
+    }
+  } giveBack{storage};
   auto wide = [&](const TensorRef &t) {
-    storage.emplace_back(size_t(t.numel()));
-    return TensorRef{storage.back().data(), DType::F32, t.shape};
+    if (storage.size() <= used)
+      storage.emplace_back();
+    std::vector<float> &buf = storage[used++];
+    if (buf.size() < size_t(t.numel()))
+      buf.resize(size_t(t.numel()));
+    return TensorRef{buf.data(), DType::F32, t.shape};
   };
   std::vector<TensorRef> win = in, wout = out;
   for (size_t i = 0; i < in.size(); ++i)
