@@ -16,8 +16,13 @@ clipping unless --clip. The first step of every run is warm-up and is left out
 of the step-time medians. Rounds alternate which side runs first. The losses at
 step 1 must agree (rtol 1e-3): both compute the same step from the same weights.
 
+With --precision bf16 it compares three sides instead: zero-run fp32, zero-run bf16
+(the config's "bf16": zero-mixed-precision, fp32 masters) and PyTorch eager under CPU
+autocast to bf16, and adds each zero-run program's bytes sent per rank at ZeRO-3 over 2
+ranks (one step, --report-json); step-1 losses must then agree to rtol 2e-2.
+
 Usage: build/pyenv/bin/python bench/train_step.py [--threads 2] [--quick]
-       [--batch 8 --seq 128 --steps 3 --rounds 3]
+       [--batch 8 --seq 128 --steps 3 --rounds 3] [--precision fp32|bf16]
        [--clip NORM] [--torch-adamw default|foreach|fused] [--model build/bench/gpt2_small.onnx]
 (bench/make_gpt2_small.sh writes the model; the virtualenv needs torch + transformers.)
 """
@@ -104,6 +109,9 @@ def torch_worker(a):
     del params["transformer.wte.weight"]
     read_safetensors_into(a.weights, params)
     model.train()
+    import contextlib
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
+                else contextlib.nullcontext())
     kw = {"foreach": dict(foreach=True), "fused": dict(fused=True)}.get(a.torch_adamw, {})
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, **kw)  # torch's defaults otherwise
     data = load_file(a.data)
@@ -114,7 +122,8 @@ def torch_worker(a):
     for s in range(a.steps):
         ids, labels = ids_all[s], labels_all[s]
         t = time.perf_counter()
-        loss = model(input_ids=ids, labels=labels).loss
+        with autocast:
+            loss = model(input_ids=ids, labels=labels).loss
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip) if a.clip > 0 else None
         opt.step()
@@ -136,6 +145,40 @@ def torch_worker(a):
 # Driver
 # ---------------------------------------------------------------------------
 
+def bytes_at_zero3(a, model, work, zero_opt, zero_run, env, B, S):
+    """Bytes sent per rank by one ZeRO-3 step over 2 ranks, fp32 and bf16 programs (the
+    report's bytes_sent): the bf16 step's collectives carry half of fp32's bytes."""
+    cfg = os.path.join(work, "z3.json")
+    sent = {}
+    for prec in ("fp32", "bf16"):
+        c = {"train_batch_size": 2 * B, "train_micro_batch_size_per_gpu": B,
+             "zero_optimization": {"stage": 3}}
+        if prec == "bf16":
+            c["bf16"] = {"enabled": True}
+        with open(cfg, "w") as f:
+            json.dump(c, f)
+        zrt = os.path.join(work, f"z3_{prec}.zrt")
+        w = os.path.join(work, f"z3_{prec}.safetensors")
+        sh([zero_opt, model, f"--input-shape=input_ids={B}x{S}", "--train", "--loss",
+            "causal-lm:labels", "--optimizer", f"adamw lr={a.lr:g}", "--config", cfg,
+            "--zero-pipeline=dp=2", "--emit=zrt", "-o", zrt, "--weights-out", w])
+        ids = np.random.default_rng(1).integers(0, VOCAB, size=(1, 2 * B, S), dtype=np.int64)
+        from safetensors.numpy import save_file
+        d = os.path.join(work, "z3_data.safetensors")
+        save_file({"input_ids": ids, "labels": ids.copy()}, d)
+        rep = os.path.join(work, f"z3_{prec}_report.json")
+        mpi_env = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+        sh(["mpirun", "-np", "2", "--oversubscribe", zero_run, zrt, "--weights", w, "--data", d,
+            "--report-json", rep, "--threads", "1"], env=mpi_env)
+        with open(rep) as f:
+            sent[prec] = [r["bytes_sent_total"] for r in json.load(f)["ranks"]]
+    print(f"ZeRO-3 over 2 ranks, one step: bytes sent per rank fp32 "
+          f"{[round(x / 2**20) for x in sent['fp32']]} MiB, bf16 "
+          f"{[round(x / 2**20) for x in sent['bf16']]} MiB "
+          f"(ratio {sent['bf16'][0] / sent['fp32'][0]:.3f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -152,6 +195,8 @@ def main():
                     help="torch.optim.AdamW implementation (default: torch's choice, the "
                          "per-tensor loop on CPU)")
     ap.add_argument("--quick", action="store_true", help="batch 4 x seq 64, 3 steps, 1 round")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: zero-run fp32 and bf16 against PyTorch under bf16 autocast")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -184,6 +229,16 @@ def main():
     t = time.perf_counter()
     sh(cmd)
     print(f"compiled in {time.perf_counter() - t:.1f} s: {' '.join(cmd)}", flush=True)
+    programs = {"zero-run": zrt}
+    if a.precision == "bf16":
+        cfg = os.path.join(work, "bf16.json")
+        with open(cfg, "w") as f:
+            json.dump({"train_micro_batch_size_per_gpu": B, "bf16": {"enabled": True}}, f)
+        programs["zero bf16"] = os.path.join(work, f"train_{tag}_bf16.zrt")
+        t = time.perf_counter()
+        sh(cmd[:-4] + ["--config", cfg, "-o", programs["zero bf16"], "--weights-out",
+                       os.path.join(work, f"init_{tag}_bf16.safetensors")])
+        print(f"compiled the bf16 step in {time.perf_counter() - t:.1f} s", flush=True)
 
     # The batches: N steps of random tokens, labels = input_ids (Hugging Face's
     # causal-LM convention; both sides shift by one).
@@ -193,12 +248,12 @@ def main():
     save_file({"input_ids": ids, "labels": ids.copy()}, data)
 
     env = dict(os.environ, OMP_NUM_THREADS=str(T))
-    runs = {"zero-run": [], "pytorch": []}
+    runs = {name: [] for name in list(programs) + ["pytorch"]}
 
-    def run_zero(r):
+    def run_zero(r, name="zero-run"):
         log = os.path.join(work, f"zero_log_{r}.json")
         rep = os.path.join(work, f"zero_report_{r}.json")
-        cmd = [zero_run, zrt, "--weights", init, "--data", data, "--steps", str(N),
+        cmd = [zero_run, programs[name], "--weights", init, "--data", data, "--steps", str(N),
                "--log-json", log, "--report-json", rep, "--threads", str(T)]
         if r == 0:
             print("zero-run: " + " ".join(cmd), flush=True)
@@ -215,7 +270,8 @@ def main():
         out = os.path.join(work, f"torch_log_{r}.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--threads", str(T),
                "--weights", init, "--data", data, "--steps", str(N), "--lr", repr(a.lr),
-               "--clip", repr(a.clip), "--torch-adamw", a.torch_adamw, "--out", out]
+               "--clip", repr(a.clip), "--torch-adamw", a.torch_adamw, "--out", out,
+               "--precision", a.precision]
         sh(cmd, env=env)
         with open(out) as f:
             return json.load(f)
@@ -223,7 +279,7 @@ def main():
     load0 = open("/proc/loadavg").read().split()[0]
     t0 = time.perf_counter()
     for r in range(a.rounds):
-        order = [("zero-run", run_zero), ("pytorch", run_torch)]
+        order = [(n, lambda r, n=n: run_zero(r, n)) for n in programs] + [("pytorch", run_torch)]
         if r % 2:
             order.reverse()
         for name, fn in order:
@@ -245,6 +301,7 @@ def main():
 
     zt, pt = (statistics.median(step_times(n)) for n in ("zero-run", "pytorch"))
     zm, pm = peak("zero-run"), peak("pytorch")
+    names = list(programs) + ["pytorch"]
     nt = len(step_times("zero-run"))
     tv = runs["pytorch"][0]
     print()
@@ -255,22 +312,30 @@ def main():
           f"(torch {tv['torch']}, transformers {tv['transformers']}; {wall:.0f} s; "
           f"load average before {load0}, after {open('/proc/loadavg').read().split()[0]})")
     print(f"{'':10} {'step ms':>9} {'min ms':>8} {'max ms':>8} {'tokens/s':>9} {'peak RSS MiB':>13}")
-    for name, st, m in (("zero-run", zt, zm), ("pytorch", pt, pm)):
-        ts = step_times(name)
+    for name in names:
+        ts, m = step_times(name), peak(name)
+        st = statistics.median(ts)
         print(f"{name:10} {st * 1e3:9.0f} {min(ts) * 1e3:8.0f} {max(ts) * 1e3:8.0f} "
               f"{B * S / st:9.1f} {m / 2**20:13.0f}")
     print(f"{'ratio z/pt':10} {zt / pt:9.2f} {'':8} {'':8} {pt / zt:9.2f} {zm / pm:13.2f}")
+    if "zero bf16" in programs:
+        bt, bm = statistics.median(step_times("zero bf16")), peak("zero bf16")
+        print(f"{'bf16/fp32':10} {bt / zt:9.2f} {'':8} {'':8} {zt / bt:9.2f} {bm / zm:13.2f}")
+        print(f"{'bf16/pt':10} {bt / pt:9.2f} {'':8} {'':8} {pt / bt:9.2f} {bm / pm:13.2f}")
+        bytes_at_zero3(a, model, work, zero_opt, zero_run, env, B, S)
     print(f"(pytorch RSS after loading, before step 1: {tv['rss_before_train'] / 2**20:.0f} MiB; "
           f"zero-run --report-json peak RSS: "
           f"{max(r['report_rss'] for r in runs['zero-run']) / 2**20:.0f} MiB)")
 
-    # Sanity: the same step from the same weights on the same batch.
-    zl = [s["loss"] for s in runs["zero-run"][0]["steps"]]
+    # Sanity: the same step from the same weights on the same batch (bf16: PyTorch's
+    # autocast against zero-run's bf16 program, within bf16's rounding).
+    zl = [s["loss"] for s in runs["zero bf16" if "zero bf16" in programs else "zero-run"][0]["steps"]]
     pl = [s["loss"] for s in runs["pytorch"][0]["steps"]]
     rel = [abs(z - p) / abs(p) for z, p in zip(zl, pl)]
-    ok = rel[0] <= 1e-3
+    rtol = 2e-2 if a.precision == "bf16" else 1e-3
+    ok = rel[0] <= rtol
     print(f"loss step 1: zero-run {zl[0]:.6f}, pytorch {pl[0]:.6f}, rel diff {rel[0]:.2e} "
-          f"({'ok' if ok else 'MISMATCH'}, rtol 1e-3); later steps max rel diff "
+          f"({'ok' if ok else 'MISMATCH'}, rtol {rtol:g}); later steps max rel diff "
           f"{max(rel[1:]) if len(rel) > 1 else 0:.2e}")
     if not ok:
         sys.exit(1)
