@@ -171,9 +171,11 @@ struct ZeroMixedPrecisionPass
       }
       bool anyF32 = false, any16 = false;
       for (Value v : op.getOperands()) {
-        if (!isF32Tensor(v.getType()) || isa_and_nonnull<onnx::ConstantOp>(v.getDefiningOp()))
+        auto rt = dyn_cast<RankedTensorType>(v.getType());
+        if (!rt || !isa<FloatType>(rt.getElementType()) ||
+            isa_and_nonnull<onnx::ConstantOp>(v.getDefiningOp()))
           continue;
-        (fromF32(v) ? anyF32 : any16) = true;
+        (fromF32(v) ? anyF32 : any16) = true; // the inputs' entry casts count as 16-bit
       }
       if (isF32Op(&op) || (anyF32 && !any16))
         f32Ops.insert(&op);
