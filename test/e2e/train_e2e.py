@@ -1396,6 +1396,50 @@ def consolidate_memory(work, zero_ckpt, tensors=48, numel=1 << 20, ranks=2):
     return failures
 
 
+def read_precision_ref(a, name, kind, work):
+    """The stored PyTorch reference of 16-bit training, NAME_loss.KIND.ref.safetensors
+    (train_reference.py --write-KIND-ref): its ds_config, its step.* arrays, and its
+    batches written to work/batches.safetensors for zero-run --data."""
+    from safetensors import safe_open
+    path = Path(a.models) / f"{name}_loss.{kind}.ref.safetensors"
+    if not path.exists():
+        raise Skip(f"no {path.name} (train_reference.py --write-{kind}-ref {name})")
+    with safe_open(str(path), "np") as f:
+        meta = dict(f.metadata() or {})
+        data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
+        steps = {k[len("step."):]: f.get_tensor(k) for k in f.keys() if k.startswith("step.")}
+    data_path = work / "batches.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
+    return json.loads(meta["ds_config"]), data, steps, data_path
+
+
+def train_variant(a, tools, name, work, cfg, data, data_path, tag, ranks, stage=None, accum=1,
+                  zopts=None, run_args=()):
+    """Compiles NAME_loss.onnx with `cfg` set for `ranks` ranks (ZeRO `stage`, `accum`
+    micro-batches; `zopts`: --zero-pipeline, whose stages all read the same rows) and
+    trains it on the batches; returns zero-run's --log-json rows."""
+    rows = next(iter(data.values())).shape[1]
+    c = dict(cfg)
+    micro = rows // (ranks * accum) if not zopts else rows // accum
+    c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
+             gradient_accumulation_steps=accum)
+    if stage is not None:
+        c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
+    cp = work / f"ds_{tag}.json"
+    cp.write_text(json.dumps(c, indent=1) + "\n")
+    shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
+    zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+    extra = ["--config", str(cp)] + ([f"--zero-pipeline={zopts}"] if zopts else [])
+    tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, extra, zrt, w)
+    lp = work / f"log_{tag}.json"
+    cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
+           "--log-json", str(lp)] + list(run_args)
+    if ranks > 1:
+        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+    run(cmd, "zero-run")
+    return json.loads(lp.read_text())
+
+
 def mode_bf16(a, tools, name, work):
     """bf16 training (zero-opt's zero-mixed-precision: a bf16 forward and backward, fp32
     master weights and AdamW state) against the stored PyTorch reference
@@ -1407,19 +1451,10 @@ def mode_bf16(a, tools, name, work):
     step: at 1 rank, ZeRO stages 1, 2, 3 over 2 ranks and stage 3 over 4 ranks; --save
     writes the fp32 masters; and pp=2 pipeline stages give the bits of the 1-rank run
     accumulating the same micro-batches."""
-    from safetensors import safe_open
-    path = Path(a.models) / f"{name}_loss.bf16.ref.safetensors"
-    if not path.exists():
-        raise Skip(f"no {path.name} (train_reference.py --write-bf16-ref {name})")
-    with safe_open(str(path), "np") as f:
-        meta = dict(f.metadata() or {})
-        data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
-        t16, t32 = f.get_tensor("step.loss_bf16"), f.get_tensor("step.loss_fp32")
-    cfg = json.loads(meta["ds_config"])
-    steps, rows = t16.shape[0], next(iter(data.values())).shape[1]
+    cfg, data, ref, data_path = read_precision_ref(a, name, "bf16", work)
+    t16, t32 = ref["loss_bf16"], ref["loss_fp32"]
+    steps = t16.shape[0]
     spread = float(np.abs(t16 - t32).max())
-    data_path = work / "batches.safetensors"
-    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
     log(f"== train-bf16 {name}: {steps} steps; PyTorch's bf16 vs fp32 losses differ by up to "
         f"{spread:.3g}")
     failures = []
@@ -1430,27 +1465,13 @@ def mode_bf16(a, tools, name, work):
             c.pop("bf16")
         if comm:
             c["communication_data_type"] = comm
-        micro = rows // (ranks * accum) if not zopts else rows // accum
-        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro,
-                 gradient_accumulation_steps=accum)
-        if stage is not None:
-            c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
-        cp = work / f"ds_{tag}.json"
-        cp.write_text(json.dumps(c, indent=1) + "\n")
-        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
-        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
-        extra = ["--config", str(cp)] + ([f"--zero-pipeline={zopts}"] if zopts else [])
-        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, extra, zrt, w)
-        lp, rp = work / f"log_{tag}.json", work / f"report_{tag}.json"
-        cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
-               "--log-json", str(lp), "--report-json", str(rp),
-               "--save", str(work / f"final_{tag}.safetensors"),
-               "--save-optimizer", str(work / f"opt_{tag}.safetensors"),
-               "--save-dir", str(work / f"ck_{tag}")]
-        if ranks > 1:
-            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
-        run(cmd, "zero-run")
-        return np.array([r["loss"] for r in json.loads(lp.read_text())]), json.loads(rp.read_text())
+        rp = work / f"report_{tag}.json"
+        rows_ = train_variant(a, tools, name, work, c, data, data_path, tag, ranks, stage, accum,
+                              zopts, ["--report-json", str(rp),
+                                      "--save", str(work / f"final_{tag}.safetensors"),
+                                      "--save-optimizer", str(work / f"opt_{tag}.safetensors"),
+                                      "--save-dir", str(work / f"ck_{tag}")])
+        return np.array([r["loss"] for r in rows_]), json.loads(rp.read_text())
 
     z32, _ = train("fp32", 1, bf16=False)
     _, report32 = train("z3n2_fp32", 2, 3, bf16=False)
@@ -1518,15 +1539,16 @@ def mode_bf16(a, tools, name, work):
         failures.append("bf16 communication_data_type fp32")
     # zero-ckpt consolidate of the 1-rank run's checkpoint: the fp32 masters by default
     # (equal to --save), and --dtype bf16 their rounding to nearest even (numpy here).
+    from half_forward import bf16_bits, read_st  # BF16 as uint16 bits, numpy has no bf16
     zero_ckpt = str(Path(tools.zero_run).with_name("zero-ckpt"))
     saved = load_file(str(work / "final_n1.safetensors"))
     for dt in ("", "bf16"):
         out = work / f"cons_{dt or 'default'}.safetensors"
         run([zero_ckpt, "consolidate", str(work / "ck_n1"), "-o", str(out)] +
             (["--dtype", dt] if dt else []), "zero-ckpt")
-        got = read_st_raw(out)
+        got = read_st(out)
         if dt:
-            want = {k: _bf16_bits(v) for k, v in saved.items()}
+            want = {k: bf16_bits(v) for k, v in saved.items()}
         else:
             want = {k: v for k, v in saved.items()}
         same = set(got) == set(want) and all(
@@ -1548,27 +1570,6 @@ def mode_bf16(a, tools, name, work):
     return failures
 
 
-def _bf16_bits(a):
-    """f32 -> bf16 bits (uint16), round to nearest even."""
-    b = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def read_st_raw(path):
-    """{name: (dtype string, array)} of a safetensors file, BF16 as uint16 bits."""
-    raw = Path(path).read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    hdr = json.loads(raw[8:8 + n])
-    dts = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64}
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        b, e = v["data_offsets"]
-        out[k] = (v["dtype"], np.frombuffer(raw[8 + n + b:8 + n + e], dts[v["dtype"]]).reshape(v["shape"]))
-    return out
-
-
 def mode_fp16(a, tools, name, work):
     """fp16 training with DeepSpeed's dynamic loss scaler against the stored PyTorch
     reference NAME_loss.fp16.ref.safetensors (train_reference.py --write-fp16-ref): the
@@ -1579,44 +1580,16 @@ def mode_fp16(a, tools, name, work):
     emulation: each rank's fp16 gradients, summed in fp16); the losses must stay within
     3 x PyTorch's own fp16 spread (max over steps |torch fp16 - torch fp32|) of the fp32
     losses."""
-    from safetensors import safe_open
-    path = Path(a.models) / f"{name}_loss.fp16.ref.safetensors"
-    if not path.exists():
-        raise Skip(f"no {path.name} (train_reference.py --write-fp16-ref {name})")
-    with safe_open(str(path), "np") as f:
-        meta = dict(f.metadata() or {})
-        data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
-        t16, t32 = f.get_tensor("step.loss_fp16"), f.get_tensor("step.loss_fp32")
-        expected = {1: (f.get_tensor("step.loss_scale"), f.get_tensor("step.skipped")),
-                    2: (f.get_tensor("step.loss_scale_n2"), f.get_tensor("step.skipped_n2"))}
-        skipped = expected[1][1]
-    cfg = json.loads(meta["ds_config"])
-    rows = next(iter(data.values())).shape[1]
+    cfg, data, ref, data_path = read_precision_ref(a, name, "fp16", work)
+    t16, t32 = ref["loss_fp16"], ref["loss_fp32"]
+    expected = {1: (ref["loss_scale"], ref["skipped"]), 2: (ref["loss_scale_n2"], ref["skipped_n2"])}
     spread = float(np.abs(t16 - t32).max())
-    data_path = work / "batches.safetensors"
-    save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
     log(f"== train-fp16 {name}: PyTorch skips steps "
-        f"{[i + 1 for i, x in enumerate(skipped) if x]}; its fp16 vs fp32 losses differ by up "
-        f"to {spread:.3g}")
+        f"{[i + 1 for i, x in enumerate(ref['skipped']) if x]}; its fp16 vs fp32 losses differ "
+        f"by up to {spread:.3g}")
     failures = []
     for tag, ranks, stage in (("n1", 1, None), ("z1n2", 2, 1), ("z2n2", 2, 2), ("z3n2", 2, 3)):
-        c = dict(cfg)
-        micro = rows // ranks
-        c.update(train_batch_size=rows, train_micro_batch_size_per_gpu=micro)
-        if stage is not None:
-            c["zero_optimization"] = {"stage": stage, "stage3_param_persistence_threshold": 0}
-        cp = work / f"ds_{tag}.json"
-        cp.write_text(json.dumps(c, indent=1) + "\n")
-        shapes = {k: (micro,) + v.shape[2:] for k, v in data.items()}
-        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
-        tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes, ["--config", str(cp)], zrt, w)
-        lp = work / f"log_{tag}.json"
-        cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
-               "--log-json", str(lp)]
-        if ranks > 1:
-            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
-        run(cmd, "zero-run")
-        rows_ = json.loads(lp.read_text())
+        rows_ = train_variant(a, tools, name, work, cfg, data, data_path, tag, ranks, stage)
         scales, skipped = expected[ranks]
         got_scales = [r["loss_scale"] for r in rows_]
         got_skipped = [bool(r["skipped"]) for r in rows_]

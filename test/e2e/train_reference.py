@@ -568,44 +568,63 @@ def fp16_config(B):
     return cfg
 
 
+def precision_data(name, models_dir, steps, rows):
+    """The batches of the 16-bit training references: `rows` rows a step (1, 2 and 4
+    ranks split them), train_e2e's data seed."""
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    _, S = fixture_dims(name, models_dir)
+    return make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
+
+
+def save_precision_ref(name, models_dir, kind, cfg, steps, data, arrays, reference):
+    """Writes models_dir/NAME_loss.KIND.ref.safetensors: data.* and the step.* `arrays`,
+    with the config, the source model's sha256 and how to regenerate it; returns its
+    path."""
+    import torch
+    sys.path.insert(0, str(HERE))
+    import train_e2e as te
+    tensors = {f"data.{k}": v for k, v in data.items()}
+    tensors.update({f"step.{k}": v for k, v in arrays.items()})
+    onnx_path = models_dir / f"{name}_loss.onnx"
+    meta = {
+        "format": f"zero {kind} training reference 1 (test/e2e/train_e2e.py --{kind})",
+        "model": name, "onnx": onnx_path.name, "onnx_sha256": te.sha256_file(onnx_path),
+        "ds_config": json.dumps(cfg, sort_keys=True), "steps": str(steps),
+        "reference": reference,
+        "torch_version": torch.__version__,
+        "regenerate": "scripts/setup-pyenv.sh full && build/pyenv/bin/python "
+                      f"test/e2e/train_reference.py --write-{kind}-ref {name}",
+    }
+    path = models_dir / f"{name}_loss.{kind}.ref.safetensors"
+    export_module(models_dir).save_ref(path, {k: np.array(v, order="C")
+                                              for k, v in tensors.items()}, meta)
+    os.chmod(path, 0o644)
+    return path
+
+
 def write_fp16_ref(name, models_dir=MODELS, steps=20, rows=4):
     """Writes models_dir/NAME_loss.fp16.ref.safetensors: the data, and per step the loss,
     the loss scale and whether the step was skipped in DeepSpeed's fp16 training
     (train_fp16), and the fp32 losses on the same data and config."""
-    import torch
-    sys.path.insert(0, str(HERE))
-    import train_e2e as te
     models_dir = Path(models_dir)
-    _, S = fixture_dims(name, models_dir)
-    data = make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
+    data = precision_data(name, models_dir, steps, rows)
     cfg = fp16_config(rows)
     fp32 = Reference(name, models_dir).train(
         data, {k: v for k, v in cfg.items() if k != "fp16"}, steps)
     fp16 = Reference(name, models_dir).train_fp16(data, cfg, steps)
     fp16n2 = Reference(name, models_dir).train_fp16(data, cfg, steps, ranks=2)
-    tensors = {f"data.{k}": v for k, v in data.items()}
-    tensors["step.loss_fp16_n2"] = np.asarray(fp16n2["losses"], dtype=np.float64)
-    tensors["step.loss_scale_n2"] = np.asarray(fp16n2["scales"], dtype=np.float64)
-    tensors["step.skipped_n2"] = np.asarray(fp16n2["skipped"], dtype=np.int64)
-    tensors["step.loss_fp32"] = np.asarray(fp32["losses"], dtype=np.float64)
-    tensors["step.loss_fp16"] = np.asarray(fp16["losses"], dtype=np.float64)
-    tensors["step.loss_scale"] = np.asarray(fp16["scales"], dtype=np.float64)
-    tensors["step.skipped"] = np.asarray(fp16["skipped"], dtype=np.int64)
-    onnx_path = models_dir / f"{name}_loss.onnx"
-    meta = {
-        "format": "zero fp16 training reference 1 (test/e2e/train_e2e.py --fp16)",
-        "model": name, "onnx": onnx_path.name, "onnx_sha256": te.sha256_file(onnx_path),
-        "ds_config": json.dumps(cfg, sort_keys=True), "steps": str(steps),
-        "reference": "train_reference.Reference.train_fp16 (DeepSpeed's fp16 training with "
-                     "DynamicLossScaler on one rank) and .train (fp32), 1 thread",
-        "torch_version": torch.__version__,
-        "regenerate": "scripts/setup-pyenv.sh full && build/pyenv/bin/python "
-                      f"test/e2e/train_reference.py --write-fp16-ref {name}",
-    }
-    path = models_dir / f"{name}_loss.fp16.ref.safetensors"
-    export_module(models_dir).save_ref(path, {k: np.array(v, order="C")
-                                              for k, v in tensors.items()}, meta)
-    os.chmod(path, 0o644)
+    f64, i64 = np.float64, np.int64
+    path = save_precision_ref(name, models_dir, "fp16", cfg, steps, data, {
+        "loss_fp32": np.asarray(fp32["losses"], f64),
+        "loss_fp16": np.asarray(fp16["losses"], f64),
+        "loss_scale": np.asarray(fp16["scales"], f64),
+        "skipped": np.asarray(fp16["skipped"], i64),
+        "loss_fp16_n2": np.asarray(fp16n2["losses"], f64),
+        "loss_scale_n2": np.asarray(fp16n2["scales"], f64),
+        "skipped_n2": np.asarray(fp16n2["skipped"], i64)},
+        "train_reference.Reference.train_fp16 (DeepSpeed's fp16 training with "
+        "DynamicLossScaler on one rank) and .train (fp32), 1 thread")
     for tag, res in (("1 rank", fp16), ("2 ranks", fp16n2)):
         print(f"wrote {path}: {tag}: skipped steps "
               f"{[i + 1 for i, s in enumerate(res['skipped']) if s]}, scales "
@@ -627,36 +646,20 @@ def write_bf16_ref(name, models_dir=MODELS, steps=20, rows=4):
     that 1, 2 and 4 ranks split it), and per step the loss of DeepSpeed's bf16
     training (train_bf16) and of fp32 training on the same data and config: their
     difference is PyTorch's own bf16 spread, the yardstick of train_e2e.py --bf16."""
-    import torch
-    sys.path.insert(0, str(HERE))
-    import train_e2e as te
     models_dir = Path(models_dir)
-    _, S = fixture_dims(name, models_dir)
-    data = make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
+    data = precision_data(name, models_dir, steps, rows)
     cfg = bf16_config(rows)
     fp32 = Reference(name, models_dir).train(
-        {k: v for k, v in data.items()}, {k: v for k, v in cfg.items() if k != "bf16"}, steps)
+        data, {k: v for k, v in cfg.items() if k != "bf16"}, steps)
     bf16 = Reference(name, models_dir).train_bf16(data, cfg, steps)
-    tensors = {f"data.{k}": v for k, v in data.items()}
-    tensors["step.loss_fp32"] = np.asarray(fp32["losses"], dtype=np.float64)
-    tensors["step.loss_bf16"] = np.asarray(bf16["losses"], dtype=np.float64)
-    tensors["step.grad_norm_bf16"] = np.asarray(bf16["grad_norms"], dtype=np.float64)
-    onnx_path = models_dir / f"{name}_loss.onnx"
-    meta = {
-        "format": "zero bf16 training reference 1 (test/e2e/train_e2e.py --bf16)",
-        "model": name, "onnx": onnx_path.name, "onnx_sha256": te.sha256_file(onnx_path),
-        "ds_config": json.dumps(cfg, sort_keys=True), "steps": str(steps),
-        "reference": "train_reference.Reference.train_bf16 (DeepSpeed's bf16 optimizer on "
-                     "one rank) and .train (fp32), 1 thread, deterministic algorithms",
-        "torch_version": torch.__version__,
-        "regenerate": "scripts/setup-pyenv.sh full && build/pyenv/bin/python "
-                      f"test/e2e/train_reference.py --write-bf16-ref {name}",
-    }
-    path = models_dir / f"{name}_loss.bf16.ref.safetensors"
-    export_module(models_dir).save_ref(path, {k: np.array(v, order="C")
-                                              for k, v in tensors.items()}, meta)
-    os.chmod(path, 0o644)
-    spread = np.abs(tensors["step.loss_bf16"] - tensors["step.loss_fp32"]).max()
+    tensors = {"loss_fp32": np.asarray(fp32["losses"], np.float64),
+               "loss_bf16": np.asarray(bf16["losses"], np.float64),
+               "grad_norm_bf16": np.asarray(bf16["grad_norms"], np.float64)}
+    path = save_precision_ref(name, models_dir, "bf16", cfg, steps, data, tensors,
+                              "train_reference.Reference.train_bf16 (DeepSpeed's bf16 "
+                              "optimizer on one rank) and .train (fp32), 1 thread, "
+                              "deterministic algorithms")
+    spread = np.abs(tensors["loss_bf16"] - tensors["loss_fp32"]).max()
     print(f"wrote {path}: torch bf16 vs fp32 loss, max over {steps} steps {spread:.3g}")
     return path
 
