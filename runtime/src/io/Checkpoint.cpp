@@ -476,17 +476,23 @@ Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::stri
     plan.push_back(c);
   }
   std::vector<char> raw, converted;
+  // Calls `use` on each chunk of `t` as written; false when `use` fails (a
+  // write error, errno set) or a read fails (then `failure` says why).
+  Status failure = Status::ok();
   auto forEachChunk = [&](const ConsolidatedTensor &t,
-                          const std::function<bool(const std::vector<char> &)> &use) -> Status {
+                          const std::function<bool(const std::vector<char> &)> &use) {
     const uint64_t elem = std::max(dtypeSize(t.dtype), dtypeSize(t.source->dtype));
     const uint64_t step = std::max<uint64_t>(1, chunkBytes / elem);
     for (uint64_t b = 0; b < t.saved->numel(); b += step) {
       uint64_t e = std::min(t.saved->numel(), b + step);
-      ZRT_RETURN_IF_ERROR(readConverted(reader, t, b, e, raw, converted));
+      if (Status s = readConverted(reader, t, b, e, raw, converted); !s.isOk()) {
+        failure = s;
+        return false;
+      }
       if (!use(converted))
-        return Status::error("write failed");
+        return false;
     }
-    return Status::ok();
+    return true;
   };
   // Each whole tensor's checksum goes into the file's metadata, as zero-run
   // --save writes it (so the file checks itself wherever it is loaded): one
@@ -494,22 +500,19 @@ Status consolidateCheckpoint(const CheckpointManifest &manifest, const std::stri
   std::map<std::string, std::string> metadata;
   for (const ConsolidatedTensor &t : plan) {
     Xxh3Stream hash;
-    ZRT_RETURN_IF_ERROR(forEachChunk(t, [&](const std::vector<char> &bytes) {
-      hash.update(bytes.data(), bytes.size());
-      return true;
-    }));
+    if (!forEachChunk(t, [&](const std::vector<char> &bytes) {
+          hash.update(bytes.data(), bytes.size());
+          return true;
+        }))
+      return failure;
     metadata[tensorChecksumKey(t.saved->name)] = checksumHex(hash.digest());
   }
-  Status failure = Status::ok();
   std::vector<StreamedTensor> tensors;
   for (const ConsolidatedTensor &t : plan)
     tensors.push_back({t.saved->name, t.dtype, t.saved->shape, [&, tp = &t](TensorSink &sink) {
-                         Status s = forEachChunk(*tp, [&](const std::vector<char> &bytes) {
+                         return forEachChunk(*tp, [&](const std::vector<char> &bytes) {
                            return sink.write(bytes.data(), bytes.size());
                          });
-                         if (!s.isOk() && failure.isOk() && s.message() != "write failed")
-                           failure = s;
-                         return s.isOk();
                        }});
   Status written = writeSafetensorsStreamed(out, tensors, nullptr, metadata);
   if (!failure.isOk())
