@@ -230,6 +230,23 @@ Status castKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                        shapeString(out[0].shape), shapeString(in[0].shape));
   if (in[0].dtype == out[0].dtype)
     return Loops::copy(out[0].data, in[0].data, out[0].bytes());
+  if constexpr (Loops::kHostData) {
+    // f32 <-> f16 / bf16 in vector registers (the same bits as CastFn).
+    const auto isHalf = [](DType t) { return t == DType::F16 || t == DType::BF16; };
+    const int64_t n = in[0].numel();
+    if (in[0].dtype == DType::F32 && isHalf(out[0].dtype)) {
+      parallelRange(ctx, n, kElementGrain, [&](int64_t b, int64_t e) {
+        narrowHalfRow(out[0].dtype, in[0].as<float>() + b, out[0].as<uint16_t>() + b, e - b);
+      });
+      return Status::ok();
+    }
+    if (isHalf(in[0].dtype) && out[0].dtype == DType::F32) {
+      parallelRange(ctx, n, kElementGrain, [&](int64_t b, int64_t e) {
+        widenHalfRow(in[0].dtype, in[0].as<uint16_t>() + b, out[0].as<float>() + b, e - b);
+      });
+      return Status::ok();
+    }
+  }
   Status status;
   bool toKnown = true;
   const bool fromKnown =

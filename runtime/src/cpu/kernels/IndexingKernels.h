@@ -21,6 +21,8 @@
 #define ZRT_CPU_KERNELS_INDEXINGKERNELS_H
 
 #include "KernelSupport.h"
+
+#include <unordered_map>
 #include "math/ScatterMath.h"
 
 namespace zrt {
@@ -225,6 +227,38 @@ Status dispatchScatter(const char *op, DType dtype,
   return status;
 }
 
+/// ScatterND's rows with a reduction into f16/bf16 `out` (already data's
+/// copy): each row a tuple touches widened to f32 once, every update applied
+/// to it in f32 in tuple order, the row rounded back once; rows no tuple
+/// touches keep their bits. The f32 kernel's result on widened operands,
+/// rounded once, without widening the rest of the table (an embedding's
+/// gradient).
+inline Status scatterHalfRows(const std::vector<int64_t> &offsets, int64_t slice,
+                              const TensorRef &updates, const TensorRef &out,
+                              math::ScatterReduction reduction) {
+  const DType dt = out.dtype;
+  std::unordered_map<int64_t, size_t> rowOf;
+  std::vector<int64_t> touched;
+  std::vector<float> rows, update(static_cast<size_t>(slice));
+  const uint16_t *src = updates.as<uint16_t>();
+  uint16_t *dst = out.as<uint16_t>();
+  for (size_t t = 0; t < offsets.size(); ++t) {
+    const auto [it, fresh] = rowOf.emplace(offsets[t], touched.size());
+    if (fresh) {
+      touched.push_back(offsets[t]);
+      rows.resize(touched.size() * size_t(slice));
+      widenHalfRow(dt, dst + offsets[t], rows.data() + it->second * size_t(slice), slice);
+    }
+    float *row = rows.data() + it->second * size_t(slice);
+    widenHalfRow(dt, src + int64_t(t) * slice, update.data(), slice);
+    for (int64_t i = 0; i < slice; ++i)
+      math::scatterInto(row[i], update[size_t(i)], reduction);
+  }
+  for (size_t r = 0; r < touched.size(); ++r)
+    narrowHalfRow(dt, rows.data() + r * size_t(slice), dst + touched[r], slice);
+  return Status::ok();
+}
+
 /// Copies input 0 into output 0 unless they share storage.
 template <typename Loops>
 Status copyData(const char *op, const TensorRef &data, const TensorRef &out) {
@@ -294,6 +328,11 @@ scatterNDKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     }
   ZRT_RETURN_IF_ERROR(copyData<Loops>(op, data, out[0]));
   const int64_t slice = productOf(data.shape, depth, data.shape.size());
+  if constexpr (Loops::kHostData) {
+    if ((data.dtype == DType::F16 || data.dtype == DType::BF16) &&
+        reduction != math::ScatterReduction::None)
+      return scatterHalfRows(offsets, slice, updates, out[0], reduction);
+  }
   return dispatchScatter(op, data.dtype, reduction, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return Loops::template scatterRows<T>(ctx, offsets, slice, updates, out[0],

@@ -166,9 +166,11 @@ struct MatMulLayout {
   BroadcastPlan plan;
 };
 
-/// Checks MatMul (numeric, numpy rules).
+/// Checks MatMul (numeric, numpy rules; f16 and bf16 too with `halfTypes`,
+/// which the CPU kernels compute in f32).
 Status prepareMatMul(const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, MatMulLayout &l);
+                     const std::vector<TensorRef> &out, MatMulLayout &l,
+                     bool halfTypes = false);
 
 struct GemmLayout {
   bool transA = false, transB = false;
@@ -178,10 +180,10 @@ struct GemmLayout {
 };
 
 /// Checks Gemm (numeric, 2-D A and B, C broadcast to Y: its dtype is checked
-/// here, its shape by the broadcast copy).
+/// here, its shape by the broadcast copy; f16 and bf16 with `halfTypes`).
 Status prepareGemm(const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, const AttrMap &attrs,
-                   GemmLayout &l);
+                   GemmLayout &l, bool halfTypes = false);
 
 } // namespace cpu
 } // namespace zrt

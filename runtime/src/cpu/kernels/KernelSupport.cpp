@@ -27,6 +27,97 @@ template <typename Convert> uint64_t encodeWith(DType dtype, Convert convert) {
 }
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// f16 and bf16 rows
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// Branch-free forms of math/HalfMath.h's conversions (the same bits for
+// every input: runtime/test/kernels_test.cpp checks every f16 and bf16 and
+// every f32 exponent), written so that the loops vectorise.
+
+ZRT_HOT_LOOP void widenBf16(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = uint32_t(src[i]) << 16;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+ZRT_HOT_LOOP void narrowBf16(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, src + i, 4);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (x >> 16) | 0x40u;
+    dst[i] = uint16_t((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
+// f16 -> f32: exponent and mantissa moved into place and scaled by 2^112
+// (exact: subnormal halves become normal floats), inf/NaN set apart.
+ZRT_HOT_LOOP void widenF16(const uint16_t *src, float *dst, int64_t n) {
+  const float scale = 0x1p112f;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t h = src[i];
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t magnitude = (h & 0x7fffu) << 13;
+    float f;
+    std::memcpy(&f, &magnitude, 4);
+    f *= scale;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits = magnitude >= (0x7c00u << 13) ? (magnitude | 0x7f800000u) : bits;
+    bits |= sign;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+// f32 -> f16 to nearest even: subnormal results by an f32 addition that
+// aligns the mantissa (rounds to nearest even), normal ones by integer
+// rounding of the mantissa (a carry into the exponent is right), overflow
+// to inf, NaN to the quiet NaN 0x7e00, the sign kept.
+ZRT_HOT_LOOP void narrowF16(const float *src, uint16_t *dst, int64_t n) {
+  const uint32_t denormMagic = ((127 - 15) + (23 - 10) + 1) << 23;
+  float magic;
+  std::memcpy(&magic, &denormMagic, 4);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, src + i, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t a = x & 0x7fffffffu;
+    float af;
+    std::memcpy(&af, &a, 4);
+    const float sum = af + magic;
+    uint32_t sumBits;
+    std::memcpy(&sumBits, &sum, 4);
+    const uint32_t subnormal = sumBits - denormMagic;
+    const uint32_t normal =
+        (a + (uint32_t(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    const uint32_t special = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    const uint32_t h = a >= 0x477ff000u ? special
+                       : a < 0x38800000u ? subnormal
+                                         : normal;
+    dst[i] = uint16_t(sign | h);
+  }
+}
+
+} // namespace
+
+void widenHalfRow(DType t, const uint16_t *src, float *dst, int64_t n) {
+  if (t == DType::BF16)
+    widenBf16(src, dst, n);
+  else
+    widenF16(src, dst, n);
+}
+
+void narrowHalfRow(DType t, const float *src, uint16_t *dst, int64_t n) {
+  if (t == DType::BF16)
+    narrowBf16(src, dst, n);
+  else
+    narrowF16(src, dst, n);
+}
+
 uint64_t encodeScalar(DType dtype, double value) {
   return encodeWith(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -152,6 +152,15 @@ template <typename Fn> bool dispatchBySize(size_t elementSize, Fn &&fn) {
   }
 }
 
+/// `n` f16 or bf16 elements (`t`; their bits) widened to f32: exact, the
+/// values of math::halfToFloat / bfloat16ToFloat, in vector registers.
+void widenHalfRow(DType t, const uint16_t *src, float *dst, int64_t n);
+
+/// `n` f32 elements rounded to f16 or bf16 (`t`) bits: to nearest even, NaN
+/// stays NaN, the bits of math::floatToHalf / floatToBfloat16, in vector
+/// registers.
+void narrowHalfRow(DType t, const float *src, uint16_t *dst, int64_t n);
+
 /// The bytes of `value` converted to `dtype`, in the low bytes of the result.
 uint64_t encodeScalar(DType dtype, double value);
 /// Same for an integer value (exact for i64).

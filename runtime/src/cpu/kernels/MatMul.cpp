@@ -284,26 +284,97 @@ float *panelScratch(int64_t k) {
   return static_cast<float *>(std::align(kAlign, bytes, start, space));
 }
 
-/// Runs `count` f32 products of one shape (`problemAt(i)` gives the i-th)
-/// over B's packed panels (see PackedGemm.h), on the context's threads. When
-/// `constantB` is a constant of the program (count 1), B is packed once and
-/// kept; any other B is packed a panel at a time by the task that uses it,
-/// into a buffer of its thread, just before its rows run: the same packed
-/// bytes as the whole packed form's panel, so the same bits, with no B-sized
-/// copy and the panel still in cache. Every f32 product takes this path, so
-/// a weight gathered by ZeRO-3 rounds as the same weight held whole, and a
-/// micro-batch's rows as the whole batch's. Each element of C is computed
-/// the same way in any task, so the work split (a function of the shapes)
-/// never changes its bits.
-template <typename ProblemAt>
+/// Rows of a task of a 16-bit product: at most kPackedTaskRows, fewer (a
+/// multiple of 8, every micro-kernel's row block) when a K this long would
+/// make the task's widened rows of A more than kHalfTaskABytes.
+constexpr double kHalfTaskABytes = 2.0 * 1024.0 * 1024.0;
+/// Largest 16-bit A (all of a call's products, as f32) widened whole.
+constexpr double kHalfWholeABytes = 16.0 * 1024.0 * 1024.0;
+int64_t halfTaskRows(int64_t k) {
+  const int64_t rows = int64_t(kHalfTaskABytes / (4.0 * double(std::max<int64_t>(k, 1))));
+  return std::clamp<int64_t>(rows / 8 * 8, 8, kPackedTaskRows);
+}
+
+/// A thread's f32 buffer `slot` (0: A's rows, 1: C's tile, 2: B's rows
+/// while packing) of at least `floats`, 64-byte aligned.
+thread_local std::vector<float> halfScratchBuffers[3];
+float *halfScratch(int slot, size_t floats) {
+  std::vector<float> &buf = halfScratchBuffers[slot];
+  if (buf.size() < floats + 16)
+    buf.resize(floats + 16);
+  void *start = buf.data();
+  size_t space = buf.size() * sizeof(float);
+  return static_cast<float *>(std::align(64, floats * sizeof(float), start, space));
+}
+
+/// packB for a B stored as f16/bf16 bits (`dt`): each element widened (exactly)
+/// as it is packed, so the packed panel holds the f32 values the f32 path
+/// would pack from a widened copy of B.
+void packHalfB(DType dt, const uint16_t *b, int64_t ldb, bool transB, int64_t k,
+               int64_t n, int64_t p0, int64_t p1, float *dst) {
+  for (int64_t p = p0; p < p1; ++p) {
+    float *panel = dst + p * k * kPanelCols;
+    const int64_t j0 = p * kPanelCols;
+    const int64_t cols = std::min(kPanelCols, n - j0);
+    if (cols < kPanelCols)
+      std::memset(panel, 0, size_t(k * kPanelCols) * sizeof(float));
+    if (!transB) {
+      for (int64_t q = 0; q < k; ++q)
+        widenHalfRow(dt, b + q * ldb + j0, panel + q * kPanelCols, cols);
+      continue;
+    }
+    // B is N x K: the panel's columns are rows of B, widened 64 elements at
+    // a time into a block of this thread, then transposed into place.
+    constexpr int64_t kStep = 64;
+    float *rows = halfScratch(2, size_t(kPanelCols * kStep));
+    for (int64_t q0 = 0; q0 < k; q0 += kStep) {
+      const int64_t len = std::min(kStep, k - q0);
+      for (int64_t j = 0; j < cols; ++j)
+        widenHalfRow(dt, b + (j0 + j) * ldb + q0, rows + j * kStep, len);
+      for (int64_t q = 0; q < len; ++q)
+        for (int64_t j = 0; j < cols; ++j)
+          panel[(q0 + q) * kPanelCols + j] = rows[j * kStep + q];
+    }
+  }
+}
+
+/// Runs `count` products of one shape (`problemAt(i)` gives the i-th) over
+/// B's packed panels (see PackedGemm.h), on the context's threads: f32
+/// operands (S = float), or f16/bf16 ones (S = uint16_t, their bits; `dt`
+/// says which). When `constantB` is a constant of the program (count 1), B
+/// is packed once and kept; any other B is packed a panel at a time by the
+/// task that uses it, into a buffer of its thread, just before its rows run:
+/// the same packed bytes as the whole packed form's panel, so the same bits,
+/// with no B-sized copy and the panel still in cache. Every f32 and 16-bit
+/// product takes this path, so a weight gathered by ZeRO-3 rounds as the
+/// same weight held whole, and a micro-batch's rows as the whole batch's.
+/// Each element of C is computed the same way in any task, so the work split
+/// (a function of the shapes) never changes its bits.
+///
+/// 16-bit operands compute in f32: B is widened as it is packed, each task
+/// widens its rows of A into a buffer of its thread, and computes its tile of
+/// C in f32 (from C's widened initial value, if any) before rounding it into
+/// C once. So an element of a 16-bit product is the f32 product of the
+/// widened operands, rounded to 16 bits (to nearest even): the bits of the
+/// f32 kernel run on widened copies, without the copies.
+template <typename S, typename ProblemAt>
 void runPackedProducts(const KernelContext &ctx, int64_t count,
-                       const ProblemAt &problemAt, const TensorRef *constantB) {
+                       const ProblemAt &problemAt, const TensorRef *constantB,
+                       DType dt = DType::F32) {
+  constexpr bool kHalf = std::is_same_v<S, uint16_t>;
   if (count <= 0)
     return;
-  const GemmProblem<float> first = problemAt(0);
+  const GemmProblem<S> first = problemAt(0);
   const int64_t m = first.m, n = first.n, k = first.k;
   if (m == 0 || n == 0)
     return;
+  auto pack = [&](const S *b, int64_t ldb, bool transB, int64_t kk, int64_t nn,
+                  int64_t p0, int64_t p1, float *dst) {
+    if constexpr (kHalf)
+      packHalfB(dt, b, ldb, transB, kk, nn, p0, p1, dst);
+    else
+      packB(b, ldb, transB, kk, nn, p0, p1, dst);
+  };
   const int64_t panels = packedPanels(n);
   const float *packed = nullptr;
   if (count == 1 && constantB && ctx.constants &&
@@ -311,26 +382,50 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
     const std::string layout =
         "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(k) +
         " n=" + std::to_string(n) + " ldb=" + std::to_string(first.ldb) +
-        " t=" + std::to_string(int(first.transB));
+        " t=" + std::to_string(int(first.transB)) + " " + dtypeName(dt);
     packed = static_cast<const float *>(ctx.constants->prepared(
         *constantB, layout, packedFloats(k, n) * sizeof(float),
         [&](void *dst) {
           parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
-            packB(first.b, first.ldb, first.transB, k, n, p0, p1,
-                  static_cast<float *>(dst));
+            pack(first.b, first.ldb, first.transB, k, n, p0, p1,
+                 static_cast<float *>(dst));
           });
         }));
   }
-  // A small B that is not transposed (an attention product's K^T or V) is
-  // read as it lies: it stays in cache, and packing would cost as much as
+  // A small f32 B that is not transposed (an attention product's K^T or V)
+  // is read as it lies: it stays in cache, and packing would cost as much as
   // the product. The same operations, so the same bits.
-  const bool unpacked = !packed && !first.transB &&
+  const bool unpacked = !kHalf && !packed && !first.transB &&
                         double(k) * double(n) * sizeof(float) <= kUnpackedBMaxBytes &&
                         unpackedBSupported(n);
-  const int64_t rowChunks = (m + kPackedTaskRows - 1) / kPackedTaskRows;
+  // 16-bit A: widened whole once (every product's, on the context's
+  // threads, into a buffer of the calling thread) when that is at most
+  // kHalfWholeABytes; else each task widens its own rows (a long K).
+  float *wideA = nullptr;
+  if constexpr (kHalf) {
+    if (double(count) * double(m) * double(k) * 4.0 <= kHalfWholeABytes) {
+      thread_local std::vector<float> whole;
+      const size_t floats = size_t(count * m * k);
+      if (whole.size() < floats)
+        whole.resize(floats);
+      wideA = whole.data();
+      // Product i's A as [m][k] (or [k][m] when transposed).
+      const int64_t lines = first.transA ? k : m;
+      const int64_t len = first.transA ? m : k;
+      parallelRange(ctx, count * lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t t = b; t < e; ++t) {
+                        const GemmProblem<S> p = problemAt(t / lines);
+                        widenHalfRow(dt, p.a + (t % lines) * p.lda, wideA + t * len, len);
+                      }
+                    });
+    }
+  }
+  const int64_t taskRows = kHalf && !wideA ? halfTaskRows(k) : kPackedTaskRows;
+  const int64_t rowChunks = (m + taskRows - 1) / taskRows;
   const int64_t perProduct = panels * rowChunks;
   const double taskMacs =
-      double(std::min(m, kPackedTaskRows)) * double(kPanelCols) * double(k);
+      double(std::min(m, taskRows)) * double(kPanelCols) * double(k);
   // Task t: product t / perProduct; in it, panel r / rowChunks, rows chunk
   // r % rowChunks (consecutive tasks share a panel while it is in cache).
   parallelRange(
@@ -339,37 +434,86 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
       [&](int64_t begin, int64_t end) {
         float *panelData = packed || unpacked ? nullptr : panelScratch(k);
         int64_t packedTask = -1; // product * panels + panel in panelData
+        int64_t widenedTask = -1; // product * rowChunks + chunk in aRows
+        float *aRows = kHalf && !wideA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
+        float *cTile = kHalf ? halfScratch(1, size_t(taskRows * kPanelCols)) : nullptr;
         for (int64_t t = begin; t < end; ++t) {
           const int64_t product = t / perProduct, r = t % perProduct;
           const int64_t panel = r / rowChunks, chunk = r % rowChunks;
-          const GemmProblem<float> p = problemAt(product);
-          const int64_t i0 = chunk * kPackedTaskRows;
-          const int64_t i1 = std::min(m, i0 + kPackedTaskRows);
+          const GemmProblem<S> p = problemAt(product);
+          const int64_t i0 = chunk * taskRows;
+          const int64_t i1 = std::min(m, i0 + taskRows);
           const int64_t j0 = panel * kPanelCols;
           const int64_t cols = std::min(n, j0 + kPanelCols) - j0;
-          const int64_t aRowStride = p.transA ? 1 : p.lda;
-          const int64_t aColStride = p.transA ? p.lda : 1;
-          const float beta = p.cInit ? float(p.beta) : 0.0f;
-          p.initTile(i0, i1, j0, j0 + cols);
-          if (packed) {
-            packedGemmBlock(i0, i1, panel, panel + 1, n, k, float(p.alpha), p.a,
-                            aRowStride, aColStride, packed, beta, p.c, p.ldc);
-            continue;
-          }
-          if (unpacked) {
-            unpackedGemmBlock(i0, i1, cols, k, float(p.alpha), p.a, aRowStride,
-                              aColStride, p.b + j0, p.ldb, beta, p.c + j0, p.ldc);
-            continue;
-          }
-          if (product * panels + panel != packedTask) {
+          const S *b = p.b;
+          if (!packed && !unpacked && product * panels + panel != packedTask) {
             // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
-            packB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols,
-                  0, 1, panelData);
+            pack(b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols,
+                 0, 1, panelData);
             packedTask = product * panels + panel;
           }
-          packedGemmBlock(i0, i1, 0, 1, cols, k, float(p.alpha), p.a,
-                          aRowStride, aColStride, panelData, beta, p.c + j0,
-                          p.ldc);
+          const float *panelOf = packed ? packed + panel * k * kPanelCols : panelData;
+          if constexpr (kHalf) {
+            const int64_t rows = i1 - i0;
+            // The task's rows of A, widened: [rows][k], or [k][rows] when
+            // A is transposed (or those of the whole widened A).
+            const float *aTask = aRows;
+            int64_t aRowStride = p.transA ? 1 : k, aColStride = p.transA ? rows : 1;
+            if (wideA) {
+              const float *base = wideA + product * m * k;
+              aTask = p.transA ? base + i0 : base + i0 * k;
+              aColStride = p.transA ? m : 1;
+            } else if (product * rowChunks + chunk != widenedTask) {
+              if (p.transA)
+                for (int64_t q = 0; q < k; ++q)
+                  widenHalfRow(dt, p.a + q * p.lda + i0, aRows + q * rows, rows);
+              else
+                for (int64_t i = 0; i < rows; ++i)
+                  widenHalfRow(dt, p.a + (i0 + i) * p.lda, aRows + i * k, k);
+              widenedTask = product * rowChunks + chunk;
+            }
+            float beta = 0.0f;
+            if (p.cInit) {
+              beta = float(p.beta);
+              for (int64_t i = 0; i < rows; ++i) {
+                const S *src = p.cInit + (i0 + i) * p.cInitRowStride;
+                float *dst = cTile + i * kPanelCols;
+                if (p.cInitColStride == 0) {
+                  float v;
+                  widenHalfRow(dt, src, &v, 1);
+                  std::fill(dst, dst + cols, v);
+                } else {
+                  widenHalfRow(dt, src + j0, dst, cols);
+                }
+              }
+            }
+            packedGemmBlock(0, rows, 0, 1, cols, k, float(p.alpha), aTask,
+                            aRowStride, aColStride, panelOf, beta, cTile,
+                            kPanelCols);
+            for (int64_t i = 0; i < rows; ++i)
+              narrowHalfRow(dt, cTile + i * kPanelCols, p.c + (i0 + i) * p.ldc + j0,
+                            cols);
+            continue;
+          } else {
+            const int64_t aRowStride = p.transA ? 1 : p.lda;
+            const int64_t aColStride = p.transA ? p.lda : 1;
+            const float beta = p.cInit ? float(p.beta) : 0.0f;
+            p.initTile(i0, i1, j0, j0 + cols);
+            if (packed) {
+              packedGemmBlock(i0, i1, panel, panel + 1, n, k, float(p.alpha),
+                              p.a, aRowStride, aColStride, packed, beta, p.c,
+                              p.ldc);
+              continue;
+            }
+            if (unpacked) {
+              unpackedGemmBlock(i0, i1, cols, k, float(p.alpha), p.a, aRowStride,
+                                aColStride, b + j0, p.ldb, beta, p.c + j0, p.ldc);
+              continue;
+            }
+            packedGemmBlock(i0, i1, 0, 1, cols, k, float(p.alpha), p.a,
+                            aRowStride, aColStride, panelOf, beta, p.c + j0,
+                            p.ldc);
+          }
         }
       });
 }
@@ -382,35 +526,79 @@ void runAnyProducts(const KernelContext &ctx, int64_t count,
                     const ProblemAt &problemAt, const TensorRef *constantB) {
   if constexpr (std::is_same_v<T, float>) {
     if (count > 0 && problemAt(0).k > 0) {
-      runPackedProducts(ctx, count, problemAt, constantB);
+      runPackedProducts<float>(ctx, count, problemAt, constantB);
       return;
     }
   }
   runProducts<T>(ctx, count, problemAt);
 }
 
+/// The element types of MatMul and Gemm: the numeric ones, and f16 / bf16
+/// as their bits (uint16_t) computing in f32 (runPackedProducts).
+using ProductTypes =
+    TypeList<float, double, int32_t, int64_t, int8_t, uint8_t, Float16, BFloat16>;
+
+/// Storage of an element type in a product: half types as their bits.
+template <typename T> struct ProductStorage { using type = T; };
+template <> struct ProductStorage<Float16> { using type = uint16_t; };
+template <> struct ProductStorage<BFloat16> { using type = uint16_t; };
+
+/// runAnyProducts for any of ProductTypes (`dt` its dtype), the problems'
+/// operands of type ProductStorage<T>.
+template <typename T, typename ProblemAt>
+void runTypedProducts(const KernelContext &ctx, DType dt, int64_t count,
+                      const ProblemAt &problemAt, const TensorRef *constantB) {
+  using S = typename ProductStorage<T>::type;
+  if constexpr (std::is_same_v<S, uint16_t>) {
+    if (count <= 0)
+      return;
+    const GemmProblem<S> first = problemAt(0);
+    if (first.k > 0) {
+      runPackedProducts<S>(ctx, count, problemAt, constantB, dt);
+      return;
+    }
+    // K of 0: Y = beta * C (0 without C), each element rounded once.
+    for (int64_t i = 0; i < count; ++i) {
+      const GemmProblem<S> p = problemAt(i);
+      for (int64_t r = 0; r < p.m; ++r)
+        for (int64_t c = 0; c < p.n; ++c) {
+          float v = 0.0f;
+          if (p.cInit) {
+            widenHalfRow(dt, p.cInit + r * p.cInitRowStride + c * p.cInitColStride,
+                         &v, 1);
+            v *= float(p.beta);
+          }
+          narrowHalfRow(dt, &v, p.c + r * p.ldc + c, 1);
+        }
+    }
+  } else {
+    runAnyProducts<T>(ctx, count, problemAt, constantB);
+  }
+}
+
 Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &) {
   MatMulLayout l;
-  ZRT_RETURN_IF_ERROR(prepareMatMul(in, out, l));
+  ZRT_RETURN_IF_ERROR(prepareMatMul(in, out, l, /*halfTypes=*/true));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   const int64_t m = l.m, n = l.n, k = l.k;
   const BroadcastPlan &plan = l.plan;
   const std::vector<int64_t> &aBatch = l.aBatch, &bBatch = l.bBatch;
-  if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T *pa = a.as<T>(), *pb = b.as<T>();
-        T *py = y.as<T>();
+  if (!dispatchType(ProductTypes{}, a.dtype, [&](auto tag) {
+        using S = typename ProductStorage<typename decltype(tag)::type>::type;
+        const S *pa = a.as<S>(), *pb = b.as<S>();
+        S *py = y.as<S>();
         if (plan.numel == 0 || m == 0 || n == 0)
           return;
         const int64_t bBatchNumel = productOf(bBatch, 0, bBatch.size());
         const int64_t aBatchNumel = productOf(aBatch, 0, aBatch.size());
         if (bBatchNumel == 1 && aBatchNumel == plan.numel) {
           // B is one matrix: fold A's batch into M, one product.
-          const GemmProblem<T> p{
+          const GemmProblem<S> p{
               false, false, plan.numel * m, n, k, 1.0, 0.0, pa, k, pb, n,
               py,    n};
-          runAnyProducts<T>(ctx, 1, [&](int64_t) { return p; }, &b);
+          runTypedProducts<typename decltype(tag)::type>(
+              ctx, a.dtype, 1, [&](int64_t) { return p; }, &b);
           return;
         }
         // Offsets (in matrices) of A and B for each batch index.
@@ -425,10 +613,10 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                                     off[1] + i * plan.innerStride(1);
                               }
                             });
-        runAnyProducts<T>(
-            ctx, plan.numel,
+        runTypedProducts<typename decltype(tag)::type>(
+            ctx, a.dtype, plan.numel,
             [&](int64_t i) {
-              return GemmProblem<T>{false, false,
+              return GemmProblem<S>{false, false,
                                     m,     n,
                                     k,     1.0,
                                     0.0,   pa + aOffset[size_t(i)] * m * k,
@@ -446,7 +634,7 @@ Status matMulKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
   GemmLayout l;
-  ZRT_RETURN_IF_ERROR(prepareGemm(in, out, attrs, l));
+  ZRT_RETURN_IF_ERROR(prepareGemm(in, out, attrs, l, /*halfTypes=*/true));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   // C broadcast to [M, N] as row and column strides (0 along a broadcast
   // dim; prepareGemm checked the broadcast); each tile copies its part into
@@ -459,18 +647,19 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
     cRowStride = cRows == 1 ? 0 : cCols;
     cColStride = cCols == 1 ? 0 : 1;
   }
-  if (!dispatchType(NumericTypes{}, a.dtype, [&](auto tag) {
+  if (!dispatchType(ProductTypes{}, a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        GemmProblem<T> p{l.transA,   l.transB,  l.m,        l.n,
-                         l.k,        l.alpha,   l.beta,     a.as<T>(),
-                         a.shape[1], b.as<T>(), b.shape[1], y.as<T>(),
+        using S = typename ProductStorage<T>::type;
+        GemmProblem<S> p{l.transA,   l.transB,  l.m,        l.n,
+                         l.k,        l.alpha,   l.beta,     a.as<S>(),
+                         a.shape[1], b.as<S>(), b.shape[1], y.as<S>(),
                          l.n};
         if (l.hasC) {
-          p.cInit = in[2].as<T>();
+          p.cInit = in[2].as<S>();
           p.cInitRowStride = cRowStride;
           p.cInitColStride = cColStride;
         }
-        runAnyProducts<T>(ctx, 1, [&](int64_t) { return p; }, &b);
+        runTypedProducts<T>(ctx, a.dtype, 1, [&](int64_t) { return p; }, &b);
       }))
     return Status::error("unreachable: dtype checked by prepareGemm");
   return Status::ok();
@@ -514,7 +703,8 @@ template void gemmOnThisThread<double>(bool, bool, int64_t, int64_t, int64_t,
                                        int64_t, double *, int64_t);
 
 Status prepareMatMul(const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, MatMulLayout &l) {
+                     const std::vector<TensorRef> &out, MatMulLayout &l,
+                     bool halfTypes) {
   ZRT_RETURN_IF_ERROR(checkArity("MatMul", in, out, 2, 2, 1, 1));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", b, "input B"));
@@ -549,14 +739,16 @@ Status prepareMatMul(const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(
       planBroadcast("MatMul", l.batch, {&l.aBatch, &l.bBatch}, l.plan));
 
-  if (!dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
-    return dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
+  if (halfTypes ? !dispatchType(ProductTypes{}, a.dtype, [](auto) {})
+                : !dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
+    return halfTypes ? dtypeError("MatMul", "input A", a.dtype, ProductTypes{})
+                     : dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
   return Status::ok();
 }
 
 Status prepareGemm(const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, const AttrMap &attrs,
-                   GemmLayout &l) {
+                   GemmLayout &l, bool halfTypes) {
   ZRT_RETURN_IF_ERROR(checkArity("Gemm", in, out, 2, 3, 1, 1));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", b, "input B"));
@@ -589,8 +781,10 @@ Status prepareGemm(const std::vector<TensorRef> &in,
   } else {
     l.beta = 0.0;
   }
-  if (!dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
-    return dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
+  if (halfTypes ? !dispatchType(ProductTypes{}, a.dtype, [](auto) {})
+                : !dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
+    return halfTypes ? dtypeError("Gemm", "input A", a.dtype, ProductTypes{})
+                     : dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
   return Status::ok();
 }
 
