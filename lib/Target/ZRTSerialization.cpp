@@ -297,9 +297,17 @@ LogicalResult ProgramWriter::addGlobal(::zero::zrt::GlobalOp g) {
              << "has an unknown role '" << *r
              << "' (parameter, frozen, optimizer_state, counter)";
   }
+  flatbuffers::Offset<::zrt::fb::HeldGradient> gradient = 0;
+  if (std::optional<Type> gt = g.getGradient()) {
+    auto t = cast<RankedTensorType>(*gt);
+    FailureOr<::zrt::fb::DType> gdt = dtypeOf(g, t);
+    if (failed(gdt))
+      return failure();
+    gradient = ::zrt::fb::CreateHeldGradient(fbb, *gdt, uint64_t(t.getNumElements()));
+  }
   globalTable.push_back(::zrt::fb::CreateGlobalDirect(
       fbb, g.getName().str().c_str(), g.getTensor().str().c_str(), *dt, &shape,
-      *buf, shard, role));
+      *buf, shard, role, gradient));
   return success();
 }
 

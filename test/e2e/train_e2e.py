@@ -1440,6 +1440,60 @@ def train_variant(a, tools, name, work, cfg, data, data_path, tag, ranks, stage=
     return json.loads(lp.read_text())
 
 
+def check_model_states(a, tools, name, work, tag, data, report, opt_path, ranks, stage,
+                       sizes, accum=1):
+    """The report's model_state_bytes on every rank against ZeRO's formulas (Table 1 of
+    the ZeRO paper), with DeepSpeed's per-parameter padding to a multiple of N: `sizes`
+    = (parameter, gradient, optimizer) bytes per element, e.g. (2, 2, 12) for bf16 with
+    fp32 masters and moments, (4, 4, 8) for fp32 AdamW. The parameters are those whose
+    exp_avg --save-optimizer wrote (opt_path). Stage 0: whole, whole, whole; 1: whole,
+    whole, shard; 2: whole, shard, shard; 3: shard, shard, shard. Also against zero-opt
+    --estimate-memory on the same model and config (the formulas unpadded): its
+    "bytes per rank" row of the stage equals the report within the padding. Returns
+    failures."""
+    opt = load_file(str(opt_path))
+    numels = [v.size for k, v in opt.items() if k.endswith(".exp_avg")]
+    n = ranks
+    whole, shard = sum(numels), sum(-(-x // n) for x in numels)
+    s = stage or 0
+    pb, gb, kb = sizes
+    want = {"parameters": pb * (shard if n > 1 and s == 3 else whole),
+            "gradients": gb * (shard if n > 1 and s >= 2 else whole),
+            "optimizer": kb * (shard if n > 1 and s >= 1 else whole)}
+    failures = []
+    for r in report["ranks"]:
+        got = r.get("model_state_bytes")
+        if got is None or any(got[k] != v for k, v in want.items()) or \
+                got["total"] != sum(want.values()):
+            failures.append(f"{tag}: rank {r['rank']} model_state_bytes {got}, ZeRO's "
+                            f"formula {want}")
+    # zero-opt --estimate-memory on the model, compiled with the same config (its
+    # formulas know 2 + 2 + 12 and 4 + 4 + 8 bytes only).
+    if sizes not in ((2, 2, 12), (4, 4, 8)):
+        log(f"  {'ok  ' if not failures else 'FAIL'} {tag}: model_state_bytes per rank "
+            f"{want} = ZeRO stage {s} over {n} rank(s) (Psi {whole})")
+        return failures
+    rows = next(iter(data.values())).shape[1]
+    micro = rows // (ranks * accum)
+    cmd = [tools.zero_opt, str(Path(a.models) / f"{name}_loss.onnx")]
+    for k, v in data.items():
+        cmd += ["--input-shape", f"{k}=" + "x".join(str(d) for d in (micro,) + v.shape[2:])]
+    cmd += ["--train", "--config", str(work / f"ds_{tag}.json"), "--estimate-memory", ""]
+    out = run(cmd, "zero-opt --estimate-memory")[0].stdout
+    line = [ln for ln in out.splitlines() if ln.startswith(f"{s} (")][-1].split()
+    est = dict(zip(("parameters", "gradients", "optimizer", "total"), map(int, line[-4:])))
+    total = sum(want.values())
+    slack = (pb + gb + kb) * len(numels)  # under one padding element per parameter
+    if not (f"Psi = {whole} parameters, N = {n} ranks" in out and
+            est["total"] <= total <= est["total"] + slack):
+        failures.append(f"{tag}: --estimate-memory stage {s}: {est} against the report's "
+                        f"{total}")
+    log(f"  {'ok  ' if not failures else 'FAIL'} {tag}: model_state_bytes per rank {want} "
+        f"= ZeRO stage {s} over {n} rank(s) (Psi {whole}); --estimate-memory "
+        f"{est['total']} (unpadded)")
+    return failures
+
+
 def mode_bf16(a, tools, name, work):
     """bf16 training (zero-opt's zero-mixed-precision: a bf16 forward and backward, fp32
     master weights and AdamW state) against the stored PyTorch reference
@@ -1471,12 +1525,23 @@ def mode_bf16(a, tools, name, work):
                                       "--save", str(work / f"final_{tag}.safetensors"),
                                       "--save-optimizer", str(work / f"opt_{tag}.safetensors"),
                                       "--save-dir", str(work / f"ck_{tag}")])
-        return np.array([r["loss"] for r in rows_]), json.loads(rp.read_text())
+        report = json.loads(rp.read_text())
+        # What each rank holds of the model states: 2-byte parameters and gradients
+        # and 12 bytes of fp32 master and moments (fp32: 4 + 4 + 8), by the stage;
+        # with communication_data_type fp32 the reduced gradient shards are fp32.
+        sizes = (2, 4 if comm == "fp32" and (stage or 0) >= 2 else 2, 12) if bf16 else (4, 4, 8)
+        if not zopts:
+            failures.extend(check_model_states(a, tools, name, work, tag, data, report,
+                                               work / f"opt_{tag}.safetensors", ranks,
+                                               stage, sizes, accum))
+        return np.array([r["loss"] for r in rows_]), report
 
     z32, _ = train("fp32", 1, bf16=False)
     _, report32 = train("z3n2_fp32", 2, 3, bf16=False)
-    for tag, ranks, stage in (("n1", 1, None), ("z1n2", 2, 1), ("z2n2", 2, 2), ("z3n2", 2, 3),
-                              ("z3n4", 4, 3)):
+    train("z2n2_fp32", 2, 2, bf16=False)
+    train("z2n2k2", 2, 2, accum=2)  # ZeRO-2 reduce-scatters every micro-step's gradient
+    for tag, ranks, stage in (("n1", 1, None), ("z0n2", 2, 0), ("z1n2", 2, 1), ("z2n2", 2, 2),
+                              ("z3n2", 2, 3), ("z3n4", 4, 3)):
         got, report = train(tag, ranks, stage)
         if tag == "z3n2":
             report_z3 = report
@@ -1605,6 +1670,23 @@ def mode_fp16(a, tools, name, work):
                 f"       zero-run skipped {got_skipped}\n       torch    skipped {list(skipped)}")
         if not ok:
             failures.append(f"fp16 {tag}")
+    # Pipeline stages: pp=2 over 2 micro-batches (1F1B) gives the bits of the 1-rank fp16
+    # run accumulating the same 2 micro-batches: every loss, loss scale and skipped flag
+    # (the overflow flag and the scaler's state agree across the stages).
+    def summary(rows_):
+        return [(r["loss"], r["loss_scale"], bool(r["skipped"])) for r in rows_]
+    one = train_variant(a, tools, name, work, cfg, data, data_path, "k2", 1, accum=2)
+    pp = train_variant(a, tools, name, work, cfg, data, data_path, "pp2", 2, accum=2,
+                       zopts="pp=2 micro-batches=2")
+    same = np.array([x[0] for x in summary(one)]).tobytes() == \
+        np.array([x[0] for x in summary(pp)]).tobytes() and \
+        [x[1:] for x in summary(one)] == [x[1:] for x in summary(pp)]
+    skips = sum(x[2] for x in summary(one))
+    log(f"  {'ok  ' if same and skips else 'FAIL'} fp16 pp=2 (1F1B, 2 micro-batches): losses, "
+        f"loss scales and skipped steps ({skips} skipped) "
+        f"{'bit-identical to' if same else 'differ from'} the 1-rank run accumulating them")
+    if not (same and skips):
+        failures.append("fp16 pp=2")
     return failures
 
 

@@ -9,6 +9,7 @@
 
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/ZRT/ZRTDialect.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
 #include "zero/Import/ONNXImporter.h"
 #include "zero/Support/OutputFile.h"
@@ -101,8 +102,9 @@ static cl::opt<bool> zeroReport(
 static cl::opt<std::string> estimateMemory(
     "estimate-memory",
     cl::desc("Print the ZeRO paper's per-rank model-state memory and "
-             "communication for each stage, without a model: "
-             "\"params=7.5e9 dp=64 precision=mixed|fp32\""),
+             "communication for each stage: \"params=7.5e9 dp=64 "
+             "precision=mixed|bf16|fp16|fp32\"; on an ONNX model with --train, "
+             "without params=, of the parameters its step trains (nothing is written)"),
     cl::value_desc("spec"), cl::cat(toolCategory));
 static cl::opt<bool>
     train("train",
@@ -351,6 +353,19 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
   return args;
 }
 
+/// --estimate-memory's settings: Psi (< 0: count the model's), N (< 0: the
+/// compiled step's data-parallel world) and the precision.
+struct MemoryEstimateSpec {
+  double psi = -1;
+  int64_t dp = -1;
+  std::optional<bool> mixed; ///< absent: the compiled step's (default mixed)
+};
+
+/// --estimate-memory without params=, on an ONNX model: printed from the
+/// compiled module instead of writing it.
+static std::optional<MemoryEstimateSpec> memoryEstimateOfModel;
+static int printModelMemoryEstimate(ModuleOp module, MemoryEstimateSpec spec);
+
 static int importAndWrite(MLIRContext &context, PassManager &pm) {
   zero::ImportOptions options;
   options.functionName = functionName;
@@ -423,6 +438,8 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   }
   if (failed(pm.run(*model.module)))
     return 1;
+  if (memoryEstimateOfModel)
+    return printModelMemoryEstimate(*model.module, *memoryEstimateOfModel);
 
   // Never overwrite what the model is read from.
   std::vector<std::string> sources = model.weights->externalDataFiles();
@@ -468,16 +485,8 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   return 0;
 }
 
-/// --estimate-memory: the model-state bytes per rank of fp32 Adam training at
-/// ZeRO stages 0-3 (Rajbhandari et al., "ZeRO", Table 1 and section 5): with
-/// mixed precision 2 bytes of fp16 parameters and of gradients and K = 12
-/// bytes of fp32 master weights, momentum and variance per parameter; with
-/// fp32, 4 + 4 and K = 8. Communication per step in parameter elements: 2 Psi
-/// for stages 0-2, 3 Psi for stage 3.
-static int printMemoryEstimate(StringRef spec) {
-  double psi = -1;
-  int64_t dp = -1;
-  std::string precision = "mixed";
+static std::optional<MemoryEstimateSpec> parseMemoryEstimate(StringRef spec) {
+  MemoryEstimateSpec e;
   SmallVector<StringRef> tokens;
   spec.split(tokens, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef token : tokens) {
@@ -486,43 +495,51 @@ static int printMemoryEstimate(StringRef spec) {
     if (key == "params") {
       std::string v = value.str();
       char *end = nullptr;
-      psi = std::strtod(v.c_str(), &end);
-      ok = !v.empty() && end && *end == 0 && psi > 0;
+      e.psi = std::strtod(v.c_str(), &end);
+      ok = !v.empty() && end && *end == 0 && e.psi > 0;
     } else if (key == "dp") {
-      ok = !value.getAsInteger(10, dp) && dp >= 1;
+      ok = !value.getAsInteger(10, e.dp) && e.dp >= 1;
     } else if (key == "precision") {
-      precision = value.str();
-      ok = precision == "mixed" || precision == "fp32";
+      ok = value == "mixed" || value == "bf16" || value == "fp16" || value == "fp32";
+      e.mixed = value != "fp32";
     } else {
       ok = false;
     }
     if (!ok) {
       llvm::errs() << "zero-opt: error: --estimate-memory: bad '" << token
                    << "'; expected params=COUNT (e.g. 7.5e9) dp=RANKS "
-                      "precision=mixed|fp32\n";
-      return 1;
+                      "precision=mixed|bf16|fp16|fp32\n";
+      return std::nullopt;
     }
   }
-  if (psi <= 0 || dp < 1) {
-    llvm::errs() << "zero-opt: error: --estimate-memory needs params=COUNT and "
-                    "dp=RANKS, e.g. \"params=7.5e9 dp=64 precision=mixed\"\n";
-    return 1;
-  }
-  const bool mixed = precision == "mixed";
+  return e;
+}
+
+/// --estimate-memory: the model-state bytes per rank of Adam training at ZeRO
+/// stages 0-3 (Rajbhandari et al., "ZeRO", Table 1 and section 5): with mixed
+/// precision 2 bytes of 16-bit parameters and of gradients and K = 12 bytes
+/// of fp32 master weights, momentum and variance per parameter; with fp32,
+/// 4 + 4 and K = 8. Communication per step in parameter elements: 2 Psi for
+/// stages 0-2, 3 Psi for stage 3. Psi is `params=`, or the parameters a
+/// compiled step trains (`counted`); then each part is also printed in
+/// bytes, as zero-run --report-json's model_state_bytes gives them (which
+/// add each parameter's padding to a multiple of N).
+static int printMemoryEstimate(double psi, int64_t dp, bool mixed, bool counted) {
   const double p = mixed ? 2 : 4, g = mixed ? 2 : 4, k = mixed ? 12 : 8;
   const double n = double(dp), gb = 1e9;
   struct Row {
     const char *stage, *formula;
-    double bytes, comm;
+    double params, grads, optimizer, comm;
+    double bytes() const { return params + grads + optimizer; }
   } rows[] = {
-      {"0 (data parallel)", mixed ? "(2 + 2 + K) Psi" : "(4 + 4 + K) Psi", (p + g + k) * psi,
-       2 * psi},
-      {"1 (P_os)", mixed ? "2 Psi + 2 Psi + K Psi / N" : "4 Psi + 4 Psi + K Psi / N",
-       (p + g) * psi + k * psi / n, 2 * psi},
-      {"2 (P_os+g)", mixed ? "2 Psi + (2 + K) Psi / N" : "4 Psi + (4 + K) Psi / N",
-       p * psi + (g + k) * psi / n, 2 * psi},
-      {"3 (P_os+g+p)", mixed ? "(2 + 2 + K) Psi / N" : "(4 + 4 + K) Psi / N",
-       (p + g + k) * psi / n, 3 * psi},
+      {"0 (data parallel)", mixed ? "(2 + 2 + K) Psi" : "(4 + 4 + K) Psi", p * psi, g * psi,
+       k * psi, 2 * psi},
+      {"1 (P_os)", mixed ? "2 Psi + 2 Psi + K Psi / N" : "4 Psi + 4 Psi + K Psi / N", p * psi,
+       g * psi, k * psi / n, 2 * psi},
+      {"2 (P_os+g)", mixed ? "2 Psi + (2 + K) Psi / N" : "4 Psi + (4 + K) Psi / N", p * psi,
+       g * psi / n, k * psi / n, 2 * psi},
+      {"3 (P_os+g+p)", mixed ? "(2 + 2 + K) Psi / N" : "(4 + 4 + K) Psi / N", p * psi / n,
+       g * psi / n, k * psi / n, 3 * psi},
   };
   llvm::outs() << llvm::format("model-state memory per rank: Psi = %g parameters, N = %lld "
                                "ranks, %s precision Adam (K = %g)\n",
@@ -531,10 +548,54 @@ static int printMemoryEstimate(StringRef spec) {
                                "comm (elements/step)");
   for (const Row &r : rows)
     llvm::outs() << llvm::format("%-18s %-28s %10.2f %20.4g\n", r.stage, r.formula,
-                                 r.bytes / gb, r.comm);
+                                 r.bytes() / gb, r.comm);
   llvm::outs() << "(GB = 1e9 bytes; activations, buffers and fragmentation are not "
                   "included; communication in parameter elements per rank and step)\n";
+  if (counted) {
+    llvm::outs() << llvm::format("%-18s %16s %16s %16s %16s\n", "bytes per rank",
+                                 "parameters", "gradients", "optimizer", "total");
+    for (const Row &r : rows)
+      llvm::outs() << llvm::format("%-18s %16.0f %16.0f %16.0f %16.0f\n", r.stage,
+                                   r.params, r.grads, r.optimizer, r.bytes());
+  }
   return 0;
+}
+
+/// --estimate-memory on a model: the parameters its compiled training step
+/// trains (their full sizes), the precision they train in (16-bit
+/// parameters: mixed) and, unless the spec gives one, its data-parallel
+/// world.
+static int printModelMemoryEstimate(ModuleOp module, MemoryEstimateSpec spec) {
+  double psi = 0;
+  bool sixteen = false, any = false;
+  int64_t world = 1;
+  auto count = [&](Type type) {
+    auto t = cast<RankedTensorType>(type);
+    psi += double(t.getNumElements());
+    sixteen |= t.getElementType().getIntOrFloatBitWidth() == 16;
+    any = true;
+  };
+  module.walk([&](Operation *op) {
+    if (auto w = ::zero::attrs::kWorldSize.get(op))
+      world = std::max<int64_t>(world, w.getInt());
+    if (auto g = dyn_cast<ml_program::GlobalOp>(op)) {
+      if (::zero::attrs::kTrainable.isSetOn(g)) {
+        TypeAttr full = ::zero::attrs::kFullType.get(g);
+        count(full ? full.getValue() : g.getType());
+      }
+    } else if (auto g = dyn_cast<zero::zrt::GlobalOp>(op)) {
+      if (g.getRole() && *g.getRole() == "parameter")
+        count(g.getType());
+    }
+  });
+  if (!any) {
+    llvm::errs() << "zero-opt: error: --estimate-memory: '" << inputFilename
+                 << "' compiles to no trained parameter; add --train (the estimate counts "
+                    "the parameters the training step trains) or give params=COUNT\n";
+    return 1;
+  }
+  return printMemoryEstimate(psi, spec.dp > 0 ? spec.dp : world,
+                             spec.mixed.value_or(sixteen), /*counted=*/true);
 }
 
 /// With --train: the --zero-pipeline options (and the config's
@@ -863,8 +924,23 @@ int main(int argc, char **argv) {
     argPointers.push_back(a.c_str());
   cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
                               "zero compiler driver: ONNX import, ZeRO passes\n");
-  if (estimateMemory.getNumOccurrences())
-    return printMemoryEstimate(estimateMemory);
+  if (estimateMemory.getNumOccurrences()) {
+    std::optional<MemoryEstimateSpec> spec = parseMemoryEstimate(estimateMemory);
+    if (!spec)
+      return 1;
+    if (spec->psi > 0 || !isONNXInput(inputFilename)) {
+      if (spec->psi <= 0 || spec->dp < 1) {
+        llvm::errs() << "zero-opt: error: --estimate-memory needs params=COUNT and "
+                        "dp=RANKS, e.g. \"params=7.5e9 dp=64 precision=mixed\" (or an "
+                        "ONNX model and --train, whose parameters it counts)\n";
+        return 1;
+      }
+      return printMemoryEstimate(spec->psi, spec->dp, spec->mixed.value_or(true),
+                                 /*counted=*/false);
+    }
+    memoryEstimateOfModel = *spec;
+  }
+
 
   DialectRegistry registry;
   registry.insert<zero::onnx::ONNXDialect, zero::dist::ZeroDialect,

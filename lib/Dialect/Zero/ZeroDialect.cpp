@@ -55,6 +55,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kFullType, "a type"),
       known(a::kBuffer, "a unit attribute"),
       known(a::kTrainable, "a unit attribute"),
+      known(a::kGradType, "a type"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
       known(a::kPhase, "a string"),

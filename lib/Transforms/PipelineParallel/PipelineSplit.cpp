@@ -257,6 +257,9 @@ struct ZeroPipelineSplitPass
                         "instead of receiving them"};
   Statistic numTiedParameters{this, "tied-parameters",
                               "Parameters a training step holds and steps on several stages"};
+  Statistic numReplicatedStateUpdates{
+      this, "replicated-state-updates",
+      "Stores of optimizer state (the loss scaler's) copied onto another stage that reads it"};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -842,7 +845,89 @@ struct ZeroPipelineSplitPass
           return std::nullopt;
         },
         [](Operation *op) { return op; }, step.stageOf);
+    replicateStateUpdates(module, step);
     return success();
+  }
+
+  /// Optimizer state that several stages read (fp16's loss scaler: the last
+  /// stage seeds the backward with the scale, the stages with parameters
+  /// unscale their gradients with it) is updated on each of them, as a tied
+  /// parameter is, so that every stage's copy holds the same values: each
+  /// store to such a global, with the ops computing its value from state
+  /// alone (loads of state globals, constants), is copied onto every other
+  /// stage that loads the global; what else the value needs (the step's
+  /// overflow flag) the cut sends there.
+  void replicateStateUpdates(ModuleOp module, TrainingStepCut &step) {
+    SymbolTable symbols(module);
+    auto isState = [&](Attribute sym) {
+      auto g = symbols.lookup<ml_program::GlobalOp>(cast<SymbolRefAttr>(sym).getLeafReference());
+      return g && attrs::kRole.isSetOn(g);
+    };
+    llvm::DenseMap<Attribute, std::set<int64_t>> loadedOn;
+    for (Operation &op : step.body)
+      if (auto load = dyn_cast<ml_program::GlobalLoadOp>(&op))
+        if (auto it = step.stageOf.find(&op); it != step.stageOf.end())
+          loadedOn[load.getGlobalAttr()].insert(it->second);
+    // Ops of the epilogue whose results depend on state and constants only.
+    llvm::DenseMap<Operation *, bool> stateOnly;
+    std::function<bool(Operation *)> fromState = [&](Operation *op) -> bool {
+      if (auto it = stateOnly.find(op); it != stateOnly.end())
+        return it->second;
+      bool only = step.inEpilogue.count(op) && op->getNumRegions() == 0 &&
+                  op->getNumResults() == 1;
+      if (only) {
+        if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op))
+          only = isState(load.getGlobalAttr());
+        else if (!isa<::zero::onnx::ConstantOp>(op))
+          for (Value v : op->getOperands()) {
+            Operation *d = v.getDefiningOp();
+            if (!d || !fromState(d)) {
+              only = false;
+              break;
+            }
+          }
+      }
+      return stateOnly[op] = only;
+    };
+    OpBuilder b(module.getContext());
+    SmallVector<ml_program::GlobalStoreOp> stores;
+    for (Operation *op : step.epilogue)
+      if (auto store = dyn_cast<ml_program::GlobalStoreOp>(op))
+        if (isState(store.getGlobalAttr()))
+          stores.push_back(store);
+    for (ml_program::GlobalStoreOp store : stores) {
+      const int64_t home = step.stageOf.lookup(store);
+      auto it = loadedOn.find(store.getGlobalAttr());
+      if (it == loadedOn.end())
+        continue;
+      // The store and the state-only ops its value needs, in program order.
+      llvm::SetVector<Operation *> slice;
+      SmallVector<Operation *> work{store};
+      while (!work.empty()) {
+        Operation *op = work.pop_back_val();
+        if (!slice.insert(op))
+          continue;
+        for (Value v : op->getOperands())
+          if (Operation *d = v.getDefiningOp(); d && fromState(d))
+            work.push_back(d);
+      }
+      SmallVector<Operation *> ordered(slice.begin(), slice.end());
+      llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+      for (int64_t st : it->second) {
+        if (st == home)
+          continue;
+        ++numReplicatedStateUpdates;
+        b.setInsertionPointAfter(store);
+        IRMapping map;
+        for (Operation *c : ordered) {
+          Operation *copy = b.clone(*c, map);
+          step.stageOf[copy] = st;
+          step.slotOf[copy] = Slot{Slot::Epilogue, 0};
+          step.inEpilogue.insert(copy);
+          b.setInsertionPointAfter(copy);
+        }
+      }
+    }
   }
 
   /// Each update (and what it feeds) on every stage that uses its parameter:

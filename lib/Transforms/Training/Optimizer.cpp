@@ -180,6 +180,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     OptimizerStep s(func, module);
     if (failed(collectGradients(module, s)) || failed(configureDataParallel(module, s)))
       return signalPassFailure();
+    recordHeldGradients(s);
     if (world > 1)
       averageGradients(s);
     // 16-bit gradients (zero-mixed-precision) are clipped and applied in f32.
@@ -283,6 +284,24 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       s.layouts.push_back(l);
     }
     return success();
+  }
+
+  /// Records on each parameter global the gradient a rank holds over the
+  /// step (`zero.grad_type`, the report's model-state bytes): as the
+  /// backward produces it, whole, at stages 0 and 1 (ZeRO-1 partitions only
+  /// the optimizer state: every rank sums whole gradients over its
+  /// micro-batches), and the shard it is reduce-scattered into at stages 2
+  /// and 3 (in the dtype the collective carries).
+  void recordHeldGradients(OptimizerStep &s) {
+    const bool partitioned = s.sharded && stage >= 2;
+    for (auto [i, p] : llvm::enumerate(s.params)) {
+      auto t = cast<RankedTensorType>(p.grad.getType());
+      Type held = t;
+      if (partitioned && !s.reduced.contains(unsigned(i)))
+        held = RankedTensorType::get({s.layouts[i].shard},
+                                     commF32 ? s.b.getF32Type() : t.getElementType());
+      attrs::kGradType.set(p.param, TypeAttr::get(held));
+    }
   }
 
   /// Averages every gradient over the ranks (sum, times 1/N): all-reduced

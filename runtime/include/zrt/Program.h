@@ -134,6 +134,13 @@ inline bool readsWeights(GlobalRole role) {
   return role == GlobalRole::Parameter || role == GlobalRole::Frozen;
 }
 
+/// A trained parameter's gradient as a rank holds it over the step: whole at
+/// ZeRO stages 0-1, the rank's shard at stages 2-3.
+struct HeldGradient {
+  DType dtype = DType::F32;
+  uint64_t numel = 0;
+};
+
 /// A parameter or state tensor: read from the weights file at start-up, or
 /// zero-filled (optimizer state, step counter).
 struct GlobalDesc {
@@ -144,6 +151,7 @@ struct GlobalDesc {
   uint32_t buffer = 0;         ///< whole tensor, or this rank's shard
   std::optional<ShardSpec> shard; ///< absent: replicated
   GlobalRole role = GlobalRole::Parameter;
+  std::optional<HeldGradient> gradient; ///< a trained parameter's, when recorded
 };
 
 /// The training table of a training program: each run of the instructions is

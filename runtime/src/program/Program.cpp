@@ -221,6 +221,13 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
                              " (known: 0-" + std::to_string(int(fb::GlobalRole_MAX)) +
                              ")");
       d.role = GlobalRole(g->role());
+      if (const fb::HeldGradient *h = g->gradient()) {
+        if (h->dtype() < fb::DType_MIN || h->dtype() > fb::DType_MAX)
+          return badDType("the gradient of global " + std::to_string(p.globals.size()) +
+                              " \"" + d.name + "\"",
+                          h->dtype());
+        d.gradient = HeldGradient{DType(h->dtype()), h->numel()};
+      }
       p.globals.push_back(std::move(d));
     }
   }

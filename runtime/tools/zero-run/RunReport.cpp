@@ -66,6 +66,35 @@ std::string humanBytes(uint64_t bytes) {
   return text;
 }
 
+/// What this rank holds of the model states of a training program (ZeRO's
+/// three kinds): its trained parameters (whole, or its shard at stage 3), their
+/// gradients as the compiler recorded them held over the step (whole at
+/// stages 0-1, the rank's shard at 2-3), and the optimizer state (fp32
+/// masters, moments; sharded at stages 1-3). Only the globals of this rank's
+/// pipeline stage count. Nothing for a forward program.
+std::optional<nlohmann::json> modelStateBytes(const Program &p, int rank) {
+  if (!p.training)
+    return std::nullopt;
+  const std::vector<bool> held = globalsUsedOn(p, rank);
+  uint64_t parameters = 0, gradients = 0, optimizer = 0;
+  for (size_t i = 0; i < p.globals.size(); ++i) {
+    const GlobalDesc &g = p.globals[i];
+    if (!held[i])
+      continue;
+    if (g.role == GlobalRole::Parameter) {
+      parameters += p.buffers[g.buffer].bytes();
+      if (g.gradient)
+        gradients += g.gradient->numel * dtypeSize(g.gradient->dtype);
+    } else if (g.role == GlobalRole::OptimizerState) {
+      optimizer += p.buffers[g.buffer].bytes();
+    }
+  }
+  return nlohmann::json{{"parameters", parameters},
+                        {"gradients", gradients},
+                        {"optimizer", optimizer},
+                        {"total", parameters + gradients + optimizer}};
+}
+
 /// The middle value (the upper one of an even count).
 double upperMedian(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -184,6 +213,8 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   }
   rank["peak_rss_bytes"] = peakRssBytes();
   rank["param_bytes_resident"] = weights.residentBytes;
+  if (std::optional<nlohmann::json> states = modelStateBytes(p, comm.rank()))
+    rank["model_state_bytes"] = *states;
   rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
   rank["weights_bytes_read"] = weights.bytesRead;
   nlohmann::json sent, calls;
@@ -304,6 +335,13 @@ std::string formatReport(const nlohmann::json &run) {
        << " packed copies of constant operands), weights read "
        << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
        << humanBytes(r["peak_rss_bytes"]) << "\n";
+    if (r.contains("model_state_bytes")) {
+      const nlohmann::json &m = r["model_state_bytes"];
+      os << "  [rank " << r["rank"] << "] model states: parameters "
+         << humanBytes(m["parameters"]) << " + gradients " << humanBytes(m["gradients"])
+         << " + optimizer " << humanBytes(m["optimizer"]) << " = "
+         << humanBytes(m["total"]) << "\n";
+    }
     if (r.contains("streams"))
       for (const nlohmann::json &st : r["streams"]) {
         std::snprintf(line, sizeof line,

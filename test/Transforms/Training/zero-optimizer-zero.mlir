@@ -5,6 +5,10 @@
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=1 bucket=1000 type=sgd lr=0.1" | FileCheck %s --check-prefix=B1
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 persistence-threshold=10 max-reuse-distance=0" --zero-prefetch="depth=4 bytes=100000" --zero-bucket="bytes=100000" --zero-release | FileCheck %s --check-prefix=S3P
 // RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=3 type=sgd lr=0.1" --zero-partition="stage=3 dp=2 max-reuse-distance=0" --zero-release | FileCheck %s --check-prefix=S3
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=0" | FileCheck %s --check-prefix=HELD01
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=1" | FileCheck %s --check-prefix=HELD01
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=2 stage=2" | FileCheck %s --check-prefix=HELD2
+// RUN: zero-opt %s --zero-autodiff --zero-optimizer="dp=1 stage=2" | FileCheck %s --check-prefix=HELD01
 
 // Tests that a two-layer training step over 2 ranks averages each gradient
 // right after its last contribution in backward, before the next backward
@@ -123,7 +127,7 @@
 // is stepped on the rank's shard and gathered back, and that gather of a
 // computed value is not a parameter fetch: prefetch and buckets leave it where
 // it is (after its zero.sgd), only the parameter gathers are coalesced.
-// S3P: ml_program.global private mutable @b2(#extern{{[0-9]*}}) : tensor<3xf32> {zero.tensor = "b2", zero.trainable}
+// S3P: ml_program.global private mutable @b2(#extern{{[0-9]*}}) : tensor<3xf32> {zero.grad_type = tensor<2xf32>, zero.tensor = "b2", zero.trainable}
 // S3P-LABEL: func.func @train_step
 // S3P: zero.bucket_all_gather %w1, %w2 {world = 2 : i64} : tensor<8xf32>, tensor<8xf32> -> tensor<16xf32>, tensor<16xf32>
 // S3P: %[[U:.+]] = zero.sgd %{{.+}} -> tensor<2xf32>
@@ -131,8 +135,8 @@
 // S3P-NEXT: %[[B:.+]] = onnx.Slice %[[G]]
 // S3P-NEXT: ml_program.global_store @b2 = %[[B]] : tensor<3xf32>
 
-// S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 2 : i64}
-// S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.shard = {numel = 3 : i64, padded_numel = 4 : i64, world = 2 : i64}
+// S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.grad_type = tensor<8xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 2 : i64}
+// S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.grad_type = tensor<2xf32>, zero.shard = {numel = 3 : i64, padded_numel = 4 : i64, world = 2 : i64}
 // S3-LABEL: func.func @train_step
 // S3: %[[W1:.+]] = ml_program.global_load @w1 : tensor<8xf32>
 // S3-NEXT: zero.all_gather %[[W1]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
@@ -168,3 +172,12 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// The gradient a rank holds over the step (zero.grad_type, the report's
+// model-state bytes): whole at stages 0 and 1 (and on one rank), the rank's
+// shard of the flat gradient padded to a multiple of 2 at stage 2 (3x5 -> 16
+// -> 8 elements, 3 -> 4 -> 2).
+// HELD01: ml_program.global private mutable @w1({{.*}}) : tensor<3x5xf32> {zero.grad_type = tensor<3x5xf32>,
+// HELD01: ml_program.global private mutable @b2({{.*}}) : tensor<3xf32> {zero.grad_type = tensor<3xf32>,
+// HELD2: ml_program.global private mutable @w1({{.*}}) : tensor<3x5xf32> {zero.grad_type = tensor<8xf32>,
+// HELD2: ml_program.global private mutable @b2({{.*}}) : tensor<3xf32> {zero.grad_type = tensor<2xf32>,

@@ -10,7 +10,7 @@
 // parameter whose three results are stored into the parameter and its two
 // zero-initialised state globals. The step returns loss, grad_norm and lr.
 
-// CHECK: ml_program.global private mutable @w({{.*}}) : tensor<3x4xf32> {zero.tensor = "w", zero.trainable}
+// CHECK: ml_program.global private mutable @w({{.*}}) : tensor<3x4xf32> {zero.grad_type = tensor<3x4xf32>, zero.tensor = "w", zero.trainable}
 // CHECK-DAG: ml_program.global private mutable @optimizer_step(dense<0> : tensor<i64>) : tensor<i64> {zero.role = "counter", zero.tensor = "optimizer.step"}
 // CHECK-DAG: ml_program.global private mutable @w.exp_avg(dense<0.000000e+00> : tensor<3x4xf32>) : tensor<3x4xf32> {zero.role = "optimizer_state", zero.tensor = "w.exp_avg"}
 // CHECK-DAG: ml_program.global private mutable @w.exp_avg_sq(dense<0.000000e+00> : tensor<3x4xf32>) : tensor<3x4xf32> {zero.role = "optimizer_state", zero.tensor = "w.exp_avg_sq"}
@@ -46,7 +46,7 @@
 // in place (the outputs are the input buffers), the counter is copied back,
 // and the roles tell the runtime what to read from the weights file.
 // ZRT: zrt.program @train_step world_size = 1 attributes {training = {accumulation_steps = 1 : i64, grad_norm = "grad_norm", loss = "loss", lr = "lr", optimizer = "adamw
-// ZRT: zrt.global "w" tensor "w" : tensor<3x4xf32> into @[[W:b[0-9]+]] {role = "parameter"}
+// ZRT: zrt.global "w" tensor "w" : tensor<3x4xf32> into @[[W:b[0-9]+]] {gradient = tensor<3x4xf32>, role = "parameter"}
 // ZRT: zrt.global "optimizer_step" tensor "optimizer.step" : tensor<i64> into @[[STEP:b[0-9]+]] {role = "counter"}
 // ZRT: zrt.global "w.exp_avg_sq" tensor "w.exp_avg_sq" : tensor<3x4xf32> into @[[V:b[0-9]+]] {role = "optimizer_state"}
 // ZRT: zrt.global "w.exp_avg" tensor "w.exp_avg" : tensor<3x4xf32> into @[[M:b[0-9]+]] {role = "optimizer_state"}

@@ -91,12 +91,16 @@ def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
     `role` (training programs): `parameter` (trained, from the weights file),
     `frozen` (from the weights file, never written), `optimizer_state` or
     `counter` (zero at start-up, not in the weights file).
+    `gradient` (a trained parameter): the type of its gradient as a rank
+    holds it over the step (whole at ZeRO stages 0-1, the rank's shard at
+    2-3), for the report's model-state bytes.
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$tensor, TypeAttr:$type,
                    FlatSymbolRefAttr:$buffer,
                    OptionalAttr<I64Attr>:$shard_world,
                    OptionalAttr<I64Attr>:$padded_numel,
-                   OptionalAttr<StrAttr>:$role);
+                   OptionalAttr<StrAttr>:$role,
+                   OptionalAttr<TypeAttr>:$gradient);
   let assemblyFormat = "$name `tensor` $tensor `:` $type `into` $buffer attr-dict";
 }
 

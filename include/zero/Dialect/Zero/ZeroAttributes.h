@@ -73,6 +73,10 @@ inline constexpr ZeroAttr<mlir::TypeAttr> kFullType{"zero.full_type"};
 inline constexpr ZeroAttr<mlir::UnitAttr> kBuffer{"zero.buffer"};
 /// A global zero-autodiff trains.
 inline constexpr ZeroAttr<mlir::UnitAttr> kTrainable{"zero.trainable"};
+/// A trained parameter's gradient as a rank holds it over the step (set by
+/// zero-optimizer): the whole gradient at ZeRO stages 0 and 1, the rank's
+/// reduced shard at stages 2 and 3; in the dtype it is held in.
+inline constexpr ZeroAttr<mlir::TypeAttr> kGradType{"zero.grad_type"};
 
 // Op attributes.
 /// The pipeline stage an op runs on.
