@@ -223,7 +223,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
         key == "gradient_accumulation_steps" ||
         (opts.training && (key == "bf16" || key == "fp16" ||
-                           key == "communication_data_type")) ||
+                           key == "communication_data_type" || key == "data_types")) ||
         (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
@@ -423,6 +423,42 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
               " training is not supported; give \"fp32\" or \"" + own + "\"")
           .str();
     settings.step.commF32 = *t == "fp32" && settings.precision != zero::Precision::FP32;
+  }
+  // data_types.grad_accum_dtype (DeepSpeed's get_data_types): the type the
+  // micro-batches' gradients are summed in; by default the training's own.
+  // "fp32" with bf16 is DeepSpeed's BF16_Optimizer (fp32 gradients); with
+  // fp16, or a 16-bit type other than the training's, DeepSpeed stops
+  // ("unsupported mix of model dtype and gradient accumulation type").
+  if (const llvm::json::Value *d = root.get("data_types")) {
+    const llvm::json::Object *types = d->getAsObject();
+    if (!types)
+      return (path + ": data_types must be an object").str();
+    for (const auto &kv : *types) {
+      if (kv.first != "grad_accum_dtype") {
+        warnings.push_back("data_types." + kv.first.str() + " is not supported and is ignored");
+        continue;
+      }
+      std::optional<StringRef> t = kv.second.getAsString();
+      if (!t || (*t != "fp32" && *t != "fp16" && *t != "bf16"))
+        return (path + ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or \"bf16\"")
+            .str();
+      const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
+      const bool automatic = enabled[0] == enabled[1] && (root.get("fp16") || root.get("bf16"));
+      if (*t == own || (automatic && *t != "fp32"))
+        continue;
+      if (*t == "fp32" && enabled[1]) {
+        settings.accumF32 = true;
+        continue;
+      }
+      if (*t == "fp32" && !enabled[0]) {
+        settings.accumF32 = true; // an fp32 model, or "auto": a bf16 export
+        continue;
+      }
+      return (path + ": data_types.grad_accum_dtype \"" + *t + "\" with " + own +
+              " training is an unsupported mix (as in DeepSpeed); give \"" + own + "\"" +
+              (enabled[1] ? " or \"fp32\"" : ""))
+          .str();
+    }
   }
   return "";
 }

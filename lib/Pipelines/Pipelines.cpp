@@ -407,6 +407,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.freeze = settings.freeze;
   ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
+  ad.accumF32 = settings.accumF32;
   ad.microBatchSize = settings.microBatchSize;
   const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
   ad.tagMicroBatches = settings.zeroGiven && (settings.zero.pp > 1 || checkpoint > 0);

@@ -1494,6 +1494,72 @@ def check_model_states(a, tools, name, work, tag, data, report, opt_path, ranks,
     return failures
 
 
+def check_grad_accum(a, tools, name, work, cfg, data):
+    """data_types.grad_accum_dtype against the 1-rank gradients of each micro-batch
+    alone (--optimizer none: the step's gradients are its outputs). A step of 2
+    micro-batches seeds each backward with 1/2, which scales every bf16 gradient by
+    exactly 1/2; so with "fp32" the step's f32 gradient is bit for bit
+    f32(g0/2) + f32(g1/2) of the two 1-micro-batch runs (numpy's f32 add), and with
+    the default (bf16) that sum rounded once to bf16. Embedding tables (a Gather's
+    data) are left out: their rows are scatter-added, repeated rows in another
+    order. Returns failures."""
+    import onnx
+    from half_forward import as_f32, bf16_bits, read_st
+    model = onnx.load(str(Path(a.models) / f"{name}_loss.onnx"), load_external_data=False)
+    tables = {n.input[0] for n in model.graph.node if n.op_type == "Gather"}
+    batch = {k: np.ascontiguousarray(v[0]) for k, v in data.items()}  # step 0's rows
+    rows = next(iter(batch.values())).shape[0]
+    half = rows // 2
+
+    def grads(tag, accum, acc_dtype, inputs):
+        c = {k: v for k, v in cfg.items() if k not in ("optimizer", "scheduler",
+                                                      "gradient_clipping")}
+        micro = rows // accum if accum > 1 else half
+        c.update(train_batch_size=micro * accum, train_micro_batch_size_per_gpu=micro,
+                 gradient_accumulation_steps=accum)
+        if acc_dtype:
+            c["data_types"] = {"grad_accum_dtype": acc_dtype}
+        cp = work / f"ds_{tag}.json"
+        cp.write_text(json.dumps(c) + "\n")
+        zrt, w = work / f"{tag}.zrt", work / f"init_{tag}.safetensors"
+        if not zrt.exists():
+            tools.compile(Path(a.models) / f"{name}_loss.onnx",
+                          {k: (micro,) + v.shape[1:] for k, v in batch.items()},
+                          ["--config", str(cp), "--optimizer", "none"], zrt, w)
+        outs = []
+        for i, x in enumerate(inputs):
+            ip, op = work / f"in_{tag}_{i}.safetensors", work / f"out_{tag}_{i}.safetensors"
+            save_file(x, str(ip))
+            run([tools.zero_run, str(zrt), "--weights", str(w), "--input", str(ip),
+                 "--output", str(op)], "zero-run")
+            outs.append({k[len("grad."):]: v for k, v in read_st(op).items()
+                         if k.startswith("grad.")})
+        return outs
+
+    g0, g1 = grads("acc_k1", 1, None, [{k: v[:half] for k, v in batch.items()},
+                                       {k: v[half:] for k, v in batch.items()}])
+    (f32,) = grads("acc_fp32", 2, "fp32", [batch])
+    (b16,) = grads("acc_bf16", 2, None, [batch])
+    failures = []
+    names = [k for k in g0 if k not in tables]
+    for k in names:
+        want = as_f32(*g0[k]) * np.float32(0.5) + as_f32(*g1[k]) * np.float32(0.5)
+        if f32[k][0] != "F32" or f32[k][1].tobytes() != want.astype(np.float32).tobytes():
+            failures.append(f"grad_accum_dtype fp32: {k} ({f32[k][0]}) is not f32(g0/2) + "
+                            f"f32(g1/2)")
+        if b16[k][0] != "BF16" or b16[k][1].tobytes() != bf16_bits(want).tobytes():
+            failures.append(f"grad_accum_dtype bf16: {k} ({b16[k][0]}) is not bf16(g0/2 + g1/2)")
+    # Some element must tell the two apart (else the check proves nothing).
+    differ = sum(int(np.any(as_f32(*f32[k]) != as_f32(*b16[k]))) for k in names)
+    if not differ:
+        failures.append("grad_accum_dtype: fp32 and bf16 sums are equal everywhere")
+    log(f"  {'ok  ' if not failures else 'FAIL'} grad_accum_dtype: over 2 micro-batches, "
+        f"{len(names)} gradients (embedding tables aside) are f32(g0/2) + f32(g1/2) with "
+        f"\"fp32\" and that sum rounded to bf16 by default, bit for bit ({differ} of them "
+        f"differ between the two)")
+    return failures
+
+
 def mode_bf16(a, tools, name, work):
     """bf16 training (zero-opt's zero-mixed-precision: a bf16 forward and backward, fp32
     master weights and AdamW state) against the stored PyTorch reference
@@ -1513,12 +1579,14 @@ def mode_bf16(a, tools, name, work):
         f"{spread:.3g}")
     failures = []
 
-    def train(tag, ranks, stage=None, bf16=True, accum=1, zopts=None, comm=None):
+    def train(tag, ranks, stage=None, bf16=True, accum=1, zopts=None, comm=None, acc32=False):
         c = dict(cfg)
         if not bf16:
             c.pop("bf16")
         if comm:
             c["communication_data_type"] = comm
+        if acc32:
+            c["data_types"] = {"grad_accum_dtype": "fp32"}
         rp = work / f"report_{tag}.json"
         rows_ = train_variant(a, tools, name, work, c, data, data_path, tag, ranks, stage, accum,
                               zopts, ["--report-json", str(rp),
@@ -1529,17 +1597,41 @@ def mode_bf16(a, tools, name, work):
         # What each rank holds of the model states: 2-byte parameters and gradients
         # and 12 bytes of fp32 master and moments (fp32: 4 + 4 + 8), by the stage;
         # with communication_data_type fp32 the reduced gradient shards are fp32.
-        sizes = (2, 4 if comm == "fp32" and (stage or 0) >= 2 else 2, 12) if bf16 else (4, 4, 8)
+        # grad_accum_dtype fp32: the gradients a rank sums over its micro-batches
+        # (stages 0-1) are fp32.
+        sizes = (2, 4 if (comm == "fp32" and (stage or 0) >= 2) or acc32 else 2, 12) \
+            if bf16 else (4, 4, 8)
         if not zopts:
             failures.extend(check_model_states(a, tools, name, work, tag, data, report,
                                                work / f"opt_{tag}.safetensors", ranks,
                                                stage, sizes, accum))
         return np.array([r["loss"] for r in rows_]), report
 
+    failures.extend(check_grad_accum(a, tools, name, work, cfg, data))
     z32, _ = train("fp32", 1, bf16=False)
     _, report32 = train("z3n2_fp32", 2, 3, bf16=False)
     train("z2n2_fp32", 2, 2, bf16=False)
     train("z2n2k2", 2, 2, accum=2)  # ZeRO-2 reduce-scatters every micro-step's gradient
+    # grad_accum_dtype fp32: the micro-batches' gradients summed in fp32 reach the
+    # optimizer unrounded on one rank (other losses than the bf16-summed run's); over
+    # ranks they are all-reduced (stage 0) or reduce-scattered (stage 1) in bf16
+    # (DeepSpeed's communication_data_type default): the bf16-summed run's bytes (with
+    # 2 micro-batches, rounding the fp32 sum for the collective gives the bf16 sum's
+    # bits but for the embedding rows' order).
+    runs = [("k2", 1, None)] + [(f"z{st}n2k2", 2, st) for st in (0, 1)]
+    for tag, ranks, stage in runs:
+        got16, rep16 = train(tag, ranks, stage, accum=2)
+        got, rep = train(tag + "_acc32", ranks, stage, accum=2, acc32=True)
+        err = float(np.abs(got - t32).max())
+        same = [r["bytes_sent"] for r in rep["ranks"]] == [r["bytes_sent"] for r in rep16["ranks"]]
+        moved = got.tobytes() != got16.tobytes()
+        ok = err <= 3 * spread and same and (moved or ranks > 1)
+        log(f"  {'ok  ' if ok else 'FAIL'} bf16 {tag}, grad_accum_dtype fp32: |loss - torch "
+            f"fp32| <= {err:.3g} ({err / spread:.2f} x spread); bytes sent "
+            f"{'equal to' if same else 'differ from'} the bf16-summed run's; losses "
+            f"{'differ from' if moved else 'equal to'} it")
+        if not ok:
+            failures.append(f"bf16 {tag} grad_accum_dtype fp32")
     for tag, ranks, stage in (("n1", 1, None), ("z0n2", 2, 0), ("z1n2", 2, 1), ("z2n2", 2, 2),
                               ("z3n2", 2, 3), ("z3n4", 4, 3)):
         got, report = train(tag, ranks, stage)
@@ -1625,13 +1717,17 @@ def mode_bf16(a, tools, name, work):
     # Pipeline stages: pp=2 over 2 micro-batches (1F1B) gives the bits of the 1-rank
     # bf16 run accumulating the same 2 micro-batches (a cut moves bytes, the tied
     # embedding's stages sum in the same order).
-    one, _ = train("k2", 1, accum=2)
-    pp, _ = train("pp2", 2, accum=2, zopts="pp=2 micro-batches=2")
-    ok = one.tobytes() == pp.tobytes()
-    log(f"  {'ok  ' if ok else 'FAIL'} bf16 pp=2 (1F1B, 2 micro-batches): losses "
-        f"{'bit-identical to' if ok else 'differ from'} the 1-rank run accumulating them")
-    if not ok:
-        failures.append("bf16 pp=2")
+    for suffix in ("", "_acc32"):
+        one = np.array([r["loss"] for r in
+                        json.loads((work / f"log_k2{suffix}.json").read_text())])
+        pp, _ = train("pp2" + suffix, 2, accum=2, zopts="pp=2 micro-batches=2",
+                      acc32=bool(suffix))
+        ok = one.tobytes() == pp.tobytes()
+        log(f"  {'ok  ' if ok else 'FAIL'} bf16 pp=2 (1F1B, 2 micro-batches"
+            f"{', grad_accum_dtype fp32' if suffix else ''}): losses "
+            f"{'bit-identical to' if ok else 'differ from'} the 1-rank run accumulating them")
+        if not ok:
+            failures.append("bf16 pp=2" + suffix)
     return failures
 
 

@@ -688,6 +688,12 @@ addTrainingPipeline(PassManager &pm,
                         "gradient accumulation is not supported yet (its micro-step "
                         "reduce-scatters carry the 16-bit gradients); drop the key, or use "
                         "stage 1 or 3");
+  if (settings.accumF32 && settings.step.world > 1 && settings.step.stage >= 2)
+    return errorHandler(trainConfig + ": data_types.grad_accum_dtype \"fp32\" with ZeRO stage " +
+                        Twine(int64_t(settings.step.stage)) +
+                        " is not supported (DeepSpeed sums fp32 gradients in its BF16 optimizer, "
+                        "at stages 0 and 1); drop the key (the gradients are summed in bf16) "
+                        "or use stage 1");
   zero::buildTrainingPipeline(pm, settings);
   return success();
 }

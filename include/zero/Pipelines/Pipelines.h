@@ -188,6 +188,9 @@ struct TrainSettings {
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   double minLossScale = 1;
   bool consecutiveHysteresis = false;
+  /// data_types.grad_accum_dtype "fp32": 16-bit gradients summed over the
+  /// micro-batches in f32 (zero-autodiff accum-f32).
+  bool accumF32 = false;
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
   /// whether any was given (then zero-partition records them on the module).

@@ -468,6 +468,10 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
            "the others are dropped">,
     Option<"accumulation", "accumulation", "int64_t", "1",
            "Micro-batches per step (gradient accumulation)">,
+    Option<"accumF32", "accum-f32", "bool", "false",
+           "Sum 16-bit gradients over the micro-batches in f32 (DeepSpeed's "
+           "data_types.grad_accum_dtype fp32): each micro-batch's gradient "
+           "widened, the step's gradient f32">,
     Option<"microBatchSize", "micro-batch-size", "int64_t", "0",
            "The rows of one micro-batch the config promises "
            "(train_micro_batch_size_per_gpu; 0: not checked): the model's "

@@ -61,6 +61,29 @@ std::string nodeDescription(Operation *op) {
   return node.empty() ? std::string() : " (ONNX node '" + node + "')";
 }
 
+/// A Gather's gradient as zero-autodiff's rule makes it (a scatter-add of the
+/// looked-up rows into a splat of +0) that nothing reads yet, or null.
+onnx::ScatterNDOp rowsIntoZeros(Value g) {
+  auto scatter = g.getDefiningOp<onnx::ScatterNDOp>();
+  auto zeros = scatter ? scatter.getData().getDefiningOp<onnx::ConstantOp>() : nullptr;
+  auto splat = zeros ? dyn_cast<SplatElementsAttr>(zeros.getValue()) : nullptr;
+  // Gradients are floating point (only float values are active).
+  auto zero = splat ? dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>()) : nullptr;
+  if (!scatter || !g.use_empty() || scatter.getReduction() != "add" || !zero ||
+      !zero.getValue().isPosZero())
+    return nullptr;
+  return scatter;
+}
+
+/// Erases a rowsIntoZeros() scatter whose rows went elsewhere, and its zeros
+/// when nothing else reads them.
+void eraseRowsIntoZeros(onnx::ScatterNDOp scatter) {
+  auto zeros = scatter.getData().getDefiningOp<onnx::ConstantOp>();
+  scatter.erase();
+  if (zeros->use_empty())
+    zeros.erase();
+}
+
 /// `sum + g` for a gradient sum over micro-batches. A `g` that is a Gather's
 /// gradient (a scatter-add of the looked-up rows into zeros, zero-autodiff's
 /// rule) that nothing reads yet is scattered into `sum` instead: an
@@ -71,20 +94,36 @@ std::string nodeDescription(Operation *op) {
 /// `sum` first, `g` second: zero-reduce-micro-steps (ZeRO-2) walks this chain
 /// back from the result to each micro-batch's gradient.
 Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
-  auto scatter = g.getDefiningOp<onnx::ScatterNDOp>();
-  auto zeros = scatter ? scatter.getData().getDefiningOp<onnx::ConstantOp>() : nullptr;
-  auto splat = zeros ? dyn_cast<SplatElementsAttr>(zeros.getValue()) : nullptr;
-  // Gradients are floating point (only float values are active).
-  auto zero = splat ? dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>()) : nullptr;
-  if (!scatter || !g.use_empty() || scatter.getReduction() != "add" ||
-      sum.getType() != g.getType() || !zero || !zero.getValue().isPosZero())
+  onnx::ScatterNDOp scatter = rowsIntoZeros(g);
+  if (!scatter || sum.getType() != g.getType())
     return onnx::AddOp::create(b, sum, g);
   Value summed = onnx::ScatterNDOp::create(b, sum, scatter.getIndices(),
                                            scatter.getUpdates(), "add");
-  scatter.erase();
-  if (zeros->use_empty())
-    zeros.erase();
+  eraseRowsIntoZeros(scatter);
   return summed;
+}
+
+/// `g`, a 16-bit gradient, widened to f32 (exactly) to start an f32 sum over
+/// micro-batches. A Gather's gradient (a scatter-add of the looked-up rows
+/// into zeros) that nothing reads yet is rebuilt in f32 from its widened
+/// rows: the rows are widened, not the table.
+Value widenGradient(ImplicitLocOpBuilder &b, Value g) {
+  auto t = cast<RankedTensorType>(g.getType());
+  auto f32 = RankedTensorType::get(t.getShape(), b.getF32Type());
+  auto widen = [&](Value v) -> Value {
+    auto vt = cast<RankedTensorType>(v.getType());
+    return onnx::CastOp::create(b, RankedTensorType::get(vt.getShape(), b.getF32Type()), v,
+                                TypeAttr::get(b.getF32Type()));
+  };
+  onnx::ScatterNDOp scatter = rowsIntoZeros(g);
+  if (!scatter)
+    return widen(g);
+  Value table = onnx::ConstantOp::create(
+      b, f32, DenseElementsAttr::get(f32, FloatAttr::get(b.getF32Type(), 0.0)));
+  Value rebuilt = onnx::ScatterNDOp::create(b, table, scatter.getIndices(),
+                                            widen(scatter.getUpdates()), "add");
+  eraseRowsIntoZeros(scatter);
+  return rebuilt;
 }
 
 /// Whether `v` is a floating-point tensor (only those have gradients).
@@ -454,11 +493,17 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       return failure();
     b.setLoc(accumulationLoc());
     for (auto &[g, v] : micro) {
+      // grad_accum_dtype fp32: 16-bit gradients summed over the micro-batches
+      // in f32 (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16
+      // gradient into fp32 ones).
+      auto et = cast<RankedTensorType>(v.getType()).getElementType();
+      const bool widen = accumF32 && accumulation > 1 && isa<FloatType>(et) &&
+                         et.getIntOrFloatBitWidth() == 16;
       auto it = s.grads.find(g);
       if (it == s.grads.end())
-        s.grads.insert({g, v});
+        s.grads.insert({g, widen ? widenGradient(b, v) : v});
       else
-        it->second = sumGradients(b, it->second, v);
+        it->second = sumGradients(b, it->second, widen ? widenGradient(b, v) : v);
     }
     s.lossSum = s.lossSum ? onnx::AddOp::create(b, s.lossSum, loss).getResult() : loss;
     tagSince(s, beforeBackward, k, "backward");

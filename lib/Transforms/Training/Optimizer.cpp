@@ -298,8 +298,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       auto t = cast<RankedTensorType>(p.grad.getType());
       Type held = t;
       if (partitioned && !s.reduced.contains(unsigned(i)))
-        held = RankedTensorType::get({s.layouts[i].shard},
-                                     commF32 ? s.b.getF32Type() : t.getElementType());
+        held = RankedTensorType::get({s.layouts[i].shard}, communicationType(p.param));
       attrs::kGradType.set(p.param, TypeAttr::get(held));
     }
   }
@@ -381,10 +380,25 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
   /// Averages the gradient of parameter `i` on its own: all-reduced, or
   /// reduce-scattered into the rank's shard.
-  /// `grad` as the collectives carry it: a 16-bit gradient widened to f32
-  /// with comm-fp32 (communication_data_type "fp32"), else as it is.
-  Value forCommunication(ImplicitLocOpBuilder &cb, Value grad) {
-    return commF32 ? toF32(cb, grad) : grad;
+  /// The element type the collectives carry `param`'s gradient in: f32 with
+  /// comm-fp32 (communication_data_type "fp32"), else the parameter's own
+  /// (16 bits for a 16-bit parameter, even when its gradient was summed over
+  /// the micro-batches in f32: DeepSpeed casts to communication_data_type).
+  Type communicationType(ml_program::GlobalOp param) {
+    Type pe = cast<RankedTensorType>(param.getType()).getElementType();
+    return commF32 || !isa<FloatType>(pe) ? Float32Type::get(&getContext()) : pe;
+  }
+
+  /// `grad` as the collectives carry it (communicationType).
+  Value forCommunication(ImplicitLocOpBuilder &cb, Value grad, ml_program::GlobalOp param) {
+    auto t = cast<RankedTensorType>(grad.getType());
+    Type want = communicationType(param);
+    if (t.getElementType() == want)
+      return grad;
+    if (want.isF32())
+      return toF32(cb, grad);
+    return onnx::CastOp::create(cb, RankedTensorType::get(t.getShape(), want), grad,
+                                TypeAttr::get(want));
   }
 
   void averageAlone(OptimizerStep &s, size_t i) {
@@ -392,7 +406,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     const ParamLayout &l = s.layouts[i];
     ImplicitLocOpBuilder cb(grad.getLoc(), &getContext());
     cb.setInsertionPointAfterValue(grad);
-    grad = forCommunication(cb, grad);
+    grad = forCommunication(cb, grad, s.params[i].param);
     auto gt = cast<RankedTensorType>(grad.getType());
     Type fe = gt.getElementType();
     if (!s.sharded) {
@@ -416,14 +430,13 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     Value last = s.params[members.back()].grad;
     ImplicitLocOpBuilder cb(last.getLoc(), &getContext());
     cb.setInsertionPointAfterValue(last);
-    Type fe = cast<RankedTensorType>(last.getType()).getElementType();
+    Type fe = communicationType(s.params[members.back()].param);
     SmallVector<Value> parts;
     SmallVector<int64_t> offsets;
     int64_t total = 0;
-    fe = commF32 ? cb.getF32Type() : fe;
     for (size_t i : members) {
       const ParamLayout &l = s.layouts[i];
-      Value g = forCommunication(cb, s.params[i].grad);
+      Value g = forCommunication(cb, s.params[i].grad, s.params[i].param);
       offsets.push_back(total);
       if (!s.sharded) {
         if (cast<RankedTensorType>(g.getType()).getRank() != 1)
