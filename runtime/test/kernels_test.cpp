@@ -2954,6 +2954,65 @@ TEST(Half, BatchedMatMulIsTheF32ProductRoundedOnce) {
 // ScatterND's add (rows touched twice sum in f32; rows untouched keep their
 // bits, a NaN payload too): each the f32 kernel on widened operands rounded
 // once, at 1 and 3 threads.
+// A 16-bit FusedElementwise (round_to) gives the bits of its ops run one by
+// one as 16-bit kernels: GELU's tail x * 0.5 * (1 + tanh(x * c + x^3 * d)) and
+// a bias add, on rows longer than a slice, with a broadcast row and a scalar,
+// at 1 and 3 threads. Without round_to the f32 chain would differ (checked,
+// so that the comparison can fail).
+TEST(Half, FusedElementwiseRoundsEachOpLikeTheKernelsOneByOne) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(zrt::dtypeName(dt));
+    Tensors t;
+    const int64_t rows = 7, cols = 70001;
+    const size_t n = size_t(rows * cols);
+    TensorRef x = halfInput(t, dt, {rows, cols}, randomFloats(n, 91));
+    TensorRef bias = halfInput(t, dt, {1, cols}, randomFloats(size_t(cols), 92));
+    TensorRef c = halfInput(t, dt, {}, {0.7978845608f});
+    TensorRef d = halfInput(t, dt, {}, {0.0356774081f});
+    TensorRef half = halfInput(t, dt, {}, {0.5f});
+    TensorRef one = halfInput(t, dt, {}, {1.0f});
+    // One by one: h = x + bias; u = h*c; v = h*h; w = v*h; p = w*d; q = u + p;
+    // r = tanh(q); s = r + 1; m = h * 0.5; y = m * s.
+    const zrt::KernelTable &k = widenedKernels();
+    auto step = [&](const char *op, std::vector<TensorRef> in) {
+      TensorRef o = t.raw(dt, {rows, cols});
+      EXPECT_OK(k.lookup(op)(contextWithThreads(2), in, {o}, {}));
+      return o;
+    };
+    TensorRef h = step("Add", {x, bias});
+    TensorRef u = step("Mul", {h, c});
+    TensorRef v = step("Mul", {h, h});
+    TensorRef w = step("Mul", {v, h});
+    TensorRef p = step("Mul", {w, d});
+    TensorRef q = step("Add", {u, p});
+    TensorRef r = step("Tanh", {q});
+    TensorRef s1 = step("Add", {r, one});
+    TensorRef m = step("Mul", {h, half});
+    TensorRef want = step("Mul", {m, s1});
+    // The same program fused: inputs x, bias, c, d, 0.5, 1 (refs 0-5), op k
+    // at ref 6 + k.
+    const std::vector<int64_t> program = {0, 0, 1,  2, 6, 2,  2, 6, 6,  2, 8, 6, 2, 9, 3,
+                                          0, 7, 10, 12, 11, 0, 0, 12, 5, 2, 6, 4, 2, 14, 13};
+    for (bool round : {true, false}) {
+      AttrMap a = round ? attrs({{"ops", ints(program)},
+                                 {"round_to", str(dt == DType::BF16 ? "bf16" : "f16")}})
+                        : attrs({{"ops", ints(program)}});
+      for (int threads : {1, 3}) {
+        TensorRef y = t.raw(dt, {rows, cols});
+        ASSERT_OK(k.lookup("FusedElementwise")(contextWithThreads(threads),
+                                               {x, bias, c, d, half, one}, {y}, a));
+        int64_t differ = 0;
+        for (size_t i = 0; i < n; ++i)
+          differ += y.as<uint16_t>()[i] != want.as<uint16_t>()[i];
+        if (round)
+          EXPECT_EQ(differ, 0) << threads << " threads";
+        else
+          EXPECT_GT(differ, 0) << "the f32 chain should round differently somewhere";
+      }
+    }
+  }
+}
+
 TEST(Half, ElementwiseTrampolinesRoundTheF32ResultOnce) {
   for (DType dt : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(zrt::dtypeName(dt));

@@ -1,7 +1,7 @@
 //===- FuseElementwise.cpp - zero-lower-to-runtime: fused elementwise -----===//
 //
-// Before instruction selection, the lowering looks for groups of f32
-// elementwise ops (Add Sub Mul Div, Pow by a scalar constant, Neg Abs Relu
+// Before instruction selection, the lowering looks for groups of f32 (or
+// f16, bf16: one type per group) elementwise ops (Add Sub Mul Div, Pow by a scalar constant, Neg Abs Relu
 // Sqrt Reciprocal Exp Log Tanh Erf Sigmoid) whose intermediate results are
 // read only inside the group, and lowers each group of two or more ops to
 // one FusedElementwise kernel (docs/kernels.md, "Fused elementwise"): the
@@ -20,8 +20,9 @@
 //  - no zero.release, ml_program.global_store or in-place optimizer update
 //    lies between the group's first op and its root (the fused kernel runs at
 //    the root, so it must still see what its first op saw).
-// Scalar f32 constants read by a member are folded into the program as
-// constants; Pow is fused only with a scalar constant exponent and a base of
+// Scalar constants of the group's type read by a member are folded into the
+// program as constants (a 16-bit group rounds each op's result to its type,
+// `round_to`, so its bits are those of the ops one by one); Pow is fused only with a scalar constant exponent and a base of
 // the output's type (the Pow kernel's scalar fast path).
 //
 //===----------------------------------------------------------------------===//
@@ -74,16 +75,23 @@ std::optional<int64_t> fusedOpcode(Operation *op) {
 constexpr StringRef kPlacementMarks[] = {attrs::kStream, attrs::kPipelineStage,
                                          attrs::kPipelineStep};
 
-bool isStaticF32(Type t) {
+/// A static tensor of the element types the fused kernel computes: f32, or
+/// f16 / bf16 (each op's result rounded to it, as between two 16-bit kernels).
+bool isStaticFusedFloat(Type t) {
   auto r = dyn_cast<RankedTensorType>(t);
-  return r && r.hasStaticShape() && r.getElementType().isF32();
+  if (!r || !r.hasStaticShape())
+    return false;
+  Type e = r.getElementType();
+  return e.isF32() || e.isF16() || e.isBF16();
 }
+
+Type elementOf(Type t) { return cast<RankedTensorType>(t).getElementType(); }
 
 } // namespace
 
 std::optional<float> scalarConstant(Value v) {
   auto c = v.getDefiningOp<::zero::onnx::ConstantOp>();
-  if (!c || !isStaticF32(v.getType()))
+  if (!c || !isStaticFusedFloat(v.getType()))
     return std::nullopt;
   auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
   if (!dense || dense.getNumElements() != 1)
@@ -98,8 +106,9 @@ bool isBinary(int64_t code) { return code <= 4; }
 /// Whether `op` may be a member of a group (alone, before its neighbours).
 bool fusible(Operation *op) {
   std::optional<int64_t> code = fusedOpcode(op);
-  if (!code || op->getNumResults() != 1 || !isStaticF32(op->getResult(0).getType()))
+  if (!code || op->getNumResults() != 1 || !isStaticFusedFloat(op->getResult(0).getType()))
     return false;
+  const Type elem = elementOf(op->getResult(0).getType());
   // The placement marks may be there; the members of a group share them
   // (findFusionGroups).
   for (NamedAttribute a : op->getAttrDictionary())
@@ -108,7 +117,7 @@ bool fusible(Operation *op) {
   if (op->getNumOperands() != (isBinary(*code) ? 2u : 1u))
     return false;
   for (Value v : op->getOperands())
-    if (!isStaticF32(v.getType()))
+    if (!isStaticFusedFloat(v.getType()) || elementOf(v.getType()) != elem)
       return false;
   Type result = op->getResult(0).getType();
   if (!isBinary(*code) || *code == 4) {
@@ -234,6 +243,11 @@ void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
   SmallVector<NamedAttribute> params{b_.getNamedAttr("ops", b_.getDenseI64ArrayAttr(program))};
   if (!constants.empty())
     params.push_back(b_.getNamedAttr("constants", b_.getDenseF64ArrayAttr(constants)));
+  // A 16-bit group: each op's result is rounded to the group's type before
+  // the next op reads it, as the 16-bit kernels one by one would store it.
+  Type elem = elementOf(root->getResult(0).getType());
+  if (!elem.isF32())
+    params.push_back(b_.getNamedAttr("round_to", b_.getStringAttr(elem.isBF16() ? "bf16" : "f16")));
   LLVM_DEBUG({
     llvm::dbgs() << DEBUG_TYPE ": fused " << g.members.size() << " ops (";
     llvm::interleave(

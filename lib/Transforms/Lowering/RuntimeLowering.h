@@ -152,8 +152,9 @@ struct FusionGroup {
   Operation *root = nullptr;
 };
 
-/// The value of a one-element f32 onnx.Constant, if `v` is one: a fusion
-/// group reads it as a constant of its program (FuseElementwise.cpp).
+/// The value of a one-element f32, f16 or bf16 onnx.Constant, if `v` is
+/// one: a fusion group reads it as a constant of its program
+/// (FuseElementwise.cpp).
 std::optional<float> scalarConstant(Value v);
 
 /// The fusion groups of `body`, in program order (FuseElementwise.cpp).

@@ -101,6 +101,9 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
   const char *name = "FusedElementwise";
   cpu::FusedProgram p;
   ZRT_RETURN_IF_ERROR(cpu::prepareFused(in, out, attrs, p));
+  if (p.roundTo != DType::F32)
+    return Status::error(std::string(name) +
+                         ": a 16-bit program (round_to) is not supported on the GPU yet");
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor(name, stream));
   const TensorRef &y = out[0];

@@ -17,6 +17,7 @@
 #include "zrt/Watchdog.h"
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <sstream>
@@ -39,10 +40,30 @@ struct Executor::Impl {
   Impl(const Program &p, Backend &b, Communicator &c, ExecutorOptions o)
       : program(p), backend(b), comm(c), options(std::move(o)) {}
   ~Impl() {
+    stopStreamThreads();
     for (void *base : arenaBase)
       if (base)
         backend.allocator().deallocate(base);
   }
+
+  /// Runs `work(s)` for each stream s in `active` on that stream's own
+  /// thread, and returns when all are done. The threads live as long as the
+  /// executor (started at the first run): what a kernel keeps in a
+  /// thread_local buffer (packed panels, 16-bit operands widened to f32) is
+  /// allocated and faulted in once, not again at every step.
+  void runOnStreamThreads(const std::vector<size_t> &active,
+                          const std::function<void(size_t)> &work);
+  void stopStreamThreads();
+  struct StreamThreads {
+    std::vector<std::thread> threads;
+    std::vector<size_t> streams; ///< the stream each thread runs
+    std::mutex mutex;
+    std::condition_variable wake, done;
+    uint64_t generation = 0;
+    size_t remaining = 0;
+    bool stop = false;
+    const std::function<void(size_t)> *work = nullptr;
+  } streamThreads;
 
   /// Everything local to this rank; may fail on some ranks only.
   Status init();
@@ -464,6 +485,55 @@ Status Executor::readBuffer(uint32_t index, void *dst, uint64_t bytes,
       bytes);
 }
 
+void Executor::Impl::runOnStreamThreads(const std::vector<size_t> &active,
+                                        const std::function<void(size_t)> &work) {
+  StreamThreads &t = streamThreads;
+  if (t.streams != active) {
+    stopStreamThreads();
+    t.stop = false;
+    t.streams = active;
+    for (size_t i = 0; i < active.size(); ++i)
+      t.threads.emplace_back([&t, i] {
+        uint64_t seen = 0;
+        for (;;) {
+          const std::function<void(size_t)> *job = nullptr;
+          {
+            std::unique_lock<std::mutex> lock(t.mutex);
+            t.wake.wait(lock, [&] { return t.stop || t.generation != seen; });
+            if (t.stop)
+              return;
+            seen = t.generation;
+            job = t.work;
+          }
+          (*job)(t.streams[i]);
+          std::lock_guard<std::mutex> lock(t.mutex);
+          if (--t.remaining == 0)
+            t.done.notify_all();
+        }
+      });
+  }
+  std::unique_lock<std::mutex> lock(t.mutex);
+  t.work = &work;
+  t.remaining = active.size();
+  ++t.generation;
+  t.wake.notify_all();
+  t.done.wait(lock, [&] { return t.remaining == 0; });
+  t.work = nullptr;
+}
+
+void Executor::Impl::stopStreamThreads() {
+  StreamThreads &t = streamThreads;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.stop = true;
+  }
+  t.wake.notify_all();
+  for (std::thread &th : t.threads)
+    th.join();
+  t.threads.clear();
+  t.streams.clear();
+}
+
 Status Executor::run() {
   Impl &impl = *impl_;
   for (auto &event : impl.events)
@@ -492,12 +562,11 @@ Status Executor::run() {
   // No compute on this rank: communication never waits for it.
   impl.unboundedIdle = impl.busyComputeStreams == 0 ? 1 : 0;
   auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
+  std::vector<size_t> active;
   for (size_t s = 0; s < impl.streams.size(); ++s)
     if (!impl.steps[s].empty())
-      threads.emplace_back([&impl, s, start] { impl.runStream(s, start); });
-  for (std::thread &t : threads)
-    t.join();
+      active.push_back(s);
+  impl.runOnStreamThreads(active, [&impl, start](size_t s) { impl.runStream(s, start); });
   // Buffered sends (pipeline stages) finish before the run does.
   CommContext flushCtx;
   flushCtx.cancelled = &impl.cancelled;

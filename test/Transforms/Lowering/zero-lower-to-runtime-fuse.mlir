@@ -68,3 +68,25 @@ func.func @steps(%x: tensor<4xf32>) -> tensor<4xf32> {
   %d = onnx.Sigmoid %c {zero.pipeline_step = "B0"} : (tensor<4xf32>) -> tensor<4xf32>
   return %d : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a bf16 chain fuses as an f32 one does, its scalar bf16 constants
+// folded into the program, with round_to = "bf16": each op's result is rounded
+// to bf16 before the next reads it (the bits of the 16-bit kernels one by one).
+// A chain that mixes types does not fuse across the change: the f32 Exp of a
+// widened value stays apart from the bf16 ops.
+// CHECK-LABEL: zrt.program @bf16
+// CHECK: zrt.kernel "FusedElementwise" on @compute [@[[X:.+]], @[[B:.+]]] -> [@[[H:.+]]] {constants = array<f64: 5.000000e-01>, ops = array<i64: 0, 0, 1, 2, 2, -1, 12, 3, 0>, round_to = "bf16"}
+// CHECK: zrt.kernel "Cast"
+// CHECK: zrt.kernel "Exp"
+// CHECK-NOT: zrt.kernel
+func.func @bf16(%x: tensor<2x8xbf16> {onnx.name = "x"}, %b: tensor<8xbf16> {onnx.name = "b"}) -> (tensor<2x8xbf16> {onnx.name = "y"}, tensor<2x8xf32> {onnx.name = "z"}) {
+  %h = onnx.Add %x, %b : (tensor<2x8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
+  %half = onnx.Constant dense<0.5> : tensor<bf16>
+  %m = onnx.Mul %h, %half : (tensor<2x8xbf16>, tensor<bf16>) -> tensor<2x8xbf16>
+  %t = onnx.Tanh %m : (tensor<2x8xbf16>) -> tensor<2x8xbf16>
+  %w = onnx.Cast %t {to = f32} : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+  %e = onnx.Exp %w : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %t, %e : tensor<2x8xbf16>, tensor<2x8xf32>
+}

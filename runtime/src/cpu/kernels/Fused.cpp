@@ -13,7 +13,9 @@
 // math/ElementwiseMath.h), writing a block-sized scratch buffer; the last op
 // writes the output. Each op's result is rounded to f32 and stored before
 // the next op reads it, exactly as between two kernels, so the result is bit
-// for bit the one of running the ops one by one. Blocks are split over
+// for bit the one of running the ops one by one; a 16-bit program
+// (`round_to`, its f16 / bf16 operands widened by the caller) also rounds
+// each result but the last to 16 bits, as a 16-bit kernel stores it. Blocks are split over
 // threads by parallelRange (a function of the shape only), and no element
 // depends on which block or thread computed it.
 //
@@ -95,6 +97,7 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
                                            int64_t lastBlock) {
     // Scratch: one block per op result and per gathered input.
     std::vector<float> scratch(size_t((numOps + numGathered) * kBlock));
+    uint16_t rounded[kBlock];
     float *results = scratch.data();
     float *gathered = scratch.data() + numOps * kBlock;
     for (int64_t blk = firstBlock; blk < lastBlock; ++blk) {
@@ -138,17 +141,22 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
         const Operand x = operand(op.a);
         if (math::isFusedBinary(op.code) && op.code != math::kFusedPow) {
           runBinaryBlock(op.code, x, operand(op.b), dst, n);
-          continue;
-        }
-        const float exponent =
-            op.code == math::kFusedPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
-        if (x.stride == 0) {
-          // A single value (a scalar input or constant): once, then filled.
-          float v = 0;
-          runUnaryBlock(op.code, exponent, x.data, &v, 1);
-          std::fill(dst, dst + n, v);
         } else {
-          runUnaryBlock(op.code, exponent, x.data, dst, n);
+          const float exponent =
+              op.code == math::kFusedPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
+          if (x.stride == 0) {
+            // A single value (a scalar input or constant): once, then filled.
+            float v = 0;
+            runUnaryBlock(op.code, exponent, x.data, &v, 1);
+            std::fill(dst, dst + n, v);
+          } else {
+            runUnaryBlock(op.code, exponent, x.data, dst, n);
+          }
+        }
+        if (program.roundTo != DType::F32 && k + 1 < numOps) {
+          // A 16-bit group: the result as the 16-bit kernel would store it.
+          narrowHalfRow(program.roundTo, dst, rounded, n);
+          widenHalfRow(program.roundTo, rounded, dst, n);
         }
       }
     }
@@ -215,6 +223,13 @@ Status prepareFused(const std::vector<TensorRef> &in,
   p.constants.resize(constants.size());
   for (size_t c = 0; c < constants.size(); ++c)
     p.constants[c] = float(constants[c]);
+  const std::string round = attrs.getString("round_to", "");
+  if (round == "bf16")
+    p.roundTo = DType::BF16;
+  else if (round == "f16")
+    p.roundTo = DType::F16;
+  else if (!round.empty())
+    return kernelError(name, "bad attribute round_to", round, "bf16 or f16");
   return Status::ok();
 }
 

@@ -146,6 +146,10 @@ struct FusedOp {
 struct FusedProgram {
   std::vector<FusedOp> ops;
   std::vector<float> constants;
+  /// `round_to`: F16 or BF16 when each op's result (but the last, which the
+  /// 16-bit output stores) is rounded to that type before the next op reads
+  /// it, as 16-bit kernels run one by one store it; F32: not rounded.
+  DType roundTo = DType::F32;
   /// Each input broadcast to the output's shape (one-input plans).
   std::vector<BroadcastPlan> plans;
 };
