@@ -117,6 +117,16 @@ private:
 
   flatbuffers::FlatBufferBuilder fbb{1 << 16};
   llvm::StringMap<uint32_t> buffers, streams, arenas, groups;
+  /// Each global's index in the table, by name (filled before any is added).
+  llvm::StringMap<uint32_t> globalIndex;
+
+public:
+  void indexGlobals(::zero::zrt::ProgramOp program) {
+    for (auto g : program.getBody().front().getOps<::zero::zrt::GlobalOp>())
+      globalIndex.try_emplace(g.getName(), uint32_t(globalIndex.size()));
+  }
+
+private:
   std::vector<flatbuffers::Offset<::zrt::fb::Arena>> arenaTable;
   std::vector<flatbuffers::Offset<::zrt::fb::Buffer>> bufferTable;
   std::vector<flatbuffers::Offset<::zrt::fb::Constant>> constantTable;
@@ -305,9 +315,16 @@ LogicalResult ProgramWriter::addGlobal(::zero::zrt::GlobalOp g) {
       return failure();
     gradient = ::zrt::fb::CreateHeldGradient(fbb, *gdt, uint64_t(t.getNumElements()));
   }
+  int32_t widenFrom = -1;
+  if (std::optional<StringRef> from = g.getWidenFrom()) {
+    auto it = globalIndex.find(*from);
+    if (it == globalIndex.end())
+      return g.emitOpError() << "widens from '" << *from << "', which is no global";
+    widenFrom = int32_t(it->second);
+  }
   globalTable.push_back(::zrt::fb::CreateGlobalDirect(
       fbb, g.getName().str().c_str(), g.getTensor().str().c_str(), *dt, &shape,
-      *buf, shard, role, gradient));
+      *buf, shard, role, gradient, widenFrom));
   return success();
 }
 
@@ -415,6 +432,7 @@ void ProgramWriter::finish(::zero::zrt::ProgramOp program, std::string &out) {
 LogicalResult zero::serializeZRTProgram(::zero::zrt::ProgramOp program,
                                         std::string &out) {
   ProgramWriter writer;
+  writer.indexGlobals(program);
   for (Operation &op : program.getBody().front())
     if (failed(writer.add(op)))
       return failure();

@@ -56,6 +56,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kBuffer, "a unit attribute"),
       known(a::kTrainable, "a unit attribute"),
       known(a::kGradType, "a type"),
+      known(a::kWidenFrom, "a symbol reference"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
       known(a::kPhase, "a string"),

@@ -118,7 +118,9 @@ void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, Dictionary
     StringAttr tensor = attrs::kTensor.get(global);
     auto op = ::zero::zrt::GlobalOp::create(
         b, loc, global.getSymName(), tensor ? tensor.getValue() : global.getSymName(), full,
-        ref.getValue(), nullptr, nullptr, nullptr, attrs::kGradType.get(global));
+        ref.getValue(), nullptr, nullptr, nullptr, attrs::kGradType.get(global),
+        attrs::kWidenFrom.get(global) ? b.getStringAttr(attrs::kWidenFrom.get(global).getValue())
+                                      : nullptr);
     // What the global holds: in a training program, parameters are trained
     // or frozen, optimizer state and the step counter start at zero.
     if (StringAttr role = attrs::kRole.get(global))

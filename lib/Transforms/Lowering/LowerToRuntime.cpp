@@ -204,10 +204,33 @@ LogicalResult RuntimeLowering::lowerGlobalStore(ml_program::GlobalStoreOp store)
   return success();
 }
 
-/// An update whose only use stores it into a global is written there
-/// directly: the kernel runs in place, and the block it would have had is
-/// never used. Its parameters are the op's attributes, `schedule` named
-/// `type` as the runtime's LrSchedule reads it.
+/// The store of `r` into a global, when `r` may be computed in the global's
+/// storage: one of r's uses stores it (the others only read it), and nothing
+/// reads the global after `def` computes r (every load of it comes before),
+/// so writing the new value early changes no value any op reads. Else null.
+static ml_program::GlobalStoreOp storedInPlace(Value r, Operation *def) {
+  ml_program::GlobalStoreOp store;
+  for (Operation *user : r.getUsers())
+    if (auto s = dyn_cast<ml_program::GlobalStoreOp>(user)) {
+      if (store || user->getBlock() != def->getBlock())
+        return nullptr;
+      store = s;
+    }
+  if (!store)
+    return nullptr;
+  bool laterLoad = false;
+  def->getBlock()->walk([&](ml_program::GlobalLoadOp load) {
+    laterLoad |= load.getGlobalAttr() == store.getGlobalAttr() &&
+                 load->getBlock() == def->getBlock() && def->isBeforeInBlock(load);
+  });
+  return laterLoad ? nullptr : store;
+}
+
+/// An update stored into a global (its other readers only reading it, no
+/// load of the global after it: storedInPlace) is written there directly:
+/// the kernel runs in place, and the block it would have had is never used.
+/// Its parameters are the op's attributes, `schedule` named `type` as the
+/// runtime's LrSchedule reads it.
 LogicalResult RuntimeLowering::lowerOptimizerUpdate(Operation *update) {
   Builder &b = b_;
   StringRef kernel = isa<::zero::dist::AdamWOp>(update) ? "AdamW"
@@ -218,9 +241,7 @@ LogicalResult RuntimeLowering::lowerOptimizerUpdate(Operation *update) {
     params.push_back(a.getName() == "schedule" ? b.getNamedAttr("type", a.getValue()) : a);
   appendKernel(update, kernel, b.getDictionaryAttr(params));
   for (Value r : update->getResults()) {
-    if (!r.hasOneUse())
-      continue;
-    auto store = dyn_cast<ml_program::GlobalStoreOp>(*r.getUsers().begin());
+    ml_program::GlobalStoreOp store = storedInPlace(r, update);
     if (!store)
       continue;
     int s = globalStorage(store, store.getGlobalAttr());
@@ -442,6 +463,18 @@ LogicalResult RuntimeLowering::lowerComputeOp(Operation *op) {
     return op->emitOpError("cannot be lowered to the runtime: only onnx, "
                            "zero and ml_program ops are supported");
   appendKernel(op, op->getName().stripDialect(), kernelParams(op, b_));
+  // A Cast whose result goes into a global (a 16-bit parameter rounded from
+  // its master) writes the global's storage directly, as an update does.
+  if (auto cast = dyn_cast<::zero::onnx::CastOp>(op))
+    if (ml_program::GlobalStoreOp store = storedInPlace(cast.getResult(), op)) {
+      int s = globalStorage(store, store.getGlobalAttr());
+      if (s < 0)
+        return failure();
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": Cast writes " << store.getGlobalAttr()
+                              << " in place\n");
+      storages_[placement_.lookup(cast.getResult()).storage].bytes = 0; // never used
+      bind(cast.getResult(), s);
+    }
   return success();
 }
 

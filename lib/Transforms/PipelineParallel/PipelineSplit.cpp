@@ -940,8 +940,7 @@ struct ZeroPipelineSplitPass
       if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
         continue;
       // The parameter: a load of its global (through the flatten, pad and
-      // local-shard ops of a sharded step, and a 16-bit parameter's master:
-      // Where(first step, the parameter widened, the master)).
+      // local-shard ops of a sharded step), or of a 16-bit parameter's master.
       Operation *def = op->getOperand(0).getDefiningOp();
       while (def && !isa<ml_program::GlobalLoadOp>(def) && def->getNumOperands() >= 1)
         def = (isa<::zero::onnx::WhereOp>(def) ? def->getOperand(1) : def->getOperand(0))
@@ -950,7 +949,13 @@ struct ZeroPipelineSplitPass
       if (!load)
         return op->emitOpError("zero-pipeline-split: cannot find the global this "
                                "update steps");
-      auto it = step.usedOn.find(load.getGlobalAttr());
+      // A 16-bit parameter's fp32 master: the stages of that parameter.
+      Attribute stepped = load.getGlobalAttr();
+      if (auto g = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+              load, load.getGlobalAttr()))
+        if (FlatSymbolRefAttr of = attrs::kWidenFrom.get(g))
+          stepped = of;
+      auto it = step.usedOn.find(stepped);
       if (it == step.usedOn.end() || it->second.empty())
         return op->emitOpError("zero-pipeline-split: no stage uses the parameter this "
                                "update steps");

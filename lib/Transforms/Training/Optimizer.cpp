@@ -696,23 +696,33 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
   /// A 16-bit parameter is stepped through its fp32 master copy, an
   /// optimizer-state global NAME.master (the rank's shard of it, sharded)
-  /// that starts as the 16-bit parameter widened on the first step, as
-  /// DeepSpeed's bf16 and fp16 optimizers make their fp32 copies from the
-  /// converted model. The update reads the master; storeParameter writes
-  /// it and the parameter rounded to 16 bits.
+  /// that starts as the 16-bit parameter widened (`zero.widen_from`: the
+  /// runtime widens it when it loads the weights), as DeepSpeed's bf16 and
+  /// fp16 optimizers make their fp32 copies from the converted model. The
+  /// update reads the master; storeParameter writes it and the parameter
+  /// rounded to 16 bits.
   void useMaster(OptimizerStep &s, ParamUpdate &u) {
-    ImplicitLocOpBuilder &b = s.b;
     u.master = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".master").str(),
                                 u.name + ".master", u.stepped, "optimizer_state");
     markStateShard(s, u, u.master);
+    attrs::kWidenFrom.set(u.master, FlatSymbolRefAttr::get(u.param.getSymNameAttr()));
     s.anchor = u.master;
     numStateElements += u.stepped.getNumElements();
-    Value first = onnx::EqualOp::create(
-        b, RankedTensorType::get({}, b.getI1Type()), s.t,
-        scalar(b, 1, IntegerType::get(&getContext(), 64)));
-    Value widened = toF32(b, u.value);
-    Value master = s.load(u.master);
-    u.value = onnx::WhereOp::create(b, u.stepped, first, widened, master);
+    u.value = s.load(u.master);
+  }
+
+  /// Erases `v`'s defining ops back through their operands while nothing
+  /// reads them (what a master's parameter read left unused).
+  static void eraseIfUnused(Value v) {
+    Operation *op = v ? v.getDefiningOp() : nullptr;
+    if (!op || !op->use_empty() || op->getNumRegions() != 0 ||
+        !(isa<ml_program::GlobalLoadOp, ::zero::dist::LocalShardOp>(op) ||
+          isa<::zero::onnx::ONNXDialect>(op->getDialect())))
+      return;
+    SmallVector<Value> operands(op->getOperands());
+    op->erase();
+    for (Value o : operands)
+      eraseIfUnused(o);
   }
 
   /// Stores the updated parameter: in place, or (sharded) gathered back
@@ -730,6 +740,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     // the gather, so the store stays the gather zero-partition recognizes.
     if (s.overflow)
       updated = onnx::WhereOp::create(s.b, updated.getType(), s.overflow, u.held, updated);
+    if (u.master)
+      eraseIfUnused(u.held); // bf16: the parameter itself is not read
     if (!s.sharded)
       return s.storeAsIs(u.param, updated);
     s.storeAsIs(u.param, ::zero::gatherWhole(s.b, updated, u.fullType, int64_t(world)));

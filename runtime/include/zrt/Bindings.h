@@ -49,9 +49,10 @@ std::vector<std::vector<int>> stagesHoldingGlobals(const Program &p);
 Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
                    WeightsStats *stats = nullptr);
 
-/// Zero-fills the OptimizerState and Counter globals (what loadGlobals does
-/// for them; for programs run without a weights file).
-Status zeroStateGlobals(Executor &executor);
+/// Zero-fills the OptimizerState and Counter globals and starts each fp32
+/// master as its parameter widened (what loadGlobals does for them; for
+/// programs run without a weights file; `rank` picks a sharded master's part).
+Status zeroStateGlobals(Executor &executor, int rank = 0);
 
 /// Writes zeros over the whole buffer of `global`.
 Status zeroGlobal(Executor &executor, const GlobalDesc &global);

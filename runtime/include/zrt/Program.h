@@ -152,6 +152,9 @@ struct GlobalDesc {
   std::optional<ShardSpec> shard; ///< absent: replicated
   GlobalRole role = GlobalRole::Parameter;
   std::optional<HeldGradient> gradient; ///< a trained parameter's, when recorded
+  /// An OptimizerState global (an fp32 master) that starts as global
+  /// `widenFrom` (f16/bf16) widened, its rank's shard when sharded; -1: zeros.
+  int32_t widenFrom = -1;
 };
 
 /// The training table of a training program: each run of the instructions is

@@ -65,11 +65,44 @@ size_t countWeightGlobals(const Program &program) {
   return n;
 }
 
-Status zeroStateGlobals(Executor &executor) {
+/// Global `g` (an fp32 master, GlobalDesc::widenFrom) as its 16-bit
+/// parameter widened: the rank's shard of the flattened parameter (zeros
+/// past its end) when `g` is sharded, whichever way the parameter is held.
+static Status widenInto(Executor &executor, const GlobalDesc &g, int rank) {
+  const Program &p = executor.program();
+  const GlobalDesc &from = p.globals[size_t(g.widenFrom)];
+  const BufferDesc &dst = p.buffers[g.buffer];
+  const BufferDesc &src = p.buffers[from.buffer];
+  std::vector<uint16_t> bits(size_t(src.numel()));
+  ZRT_RETURN_IF_ERROR(executor.readBuffer(from.buffer, bits.data(), src.bytes()));
+  // The elements of the parameter's buffer that land in g's: all of them,
+  // or (g sharded over a whole parameter) the rank's range.
+  uint64_t first = 0, last = uint64_t(src.numel());
+  if (g.shard && !from.shard)
+    std::tie(first, last) = g.shard->range(rank % p.dataParallelSize());
+  std::vector<float> wide(size_t(dst.numel()), 0.0f);
+  for (uint64_t i = first; i < last && i - first < wide.size(); ++i)
+    wide[size_t(i - first)] = from.dtype == DType::BF16 ? math::bfloat16ToFloat(bits[size_t(i)])
+                                                        : math::halfToFloat(bits[size_t(i)]);
+  return executor.writeBuffer(g.buffer, wide.data(), dst.bytes());
+}
+
+/// Starts every master (widenFrom) this rank holds as its parameter widened;
+/// call after the parameters are loaded.
+static Status initMasters(Executor &executor, const std::vector<bool> &used, int rank) {
+  const Program &p = executor.program();
+  for (size_t gi = 0; gi < p.globals.size(); ++gi)
+    if (used[gi] && p.globals[gi].widenFrom >= 0)
+      ZRT_RETURN_IF_ERROR(widenInto(executor, p.globals[gi], rank));
+  return Status::ok();
+}
+
+Status zeroStateGlobals(Executor &executor, int rank) {
   for (const GlobalDesc &g : executor.program().globals)
     if (!readsWeights(g.role))
       ZRT_RETURN_IF_ERROR(zeroGlobal(executor, g));
-  return Status::ok();
+  const Program &p = executor.program();
+  return initMasters(executor, globalsUsedOn(p, rank), rank);
 }
 
 std::vector<bool> globalsUsedOn(const Program &p, int rank) {
@@ -182,6 +215,7 @@ Status loadGlobals(Executor &executor, const SafetensorsFile &weights, int rank,
     }
     local.residentBytes += b.bytes();
   }
+  ZRT_RETURN_IF_ERROR(initMasters(executor, used, rank));
   local.bytesRead = weights.bytesRead() - readBefore;
   if (stats)
     *stats = local;

@@ -228,6 +228,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
                           h->dtype());
         d.gradient = HeldGradient{DType(h->dtype()), h->numel()};
       }
+      d.widenFrom = g->widen_from();
       p.globals.push_back(std::move(d));
     }
   }

@@ -108,6 +108,24 @@ Status ProgramValidator::checkGlobal(size_t index) {
   for (int64_t d : g.shape)
     if (d < 0 || !mulNoOverflow(numel, d, numel))
       return error(where, "invalid shape [" + shapeString(g.shape) + "]");
+  if (g.widenFrom != -1) {
+    // An fp32 master of a 16-bit parameter of the same shape: whole, or
+    // sharded as the parameter is or over the parameter whole.
+    if (g.widenFrom < 0 || size_t(g.widenFrom) >= p_.globals.size())
+      return error(where, "widens from global " + std::to_string(g.widenFrom) + " of " +
+                              std::to_string(p_.globals.size()));
+    const GlobalDesc &from = p_.globals[size_t(g.widenFrom)];
+    if (g.role != GlobalRole::OptimizerState || g.dtype != DType::F32 ||
+        (from.dtype != DType::F16 && from.dtype != DType::BF16) || from.shape != g.shape ||
+        (from.shard && (!g.shard || g.shard->world != from.shard->world ||
+                        g.shard->paddedNumel != from.shard->paddedNumel)))
+      return error(where, std::string("an ") + globalRoleName(g.role) + " " +
+                              dtypeName(g.dtype) + "[" + shapeString(g.shape) +
+                              "] cannot start as global \"" + from.name + "\" (" +
+                              dtypeName(from.dtype) + "[" + shapeString(from.shape) +
+                              "]) widened: it must be an f32 OptimizerState of an f16/bf16 "
+                              "global's shape, sharded where that global is");
+  }
   if (g.role == GlobalRole::Counter &&
       (g.dtype != DType::I64 || numel != 1 || g.shard))
     return error(where, std::string("a Counter global (the optimizer step) "

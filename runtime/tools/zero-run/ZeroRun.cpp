@@ -1154,7 +1154,7 @@ int bindWeightsAndInputs(RankRun &run) {
   if (status.isOk())
     status = run.weightsFile ? loadGlobals(*run.executor, *run.weightsFile, run.comm.rank(),
                                            &run.weights)
-                             : zeroStateGlobals(*run.executor);
+                             : zeroStateGlobals(*run.executor, run.comm.rank());
   const bool training = run.training();
   if (status.isOk() && training)
     status = planTrainingSteps(run);

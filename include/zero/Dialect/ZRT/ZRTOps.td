@@ -93,14 +93,16 @@ def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
     `counter` (zero at start-up, not in the weights file).
     `gradient` (a trained parameter): the type of its gradient as a rank
     holds it over the step (whole at ZeRO stages 0-1, the rank's shard at
-    2-3), for the report's model-state bytes.
+    2-3), for the report's model-state bytes. `widen_from` (an fp32 master):
+    the name of the 16-bit global it starts as, widened (its shard, sharded).
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$tensor, TypeAttr:$type,
                    FlatSymbolRefAttr:$buffer,
                    OptionalAttr<I64Attr>:$shard_world,
                    OptionalAttr<I64Attr>:$padded_numel,
                    OptionalAttr<StrAttr>:$role,
-                   OptionalAttr<TypeAttr>:$gradient);
+                   OptionalAttr<TypeAttr>:$gradient,
+                   OptionalAttr<StrAttr>:$widen_from);
   let assemblyFormat = "$name `tensor` $tensor `:` $type `into` $buffer attr-dict";
 }
 

@@ -77,6 +77,11 @@ inline constexpr ZeroAttr<mlir::UnitAttr> kTrainable{"zero.trainable"};
 /// zero-optimizer): the whole gradient at ZeRO stages 0 and 1, the rank's
 /// reduced shard at stages 2 and 3; in the dtype it is held in.
 inline constexpr ZeroAttr<mlir::TypeAttr> kGradType{"zero.grad_type"};
+/// An fp32 master copy's 16-bit parameter (set by zero-optimizer on NAME.master):
+/// the runtime starts the master as that parameter widened (its shard, when
+/// the master is sharded), as DeepSpeed makes its fp32 copies from the
+/// converted model.
+inline constexpr ZeroAttr<mlir::FlatSymbolRefAttr> kWidenFrom{"zero.widen_from"};
 
 // Op attributes.
 /// The pipeline stage an op runs on.
