@@ -11,7 +11,8 @@ Into KIT/cases/NAME/ for every case, and KIT/cases.json listing them:
   train    gpt2_loss and llama_loss, 3 AdamW steps (lr 1e-3) on the first 3 batches
            of their stored training reference: train.zrt, init.safetensors,
            data.safetensors, ref.log.json (the CPU run's losses) and ref.safetensors
-           (its weights after the 3 steps)
+           (its weights after the 3 steps); gpt2_loss again in bf16 (the config's
+           "bf16"), its losses within bf16's rounding (the case's rtol, atol)
 Into KIT/headline/, when a GPT-2-small ONNX model is given (bench/make_gpt2_small.sh):
   train.zrt (8 x 128, AdamW lr 1e-4) and forward.zrt (1 x 128) without weights, and
   weights.json: the names, dtypes and shapes of the weights each program reads, so
@@ -37,6 +38,10 @@ RANDOM_INPUT_FIXTURES = {
     "bart_mask_ts17": {"input_ids": ((4, 8), 2), "attention_mask": ((4, 8), 2)},
 }
 TRAIN_FIXTURES = ["gpt2_loss", "llama_loss"]
+# bf16 training (the config's "bf16": zero-mixed-precision, fp32 masters) of these,
+# its losses compared within bf16's rounding (the backends sum in other orders).
+BF16_TRAIN_FIXTURES = ["gpt2_loss"]
+BF16_TOLERANCE = {"rtol": 2e-2, "atol": 1e-3}
 
 
 def run(cmd, what):
@@ -79,28 +84,38 @@ def forward_case(a, name, inputs, kit):
             "ref": "ref.safetensors"}
 
 
-def train_case(a, name, kit):
+def train_case(a, name, kit, bf16=False):
     stored = load_file(os.path.join(a.models, name + ".train.ref.safetensors"))
     data = {k[len("data."):]: np.ascontiguousarray(v[:TRAIN_STEPS])
             for k, v in stored.items() if k.startswith("data.")}
     if any(v.dtype.kind == "f" or v.dtype == np.int8 for v in data.values()):
         sys.exit(f"make_kit: {name}: only integer token batches are supported here")
-    tag = f"{name}-train"
+    tag = f"{name}-train" + ("-bf16" if bf16 else "")
     case_dir = os.path.join(kit, "cases", tag)
     os.makedirs(case_dir)
+    extra = []
+    if bf16:
+        cfg = os.path.join(case_dir, "ds_config.json")
+        micro = next(iter(data.values())).shape[1]
+        with open(cfg, "w") as f:
+            json.dump({"train_micro_batch_size_per_gpu": micro, "bf16": {"enabled": True}}, f)
+        extra = ["--config", cfg]
     zrt, init = os.path.join(case_dir, "train.zrt"), os.path.join(case_dir, "init.safetensors")
     data_path = os.path.join(case_dir, "data.safetensors")
     save_file(data, data_path)
     run([a.zero_opt, os.path.join(a.models, name + ".onnx"), "--train", "--optimizer",
-         TRAIN_OPTIMIZER, "--emit=zrt", "-o", zrt, "--weights-out", init]
+         TRAIN_OPTIMIZER, "--emit=zrt", "-o", zrt, "--weights-out", init] + extra
         + shape_args({k: v.shape[1:] for k, v in data.items()}), f"compiling {tag}")
     run([a.zero_run, zrt, "--weights", init, "--data", data_path, "--steps", str(TRAIN_STEPS),
          "--log-json", os.path.join(case_dir, "ref.log.json"),
          "--save", os.path.join(case_dir, "ref.safetensors"), "--backend", "cpu"],
         f"the CPU training run of {tag}")
-    return {"name": tag, "kind": "train", "dir": f"cases/{tag}", "program": "train.zrt",
+    case = {"name": tag, "kind": "train", "dir": f"cases/{tag}", "program": "train.zrt",
             "weights": "init.safetensors", "data": "data.safetensors", "steps": TRAIN_STEPS,
             "ref_log": "ref.log.json", "ref": "ref.safetensors", "optimizer": TRAIN_OPTIMIZER}
+    if bf16:
+        case.update(BF16_TOLERANCE)
+    return case
 
 
 def headline(a, kit, work):
@@ -168,6 +183,10 @@ def main():
         if only and f"{name}-train" not in only:
             continue
         cases.append(train_case(a, name, a.kit))
+    for name in BF16_TRAIN_FIXTURES:
+        if only and f"{name}-train-bf16" not in only:
+            continue
+        cases.append(train_case(a, name, a.kit, bf16=True))
     with open(os.path.join(a.kit, "cases.json"), "w") as f:
         json.dump({"rtol": 1e-4, "atol": 1e-5, "cases": cases}, f, indent=1)
     print(f"make_kit: {len(cases)} cases ({sum(c['kind'] == 'forward' for c in cases)} forward, "

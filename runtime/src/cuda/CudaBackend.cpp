@@ -572,6 +572,8 @@ const CudaTables &cudaTables() {
       t.staged.push_back(op);
       ++slot;
     }
+    // f16/bf16 operands: every kernel on f32 copies of them.
+    cuda::widenHalfCudaKernels(t.table);
     return t;
   }();
   return tables;

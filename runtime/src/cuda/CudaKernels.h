@@ -51,6 +51,9 @@ void registerCudaMatMulKernels(KernelTable &table);    // MatMulKernels.cu
 void registerCudaSpatialKernels(KernelTable &table);   // SpatialKernels.cu
 void registerCudaSelectionKernels(KernelTable &table); // SelectionKernels.cu
 void registerCudaFusedKernels(KernelTable &table);     // FusedKernels.cu
+/// Puts every kernel of `table` behind a trampoline that runs it on f32
+/// copies of its f16/bf16 operands (HalfWidening.cu).
+void widenHalfCudaKernels(KernelTable &table);
 
 } // namespace cuda
 } // namespace zrt

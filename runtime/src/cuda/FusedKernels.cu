@@ -7,13 +7,16 @@
 // functors of math/FusedMath.h: the single-op kernels'). The program lives
 // in device scratch; the host assigns op results to slots by liveness, so
 // a thread holds only the values still to be read (at most
-// kMaxFusedSlots). Inputs are read through their broadcast plans.
+// kMaxFusedSlots). Inputs are read through their broadcast plans. A 16-bit
+// program (`round_to`; its operands widened by cuda/HalfWidening.cu) rounds
+// each kept result to 16 bits, as the CPU kernel does.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cpu/kernels/KernelLayouts.h"
 #include "cuda/CudaLoops.cuh"
 #include "math/FusedMath.h"
+#include "math/HalfMath.h"
 
 #include <algorithm>
 #include <cstring>
@@ -70,7 +73,7 @@ __device__ float loadOperand(int32_t kind, int32_t index, int64_t e,
 __global__ void __launch_bounds__(kThreads)
     fusedKernel(const DeviceFusedOp *ops, int numOps,
                 const DeviceFusedInput *inputs, const float *constants,
-                float *y, int64_t numel, float *globalSlots) {
+                float *y, int64_t numel, float *globalSlots, int roundTo) {
   float local[kMaxFusedSlots];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
@@ -87,10 +90,16 @@ __global__ void __launch_bounds__(kThreads)
             loadOperand(op.bKind, op.bIndex, e, inputs, constants, slots));
       else
         r = math::fusedUnary(op.code, op.exponent, a);
-      if (op.slot == -1)
+      if (op.slot == -1) {
         y[e] = r;
-      else if (op.slot >= 0)
+      } else if (op.slot >= 0) {
+        // A 16-bit program: the result as a 16-bit kernel would store it.
+        if (roundTo == 1)
+          r = math::halfToFloat(math::floatToHalf(r));
+        else if (roundTo == 2)
+          r = math::bfloat16ToFloat(math::floatToBfloat16(r));
         slots[op.slot] = r;
+      }
     }
   }
 }
@@ -101,9 +110,6 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
   const char *name = "FusedElementwise";
   cpu::FusedProgram p;
   ZRT_RETURN_IF_ERROR(cpu::prepareFused(in, out, attrs, p));
-  if (p.roundTo != DType::F32)
-    return Status::error(std::string(name) +
-                         ": a 16-bit program (round_to) is not supported on the GPU yet");
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor(name, stream));
   const TensorRef &y = out[0];
@@ -210,7 +216,8 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
       reinterpret_cast<const DeviceFusedOp *>(base), int(numOps),
       reinterpret_cast<const DeviceFusedInput *>(base + opsBytes),
       reinterpret_cast<const float *>(base + opsBytes + inputsBytes),
-      y.as<float>(), numel, globalSlots);
+      y.as<float>(), numel, globalSlots,
+      p.roundTo == DType::F16 ? 1 : p.roundTo == DType::BF16 ? 2 : 0);
   return launched(name);
 }
 
