@@ -74,16 +74,15 @@ std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
   if (!params)
     params = &none;
   // DeepSpeed's Adam is AdamW (decoupled decay) unless adam_w_mode is
-  // false; its weight decay defaults to 0.
+  // false (its effective_adam_w_mode: AdamW, or adam_w_mode); torch_adam
+  // only picks torch.optim's implementation of the same update. Its weight
+  // decay defaults to 0.
   o.weightDecay = 0;
   if (kind == "adam" || kind == "adamw") {
     o.type = "adamw";
     if (kind == "adam")
       if (std::optional<bool> w = params->getBoolean("adam_w_mode"); w && !*w)
         o.type = "adam";
-    if (std::optional<bool> t = params->getBoolean("torch_adam"); t && kind == "adam" &&
-                                                                   !params->get("adam_w_mode"))
-      o.type = "adam"; // torch.optim.Adam
   } else if (kind == "sgd") {
     o.type = "sgd";
   } else {
