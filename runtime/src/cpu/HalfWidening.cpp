@@ -19,6 +19,7 @@
 
 #include "CpuHalf.h"
 
+#include "KernelSlots.h"
 #include "kernels/KernelSupport.h"
 
 #include <array>
@@ -292,23 +293,15 @@ constexpr size_t kMaxWidened = 320;
 std::array<KernelFn, kMaxWidened> widenedSlots{};
 std::array<bool, kMaxWidened> elementwiseSlots{};
 std::array<bool, kMaxWidened> placingSlots{};
-std::map<std::string, size_t> slotOfOp;
+SlotAssigner slotOfOp(kMaxWidened, "cpu/HalfWidening.cpp");
 std::mutex slotsMutex;
 
-template <size_t I>
-Status widenedKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  if (placingSlots[I] && attrs.getString("reduction", "none") == "none")
-    return widenedSlots[I](ctx, in, out, attrs);
-  return runWidened(widenedSlots[I], elementwiseSlots[I], ctx, in, out, attrs);
+Status runSlot(size_t slot, const KernelContext &ctx, const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  if (placingSlots[slot] && attrs.getString("reduction", "none") == "none")
+    return widenedSlots[slot](ctx, in, out, attrs);
+  return runWidened(widenedSlots[slot], elementwiseSlots[slot], ctx, in, out, attrs);
 }
-
-template <size_t... I>
-constexpr std::array<KernelFn, sizeof...(I)> widenedEntries(std::index_sequence<I...>) {
-  return {{&widenedKernel<I>...}};
-}
-constexpr std::array<KernelFn, kMaxWidened> kWidenedEntries =
-    widenedEntries(std::make_index_sequence<kMaxWidened>());
 
 } // namespace
 
@@ -317,20 +310,13 @@ void widenHalfKernels(KernelTable &table) {
   for (const std::string &op : table.names()) {
     if (nativeKernels().count(op))
       continue;
-    auto it = slotOfOp.find(op);
-    if (it == slotOfOp.end()) {
-      if (slotOfOp.size() >= kMaxWidened) {
-        // A kernel table that outgrew the slots: a build error in spirit.
-        std::fprintf(stderr, "zrt: internal error: more CPU kernels than kMaxWidened (%zu) "
-                             "in HalfWidening.cpp; raise it\n", kMaxWidened);
-        std::abort();
-      }
-      it = slotOfOp.emplace(op, slotOfOp.size()).first;
-      widenedSlots[it->second] = table.lookup(op);
-      elementwiseSlots[it->second] = elementwiseKernels().count(op) != 0;
-      placingSlots[it->second] = placingKernels().count(op) != 0;
+    auto [slot, fresh] = slotOfOp.slotOf(op);
+    if (fresh) {
+      widenedSlots[slot] = table.lookup(op);
+      elementwiseSlots[slot] = elementwiseKernels().count(op) != 0;
+      placingSlots[slot] = placingKernels().count(op) != 0;
     }
-    table.add(op, kWidenedEntries[it->second]);
+    table.add(op, KernelSlots<runSlot, kMaxWidened>::entries[slot]);
   }
 }
 

@@ -34,6 +34,7 @@
 #include "cuda/CudaBackend.h"
 
 #include "cpu/HostEvent.h"
+#include "cpu/KernelSlots.h"
 #include "cpu/kernels/KernelSupport.h"
 #include "cpu/kernels/QuantizeLayout.h"
 #include "cuda/CudaKernels.h"
@@ -390,19 +391,12 @@ Status runStaged(KernelFn fn, const KernelContext &ctx,
 constexpr size_t kMaxStaged = 256;
 std::array<KernelFn, kMaxStaged> stagedSlots{};
 
-template <size_t I>
-Status stagedKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                    const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  return runStaged(stagedSlots[I], ctx, in, out, attrs);
+Status runStagedSlot(size_t slot, const KernelContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  return runStaged(stagedSlots[slot], ctx, in, out, attrs);
 }
-
-template <size_t... I>
-constexpr std::array<KernelFn, sizeof...(I)>
-stagedEntries(std::index_sequence<I...>) {
-  return {{&stagedKernel<I>...}};
-}
-constexpr std::array<KernelFn, kMaxStaged> kStagedEntries =
-    stagedEntries(std::make_index_sequence<kMaxStaged>());
+constexpr const std::array<KernelFn, kMaxStaged> &kStagedEntries =
+    KernelSlots<runStagedSlot, kMaxStaged>::entries;
 
 /// Quantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel;
 /// waits for the stream to report a non-finite element as the CPU does.

@@ -15,6 +15,7 @@
 
 #include "cuda/CudaKernels.h"
 #include "cuda/CudaLoops.cuh"
+#include "cpu/KernelSlots.h"
 #include "math/HalfMath.h"
 
 #include <array>
@@ -97,38 +98,23 @@ Status runWidened(KernelFn fn, const KernelContext &ctx, const std::vector<Tenso
 /// The f32 kernels behind the trampolines, by slot; filled once.
 constexpr size_t kMaxWidened = 320;
 std::array<KernelFn, kMaxWidened> widenedSlots{};
-std::map<std::string, size_t> slotOfOp;
+SlotAssigner slotOfOp(kMaxWidened, "cuda/HalfWidening.cu");
 std::mutex slotsMutex;
 
-template <size_t I>
-Status widenedKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  return runWidened(widenedSlots[I], ctx, in, out, attrs);
+Status runSlot(size_t slot, const KernelContext &ctx, const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out, const AttrMap &attrs) {
+  return runWidened(widenedSlots[slot], ctx, in, out, attrs);
 }
-
-template <size_t... I>
-constexpr std::array<KernelFn, sizeof...(I)> widenedEntries(std::index_sequence<I...>) {
-  return {{&widenedKernel<I>...}};
-}
-constexpr std::array<KernelFn, kMaxWidened> kWidenedEntries =
-    widenedEntries(std::make_index_sequence<kMaxWidened>());
 
 } // namespace
 
 void widenHalfCudaKernels(KernelTable &table) {
   std::lock_guard<std::mutex> lock(slotsMutex);
   for (const std::string &op : table.names()) {
-    auto it = slotOfOp.find(op);
-    if (it == slotOfOp.end()) {
-      if (slotOfOp.size() >= kMaxWidened) {
-        std::fprintf(stderr, "zrt: internal error: more CUDA kernels than kMaxWidened (%zu) "
-                             "in cuda/HalfWidening.cu; raise it\n", kMaxWidened);
-        std::abort();
-      }
-      it = slotOfOp.emplace(op, slotOfOp.size()).first;
-      widenedSlots[it->second] = table.lookup(op);
-    }
-    table.add(op, kWidenedEntries[it->second]);
+    auto [slot, fresh] = slotOfOp.slotOf(op);
+    if (fresh)
+      widenedSlots[slot] = table.lookup(op);
+    table.add(op, KernelSlots<runSlot, kMaxWidened>::entries[slot]);
   }
 }
 
