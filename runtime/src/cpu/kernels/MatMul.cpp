@@ -421,7 +421,13 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
                     });
     }
   }
-  const int64_t taskRows = kHalf && !wideA ? halfTaskRows(k) : kPackedTaskRows;
+  // A bf16 A too large to widen whole is read by the micro-kernels as it
+  // lies (each element widened as it is loaded: the same f32 values); an f16
+  // one is widened a task's rows at a time.
+  bool directA = false;
+  if constexpr (kHalf)
+    directA = !wideA && dt == DType::BF16;
+  const int64_t taskRows = kHalf && !wideA && !directA ? halfTaskRows(k) : kPackedTaskRows;
   const int64_t rowChunks = (m + taskRows - 1) / taskRows;
   const int64_t perProduct = panels * rowChunks;
   const double taskMacs =
@@ -435,7 +441,8 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
         float *panelData = packed || unpacked ? nullptr : panelScratch(k);
         int64_t packedTask = -1; // product * panels + panel in panelData
         int64_t widenedTask = -1; // product * rowChunks + chunk in aRows
-        float *aRows = kHalf && !wideA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
+        float *aRows =
+            kHalf && !wideA && !directA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
         float *cTile = kHalf ? halfScratch(1, size_t(taskRows * kPanelCols)) : nullptr;
         for (int64_t t = begin; t < end; ++t) {
           const int64_t product = t / perProduct, r = t % perProduct;
@@ -463,6 +470,9 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
               const float *base = wideA + product * m * k;
               aTask = p.transA ? base + i0 : base + i0 * k;
               aColStride = p.transA ? m : 1;
+            } else if (directA) {
+              aRowStride = p.transA ? 1 : p.lda;
+              aColStride = p.transA ? p.lda : 1;
             } else if (product * rowChunks + chunk != widenedTask) {
               if (p.transA)
                 for (int64_t q = 0; q < k; ++q)
@@ -487,9 +497,14 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
                 }
               }
             }
-            packedGemmBlock(0, rows, 0, 1, cols, k, float(p.alpha), aTask,
-                            aRowStride, aColStride, panelOf, beta, cTile,
-                            kPanelCols);
+            if (directA)
+              packedGemmBlockBf16A(0, rows, 0, 1, cols, k, float(p.alpha),
+                                   p.a + (p.transA ? i0 : i0 * p.lda), aRowStride,
+                                   aColStride, panelOf, beta, cTile, kPanelCols);
+            else
+              packedGemmBlock(0, rows, 0, 1, cols, k, float(p.alpha), aTask,
+                              aRowStride, aColStride, panelOf, beta, cTile,
+                              kPanelCols);
             for (int64_t i = 0; i < rows; ++i)
               narrowHalfRow(dt, cTile + i * kPanelCols, p.c + (i0 + i) * p.ldc + j0,
                             cols);

@@ -59,10 +59,27 @@ inline void prefetchStep(const Prefetch &pf, int64_t p) {
 }
 #endif
 
+/// How a micro-kernel reads an element of A: f32 as it is, or bf16 bits
+/// widened (exactly: the bits moved up 16) as it is read, so a 16-bit A
+/// gives the products of its f32 widening with no widened copy.
+struct F32A {
+  using T = float;
+  static float load(const float *p) { return *p; }
+};
+struct Bf16A {
+  using T = uint16_t;
+  static float load(const uint16_t *p) {
+    const uint32_t bits = uint32_t(*p) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
 /// The arguments every micro-kernel takes.
 struct Block {
   int64_t k;
-  const float *a; ///< the block's first row of A
+  const void *a; ///< the block's first row of A (the loader's type)
   int64_t aRowStride, aColStride;
   const float *panel; ///< the block's first column of the panel
   int64_t panelStride; ///< floats between its rows (kPanelCols, or B's ldb)
@@ -82,13 +99,14 @@ using MicroKernelFn = void (*)(const Block &);
 #ifdef ZRT_HAVE_X86_KERNELS
 /// MR rows by NV vectors of 16 columns (NV = 1..3: a panel's last columns
 /// past N are not computed).
-template <int MR, int NV> ZRT_AVX512 void avx512Kernel(const Block &blk) {
+template <int MR, int NV, typename L = F32A>
+ZRT_AVX512 void avx512Kernel(const Block &blk) {
   __m512 acc[MR][3];
-  const float *rows[MR];
+  const typename L::T *rows[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
-    rows[i] = blk.a + i * blk.aRowStride;
+    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
@@ -100,7 +118,7 @@ template <int MR, int NV> ZRT_AVX512 void avx512Kernel(const Block &blk) {
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(rows[i][off]);
+      const __m512 ai = _mm512_set1_ps(L::load(rows[i] + off));
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j)
         acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
@@ -138,13 +156,14 @@ template <int MR, int NV> ZRT_AVX512 void avx512Kernel(const Block &blk) {
 constexpr int64_t kAvx2Cols = 24;
 
 /// MR rows by NV vectors of 8 columns (NV = 1..3).
-template <int MR, int NV> ZRT_AVX2 void avx2Kernel(const Block &blk) {
+template <int MR, int NV, typename L = F32A>
+ZRT_AVX2 void avx2Kernel(const Block &blk) {
   __m256 acc[MR][3];
-  const float *rows[MR];
+  const typename L::T *rows[MR];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm256_setzero_ps();
-    rows[i] = blk.a + i * blk.aRowStride;
+    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
@@ -156,7 +175,7 @@ template <int MR, int NV> ZRT_AVX2 void avx2Kernel(const Block &blk) {
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(rows[i] + off);
+      const __m256 ai = _mm256_set1_ps(L::load(rows[i] + off));
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j)
         acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
@@ -241,16 +260,16 @@ ZRT_AVX2 void packTransposedAvx2(const float *b, int64_t ldb, int64_t q0,
 // generic: 4 x 48, a multiply then an add
 //===----------------------------------------------------------------------===//
 
-template <int MR> void genericKernel(const Block &blk) {
+template <int MR, typename L = F32A> void genericKernel(const Block &blk) {
   alignas(64) float acc[MR][kPanelCols] = {};
-  const float *rows[MR];
+  const typename L::T *rows[MR];
   for (int i = 0; i < MR; ++i)
-    rows[i] = blk.a + i * blk.aRowStride;
+    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
     const float *bp = blk.panel + p * blk.panelStride;
     for (int i = 0; i < MR; ++i) {
-      const float ai = rows[i][off];
+      const float ai = L::load(rows[i] + off);
       for (int64_t j = 0; j < kPanelCols; ++j)
         acc[i][j] = acc[i][j] + ai * bp[j];
     }
@@ -279,11 +298,12 @@ struct KernelSet {
   MicroKernelFn kernels[3][8];
 };
 
-const KernelSet &kernelSet(CpuIsa isa) {
+template <typename L = F32A> const KernelSet &kernelSet(CpuIsa isa) {
 #ifdef ZRT_HAVE_X86_KERNELS
 #define ZRT_ROWS8(K, V)                                                        \
-  {K<1, V>, K<2, V>, K<3, V>, K<4, V>, K<5, V>, K<6, V>, K<7, V>, K<8, V>}
-#define ZRT_ROWS4(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>}
+  {K<1, V, L>, K<2, V, L>, K<3, V, L>, K<4, V, L>, K<5, V, L>, K<6, V, L>,      \
+   K<7, V, L>, K<8, V, L>}
+#define ZRT_ROWS4(K, V) {K<1, V, L>, K<2, V, L>, K<3, V, L>, K<4, V, L>}
   static const KernelSet avx512{8,
                                 kPanelCols,
                                 16,
@@ -306,7 +326,7 @@ const KernelSet &kernelSet(CpuIsa isa) {
       4,
       kPanelCols,
       kPanelCols,
-      {{genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>}}};
+      {{genericKernel<1, L>, genericKernel<2, L>, genericKernel<3, L>, genericKernel<4, L>}}};
   return generic;
 }
 
@@ -433,8 +453,9 @@ namespace {
 /// Rows [i0, i1) of C's columns [0, cols) from a panel whose rows are
 /// `stride` floats apart, `next` (if any) prefetched meanwhile, `lines`
 /// cache lines of it spread over the blocks.
+template <typename T>
 void runPanel(const KernelSet &set, int64_t i0, int64_t i1, int64_t cols,
-              int64_t k, float alpha, const float *a, int64_t aRowStride,
+              int64_t k, float alpha, const T *a, int64_t aRowStride,
               int64_t aColStride, const float *panel, int64_t stride, float beta,
               float *c, int64_t ldc, const char *next, int64_t lines) {
   const int64_t rowBlocks = (i1 - i0 + set.rowBlock - 1) / set.rowBlock;
@@ -467,13 +488,13 @@ void runPanel(const KernelSet &set, int64_t i0, int64_t i1, int64_t cols,
   }
 }
 
-} // namespace
-
-void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
-                     int64_t k, float alpha, const float *a, int64_t aRowStride,
-                     int64_t aColStride, const float *packed, float beta,
-                     float *c, int64_t ldc) {
-  const KernelSet &set = kernelSet(cpuIsa());
+/// packedGemmBlock over an A of loader L's type.
+template <typename L>
+void packedBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n, int64_t k,
+                 float alpha, const typename L::T *a, int64_t aRowStride,
+                 int64_t aColStride, const float *packed, float beta, float *c,
+                 int64_t ldc) {
+  const KernelSet &set = kernelSet<L>(cpuIsa());
   const int64_t panels = packedPanels(n);
   const int64_t panelFloats = k * kPanelCols;
   for (int64_t p = p0; p < p1; ++p) {
@@ -488,6 +509,24 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
     runPanel(set, i0, i1, cols, k, alpha, a, aRowStride, aColStride, panel,
              kPanelCols, beta, c + p * kPanelCols, ldc, next, lines);
   }
+}
+
+} // namespace
+
+void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
+                     int64_t k, float alpha, const float *a, int64_t aRowStride,
+                     int64_t aColStride, const float *packed, float beta,
+                     float *c, int64_t ldc) {
+  packedBlock<F32A>(i0, i1, p0, p1, n, k, alpha, a, aRowStride, aColStride, packed, beta,
+                    c, ldc);
+}
+
+void packedGemmBlockBf16A(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
+                          int64_t k, float alpha, const uint16_t *a, int64_t aRowStride,
+                          int64_t aColStride, const float *packed, float beta, float *c,
+                          int64_t ldc) {
+  packedBlock<Bf16A>(i0, i1, p0, p1, n, k, alpha, a, aRowStride, aColStride, packed, beta,
+                     c, ldc);
 }
 
 bool unpackedBSupported(int64_t n) {

@@ -80,6 +80,14 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                      int64_t aColStride, const float *packed, float beta,
                      float *c, int64_t ldc);
 
+/// packedGemmBlock with A stored as bf16 bits (`a` in elements of 16 bits):
+/// each element is widened (exactly) as the micro-kernel reads it, so C gets
+/// the bits packedGemmBlock gives on the widened A, with no widened copy.
+void packedGemmBlockBf16A(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
+                          int64_t k, float alpha, const uint16_t *a, int64_t aRowStride,
+                          int64_t aColStride, const float *packed, float beta, float *c,
+                          int64_t ldc);
+
 /// Whether unpackedGemmBlock may read a K x N B as it lies (not transposed):
 /// an FMA ISA, and N a multiple of every vector width (16), so that no
 /// vector the kernels load reaches past a row of B.
