@@ -192,6 +192,37 @@ TEST(Loader, RejectsBadGlobalRoles) {
   EXPECT_EQ(errorOf(p), "model.zrt: global 0 \"w\" has unknown role 9 (known: 0-3)");
 }
 
+// An fp32 master (widen_from) and a held gradient round-trip; a master that
+// is not an f32 OptimizerState of a 16-bit global of its shape is refused,
+// naming both globals.
+TEST(Loader, ChecksMastersAndHeldGradients) {
+  TrainingModel m = makeTrainingModel(1);
+  Program p = m.program;
+  // Global 0 "w" a bf16 parameter, global 1 its f32 master.
+  p.globals[0].dtype = DType::BF16;
+  p.buffers[p.globals[0].buffer].dtype = DType::BF16;
+  p.globals[0].gradient = HeldGradient{DType::BF16, 7};
+  p.globals[1].widenFrom = 0;
+  Expected<Program> q = roundTrip(p);
+  ASSERT_TRUE(q.isOk()) << q.status().message();
+  EXPECT_EQ(q->globals[1].widenFrom, 0);
+  EXPECT_EQ(q->globals[0].widenFrom, -1);
+  ASSERT_TRUE(q->globals[0].gradient.has_value());
+  EXPECT_EQ(q->globals[0].gradient->dtype, DType::BF16);
+  EXPECT_EQ(q->globals[0].gradient->numel, 7u);
+  EXPECT_FALSE(q->globals[1].gradient.has_value());
+  Program bad = p;
+  bad.globals[1].widenFrom = 1; // itself: f32, not 16-bit
+  EXPECT_THAT(errorOf(bad), HasSubstr("cannot start as global \"" + p.globals[1].name +
+                                      "\" (f32["));
+  bad = p;
+  bad.globals[1].widenFrom = 9;
+  EXPECT_THAT(errorOf(bad), HasSubstr("widens from global 9 of 4"));
+  bad = p;
+  bad.globals[1].role = GlobalRole::Parameter;
+  EXPECT_THAT(errorOf(bad), HasSubstr("a Parameter global of f32["));
+}
+
 TEST(Loader, RejectsMissingFile) {
   Expected<Program> p = loadProgram("/nonexistent/model.zrt");
   ASSERT_FALSE(p.isOk());

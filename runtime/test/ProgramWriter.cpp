@@ -44,10 +44,13 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
     if (g.shard)
       shard = fb::CreateShardSpec(fbb, g.shard->world, g.shard->numel,
                                   g.shard->paddedNumel);
+    flatbuffers::Offset<fb::HeldGradient> gradient;
+    if (g.gradient)
+      gradient = fb::CreateHeldGradient(fbb, fb::DType(g.gradient->dtype), g.gradient->numel);
     globals.push_back(fb::CreateGlobal(fbb, optString(g.name),
                                        optString(g.tensor), fb::DType(g.dtype),
                                        fbb.CreateVector(g.shape), g.buffer,
-                                       shard, fb::GlobalRole(g.role)));
+                                       shard, fb::GlobalRole(g.role), gradient, g.widenFrom));
   }
   std::vector<flatbuffers::Offset<fb::Stream>> streams;
   for (const StreamDesc &s : p.streams)

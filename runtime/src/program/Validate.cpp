@@ -119,7 +119,7 @@ Status ProgramValidator::checkGlobal(size_t index) {
         (from.dtype != DType::F16 && from.dtype != DType::BF16) || from.shape != g.shape ||
         (from.shard && (!g.shard || g.shard->world != from.shard->world ||
                         g.shard->paddedNumel != from.shard->paddedNumel)))
-      return error(where, std::string("an ") + globalRoleName(g.role) + " " +
+      return error(where, std::string("a ") + globalRoleName(g.role) + " global of " +
                               dtypeName(g.dtype) + "[" + shapeString(g.shape) +
                               "] cannot start as global \"" + from.name + "\" (" +
                               dtypeName(from.dtype) + "[" + shapeString(from.shape) +
