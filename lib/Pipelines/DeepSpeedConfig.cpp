@@ -38,6 +38,112 @@ llvm::Expected<llvm::json::Value> loadConfig(llvm::StringRef path) {
   return parsed;
 }
 
+/// Whether `v` is "auto" (a value the Hugging Face Trainer fills in from its
+/// arguments).
+bool isAuto(const llvm::json::Value *v) {
+  return v && v->getAsString() == std::optional<llvm::StringRef>("auto");
+}
+
+/// A resolved "auto", for the notes zero-opt prints (one per value).
+std::string autoNote(llvm::StringRef key, llvm::StringRef value) {
+  return ("note: " + key + " \"auto\" -> " + value).str();
+}
+
+/// The "auto" values of the batch sizes and zero_optimization (the ZeRO
+/// settings' reader): the batch sizes as if absent (the model's batch, one
+/// micro-batch per step unless the config says more, the ranks of
+/// --zero-pipeline dp=), the ZeRO sizes DeepSpeed's defaults (the Hugging
+/// Face Trainer derives these from the model's hidden size).
+void resolveZeroAutos(llvm::json::Object &root, std::vector<std::string> &notes) {
+  if (isAuto(root.get("train_batch_size"))) {
+    root.erase("train_batch_size");
+    notes.push_back(autoNote("train_batch_size",
+                             "micro-batch x accumulation x the data-parallel ranks "
+                             "(--zero-pipeline dp=, default 1)"));
+  }
+  if (isAuto(root.get("train_micro_batch_size_per_gpu"))) {
+    root.erase("train_micro_batch_size_per_gpu");
+    notes.push_back(autoNote("train_micro_batch_size_per_gpu",
+                             "the model's batch (its inputs' dim 0, --input-shape)"));
+  }
+  if (isAuto(root.get("gradient_accumulation_steps"))) {
+    root["gradient_accumulation_steps"] = 1;
+    notes.push_back(autoNote("gradient_accumulation_steps", "1 (the Trainer's default)"));
+  }
+  llvm::json::Object *zo = root.getObject("zero_optimization");
+  if (!zo)
+    return;
+  const std::pair<const char *, const char *> defaults[] = {
+      {"reduce_bucket_size", "500000000"},
+      {"allgather_bucket_size", "500000000"},
+      {"stage3_prefetch_bucket_size", "50000000"},
+      {"stage3_param_persistence_threshold", "100000"},
+      {"stage3_max_live_parameters", "1000000000"},
+      {"stage3_max_reuse_distance", "1000000000"}};
+  for (auto [key, value] : defaults)
+    if (isAuto(zo->get(key))) {
+      (*zo)[key] = std::stoll(value);
+      notes.push_back(autoNote(std::string("zero_optimization.") + key,
+                               std::string(value) + " (DeepSpeed's default)"));
+    }
+}
+
+/// The "auto" values of the training keys (the training settings' reader),
+/// as the Hugging Face Trainer fills them from TrainingArguments' defaults:
+/// lr 5e-5, betas 0.9/0.999, eps 1e-8, weight decay 0, clipping 1.0, one
+/// micro-batch per step, no warmup, the schedule's peak the optimizer's lr;
+/// total_num_steps is the run's steps (zero-run --steps: -1 in the program).
+/// The batch sizes are the ZeRO reader's to note (resolveZeroAutos).
+void resolveTrainingAutos(llvm::json::Object &root, std::vector<std::string> &notes) {
+  if (isAuto(root.get("gradient_accumulation_steps")))
+    root["gradient_accumulation_steps"] = 1;
+  if (isAuto(root.get("train_micro_batch_size_per_gpu")))
+    root.erase("train_micro_batch_size_per_gpu");
+  if (isAuto(root.get("gradient_clipping"))) {
+    root["gradient_clipping"] = 1.0;
+    notes.push_back(autoNote("gradient_clipping", "1.0 (the Trainer's max_grad_norm)"));
+  }
+  double lr = 5e-5;
+  if (llvm::json::Object *opt = root.getObject("optimizer"))
+    if (llvm::json::Object *params = opt->getObject("params")) {
+      if (isAuto(params->get("lr"))) {
+        (*params)["lr"] = lr;
+        notes.push_back(autoNote("optimizer.params.lr", "5e-05 (the Trainer's learning_rate)"));
+      } else if (std::optional<double> given = params->getNumber("lr")) {
+        lr = *given;
+      }
+      if (isAuto(params->get("betas"))) {
+        (*params)["betas"] = llvm::json::Array{0.9, 0.999};
+        notes.push_back(autoNote("optimizer.params.betas", "[0.9, 0.999] (adam_beta1, adam_beta2)"));
+      }
+      if (isAuto(params->get("eps"))) {
+        (*params)["eps"] = 1e-8;
+        notes.push_back(autoNote("optimizer.params.eps", "1e-08 (adam_epsilon)"));
+      }
+      if (isAuto(params->get("weight_decay"))) {
+        (*params)["weight_decay"] = 0.0;
+        notes.push_back(autoNote("optimizer.params.weight_decay", "0 (weight_decay)"));
+      }
+    }
+  if (llvm::json::Object *sched = root.getObject("scheduler"))
+    if (llvm::json::Object *params = sched->getObject("params")) {
+      char peak[32];
+      std::snprintf(peak, sizeof peak, "%g", lr);
+      const std::pair<const char *, std::string> values[] = {
+          {"warmup_min_lr", "0"},
+          {"warmup_max_lr", std::string(peak) + " (the optimizer's lr)"},
+          {"warmup_num_steps", "0 (warmup_steps)"},
+          {"total_num_steps", "the run's steps (zero-run --steps, or every step of --data)"}};
+      for (const auto &[key, note] : values) {
+        if (!isAuto(params->get(key)))
+          continue;
+        llvm::StringRef k(key);
+        (*params)[key] = k == "warmup_max_lr" ? lr : k == "total_num_steps" ? -1.0 : 0.0;
+        notes.push_back(autoNote(("scheduler.params." + k).str(), note));
+      }
+    }
+}
+
 /// A JSON number that is a whole number (5e7 is a number literal in JSON).
 std::optional<int64_t> integerValue(const llvm::json::Value &v) {
   return v.getAsInteger();
@@ -180,6 +286,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
   llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
   if (!parsed)
     return llvm::toString(parsed.takeError());
+  resolveZeroAutos(*parsed->getAsObject(), warnings);
   const llvm::json::Object *root = parsed->getAsObject();
 
   // DeepSpeed's defaults, in elements (runtime/zero/config.py).
@@ -469,6 +576,7 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
   llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
   if (!parsed)
     return llvm::toString(parsed.takeError());
+  resolveTrainingAutos(*parsed->getAsObject(), warnings);
   const llvm::json::Object *root = parsed->getAsObject();
   auto &o = settings.step;
   if (const llvm::json::Value *v = root->get("gradient_accumulation_steps")) {

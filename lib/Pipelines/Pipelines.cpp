@@ -228,7 +228,11 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
     std::vector<std::string> warnings;
     std::string err = zero::readDeepSpeedConfig(options.config, settings, warnings);
     for (const std::string &w : warnings)
-      llvm::errs() << "warning: " << options.config << ": " << w << "\n";
+      if (StringRef(w).starts_with("note: "))
+        llvm::errs() << "note: " << options.config << ": " << StringRef(w).drop_front(6)
+                     << "\n";
+      else
+        llvm::errs() << "warning: " << options.config << ": " << w << "\n";
     if (!err.empty())
       return errorHandler(err);
   }

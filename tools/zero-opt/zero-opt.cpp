@@ -663,7 +663,10 @@ addTrainingPipeline(PassManager &pm,
     if (!err.empty())
       return errorHandler(err);
     for (const std::string &w : warnings)
-      llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
+      if (StringRef(w).starts_with("note: "))
+        llvm::errs() << "note: " << trainConfig << ": " << StringRef(w).drop_front(6) << "\n";
+      else
+        llvm::errs() << "warning: " << trainConfig << ": " << w << "\n";
   } else {
     settings.step.weightDecay = 0.01; // torch.optim.AdamW's default
   }

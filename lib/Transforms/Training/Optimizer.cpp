@@ -215,7 +215,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       return module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum "
                                    "and zero dampening (as torch.optim.SGD)";
     StringRef sched = ::zero::stringify(schedule.getValue());
-    if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") &&
+    // total_num_steps -1: "auto", the run's steps (zero-run sets it).
+    if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") && totalNumSteps != -1 &&
         totalNumSteps < warmupNumSteps)
       return module.emitError() << "zero-optimizer: " << sched << " needs total_num_steps ("
                                 << totalNumSteps << ") >= warmup_num_steps ("

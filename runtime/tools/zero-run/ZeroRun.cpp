@@ -1084,6 +1084,25 @@ int createExecutor(RankRun &run) {
 /// The optimizer steps of a training program: --steps, else every step of
 /// --data (whose files are checked here, before the first step), else one
 /// step with the inputs of --input.
+/// A schedule's total_num_steps "auto" (-1 in the program: the Hugging Face
+/// Trainer's max_steps) becomes the run's last step.
+Status resolveScheduleSteps(Program &program, int64_t totalSteps) {
+  for (Instruction &inst : program.instructions) {
+    if (inst.op != "LrSchedule" || inst.attrs.getInt("total_num_steps", 0) != -1)
+      continue;
+    const int64_t warmup = inst.attrs.getInt("warmup_num_steps", 0);
+    if (totalSteps < warmup)
+      return Status::error(program.path + ": the schedule's total_num_steps \"auto\" is this "
+                           "run's " + std::to_string(totalSteps) + " steps, fewer than its "
+                           "warmup_num_steps " + std::to_string(warmup) +
+                           "; run more steps (--steps) or give total_num_steps in the config");
+    AttrValue v;
+    v.ints = {totalSteps};
+    inst.attrs.set("total_num_steps", v);
+  }
+  return Status::ok();
+}
+
 Status planTrainingSteps(RankRun &run) {
   const Options &opts = run.opts;
   Program &program = *run.program;
@@ -1103,11 +1122,13 @@ Status planTrainingSteps(RankRun &run) {
                            " holds (" + std::to_string(run.data->steps()) +
                            ")");
     run.totalSteps = opts.steps > 0 ? opts.steps : run.data->steps();
+    ZRT_RETURN_IF_ERROR(resolveScheduleSteps(program, run.totalSteps));
     // Token ids out of an embedding's range are a data error, found now
     // rather than at their step (or silently wrapped, as ONNX Gather would).
     return run.data->checkTokenIds(run.totalSteps);
   }
   run.totalSteps = opts.steps > 0 ? opts.steps : 1;
+  ZRT_RETURN_IF_ERROR(resolveScheduleSteps(program, run.totalSteps));
   if (opts.inputs.empty() && !program.inputs.empty()) {
     std::string names;
     for (const BindingDesc &b : program.inputs)

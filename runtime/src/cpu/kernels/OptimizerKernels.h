@@ -250,6 +250,9 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
       return kernelError(op, "missing attribute total_num_steps", "none",
                          "WarmupDecayLR's total number of steps");
     const int64_t total = int64_t(numberAttr(attrs, "total_num_steps", 0));
+    if (decay && total < 0)
+      return kernelError(op, "total_num_steps is \"auto\" (-1)", std::to_string(total),
+                         "the run's steps, which zero-run sets before the first step");
     double gamma;
     if (k < 0)
       gamma = 0; // get_lr() before the first scheduler step: min_lrs
@@ -267,6 +270,9 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
                          "WarmupCosineLR's total number of steps and the "
                          "optimizer's base lr");
     const int64_t total = int64_t(numberAttr(attrs, "total_num_steps", 0));
+    if (total < 0)
+      return kernelError(op, "total_num_steps is \"auto\" (-1)", std::to_string(total),
+                         "the run's steps, which zero-run sets before the first step");
     const double baseLr = numberAttr(attrs, "lr", 0);
     const double warmupMinRatio = numberAttr(attrs, "warmup_min_ratio", 0.0);
     const double cosMinRatio = numberAttr(attrs, "cos_min_ratio", 0.0001);
