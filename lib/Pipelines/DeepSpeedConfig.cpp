@@ -576,6 +576,9 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
   llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
   if (!parsed)
     return llvm::toString(parsed.takeError());
+  if (const llvm::json::Object *sched = parsed->getAsObject()->getObject("scheduler"))
+    if (const llvm::json::Object *params = sched->getObject("params"))
+      settings.warmupMaxLrAuto = isAuto(params->get("warmup_max_lr"));
   resolveTrainingAutos(*parsed->getAsObject(), warnings);
   const llvm::json::Object *root = parsed->getAsObject();
   auto &o = settings.step;

@@ -673,9 +673,13 @@ addTrainingPipeline(PassManager &pm,
   if (!StringRef(trainZeroOptions).trim().empty() &&
       failed(readTrainingZeroSettings(settings, errorHandler)))
     return failure();
-  if (!optimizerSpec.empty())
+  if (!optimizerSpec.empty()) {
     if (std::string err = zero::parseOptimizerSpec(optimizerSpec, settings); !err.empty())
       return errorHandler(err);
+    // The schedule's peak "auto" follows the command line's lr.
+    if (settings.warmupMaxLrAuto)
+      settings.step.warmupMaxLr = settings.step.lr;
+  }
   if (!lossSpec.empty() && failed(readLossSpec(settings, errorHandler)))
     return failure();
   settings.freeze = freezeRegex;

@@ -191,6 +191,9 @@ struct TrainSettings {
   /// data_types.grad_accum_dtype "fp32": 16-bit gradients summed over the
   /// micro-batches in f32 (zero-autodiff accum-f32).
   bool accumF32 = false;
+  /// The config's scheduler.params.warmup_max_lr is "auto": the optimizer's
+  /// lr, --optimizer's when given.
+  bool warmupMaxLrAuto = false;
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
   /// whether any was given (then zero-partition records them on the module).
