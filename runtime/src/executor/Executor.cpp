@@ -492,9 +492,10 @@ void Executor::Impl::runOnStreamThreads(const std::vector<size_t> &active,
     stopStreamThreads();
     t.stop = false;
     t.streams = active;
+    // A new thread waits for the next run, not one that has already been.
     for (size_t i = 0; i < active.size(); ++i)
-      t.threads.emplace_back([&t, i] {
-        uint64_t seen = 0;
+      t.threads.emplace_back([&t, i, first = t.generation] {
+        uint64_t seen = first;
         for (;;) {
           const std::function<void(size_t)> *job = nullptr;
           {
