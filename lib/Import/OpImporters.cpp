@@ -1904,6 +1904,35 @@ LogicalResult importAttention(NodeContext &ctx) {
   return success();
 }
 
+/// PRelu: Where(X < 0, X * slope, X), slope broadcast to X (ONNX's
+/// unidirectional broadcast); the slope is a trainable parameter like any
+/// float initializer, its gradient that of the Mul.
+LogicalResult importPRelu(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  if (!isa<FloatType>(xt.getElementType())) {
+    ctx.emitError() << "X must be a floating-point tensor, got " << xt;
+    return failure();
+  }
+  if (ctx.inputType(1).getElementType() != xt.getElementType()) {
+    ctx.emitError() << "slope must have X's element type " << xt.getElementType() << ", got "
+                    << ctx.inputType(1);
+    return failure();
+  }
+  Emitter e(ctx);
+  Value x = ctx.input(0);
+  Value negative = e.op("Less", {x, e.scalar(xt.getElementType(), 0.0)});
+  Value y = e.op("Where", {negative, e.op("Mul", {x, ctx.input(1)}), x});
+  if (e.failed())
+    return failure();
+  if (e.type(y).getShape() != xt.getShape()) {
+    ctx.emitError() << "slope " << ctx.inputType(1) << " does not broadcast to X " << xt
+                    << " (PRelu broadcasts the slope to X only)";
+    return failure();
+  }
+  ctx.results.push_back(y);
+  return success();
+}
+
 /// Mish (opset 18): X * tanh(softplus(X)).
 LogicalResult importMish(NodeContext &ctx) {
   if (!isa<FloatType>(ctx.inputType(0).getElementType())) {
@@ -2487,6 +2516,7 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
     t["Selu"] = direct("Selu", {}, {"alpha", "gamma"});
     t["ThresholdedRelu"] = direct("ThresholdedRelu", {}, {"alpha"});
     t["Mish"] = importMish;
+    t["PRelu"] = importPRelu;
     t["Einsum"] = importEinsum;
     t["InstanceNormalization"] = importInstanceNormalization;
     t["Mod"] = direct("Mod", {"fmod"});

@@ -979,6 +979,25 @@ def _(g):
     return lambda T: [_F().mish(T[x])]
 
 
+# PRelu (decomposed: Where(X < 0, X * slope, X)); the slope a per-channel or a last-dim
+# parameter -------------------------------------------------------------------------------
+
+@case("PRelu_channel", "PRelu")
+def _(g):
+    x = g.param([2, 3, 4], scale=2.0)
+    s = g.param([3, 1], scale=0.5)
+    g.ys = [g.op("PRelu", [x, s])]
+    return lambda T: [_t().where(T[x] < 0, T[x] * T[s], T[x])]
+
+
+@case("PRelu_lastdim", "PRelu")
+def _(g):
+    x = g.param([3, 5], scale=2.0)
+    s = g.param([5], scale=0.5)
+    g.ys = [g.op("PRelu", [x, s])]
+    return lambda T: [_t().where(T[x] < 0, T[x] * T[s], T[x])]
+
+
 # Einsum (decomposed into Transpose/Reshape/MatMul/Mul/ReduceSum/Slice) ------------------
 
 EINSUMS = [
