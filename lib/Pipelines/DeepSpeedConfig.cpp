@@ -73,18 +73,18 @@ void resolveZeroAutos(llvm::json::Object &root, std::vector<std::string> &notes)
   llvm::json::Object *zo = root.getObject("zero_optimization");
   if (!zo)
     return;
-  const std::pair<const char *, const char *> defaults[] = {
-      {"reduce_bucket_size", "500000000"},
-      {"allgather_bucket_size", "500000000"},
-      {"stage3_prefetch_bucket_size", "50000000"},
-      {"stage3_param_persistence_threshold", "100000"},
-      {"stage3_max_live_parameters", "1000000000"},
-      {"stage3_max_reuse_distance", "1000000000"}};
+  const std::pair<const char *, int64_t> defaults[] = {
+      {"reduce_bucket_size", 500'000'000},
+      {"allgather_bucket_size", 500'000'000},
+      {"stage3_prefetch_bucket_size", 50'000'000},
+      {"stage3_param_persistence_threshold", 100'000},
+      {"stage3_max_live_parameters", 1'000'000'000},
+      {"stage3_max_reuse_distance", 1'000'000'000}};
   for (auto [key, value] : defaults)
     if (isAuto(zo->get(key))) {
-      (*zo)[key] = std::stoll(value);
+      (*zo)[key] = value;
       notes.push_back(autoNote(std::string("zero_optimization.") + key,
-                               std::string(value) + " (DeepSpeed's default)"));
+                               std::to_string(value) + " (DeepSpeed's default)"));
     }
 }
 

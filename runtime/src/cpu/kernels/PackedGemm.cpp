@@ -417,11 +417,7 @@ std::string cpuIsaProblem() { return isaChoice().problem; }
 void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
            int64_t p0, int64_t p1, float *dst) {
   for (int64_t p = p0; p < p1; ++p) {
-    float *panel = dst + p * k * kPanelCols;
-    const int64_t j0 = p * kPanelCols;
-    const int64_t cols = std::min(kPanelCols, n - j0);
-    if (cols < kPanelCols)
-      std::memset(panel, 0, size_t(k * kPanelCols) * sizeof(float));
+    const auto [panel, j0, cols] = startPanel(dst, p, k, n);
     if (!transB) {
       for (int64_t q = 0; q < k; ++q)
         std::memcpy(panel + q * kPanelCols, b + q * ldb + j0,

@@ -21,8 +21,10 @@
 #ifndef ZRT_CPU_KERNELS_PACKEDGEMM_H
 #define ZRT_CPU_KERNELS_PACKEDGEMM_H
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace zrt {
@@ -63,6 +65,21 @@ inline int64_t packedPanels(int64_t n) {
 /// Floats of the packed form of a K x N B.
 inline size_t packedFloats(int64_t k, int64_t n) {
   return size_t(packedPanels(n)) * size_t(kPanelCols) * size_t(k);
+}
+
+/// Panel p of a packed K x N B in `dst`: its storage, its first column of B
+/// and its width; a last panel narrower than kPanelCols is zeroed first, so
+/// its columns past N hold zeros.
+struct PackedPanel {
+  float *data;
+  int64_t j0, cols;
+};
+inline PackedPanel startPanel(float *dst, int64_t p, int64_t k, int64_t n) {
+  PackedPanel panel{dst + p * k * kPanelCols, p * kPanelCols, 0};
+  panel.cols = std::min(kPanelCols, n - panel.j0);
+  if (panel.cols < kPanelCols)
+    std::memset(panel.data, 0, size_t(k * kPanelCols) * sizeof(float));
+  return panel;
 }
 
 /// Packs panels [p0, p1) of op(B) (K x N; `transB`: B is N x K) with leading
