@@ -24,8 +24,15 @@
 // the kernels, not the cold weight reads of a whole model.
 //
 // Usage: zrt-matmul-bench [threads] [repeats] [rounds] [tokens] [settle_ms]
+//                         [bf16]
 //   (defaults: 2 threads, 10 repeats, 5 rounds, 128 tokens, 300 ms); tokens
 //   > 128 also multiplies the attention products (tokens / 128 sequences).
+//
+// With `bf16` last it compares the kernel on bf16 operands (results in bf16,
+// as a bf16 training step runs them) against the same kernel on f32 operands,
+// call by call in the same process, at the forward shapes and at the
+// backward ones of a training step (dX = dY W^T, dW = X^T dY): the column
+// "bf16/f32" is the ratio of the medians (below 1: bf16 is faster).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +41,7 @@
 #include "zrt/Kernel.h"
 
 #include "KernelHarness.h" // TestConstants: a ConstantOperands keeping prepared forms
+#include "cpu/kernels/KernelSupport.h" // narrowHalfRow
 
 #include <cblas.h>
 
@@ -88,7 +96,87 @@ struct Case {
   int64_t batch, m, k, n;
   bool gemmTransB; ///< run as Gemm(transB=1) with B stored [n, k]
   bool bias;       ///< Gemm with C = a [n] bias (beta 1)
+  bool gemmTransA = false; ///< Gemm(transA=1) with A stored [k, m]
 };
+
+/// `v` rounded to bf16 (round to nearest even, as narrowHalfRow).
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  zrt::cpu::narrowHalfRow(zrt::DType::BF16, v.data(), out.data(), int64_t(v.size()));
+  return out;
+}
+
+/// The bf16 comparison: for each case the Gemm kernel on bf16 operands and
+/// on f32 ones, alternating call by call, medians of the wall times.
+int compareBf16(const zrt::KernelTable &table, const zrt::KernelContext &ctx,
+                int threads, int repeats, int rounds, int64_t t) {
+  const std::string tk = std::to_string(t);
+  const std::vector<Case> cases = {
+      {"fwd c_attn  " + tk + "x768 * 768x2304 +bias", 1, t, 768, 2304, false, true},
+      {"fwd c_fc    " + tk + "x768 * 768x3072 +bias", 1, t, 768, 3072, false, true},
+      {"fwd mlp out " + tk + "x3072 * 3072x768 +bias", 1, t, 3072, 768, false, true},
+      {"fwd lm_head " + tk + "x768 * (50257x768)^T", 1, t, 768, 50257, true, false},
+      {"dX  c_fc    " + tk + "x3072 * (768x3072)^T", 1, t, 3072, 768, true, false},
+      {"dX  lm_head " + tk + "x50257 * 50257x768", 1, t, 50257, 768, false, false},
+      {"dW  c_fc    (" + tk + "x768)^T * " + tk + "x3072", 1, 768, t, 3072, false,
+       false, true},
+      {"dW  lm_head (" + tk + "x50257)^T * " + tk + "x768", 1, 50257, t, 768, false,
+       false, true},
+  };
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::printf("threads %d, %d rounds x %d calls each side, medians; kernel ISA %s\n",
+              threads, rounds, repeats, zrt::cpu::cpuIsaName(zrt::cpu::cpuIsa()));
+  std::printf("%-44s %9s %9s %9s\n", "shape", "f32 ms", "bf16 ms", "bf16/f32");
+  for (const Case &c : cases) {
+    std::vector<float> a(size_t(c.m * c.k)), b(size_t(c.k * c.n)),
+        y(size_t(c.m * c.n)), bias(size_t(c.n));
+    for (auto *v : {&a, &b, &bias})
+      for (float &x : *v)
+        x = dist(rng);
+    std::vector<uint16_t> ah = toBf16(a), bh = toBf16(b), biash = toBf16(bias),
+                          yh(y.size());
+    const std::vector<int64_t> aShape = c.gemmTransA ? std::vector<int64_t>{c.k, c.m}
+                                                     : std::vector<int64_t>{c.m, c.k};
+    const std::vector<int64_t> bShape = c.gemmTransB ? std::vector<int64_t>{c.n, c.k}
+                                                     : std::vector<int64_t>{c.k, c.n};
+    zrt::AttrMap attrs;
+    attrs.set("transA", zrt::AttrValue{{c.gemmTransA ? 1 : 0}, {}, ""});
+    attrs.set("transB", zrt::AttrValue{{c.gemmTransB ? 1 : 0}, {}, ""});
+    auto operands = [&](zrt::DType dt, void *pa, void *pb, void *pbias, void *py) {
+      std::vector<zrt::TensorRef> in = {{pa, dt, aShape}, {pb, dt, bShape}};
+      if (c.bias)
+        in.push_back(zrt::TensorRef{pbias, dt, {c.n}});
+      return std::make_pair(in, zrt::TensorRef{py, dt, {c.m, c.n}});
+    };
+    const auto f32 = operands(zrt::DType::F32, a.data(), b.data(), bias.data(), y.data());
+    const auto half =
+        operands(zrt::DType::BF16, ah.data(), bh.data(), biash.data(), yh.data());
+    zrt::KernelFn fn = table.lookup("Gemm");
+    auto call = [&](const std::pair<std::vector<zrt::TensorRef>, zrt::TensorRef> &io) {
+      zrt::Status s = fn(ctx, io.first, {io.second}, attrs);
+      if (!s.isOk()) {
+        std::fprintf(stderr, "%s: %s\n", c.name.c_str(), s.message().c_str());
+        std::exit(1);
+      }
+    };
+    for (int i = 0; i < 2; ++i) {
+      call(f32);
+      call(half);
+    }
+    Times tf, th;
+    for (int r = 0; r < rounds; ++r)
+      for (int i = 0; i < repeats; ++i) {
+        tf.time([&] { call(f32); });
+        th.time([&] { call(half); });
+      }
+    const double mf = median(tf.wall), mh = median(th.wall);
+    std::printf("%-44s %9.3f %9.3f %9.3f\n", c.name.c_str(), mf * 1e3, mh * 1e3,
+                mh / mf);
+    std::fflush(stdout);
+  }
+  return 0;
+}
 
 } // namespace
 
@@ -108,6 +196,8 @@ int main(int argc, char **argv) {
                             const std::function<void(int64_t, int64_t)> &fn) {
     pool.parallelFor(n, fn);
   };
+  if (argc > 6 && std::string(argv[6]) == "bf16")
+    return compareBf16(table, ctx, threads, repeats, rounds, t);
   zrt::test::TestConstants constants; // every operand constant
   zrt::KernelContext packedCtx = ctx;
   packedCtx.constants = &constants;

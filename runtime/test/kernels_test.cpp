@@ -2819,7 +2819,8 @@ void expectWidenedBits(const std::string &op, const std::vector<TensorRef> &in,
 // Tests that the vectorised row conversions give math/HalfMath.h's bits: every
 // f16 and bf16 widened, and f32 values of every exponent and sign (random
 // mantissas, the rounding ties and their neighbours, the overflow and
-// subnormal edges, infinities and NaNs with payloads) rounded.
+// subnormal edges, infinities and NaNs with payloads) rounded, to 16-bit
+// bits and in place (roundHalfRow).
 TEST(Half, RowConversionsGiveHalfMathsBits) {
   for (DType dt : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(zrt::dtypeName(dt));
@@ -2857,6 +2858,14 @@ TEST(Half, RowConversionsGiveHalfMathsBits) {
       if (out[i] != narrowOne(dt, in[i]) && wrong++ < 6)
         ADD_FAILURE() << "rounding 0x" << std::hex << bits[i] << ": 0x" << out[i]
                       << ", HalfMath 0x" << narrowOne(dt, in[i]);
+    // Rounded in place: the widening of HalfMath's rounding.
+    std::vector<float> inPlace = in;
+    zrt::cpu::roundHalfRow(dt, inPlace.data(), int64_t(inPlace.size()));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float want = widenOne(dt, narrowOne(dt, in[i]));
+      if (std::memcmp(&want, &inPlace[i], 4) != 0 && wrong++ < 9)
+        ADD_FAILURE() << "rounding in place 0x" << std::hex << bits[i];
+    }
     EXPECT_EQ(wrong, 0);
   }
 }
@@ -3008,6 +3017,95 @@ TEST(Half, FusedElementwiseRoundsEachOpLikeTheKernelsOneByOne) {
           EXPECT_EQ(differ, 0) << threads << " threads";
         else
           EXPECT_GT(differ, 0) << "the f32 chain should round differently somewhere";
+      }
+    }
+  }
+}
+
+// A FusedElementwise that mixes types (op_types, its Casts opcode 15) gives
+// the bits of its ops run one by one as kernels of each op's type: GPT-2's
+// GELU as mixed precision writes it (its Pow in f32 between two Casts), on a
+// 16-bit x, with an f32 bias (a broadcast row, read as f32), into a 16-bit
+// and (a second program ending in a widening Cast and an f32 Exp) an f32
+// output; at 1 and 3 threads, rows longer than a block. With every op left
+// in f32 the bits would differ (checked, so the comparison can fail).
+TEST(Half, FusedElementwiseMixedTypesRoundLikeTheKernelsOneByOne) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(zrt::dtypeName(dt));
+    Tensors t;
+    const int64_t rows = 5, cols = 3001;
+    const size_t n = size_t(rows * cols);
+    TensorRef x = halfInput(t, dt, {rows, cols}, randomFloats(n, 93));
+    TensorRef bias = t.input<float>({cols}, randomFloats(size_t(cols), 94));
+    TensorRef half = halfInput(t, dt, {}, {0.5f});
+    TensorRef three = t.input<float>({}, {3.0f});
+    TensorRef c = t.input<float>({}, {0.044715f});
+    TensorRef k0 = halfInput(t, dt, {}, {0.7978845608f});
+    TensorRef one = halfInput(t, dt, {}, {1.0f});
+    const zrt::KernelTable &k = widenedKernels();
+    auto step = [&](const char *op, std::vector<TensorRef> in, DType to) {
+      TensorRef o = t.raw(to, {rows, cols});
+      EXPECT_OK(k.lookup(op)(contextWithThreads(2), in, {o}, {}));
+      return o;
+    };
+    const DType f32 = DType::F32;
+    // w = f32(x) + bias; p = w^3; q = p * c; h = half(q); a = x + h;
+    // m = a * k0; r = tanh(m); s = r + 1; u = x * 0.5; y = u * s;
+    // then z = exp(f32(y)).
+    TensorRef w0 = step("Cast", {x}, f32);
+    TensorRef w = step("Add", {w0, bias}, f32);
+    TensorRef p = step("Pow", {w, three}, f32);
+    TensorRef q = step("Mul", {p, c}, f32);
+    TensorRef h = step("Cast", {q}, dt);
+    TensorRef a = step("Add", {x, h}, dt);
+    TensorRef m = step("Mul", {a, k0}, dt);
+    TensorRef r = step("Tanh", {m}, dt);
+    TensorRef s1 = step("Add", {r, one}, dt);
+    TensorRef u = step("Mul", {x, half}, dt);
+    TensorRef want = step("Mul", {u, s1}, dt);
+    TensorRef wantZ = step("Exp", {step("Cast", {want}, f32)}, f32);
+    // Inputs x, bias (refs 0, 1); constants 3, c, k0, 1, 0.5 (-1 .. -5);
+    // op j at ref 2 + j.
+    const std::vector<int64_t> program = {15, 0, 0,  0, 2, 1,   4, 3, -1,  2, 4, -2,
+                                          15, 5, 0,  0, 0, 6,   2, 7, -3,  12, 8, 0,
+                                          0, 9, -4,  2, 0, -5,  2, 11, 10};
+    const int64_t q16 = dt == DType::BF16 ? 2 : 1;
+    const std::vector<int64_t> types = {0, 0, 0, 0, q16, q16, q16, q16, q16, q16, q16};
+    std::vector<int64_t> programZ = program;
+    for (int64_t v : {15, 12, 0, 10, 13, 0})
+      programZ.push_back(v);
+    std::vector<int64_t> typesZ = types;
+    typesZ.push_back(0);
+    typesZ.push_back(0);
+    const std::vector<double> constants = {3.0, double(0.044715f),
+                                           double(widened(k0)[0]), 1.0, 0.5};
+    for (bool typed : {true, false}) {
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads");
+        auto run = [&](const std::vector<int64_t> &ops, const std::vector<int64_t> &ty,
+                       DType outType) {
+          AttrMap at = attrs({{"ops", ints(ops)}});
+          at.set("constants", AttrValue{{}, constants, ""});
+          if (typed)
+            at.set("op_types", ints(ty));
+          TensorRef y = t.raw(outType, {rows, cols});
+          EXPECT_OK(k.lookup("FusedElementwise")(contextWithThreads(threads), {x, bias},
+                                                 {y}, at));
+          return y;
+        };
+        TensorRef y = run(program, types, dt);
+        TensorRef z = run(programZ, typesZ, f32);
+        int64_t differ = 0, differZ = 0;
+        for (size_t i = 0; i < n; ++i) {
+          differ += y.as<uint16_t>()[i] != want.as<uint16_t>()[i];
+          differZ += z.as<uint32_t>()[i] != wantZ.as<uint32_t>()[i];
+        }
+        if (typed) {
+          EXPECT_EQ(differ, 0);
+          EXPECT_EQ(differZ, 0);
+        } else {
+          EXPECT_GT(differ, 0) << "the f32 chain should round differently somewhere";
+        }
       }
     }
   }

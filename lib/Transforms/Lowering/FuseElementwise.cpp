@@ -1,8 +1,9 @@
 //===- FuseElementwise.cpp - zero-lower-to-runtime: fused elementwise -----===//
 //
-// Before instruction selection, the lowering looks for groups of f32 (or
-// f16, bf16: one type per group) elementwise ops (Add Sub Mul Div, Pow by a scalar constant, Neg Abs Relu
-// Sqrt Reciprocal Exp Log Tanh Erf Sigmoid) whose intermediate results are
+// Before instruction selection, the lowering looks for groups of f32, f16
+// and bf16 elementwise ops (Add Sub Mul Div, Pow by a scalar constant, Neg
+// Abs Relu Sqrt Reciprocal Exp Log Tanh Erf Sigmoid, and the Casts between
+// those types) whose intermediate results are
 // read only inside the group, and lowers each group of two or more ops to
 // one FusedElementwise kernel (docs/kernels.md, "Fused elementwise"): the
 // intermediates never get buffers, and the runtime reads the group's inputs
@@ -10,8 +11,11 @@
 // Add Mul) and its attention's scale + mask (Mul Add) are such groups.
 //
 // A group:
-//  - every op produces the same tensor type (the group's output type); its
-//    operands may broadcast to it (external inputs do, as in Binary.cpp);
+//  - every op produces a tensor of the same shape (the group's output
+//    shape); its operands may broadcast to it (external inputs do, as in
+//    Binary.cpp); each op's operands have its result's type, but a Cast's
+//    (so a mixed-precision region's f32 islands, GPT-2's GELU with its Pow
+//    in f32, fuse with the bf16 ops around them);
 //  - the root (the op whose result leaves the group) is its last op in
 //    program order; every other member's result is read by members only
 //    (never by another op, a view or the function's return);
@@ -20,10 +24,12 @@
 //  - no zero.release, ml_program.global_store or in-place optimizer update
 //    lies between the group's first op and its root (the fused kernel runs at
 //    the root, so it must still see what its first op saw).
-// Scalar constants of the group's type read by a member are folded into the
-// program as constants (a 16-bit group rounds each op's result to its type,
-// `round_to`, so its bits are those of the ops one by one); Pow is fused only with a scalar constant exponent and a base of
-// the output's type (the Pow kernel's scalar fast path).
+// Scalar constants read by a member are folded into the program as
+// constants. Each op's result is rounded to its type (`round_to` for a group
+// of one 16-bit type, `op_types` per op for a mixed one), so the group's bits
+// are those of the ops one by one; Pow is fused only with a scalar constant
+// exponent and a base of the output's shape (the Pow kernel's scalar fast
+// path).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +73,7 @@ std::optional<int64_t> fusedOpcode(Operation *op) {
       .Case("Tanh", 12)
       .Case("Erf", 13)
       .Case("Sigmoid", 14)
+      .Case("Cast", 15)
       .Default(std::nullopt);
 }
 
@@ -103,6 +110,12 @@ namespace {
 
 bool isBinary(int64_t code) { return code <= 4; }
 
+constexpr int64_t kCastOpcode = 15;
+
+bool sameShape(Type a, Type b) {
+  return cast<RankedTensorType>(a).getShape() == cast<RankedTensorType>(b).getShape();
+}
+
 /// Whether `op` may be a member of a group (alone, before its neighbours).
 bool fusible(Operation *op) {
   std::optional<int64_t> code = fusedOpcode(op);
@@ -111,18 +124,22 @@ bool fusible(Operation *op) {
   const Type elem = elementOf(op->getResult(0).getType());
   // The placement marks may be there; the members of a group share them
   // (findFusionGroups).
+  // A Cast converts between f32, f16 and bf16 (its `to` is its result's
+  // type): in the group, the value itself rounded to its result's type.
+  const bool isCast = *code == kCastOpcode;
   for (NamedAttribute a : op->getAttrDictionary())
-    if (!llvm::is_contained(kPlacementMarks, a.getName().getValue()))
+    if (!llvm::is_contained(kPlacementMarks, a.getName().getValue()) &&
+        !(isCast && a.getName() == "to"))
       return false;
   if (op->getNumOperands() != (isBinary(*code) ? 2u : 1u))
     return false;
   for (Value v : op->getOperands())
-    if (!isStaticFusedFloat(v.getType()) || elementOf(v.getType()) != elem)
+    if (!isStaticFusedFloat(v.getType()) || (!isCast && elementOf(v.getType()) != elem))
       return false;
   Type result = op->getResult(0).getType();
   if (!isBinary(*code) || *code == 4) {
     // Unary ops and Pow's base: the output's shape (Pow's scalar fast path).
-    if (op->getOperand(0).getType() != result)
+    if (!sameShape(op->getOperand(0).getType(), result))
       return false;
   }
   if (*code == 4 && !scalarConstant(op->getOperand(1)))
@@ -161,7 +178,7 @@ std::vector<FusionGroup> findFusionGroups(Block &body) {
           Operation *def = v.getDefiningOp();
           if (!def || def->getBlock() != &body || members.contains(def) ||
               assigned.contains(def) || !fusible(def) ||
-              def->getResult(0).getType() != type || !samePlacement(def, root))
+              !sameShape(def->getResult(0).getType(), type) || !samePlacement(def, root))
             continue;
           if (!llvm::all_of(def->getResult(0).getUsers(),
                             [&](Operation *u) { return members.contains(u); }))
@@ -243,11 +260,20 @@ void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
   SmallVector<NamedAttribute> params{b_.getNamedAttr("ops", b_.getDenseI64ArrayAttr(program))};
   if (!constants.empty())
     params.push_back(b_.getNamedAttr("constants", b_.getDenseF64ArrayAttr(constants)));
-  // A 16-bit group: each op's result is rounded to the group's type before
-  // the next op reads it, as the 16-bit kernels one by one would store it.
-  Type elem = elementOf(root->getResult(0).getType());
-  if (!elem.isF32())
-    params.push_back(b_.getNamedAttr("round_to", b_.getStringAttr(elem.isBF16() ? "bf16" : "f16")));
+  // Ops of a 16-bit type: each op's result is rounded to its type before the
+  // next op reads it, as the 16-bit kernels one by one would store it. One
+  // 16-bit type for the whole group is `round_to`; a group whose types differ
+  // (joined by Casts) names each op's, `op_types` (0 f32, 1 f16, 2 bf16).
+  SmallVector<int64_t> types;
+  for (Operation *m : g.members) {
+    Type e = elementOf(m->getResult(0).getType());
+    types.push_back(e.isF16() ? 1 : e.isBF16() ? 2 : 0);
+  }
+  if (llvm::any_of(types, [&](int64_t t) { return t != types.front(); }))
+    params.push_back(b_.getNamedAttr("op_types", b_.getDenseI64ArrayAttr(types)));
+  else if (types.front() != 0)
+    params.push_back(
+        b_.getNamedAttr("round_to", b_.getStringAttr(types.front() == 2 ? "bf16" : "f16")));
   LLVM_DEBUG({
     llvm::dbgs() << DEBUG_TYPE ": fused " << g.members.size() << " ops (";
     llvm::interleave(

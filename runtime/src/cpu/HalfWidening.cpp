@@ -12,7 +12,8 @@
 // skip the trampoline: those that only move elements or convert them (Cast,
 // Transpose, Gather, a scatter without reduction, Where, Pad, Fill, ...) and
 // the products (MatMul, Gemm: B widened as it is packed, A a task's rows at a
-// time, C rounded from an f32 tile; the same bits as through the trampoline).
+// time, C rounded from an f32 tile; the same bits as through the trampoline),
+// and FusedElementwise (a block of each operand at a time).
 // Calls without 16-bit operands go straight to the kernel.
 //
 //===----------------------------------------------------------------------===//
@@ -37,13 +38,14 @@ namespace {
 bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 /// Kernels that take 16-bit operands themselves: they move elements by their
-/// size, convert them (Cast), or compute products in f32 (MatMul, Gemm).
+/// size, convert them (Cast), compute products in f32 (MatMul, Gemm), or
+/// widen and round a block at a time (FusedElementwise).
 const std::set<std::string> &nativeKernels() {
   static const std::set<std::string> names = {
       "Cast",  "Copy",   "LocalShard", "Expand", "Transpose", "Concat",
       "Split", "Slice",  "Tile",       "Gather", "GatherElements", "GatherND",
       "Where", "Pad",    "Fill",       "Trilu",  "MatMul",    "Gemm",
-      "ScatterND",
+      "ScatterND", "FusedElementwise",
   };
   return names;
 }
@@ -67,7 +69,6 @@ const std::set<std::string> &elementwiseKernels() {
     std::set<std::string> out;
     for (const std::string &name : table.names())
       out.insert(name);
-    out.insert("FusedElementwise");
     return out;
   }();
   return names;

@@ -7,9 +7,10 @@
 // functors of math/FusedMath.h: the single-op kernels'). The program lives
 // in device scratch; the host assigns op results to slots by liveness, so
 // a thread holds only the values still to be read (at most
-// kMaxFusedSlots). Inputs are read through their broadcast plans. A 16-bit
-// program (`round_to`; its operands widened by cuda/HalfWidening.cu) rounds
-// each kept result to 16 bits, as the CPU kernel does.
+// kMaxFusedSlots). Inputs are read through their broadcast plans. An op of a
+// 16-bit type (`round_to`, or `op_types` per op; the operands widened and the
+// output rounded by cuda/HalfWidening.cu) rounds its kept result to 16 bits,
+// as the CPU kernel does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,7 @@ struct DeviceFusedOp {
   int32_t aKind, aIndex;
   int32_t bKind, bIndex;
   int32_t slot; ///< where the result goes (-1: the output, -2: nowhere)
+  int32_t round; ///< a kept result rounded to 0: f32 (not), 1: f16, 2: bf16
   float exponent;
 };
 
@@ -73,7 +75,7 @@ __device__ float loadOperand(int32_t kind, int32_t index, int64_t e,
 __global__ void __launch_bounds__(kThreads)
     fusedKernel(const DeviceFusedOp *ops, int numOps,
                 const DeviceFusedInput *inputs, const float *constants,
-                float *y, int64_t numel, float *globalSlots, int roundTo) {
+                float *y, int64_t numel, float *globalSlots) {
   float local[kMaxFusedSlots];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
@@ -94,9 +96,9 @@ __global__ void __launch_bounds__(kThreads)
         y[e] = r;
       } else if (op.slot >= 0) {
         // A 16-bit program: the result as a 16-bit kernel would store it.
-        if (roundTo == 1)
+        if (op.round == 1)
           r = math::halfToFloat(math::floatToHalf(r));
-        else if (roundTo == 2)
+        else if (op.round == 2)
           r = math::bfloat16ToFloat(math::floatToBfloat16(r));
         slots[op.slot] = r;
       }
@@ -109,7 +111,7 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
                         const AttrMap &attrs) {
   const char *name = "FusedElementwise";
   cpu::FusedProgram p;
-  ZRT_RETURN_IF_ERROR(cpu::prepareFused(in, out, attrs, p));
+  ZRT_RETURN_IF_ERROR(cpu::prepareFused(in, out, attrs, p, /*halfOperands=*/false));
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor(name, stream));
   const TensorRef &y = out[0];
@@ -151,6 +153,7 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
     const cpu::FusedOp &op = p.ops[size_t(k)];
     DeviceFusedOp &d = ops[size_t(k)];
     d.code = int32_t(op.code);
+    d.round = op.round == DType::F16 ? 1 : op.round == DType::BF16 ? 2 : 0;
     operand(op.a, d.aKind, d.aIndex);
     d.bKind = kConstant;
     d.bIndex = 0;
@@ -216,8 +219,7 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
       reinterpret_cast<const DeviceFusedOp *>(base), int(numOps),
       reinterpret_cast<const DeviceFusedInput *>(base + opsBytes),
       reinterpret_cast<const float *>(base + opsBytes + inputsBytes),
-      y.as<float>(), numel, globalSlots,
-      p.roundTo == DType::F16 ? 1 : p.roundTo == DType::BF16 ? 2 : 0);
+      y.as<float>(), numel, globalSlots);
   return launched(name);
 }
 

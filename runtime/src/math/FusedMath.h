@@ -37,7 +37,8 @@ enum FusedOpcode : int64_t {
   kFusedTanh = 12,
   kFusedErf = 13,
   kFusedSigmoid = 14,
-  kFusedNumOpcodes = 15,
+  kFusedCast = 15, ///< the operand itself, rounded to the op's type (op_types)
+  kFusedNumOpcodes = 16,
 };
 
 ZRT_HD inline bool isFusedBinary(int64_t code) {
@@ -75,6 +76,10 @@ ZRT_HD inline void withFusedUnary(int64_t code, float exponent, F &&f) {
     return f(ErfFn{});
   case kFusedSigmoid:
     return f(SigmoidFn{});
+  case kFusedCast:
+    // A conversion between f32, f16 and bf16: the value as it is; the
+    // rounding to the op's type (FusedProgram's per-op type) converts it.
+    return f(IdentityFn{});
   case kFusedPow:
     // Pow's kernel with a scalar exponent and a base of the output's shape
     // (the only Pow the compiler fuses): powByScalar's loops, else PowFn.

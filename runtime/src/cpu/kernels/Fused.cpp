@@ -1,4 +1,4 @@
-//===- Fused.cpp - FusedElementwise: a chain of f32 elementwise ops -------===//
+//===- Fused.cpp - FusedElementwise: a chain of elementwise ops -----------===//
 //
 // FusedElementwise (docs/kernels.md, "Fused elementwise") evaluates a small
 // expression program per output element: the compiler (zero-lower-to-runtime)
@@ -13,11 +13,14 @@
 // math/ElementwiseMath.h), writing a block-sized scratch buffer; the last op
 // writes the output. Each op's result is rounded to f32 and stored before
 // the next op reads it, exactly as between two kernels, so the result is bit
-// for bit the one of running the ops one by one; a 16-bit program
-// (`round_to`, its f16 / bf16 operands widened by the caller) also rounds
-// each result but the last to 16 bits, as a 16-bit kernel stores it. Blocks are split over
-// threads by parallelRange (a function of the shape only), and no element
-// depends on which block or thread computed it.
+// for bit the one of running the ops one by one. Ops of a 16-bit type
+// (`round_to`, or per op `op_types` in a group that mixes types through its
+// Casts) also round their result to 16 bits, as a 16-bit kernel stores it;
+// 16-bit inputs are widened a block at a time as they are read and a 16-bit
+// output is rounded from the last op's f32 block (no whole-tensor f32 copy,
+// so the kernel takes them itself, not through cpu/HalfWidening.cpp). Blocks
+// are split over threads by parallelRange (a function of the shape only), and
+// no element depends on which block or thread computed it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,12 +64,14 @@ void runBinaryBlock(int64_t code, Operand x, Operand y, float *dst, int64_t n) {
   });
 }
 
+bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
+
 Status fusedElementwiseKernel(const KernelContext &ctx,
                               const std::vector<TensorRef> &in,
                               const std::vector<TensorRef> &out,
                               const AttrMap &attrs) {
   FusedProgram program;
-  ZRT_RETURN_IF_ERROR(prepareFused(in, out, attrs, program));
+  ZRT_RETURN_IF_ERROR(prepareFused(in, out, attrs, program, /*halfOperands=*/true));
   const TensorRef &y = out[0];
   const int64_t numIn = int64_t(in.size());
   const int64_t numOps = int64_t(program.ops.size());
@@ -74,46 +79,68 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
   const std::vector<BroadcastPlan> &plans = program.plans;
   const std::vector<float> &constantValues = program.constants;
 
-  // Inputs: one value, the output's own layout, or gathered per block.
+  // Inputs: one value, the output's own layout, or gathered per block. A
+  // 16-bit input is widened (exactly) as it is read: a block at a time into
+  // a scratch block (a scalar once, into `scalars`).
   const int64_t numel = y.numel();
   std::vector<int> kind(static_cast<size_t>(numIn)); // 0 scalar, 1 contiguous, 2 gathered
-  int numGathered = 0;
-  std::vector<int> gatherSlot(size_t(numIn), -1);
+  int numStaged = 0; // inputs read through a scratch block
+  std::vector<int> stagedSlot(size_t(numIn), -1);
+  std::vector<float> scalars(size_t(numIn), 0.0f);
   for (int64_t i = 0; i < numIn; ++i) {
-    if (in[size_t(i)].numel() == 1)
+    const TensorRef &t = in[size_t(i)];
+    if (t.numel() == 1) {
       kind[size_t(i)] = 0;
-    else if (in[size_t(i)].numel() == numel)
-      kind[size_t(i)] = 1;
-    else {
-      kind[size_t(i)] = 2;
-      gatherSlot[size_t(i)] = numGathered++;
+      if (isHalf(t.dtype))
+        widenHalfRow(t.dtype, t.as<uint16_t>(), &scalars[size_t(i)], 1);
+      else
+        scalars[size_t(i)] = *t.as<float>();
+      continue;
     }
+    kind[size_t(i)] = t.numel() == numel ? 1 : 2;
+    if (kind[size_t(i)] == 2 || isHalf(t.dtype))
+      stagedSlot[size_t(i)] = numStaged++;
   }
+  const bool halfOut = isHalf(y.dtype);
 
   const int64_t numBlocks = (numel + kBlock - 1) / kBlock;
   // Blocks per parallel chunk: the transcendental grain (4096 elements).
   const int64_t grain = std::max<int64_t>(1, kTranscendentalGrain / kBlock);
   parallelRange(ctx, numBlocks, grain, [&](int64_t firstBlock,
                                            int64_t lastBlock) {
-    // Scratch: one block per op result and per gathered input.
-    std::vector<float> scratch(size_t((numOps + numGathered) * kBlock));
-    uint16_t rounded[kBlock];
+    // Scratch: one block per op result and per staged input.
+    std::vector<float> scratch(size_t((numOps + numStaged) * kBlock));
     float *results = scratch.data();
-    float *gathered = scratch.data() + numOps * kBlock;
+    float *staged = scratch.data() + numOps * kBlock;
     for (int64_t blk = firstBlock; blk < lastBlock; ++blk) {
       const int64_t begin = blk * kBlock;
       const int64_t n = std::min(numel, begin + kBlock) - begin;
       for (int64_t i = 0; i < numIn; ++i) {
-        if (kind[size_t(i)] != 2)
+        if (stagedSlot[size_t(i)] < 0)
           continue;
-        float *dst = gathered + gatherSlot[size_t(i)] * kBlock;
-        const float *src = in[size_t(i)].as<float>();
+        const TensorRef &t = in[size_t(i)];
+        float *dst = staged + stagedSlot[size_t(i)] * kBlock;
+        if (kind[size_t(i)] == 1) { // a 16-bit input of the output's layout
+          widenHalfRow(t.dtype, t.as<uint16_t>() + begin, dst, n);
+          continue;
+        }
         const BroadcastPlan &plan = plans[size_t(i)];
         const int64_t stride = plan.innerStride(0);
         forEachBroadcastRow(plan, begin, begin + n,
                             [&](int64_t o, const int64_t *off, int64_t len) {
                               float *d = dst + (o - begin);
-                              const float *s = src + off[0];
+                              if (isHalf(t.dtype)) {
+                                const uint16_t *s = t.as<uint16_t>() + off[0];
+                                if (stride == 0) {
+                                  float v;
+                                  widenHalfRow(t.dtype, s, &v, 1);
+                                  std::fill(d, d + len, v);
+                                } else {
+                                  widenHalfRow(t.dtype, s, d, len);
+                                }
+                                return;
+                              }
+                              const float *s = t.as<float>() + off[0];
                               if (stride == 0)
                                 std::fill(d, d + len, *s);
                               else
@@ -125,19 +152,18 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
           return {&constantValues[size_t(-ref - 1)], 0};
         if (ref < numIn) {
           const int k = kind[size_t(ref)];
-          const float *base = in[size_t(ref)].as<float>();
           if (k == 0)
-            return {base, 0};
-          if (k == 1)
-            return {base + begin, 1};
-          return {gathered + gatherSlot[size_t(ref)] * kBlock, 1};
+            return {&scalars[size_t(ref)], 0};
+          if (stagedSlot[size_t(ref)] >= 0)
+            return {staged + stagedSlot[size_t(ref)] * kBlock, 1};
+          return {in[size_t(ref)].as<float>() + begin, 1};
         }
         return {results + (ref - numIn) * kBlock, 1};
       };
       for (int64_t k = 0; k < numOps; ++k) {
         const FusedOp &op = ops[size_t(k)];
-        float *dst = k + 1 == numOps ? y.as<float>() + begin
-                                     : results + k * kBlock;
+        const bool last = k + 1 == numOps;
+        float *dst = last && !halfOut ? y.as<float>() + begin : results + k * kBlock;
         const Operand x = operand(op.a);
         if (math::isFusedBinary(op.code) && op.code != math::kFusedPow) {
           runBinaryBlock(op.code, x, operand(op.b), dst, n);
@@ -153,10 +179,13 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
             runUnaryBlock(op.code, exponent, x.data, dst, n);
           }
         }
-        if (program.roundTo != DType::F32 && k + 1 < numOps) {
-          // A 16-bit group: the result as the 16-bit kernel would store it.
-          narrowHalfRow(program.roundTo, dst, rounded, n);
-          widenHalfRow(program.roundTo, rounded, dst, n);
+        if (last) {
+          // The output, stored in its type (rounded once if 16-bit).
+          if (halfOut)
+            narrowHalfRow(y.dtype, dst, y.as<uint16_t>() + begin, n);
+        } else if (op.round != DType::F32) {
+          // A 16-bit result: as the 16-bit kernel would store it.
+          roundHalfRow(op.round, dst, n);
         }
       }
     }
@@ -168,16 +197,23 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
 
 Status prepareFused(const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &attrs,
-                    FusedProgram &p) {
+                    FusedProgram &p, bool halfOperands) {
   const char *name = "FusedElementwise";
   ZRT_RETURN_IF_ERROR(checkArity(name, in, out, 0, size_t(-1), 1, 1));
   const TensorRef &y = out[0];
+  auto typeOk = [&](DType t) {
+    return t == DType::F32 || (halfOperands && isHalf(t));
+  };
   for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].dtype != DType::F32)
-      return dtypeError(name, "input " + std::to_string(i), in[i].dtype,
-                        TypeList<float>{});
-  if (y.dtype != DType::F32)
-    return dtypeError(name, "output", y.dtype, TypeList<float>{});
+    if (!typeOk(in[i].dtype))
+      return halfOperands ? dtypeError(name, "input " + std::to_string(i), in[i].dtype,
+                                       TypeList<float, Float16, BFloat16>{})
+                          : dtypeError(name, "input " + std::to_string(i), in[i].dtype,
+                                       TypeList<float>{});
+  if (!typeOk(y.dtype))
+    return halfOperands
+               ? dtypeError(name, "output", y.dtype, TypeList<float, Float16, BFloat16>{})
+               : dtypeError(name, "output", y.dtype, TypeList<float>{});
 
   const std::vector<int64_t> code = attrs.getInts("ops");
   const std::vector<double> constants =
@@ -204,7 +240,8 @@ Status prepareFused(const std::vector<TensorRef> &in,
     const std::string where = "op " + std::to_string(k);
     if (op.code < 0 || op.code >= math::kFusedNumOpcodes)
       return kernelError(name, "unknown opcode",
-                         where + ": " + std::to_string(op.code), "0 to 14");
+                         where + ": " + std::to_string(op.code),
+                         "0 to " + std::to_string(math::kFusedNumOpcodes - 1));
     if (!validRef(op.a, k) ||
         (math::isFusedBinary(op.code) && !validRef(op.b, k)))
       return kernelError(name, "bad operand",
@@ -223,13 +260,36 @@ Status prepareFused(const std::vector<TensorRef> &in,
   p.constants.resize(constants.size());
   for (size_t c = 0; c < constants.size(); ++c)
     p.constants[c] = float(constants[c]);
-  const std::string round = attrs.getString("round_to", "");
-  if (round == "bf16")
-    p.roundTo = DType::BF16;
-  else if (round == "f16")
-    p.roundTo = DType::F16;
-  else if (!round.empty())
-    return kernelError(name, "bad attribute round_to", round, "bf16 or f16");
+  const bool hasTypes = attrs.has("op_types"), hasRound = attrs.has("round_to");
+  if (hasTypes && hasRound)
+    return kernelError(name, "both op_types and round_to", "", "one of them");
+  if (hasRound) {
+    const std::string round = attrs.getString("round_to", "");
+    DType t = DType::F32;
+    if (round == "bf16")
+      t = DType::BF16;
+    else if (round == "f16")
+      t = DType::F16;
+    else
+      return kernelError(name, "bad attribute round_to", round, "bf16 or f16");
+    for (FusedOp &op : ops)
+      op.round = t;
+  }
+  if (hasTypes) {
+    const std::vector<int64_t> types = attrs.getInts("op_types");
+    if (int64_t(types.size()) != numOps)
+      return kernelError(name, "bad attribute op_types",
+                         std::to_string(types.size()) + " integers",
+                         "one per op (" + std::to_string(numOps) + ")");
+    for (int64_t k = 0; k < numOps; ++k) {
+      const int64_t t = types[size_t(k)];
+      if (t < 0 || t > 2)
+        return kernelError(name, "bad attribute op_types",
+                           "op " + std::to_string(k) + ": " + std::to_string(t),
+                           "0 (f32), 1 (f16) or 2 (bf16)");
+      ops[size_t(k)].round = t == 1 ? DType::F16 : t == 2 ? DType::BF16 : DType::F32;
+    }
+  }
   return Status::ok();
 }
 

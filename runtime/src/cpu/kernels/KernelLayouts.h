@@ -139,25 +139,30 @@ Status prepareOneHot(const std::vector<TensorRef> &in,
 
 struct FusedOp {
   int64_t code = 0, a = 0, b = 0;
+  /// The type the op's result is rounded to before a later op reads it
+  /// (F16, BF16; F32: not rounded), as a kernel of that output type stores
+  /// it. The last op's result is the output, stored in the output's type.
+  DType round = DType::F32;
 };
 
 /// A checked FusedElementwise program: operand refs are inputs (0 <= ref <
 /// inputs), earlier results (inputs + k for op k) or constants (-1 - c).
+/// Each op's type comes from `op_types` (per op: 0 f32, 1 f16, 2 bf16; a
+/// group that mixes types, its Casts opcode kFusedCast), or `round_to`
+/// (every op "f16" or "bf16"), else f32.
 struct FusedProgram {
   std::vector<FusedOp> ops;
   std::vector<float> constants;
-  /// `round_to`: F16 or BF16 when each op's result (but the last, which the
-  /// 16-bit output stores) is rounded to that type before the next op reads
-  /// it, as 16-bit kernels run one by one store it; F32: not rounded.
-  DType roundTo = DType::F32;
   /// Each input broadcast to the output's shape (one-input plans).
   std::vector<BroadcastPlan> plans;
 };
 
-/// Checks FusedElementwise (f32 operands, the ops and their operands).
+/// Checks FusedElementwise (the ops and their operands; operands f32, or
+/// also f16 / bf16 where `halfOperands`: the CPU kernel widens and rounds
+/// them itself, CUDA's trampoline does it for its kernel).
 Status prepareFused(const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &attrs,
-                    FusedProgram &p);
+                    FusedProgram &p, bool halfOperands);
 
 //===----------------------------------------------------------------------===//
 // MatMul, Gemm (MatMul.cpp)

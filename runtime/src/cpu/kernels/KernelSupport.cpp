@@ -54,6 +54,18 @@ ZRT_HOT_LOOP void narrowBf16(const float *src, uint16_t *dst, int64_t n) {
   }
 }
 
+// narrowBf16 then widenBf16 in one pass: the rounded bits in the upper half.
+ZRT_HOT_LOOP void roundBf16(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+    const uint32_t quiet = (b | 0x400000u) & 0xffff0000u;
+    const uint32_t r = (b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+    std::memcpy(x + i, &r, 4);
+  }
+}
+
 // f16 -> f32: exponent and mantissa moved into place and scaled by 2^112
 // (exact: subnormal halves become normal floats), inf/NaN set apart.
 ZRT_HOT_LOOP void widenF16(const uint16_t *src, float *dst, int64_t n) {
@@ -116,6 +128,20 @@ void narrowHalfRow(DType t, const float *src, uint16_t *dst, int64_t n) {
     narrowBf16(src, dst, n);
   else
     narrowF16(src, dst, n);
+}
+
+void roundHalfRow(DType t, float *x, int64_t n) {
+  if (t == DType::BF16) {
+    roundBf16(x, n);
+    return;
+  }
+  constexpr int64_t kStep = 1024;
+  uint16_t bits[kStep];
+  for (int64_t b = 0; b < n; b += kStep) {
+    const int64_t len = std::min(kStep, n - b);
+    narrowF16(x + b, bits, len);
+    widenF16(bits, x + b, len);
+  }
 }
 
 uint64_t encodeScalar(DType dtype, double value) {

@@ -161,6 +161,10 @@ void widenHalfRow(DType t, const uint16_t *src, float *dst, int64_t n);
 /// registers.
 void narrowHalfRow(DType t, const float *src, uint16_t *dst, int64_t n);
 
+/// `n` f32 elements rounded in place to the nearest f16 or bf16 (`t`) value:
+/// the f32 values widenHalfRow gives of narrowHalfRow's bits, in one pass.
+void roundHalfRow(DType t, float *x, int64_t n);
+
 /// The bytes of `value` converted to `dtype`, in the low bytes of the result.
 uint64_t encodeScalar(DType dtype, double value);
 /// Same for an integer value (exact for i64).

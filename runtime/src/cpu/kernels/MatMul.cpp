@@ -327,9 +327,7 @@ void packHalfB(DType dt, const uint16_t *b, int64_t ldb, bool transB, int64_t k,
       const int64_t len = std::min(kStep, k - q0);
       for (int64_t j = 0; j < cols; ++j)
         widenHalfRow(dt, b + (j0 + j) * ldb + q0, rows + j * kStep, len);
-      for (int64_t q = 0; q < len; ++q)
-        for (int64_t j = 0; j < cols; ++j)
-          panel[(q0 + q) * kPanelCols + j] = rows[j * kStep + q];
+      packTransposedRows(rows, kStep, len, cols, panel + q0 * kPanelCols);
     }
   }
 }

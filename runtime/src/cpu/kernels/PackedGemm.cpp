@@ -427,21 +427,23 @@ void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
     // B is N x K: read each column of the panel (a row of B) contiguously,
     // kTransposeRows rows of the panel at a time (they stay in L1).
     constexpr int64_t kTransposeRows = 64;
-    for (int64_t q0 = 0; q0 < k; q0 += kTransposeRows) {
-      const int64_t q1 = std::min(k, q0 + kTransposeRows);
-#ifdef ZRT_HAVE_X86_KERNELS
-      if (cpuIsa() >= CpuIsa::Avx2) {
-        packTransposedAvx2(b + j0 * ldb, ldb, q0, q1, cols, panel);
-        continue;
-      }
-#endif
-      for (int64_t j = 0; j < cols; ++j) {
-        const float *src = b + (j0 + j) * ldb;
-        for (int64_t q = q0; q < q1; ++q)
-          panel[q * kPanelCols + j] = src[q];
-      }
-    }
+    for (int64_t q0 = 0; q0 < k; q0 += kTransposeRows)
+      packTransposedRows(b + j0 * ldb + q0, ldb, std::min(kTransposeRows, k - q0), cols,
+                         panel + q0 * kPanelCols);
   }
+}
+
+void packTransposedRows(const float *b, int64_t ldb, int64_t len, int64_t cols,
+                        float *panel) {
+#ifdef ZRT_HAVE_X86_KERNELS
+  if (cpuIsa() >= CpuIsa::Avx2) {
+    packTransposedAvx2(b, ldb, 0, len, cols, panel);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t q = 0; q < len; ++q)
+      panel[q * kPanelCols + j] = b[j * ldb + q];
 }
 
 namespace {

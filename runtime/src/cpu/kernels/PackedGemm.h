@@ -87,6 +87,13 @@ inline PackedPanel startPanel(float *dst, int64_t p, int64_t k, int64_t n) {
 void packB(const float *b, int64_t ldb, bool transB, int64_t k, int64_t n,
            int64_t p0, int64_t p1, float *dst);
 
+/// Rows [0, len) x columns [0, cols) of a panel from `cols` rows of a
+/// transposed B: panel[q * kPanelCols + j] = b[j * ldb + q] (8 x 8 blocks
+/// in registers where the ISA allows). packB's transposed case, and the
+/// 16-bit packing's once a block of B's rows is widened.
+void packTransposedRows(const float *b, int64_t ldb, int64_t len, int64_t cols,
+                        float *panel);
+
 /// One block of C = alpha * A * B + beta * C: rows [i0, i1) and panels
 /// [p0, p1) of C (M x N, leading dimension ldc). Element (i, p) of A is
 /// a[i * aRowStride + p * aColStride]; `packed` is packB's output. With
