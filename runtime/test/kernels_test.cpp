@@ -2959,8 +2959,8 @@ TEST(Half, BatchedMatMulIsTheF32ProductRoundedOnce) {
 
 // Tests the trampolines of the elementwise kernels on 16-bit operands: whole
 // shapes, a row broadcast (bias), a scalar, in place, shapes sliced and not
-// (a row longer than a slice), a mixed-dtype output (Equal), Where, and
-// ScatterND's add (rows touched twice sum in f32; rows untouched keep their
+// (a row longer than a slice), a mixed-dtype output (Equal), Where, sums over
+// kept rows and over the innermost dim, and ScatterND's add (rows touched twice sum in f32; rows untouched keep their
 // bits, a NaN payload too): each the f32 kernel on widened operands rounded
 // once, at 1 and 3 threads.
 // A 16-bit FusedElementwise (round_to) gives the bits of its ops run one by
@@ -3150,6 +3150,25 @@ TEST(Half, ElementwiseTrampolinesRoundTheF32ResultOnce) {
     TensorRef out = t.raw(dt, {6, 70});
     const AttrMap add = attrs({{"reduction", str("add")}});
     expectWidenedBits("ScatterND", {table, idx, upd}, {out}, add);
+    // Reductions over leading (and middle) dims keeping the innermost: rows
+    // widened a tile at a time (reduceHalfKeptRows); over the innermost dim:
+    // the trampoline's widened copy. The same bits either way.
+    struct ReduceCase {
+      std::vector<int64_t> shape, axes, outShape;
+    };
+    for (const ReduceCase &c : std::vector<ReduceCase>{{{1024, 3000}, {0}, {3000}},
+                                                       {{3, 7, 130}, {0, 1}, {130}},
+                                                       {{4, 6, 5, 70}, {0, 2}, {6, 70}},
+                                                       {{9, 300}, {1}, {9}}})
+      for (const char *op : {"ReduceSum", "ReduceMean", "ReduceSumSquare"}) {
+        SCOPED_TRACE(std::string(op) + " " + std::to_string(c.shape.size()) + "-d");
+        int64_t n = 1;
+        for (int64_t d : c.shape)
+          n *= d;
+        TensorRef in = halfInput(t, dt, c.shape, randomFloats(size_t(n), 88));
+        expectWidenedBits(op, {in}, {t.raw(dt, c.outShape)},
+                          attrs({{"axes", ints(c.axes)}, {"keepdims", ints({0})}}));
+      }
     table.as<uint16_t>()[3] = dt == DType::F16 ? 0x7d01 : 0x7f81; // signalling
     ASSERT_OK(widenedKernels().lookup("ScatterND")(contextWithThreads(2), {table, idx, upd},
                                                    {out}, add));

@@ -22,6 +22,7 @@
 
 #include "KernelSlots.h"
 #include "kernels/KernelSupport.h"
+#include "kernels/ReduceKernels.h"
 
 #include <array>
 #include <cstdio>
@@ -294,6 +295,9 @@ constexpr size_t kMaxWidened = 320;
 std::array<KernelFn, kMaxWidened> widenedSlots{};
 std::array<bool, kMaxWidened> elementwiseSlots{};
 std::array<bool, kMaxWidened> placingSlots{};
+/// The op of each slot (for the kernels that take some 16-bit calls
+/// themselves: reduceHalfKeptRows).
+std::array<std::string, kMaxWidened> slotNames{};
 SlotAssigner slotOfOp(kMaxWidened, "cpu/HalfWidening.cpp");
 std::mutex slotsMutex;
 
@@ -301,6 +305,9 @@ Status runSlot(size_t slot, const KernelContext &ctx, const std::vector<TensorRe
                const std::vector<TensorRef> &out, const AttrMap &attrs) {
   if (placingSlots[slot] && attrs.getString("reduction", "none") == "none")
     return widenedSlots[slot](ctx, in, out, attrs);
+  // A sum of 16-bit rows (a bias gradient) widens a tile of a row at a time.
+  if (Status status; reduceHalfKeptRows(slotNames[slot], ctx, in, out, attrs, status))
+    return status;
   return runWidened(widenedSlots[slot], elementwiseSlots[slot], ctx, in, out, attrs);
 }
 
@@ -316,6 +323,7 @@ void widenHalfKernels(KernelTable &table) {
       widenedSlots[slot] = table.lookup(op);
       elementwiseSlots[slot] = elementwiseKernels().count(op) != 0;
       placingSlots[slot] = placingKernels().count(op) != 0;
+      slotNames[slot] = op;
     }
     table.add(op, KernelSlots<runSlot, kMaxWidened>::entries[slot]);
   }

@@ -389,9 +389,30 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
   // A small f32 B that is not transposed (an attention product's K^T or V)
   // is read as it lies: it stays in cache, and packing would cost as much as
   // the product. The same operations, so the same bits.
-  const bool unpacked = !kHalf && !packed && !first.transB &&
-                        double(k) * double(n) * sizeof(float) <= kUnpackedBMaxBytes &&
-                        unpackedBSupported(n);
+  // A 16-bit one of the same size is widened whole first (every product's,
+  // as A below), then read the same way.
+  const bool smallB = !packed && !first.transB &&
+                      double(k) * double(n) * sizeof(float) <= kUnpackedBMaxBytes &&
+                      unpackedBSupported(n);
+  const bool unpacked =
+      smallB && (!kHalf || double(count) * double(k) * double(n) * 4.0 <= kHalfWholeABytes);
+  float *wideB = nullptr;
+  if constexpr (kHalf) {
+    if (unpacked) {
+      thread_local std::vector<float> whole;
+      const size_t floats = size_t(count * k * n);
+      if (whole.size() < floats)
+        whole.resize(floats);
+      wideB = whole.data();
+      parallelRange(ctx, count * k, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t t = b; t < e; ++t) {
+                        const GemmProblem<S> p = problemAt(t / k);
+                        widenHalfRow(dt, p.b + (t % k) * p.ldb, wideB + t * n, n);
+                      }
+                    });
+    }
+  }
   // 16-bit A: widened whole once (every product's, on the context's
   // threads, into a buffer of the calling thread) when that is at most
   // kHalfWholeABytes; else each task widens its own rows (a long K).
@@ -420,7 +441,7 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
   // one is widened a task's rows at a time.
   bool directA = false;
   if constexpr (kHalf)
-    directA = !wideA && dt == DType::BF16;
+    directA = !wideA && !wideB && dt == DType::BF16;
   const int64_t taskRows = kHalf && !wideA && !directA ? halfTaskRows(k) : kPackedTaskRows;
   const int64_t rowChunks = (m + taskRows - 1) / taskRows;
   const int64_t perProduct = panels * rowChunks;
@@ -491,7 +512,11 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
                 }
               }
             }
-            if (directA)
+            if (wideB)
+              unpackedGemmBlock(0, rows, cols, k, float(p.alpha), aTask, aRowStride,
+                                aColStride, wideB + product * k * n + j0, n, beta, cTile,
+                                kPanelCols);
+            else if (directA)
               packedGemmBlockBf16A(0, rows, 0, 1, cols, k, float(p.alpha),
                                    p.a + (p.transA ? i0 : i0 * p.lda), aRowStride,
                                    aColStride, panelOf, beta, cTile, kPanelCols);

@@ -276,6 +276,61 @@ struct CpuReduceLoops {
 
 } // namespace
 
+namespace {
+
+/// runReduction's vector mode for reducer R (over f32) on 16-bit rows.
+template <typename R>
+void reduceKeptHalf(const KernelContext &ctx, const ReductionLayout &layout, DType dt,
+                    const uint16_t *in, uint16_t *out) {
+  const int64_t width = layout.inner;
+  parallelOuterInner(ctx, layout.outerCount, layout.count, width,
+                     [&](int64_t o, int64_t vBegin, int64_t vEnd) {
+                       const int64_t base = keptOffset(layout, o);
+                       const int64_t n = vEnd - vBegin;
+                       thread_local std::vector<float> acc, row;
+                       acc.assign(size_t(n), R::init());
+                       if (row.size() < size_t(n))
+                         row.resize(size_t(n));
+                       for (int64_t r : layout.reducedOffsets) {
+                         widenHalfRow(dt, in + base + r + vBegin, row.data(), n);
+                         accumulateRow<R>(acc.data(), row.data(), n);
+                       }
+                       for (int64_t v = 0; v < n; ++v)
+                         acc[size_t(v)] = R::finish(acc[size_t(v)], layout.count);
+                       narrowHalfRow(dt, acc.data(), out + o * width + vBegin, n);
+                     });
+}
+
+} // namespace
+
+bool reduceHalfKeptRows(const std::string &op, const KernelContext &ctx,
+                        const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out, const AttrMap &attrs,
+                        Status &status) {
+  if (in.size() != 1 || out.size() != 1 || !in[0].data || !out[0].data)
+    return false;
+  const DType dt = in[0].dtype;
+  if ((dt != DType::BF16 && dt != DType::F16) || out[0].dtype != dt)
+    return false;
+  if (op != "ReduceSum" && op != "ReduceMean" && op != "ReduceSumSquare")
+    return false;
+  ReductionLayout layout;
+  if (!planReduction(op.c_str(), in[0].shape, attrs.getInts("axes"), layout).isOk() ||
+      !layout.innerKept ||
+      out[0].numel() != layout.outerCount * layout.inner)
+    return false; // the f32 kernel reports what is wrong, or handles it
+  const uint16_t *src = in[0].as<uint16_t>();
+  uint16_t *dst = out[0].as<uint16_t>();
+  if (op == "ReduceSum")
+    reduceKeptHalf<CpuReducer<math::SumReducer<float>>>(ctx, layout, dt, src, dst);
+  else if (op == "ReduceMean")
+    reduceKeptHalf<CpuReducer<math::MeanReducer<float>>>(ctx, layout, dt, src, dst);
+  else
+    reduceKeptHalf<CpuReducer<math::SumSquareReducer<float>>>(ctx, layout, dt, src, dst);
+  status = Status::ok();
+  return true;
+}
+
 void registerReduceKernels(KernelTable &table) {
   reduce::addReduceKernels<CpuReduceLoops>(table);
 }

@@ -41,6 +41,18 @@ struct ReductionLayout {
 Status planReduction(const char *op, const std::vector<int64_t> &shape,
                      std::vector<int64_t> axes, ReductionLayout &layout);
 
+/// ReduceSum, ReduceMean or ReduceSumSquare (`op`) on an f16/bf16 input whose
+/// innermost dims are kept (a bias gradient: rows added up): the vector-mode
+/// loop of the f32 kernel on rows widened a tile at a time, the result
+/// rounded once, so the bits of the f32 kernel on the widened input with no
+/// widened copy. Returns false, doing nothing, for any other op, dtype or
+/// layout (the caller widens the operands); else true, with the kernel's
+/// status in `status`.
+bool reduceHalfKeptRows(const std::string &op, const KernelContext &ctx,
+                        const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out, const AttrMap &attrs,
+                        Status &status);
+
 namespace reduce {
 
 /// A Reduce* kernel: Reducer<T> for T in Types; attrs axes (sorted,
