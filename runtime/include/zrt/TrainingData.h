@@ -26,6 +26,11 @@
 
 namespace zrt {
 
+/// The rows V of the smallest embedding table (an axis-0 Gather on a
+/// floating-point table) that integer buffer `buffer` indexes, its location
+/// in `where`; 0 when it indexes none. Its ids must lie in [0, V).
+int64_t embeddingRows(const Program &program, uint32_t buffer, std::string *where);
+
 class TrainingData {
 public:
   /// Opens `path` (a safetensors file or a directory of *.safetensors) for

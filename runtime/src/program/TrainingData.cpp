@@ -37,11 +37,13 @@ std::string listString(const std::vector<int64_t> &shape) {
 
 } // namespace
 
-void TrainingData::findEmbedding(const Program &program, Input &input) {
-  if (input.dtype != DType::I64 && input.dtype != DType::I32)
-    return;
+int64_t embeddingRows(const Program &program, uint32_t buffer, std::string *where) {
+  const DType dtype = program.buffers[buffer].dtype;
+  if (dtype != DType::I64 && dtype != DType::I32)
+    return 0;
+  int64_t vocab = 0;
   for (const Instruction &inst : program.instructions) {
-    if (inst.op != "Gather" || inst.inputs.size() < 2 || inst.inputs[1] != input.buffer)
+    if (inst.op != "Gather" || inst.inputs.size() < 2 || inst.inputs[1] != buffer)
       continue;
     const BufferDesc &table = program.buffers[inst.inputs[0]];
     const bool floating = table.dtype == DType::F32 || table.dtype == DType::F16 ||
@@ -51,11 +53,17 @@ void TrainingData::findEmbedding(const Program &program, Input &input) {
       axis += int64_t(table.shape.size());
     if (!floating || axis != 0 || table.shape.size() < 2)
       continue;
-    if (input.vocab == 0 || table.shape[0] < input.vocab) {
-      input.vocab = table.shape[0];
-      input.embedding = inst.loc;
+    if (vocab == 0 || table.shape[0] < vocab) {
+      vocab = table.shape[0];
+      if (where)
+        *where = inst.loc;
     }
   }
+  return vocab;
+}
+
+void TrainingData::findEmbedding(const Program &program, Input &input) {
+  input.vocab = embeddingRows(program, input.buffer, &input.embedding);
 }
 
 Status TrainingData::checkTokenIds(int64_t steps) const {

@@ -29,6 +29,7 @@
 #include "zrt/Executor.h"
 #include "zrt/OutputFile.h"
 #include "zrt/Program.h"
+#include "zrt/TokenData.h"
 #include "zrt/TrainingData.h"
 #include "zrt/Watchdog.h"
 
@@ -86,6 +87,17 @@ const char *kUsage =
     "(name order),\n"
     "                               with an array [steps, B, ...] per program "
     "input (B = batch x ranks)\n"
+    "  --tokens FILE                a flat file of token ids (nanoGPT's train.bin): "
+    "each step draws\n"
+    "                               B windows of the sequence length at seeded "
+    "random offsets,\n"
+    "                               the same at any world size (needs --steps)\n"
+    "  --tokens-dtype u16|u32       the file's token type (default u16)\n"
+    "  --seed S                     the windows' seed (default 0)\n"
+    "  --labels same|next           the input \"labels\": the window itself "
+    "(default; Hugging\n"
+    "                               Face models shift inside) or the next "
+    "token's window\n"
     "  --steps N                    steps to run (default: every step of "
     "--data; --input gives one)\n"
     "  --log-every K                log every K steps on stdout (default 1; "
@@ -130,6 +142,10 @@ struct Options {
   bool repeatGiven = false, warmupGiven = false;
   // Training programs.
   std::string data;       ///< --data
+  std::string tokens;     ///< --tokens
+  int tokenBytes = 2;     ///< --tokens-dtype: 2 (u16) or 4 (u32)
+  uint64_t seed = 0;      ///< --seed
+  bool nextLabels = false; ///< --labels next
   int64_t steps = 0;      ///< --steps; 0: every step of the data
   int64_t logEvery = 1;   ///< --log-every
   std::string logJson;    ///< --log-json
@@ -166,6 +182,7 @@ const std::pair<const char *, std::string Options::*> kTextOptions[] = {
 /// The training options that name a file or a directory.
 const std::pair<const char *, std::string Options::*> kTrainingPathOptions[] = {
     {"--data", &Options::data},
+    {"--tokens", &Options::tokens},
     {"--log-json", &Options::logJson},
     {"--save", &Options::save},
     {"--save-optimizer", &Options::saveOptimizer},
@@ -182,7 +199,8 @@ const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
 
 /// The other options that take a value, each checked by storeCheckedValue.
 const char *const kCheckedValueOptions[] = {
-    "--input", "--threads", "--overlap", "--timeout", "--repeat", "--warmup"};
+    "--input",   "--threads",      "--overlap", "--timeout", "--repeat",
+    "--warmup",  "--tokens-dtype", "--seed",    "--labels"};
 
 /// The entry of `table` for option `name`, or null.
 template <typename Entry, size_t N>
@@ -243,7 +261,24 @@ Status storeCheckedValue(const std::string &arg, const std::string &value,
                          Options &opts) {
   if (arg == "--input")
     return storeInput(value, opts);
-  if (arg == "--overlap") {
+  if (arg == "--tokens-dtype" || arg == "--seed" || arg == "--labels")
+    opts.trainingFlags.push_back(arg);
+  if (arg == "--tokens-dtype") {
+    if (value != "u16" && value != "u32")
+      return Status::error("--tokens-dtype " + value + ": expected u16 or u32");
+    opts.tokenBytes = value == "u16" ? 2 : 4;
+  } else if (arg == "--seed") {
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end || value[0] == '-' || errno == ERANGE)
+      return Status::error("--seed " + value + ": expected a non-negative integer");
+    opts.seed = seed;
+  } else if (arg == "--labels") {
+    if (value != "same" && value != "next")
+      return Status::error("--labels " + value + ": expected same or next");
+    opts.nextLabels = value == "next";
+  } else if (arg == "--overlap") {
     if (value != "auto" && value != "on" && value != "off")
       return Status::error("--overlap " + value + ": expected auto, on or off");
     opts.overlap = value;
@@ -303,7 +338,8 @@ Status checkOutputPaths(const Options &opts) {
   std::vector<std::pair<std::string, std::string>> reads = {
       {"the program", opts.model},
       {"--weights", opts.weights},
-      {"--data", opts.data}};
+      {"--data", opts.data},
+      {"--tokens", opts.tokens}};
   for (const auto &[name, path] : opts.inputs)
     reads.push_back({"--input", path});
   std::vector<std::pair<std::string, std::string>> writes = {
@@ -689,9 +725,16 @@ Status checkProgramOptions(const Options &opts, const Program &program) {
                          ": " + program.path + " is a training program, where "
                          "every run is an optimizer step, so repeated runs "
                          "would train extra steps; use --steps N");
-  if (!opts.data.empty() && !opts.inputs.empty())
-    return Status::error("--data and --input both give the program's inputs; "
+  if (int(!opts.data.empty()) + int(!opts.inputs.empty()) + int(!opts.tokens.empty()) > 1)
+    return Status::error("--data, --tokens and --input each give the program's inputs; "
                          "pass one of them");
+  if (!opts.tokens.empty() && opts.steps == 0)
+    return Status::error("--tokens " + opts.tokens + ": a token file has no last step; "
+                         "pass --steps N");
+  for (const char *flag : {"--tokens-dtype", "--seed", "--labels"})
+    if (opts.tokens.empty() && std::find(opts.trainingFlags.begin(), opts.trainingFlags.end(),
+                                         flag) != opts.trainingFlags.end())
+      return Status::error(std::string(flag) + ": only with --tokens FILE");
   if (!opts.inputs.empty() && opts.steps > 1)
     return Status::error("--steps " + std::to_string(opts.steps) +
                          " with --input: --input gives the inputs of one "
@@ -718,12 +761,14 @@ int failDuringRun(Communicator &comm, const Status &status) {
 }
 
 /// Runs the `total` optimizer steps of a training program, reading each
-/// step's inputs from `data` when given (else they are bound already: one
-/// step from --input, or a program without inputs), and logs them on rank 0.
+/// step's inputs through `bindStep` when given (--data, --tokens; else they
+/// are bound already: one step from --input, or a program without inputs),
+/// and logs them on rank 0.
 /// Returns 0 when every step succeeded, else the exit code.
 /// Steps before `first` were done by the run a checkpoint was saved from;
 /// `checkpoint`, when set, runs on every rank after each step.
-int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data, int64_t first,
+int trainSteps(Communicator &comm, Executor &executor,
+               const std::function<Status(int64_t)> &bindStep, int64_t first,
                int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
                std::vector<double> &iterationBubbles, TrainingLog &log,
                const std::function<Status(int64_t)> &checkpoint,
@@ -740,8 +785,8 @@ int trainSteps(Communicator &comm, Executor &executor, const TrainingData *data,
     return failDuringRun(comm, status);
   };
   for (int64_t step = first; step <= total; ++step) {
-    if (data) {
-      Status status = data->bindStep(executor, step - 1);
+    if (bindStep) {
+      Status status = bindStep(step - 1);
       if (!status.isOk())
         return stop(status);
     }
@@ -894,6 +939,8 @@ struct RankRun {
   WeightsStats weights;
   // A training run reads each step's inputs from --data as it goes.
   Expected<TrainingData> data = Status::error("no --data");
+  // Or draws them from a token file (--tokens).
+  std::optional<TokenData> tokens;
   int64_t totalSteps = 1;
   // Steps before it were done by the run a --resume checkpoint was saved from.
   int64_t firstStep = 1;
@@ -1106,6 +1153,19 @@ Status resolveScheduleSteps(Program &program, int64_t totalSteps) {
 Status planTrainingSteps(RankRun &run) {
   const Options &opts = run.opts;
   Program &program = *run.program;
+  if (!opts.tokens.empty()) {
+    // Each replica draws its rows of every step's windows; a pipeline's
+    // stages all draw their replica's.
+    const int dp = program.dataParallelSize();
+    Expected<TokenData> tokens = TokenData::open(
+        {opts.tokens, opts.tokenBytes, opts.seed, opts.nextLabels}, program, dp,
+        run.comm.rank() % dp);
+    if (!tokens)
+      return tokens.status();
+    run.tokens.emplace(std::move(*tokens));
+    run.totalSteps = opts.steps;
+    return resolveScheduleSteps(program, run.totalSteps);
+  }
   if (!opts.data.empty()) {
     // Rank r reads its data-parallel replica's rows: r mod dp in a pipeline,
     // whose stages all read them.
@@ -1181,7 +1241,7 @@ int bindWeightsAndInputs(RankRun &run) {
     status = planTrainingSteps(run);
   if (status.isOk() && !opts.resume.empty())
     status = resumeFromCheckpoint(run);
-  if (status.isOk() && !(training && run.data))
+  if (status.isOk() && !(training && (run.data || run.tokens)))
     status = bindInputs(*run.executor, opts.inputs);
   auto watched = run.watch(kAgreeOnInputs);
   return agree(run.comm, status) ? 0 : 1;
@@ -1218,7 +1278,13 @@ int runTraining(RankRun &run) {
   std::function<Status(int64_t)> checkpoint;
   if (!opts.saveDir.empty() || opts.checkCollectives)
     checkpoint = [&run](int64_t step) { return checkAndSaveStep(run, step); };
-  return trainSteps(comm, *run.executor, run.data ? &*run.data : nullptr,
+  // Each step's inputs: from --data or --tokens (else bound already).
+  std::function<Status(int64_t)> bindStep;
+  if (run.data)
+    bindStep = [&run](int64_t step) { return run.data->bindStep(*run.executor, step); };
+  else if (run.tokens)
+    bindStep = [&run](int64_t step) { return run.tokens->bindStep(*run.executor, step); };
+  return trainSteps(comm, *run.executor, bindStep,
                     run.firstStep, run.totalSteps, run.watchdog.get(),
                     run.iterationSeconds, run.iterationBubbles,
                     *run.trainingLog, checkpoint, run.currentStep);
