@@ -281,6 +281,62 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
 
 } // namespace
 
+namespace {
+
+/// zero_optimization.offload_optimizer (DeepSpeed's DeepSpeedZeroOffloadOptimizerConfig):
+/// device "none", "cpu" (the CPU backend holds the state in host memory
+/// already) or "nvme" (the state in swap files under nvme_path, streamed
+/// through the update by buffer_count buffers).
+std::string readOffloadOptimizer(llvm::StringRef path, const llvm::json::Value &value,
+                                 zero::ZeroSettings &opts, std::vector<std::string> &warnings) {
+  const std::string where = (path + ": zero_optimization.offload_optimizer").str();
+  const llvm::json::Object *o = value.getAsObject();
+  if (!o)
+    return where + " must be an object";
+  std::string device = "none";
+  if (const llvm::json::Value *d = o->get("device")) {
+    std::optional<llvm::StringRef> s = d->getAsString();
+    if (!s || (*s != "none" && *s != "cpu" && *s != "nvme"))
+      return where + ".device must be \"none\", \"cpu\" or \"nvme\"";
+    device = s->str();
+  }
+  for (const auto &kv : *o) {
+    const std::string key = kv.first.str();
+    if (key == "device")
+      continue;
+    if (key == "nvme_path") {
+      std::optional<llvm::StringRef> s = kv.second.getAsString();
+      if (!s || s->empty())
+        return where + ".nvme_path must be a directory path";
+      opts.nvmePath = s->str();
+    } else if (key == "buffer_count") {
+      std::optional<int64_t> n = kv.second.getAsInteger();
+      if (!n || *n < 1)
+        return where + ".buffer_count must be a positive integer";
+      opts.offloadBufferCount = *n;
+    } else if (key == "pin_memory" || key == "fast_init") {
+      if (!kv.second.getAsBoolean())
+        return where + "." + key + " must be true or false";
+      warnings.push_back("zero_optimization.offload_optimizer." + key +
+                         " has no effect on the CPU backend (host memory is its memory)");
+    } else {
+      warnings.push_back("zero_optimization.offload_optimizer." + key +
+                         " is not supported and is ignored");
+    }
+  }
+  if (device == "nvme" && opts.nvmePath.empty())
+    return where + ".device \"nvme\" needs nvme_path: the directory the optimizer "
+                   "state's swap files are written to";
+  if (device == "cpu")
+    warnings.push_back("zero_optimization.offload_optimizer.device \"cpu\": the CPU backend "
+                       "holds the optimizer state in host memory already (nothing moves); "
+                       "\"nvme\" moves it to swap files");
+  opts.offloadOptimizer = device == "none" ? "" : device;
+  return "";
+}
+
+} // namespace
+
 std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                                       std::vector<std::string> &warnings) {
   llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
@@ -402,6 +458,9 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
           warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
                              "forward program (there are no gradients to reduce; "
                              "zero-opt --train uses it)");
+      } else if (key == "offload_optimizer") {
+        if (std::string e = readOffloadOptimizer(path, kv.second, opts, warnings); !e.empty())
+          return e;
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
       }

@@ -250,9 +250,11 @@ void ProgramWriter::declareGroup(::zero::zrt::GroupOp g) {
 /// An arena: one allocation that buffers are offsets into.
 void ProgramWriter::declareArena(::zero::zrt::ArenaOp a) {
   arenas[a.getSymName()] = arenaTable.size();
+  const std::string path = a.getPath() ? a.getPath()->str() : std::string();
   arenaTable.push_back(::zrt::fb::CreateArenaDirect(
       fbb, a.getSymName().str().c_str(), a.getSize(), a.getNoReuseSize(),
-      a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0))));
+      a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0)),
+      path.empty() ? nullptr : path.c_str()));
 }
 
 /// A buffer: a typed tensor at an offset of its arena.

@@ -613,6 +613,10 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
   settings.step.world = zs.dp < 0 ? 1 : zs.dp;
   settings.step.stage = zs.stageGiven ? zs.stage : 0;
   settings.step.bucket = zs.reduceBucketElems;
+  if (zs.offloadOptimizer == "nvme") {
+    settings.step.nvmePath = zs.nvmePath;
+    settings.step.offloadBuffers = zs.offloadBufferCount;
+  }
   settings.zero = zs;
   settings.zero.dp = settings.step.world;
   settings.zero.stage = settings.step.stage;

@@ -35,6 +35,12 @@ struct ZeroSettings {
   /// Training: gradients reduced in buckets of this many elements
   /// (zero_optimization.reduce_bucket_size); 0: each gradient alone.
   int64_t reduceBucketElems = 0;
+  /// zero_optimization.offload_optimizer: "" (none), "cpu" or "nvme"; with
+  /// nvme, the directory of the swap files and the buffers in flight
+  /// (nvme_path, buffer_count).
+  std::string offloadOptimizer;
+  std::string nvmePath;
+  int64_t offloadBufferCount = 4;
   /// Set before parsing when the settings are for a training step: training
   /// keys are then not warned about.
   bool training = false;

@@ -636,6 +636,12 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "DeepSpeed cos_min_ratio (WarmupCosineLR)">,
     Option<"warmupMinRatio", "warmup-min-ratio", "double", "0",
            "DeepSpeed warmup_min_ratio (WarmupCosineLR)">,
+    Option<"nvmePath", "nvme-path", "std::string", "\"\"",
+           "ZeRO-Offload to NVMe (offload_optimizer device nvme): the optimizer "
+           "state globals are marked zero.offload = \"nvme\" and live in swap "
+           "files under this directory (empty: in memory)">,
+    Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
+           "Offloaded updates whose state is read ahead (buffer_count)">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -57,6 +57,8 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kTrainable, "a unit attribute"),
       known(a::kGradType, "a type"),
       known(a::kWidenFrom, "a symbol reference"),
+      known(a::kOffload, "a string"),
+      known(a::kOffloadConfig, "a dictionary"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
       known(a::kPhase, "a string"),

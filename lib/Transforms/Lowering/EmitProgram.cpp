@@ -25,7 +25,8 @@ namespace lowering {
 
 namespace {
 constexpr const char *kStreamNames[2] = {"compute", "comm"}; // by StreamId
-constexpr const char *kArenaNames[3] = {"params", "constants", "activations"}; // by ArenaKind
+constexpr const char *kArenaNames[kNumArenas] = {"params", "constants", "activations",
+                                                 "offload"}; // by ArenaKind
 } // namespace
 
 /// The program's zrt.buffer ops: one per distinct (storage, offset, type)
@@ -99,12 +100,23 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
                           << " constants=" << arenaSize_[1] << " activations=" << arenaSize_[2]
                           << " (no reuse " << noReuse_[2] << ", live bound " << lowerBound_[2]
                           << ", in order " << inOrderSize_ << ")\n");
-  for (int a = 0; a < 3; ++a)
+  for (int a = 0; a < kNumArenas; ++a) {
+    // The offload arena (a swap file in nvme_path) only when something is
+    // offloaded.
+    StringAttr path;
+    if (a == int(ArenaKind::Offload)) {
+      if (arenaSize_[a] == 0)
+        continue;
+      if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
+        path = cfg.getAs<StringAttr>("nvme_path");
+    }
     ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], arenaSize_[a], noReuse_[a],
                                  lowerBound_[a],
                                  a == int(ArenaKind::Activations) && inOrderSize_ > 0
                                      ? b.getI64IntegerAttr(inOrderSize_)
-                                     : nullptr);
+                                     : nullptr,
+                                 path);
+  }
 }
 
 void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training) {

@@ -100,7 +100,9 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
   }
   auto it = globalStorage_.find(global);
   if (it == globalStorage_.end()) {
-    int s = newStorage(ArenaKind::Params, byteSize(global.getType()));
+    // Offloaded optimizer state (zero.offload "nvme") lives in the swap file.
+    int s = newStorage(attrs::kOffload.get(global) ? ArenaKind::Offload : ArenaKind::Params,
+                       byteSize(global.getType()));
     storages_[s].def = -1;
     it = globalStorage_.insert({global, s}).first;
     globals_.push_back({global, s});
@@ -231,8 +233,68 @@ static ml_program::GlobalStoreOp storedInPlace(Value r, Operation *def) {
 /// the kernel runs in place, and the block it would have had is never used.
 /// Its parameters are the op's attributes, `schedule` named `type` as the
 /// runtime's LrSchedule reads it.
+void RuntimeLowering::planOffload() {
+  offloadPlanned_ = true;
+  func_.walk([&](Operation *op) {
+    if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
+      return;
+    OffloadedUpdate u{op, {}};
+    for (Value v : op->getOperands()) {
+      auto load = v.getDefiningOp<ml_program::GlobalLoadOp>();
+      if (!load)
+        continue;
+      auto global =
+          SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, load.getGlobalAttr());
+      if (!global || !attrs::kOffload.get(global))
+        continue;
+      int s = globalStorage(load, load.getGlobalAttr());
+      if (s >= 0)
+        u.storages.push_back({s, global.getType()});
+    }
+    if (!u.storages.empty())
+      offloadedUpdates_.push_back(std::move(u));
+  });
+}
+
+/// ZeRO-Offload to NVMe: an update's offloaded state is swapped in
+/// (SwapIn: the pages read ahead, asynchronously) `buffer_count` updates
+/// before it runs, and swapped out (SwapOut: written back and dropped) just
+/// before the next update runs, once the update's readers (a 16-bit
+/// parameter rounded from its master) are done. So at most buffer_count + 1
+/// updates' state is resident at a time.
+void RuntimeLowering::swapAround(Operation *op) {
+  if (!offloadPlanned_)
+    planOffload();
+  auto at = llvm::find_if(offloadedUpdates_,
+                          [&](const OffloadedUpdate &u) { return u.update == op; });
+  if (at == offloadedUpdates_.end())
+    return;
+  const size_t i = size_t(at - offloadedUpdates_.begin());
+  int64_t ahead = 4;
+  if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
+    if (auto n = cfg.getAs<IntegerAttr>("buffer_count"))
+      ahead = std::max<int64_t>(1, n.getInt());
+  swapOutResident(op->getLoc());
+  for (; swappedIn_ < std::min(offloadedUpdates_.size(), i + size_t(ahead)); ++swappedIn_) {
+    Instr &in = append(Instr::kernel("SwapIn", offloadedUpdates_[swappedIn_].update->getLoc()));
+    for (auto [s, type] : offloadedUpdates_[swappedIn_].storages)
+      in.readsFrom(s, 0, type);
+  }
+  resident_.push_back(i);
+}
+
+void RuntimeLowering::swapOutResident(Location loc) {
+  for (size_t i : resident_) {
+    Instr &out = append(Instr::kernel("SwapOut", offloadedUpdates_[i].update->getLoc()));
+    for (auto [s, type] : offloadedUpdates_[i].storages)
+      out.writesTo(s, 0, type);
+  }
+  resident_.clear();
+}
+
 LogicalResult RuntimeLowering::lowerOptimizerUpdate(Operation *update) {
   Builder &b = b_;
+  swapAround(update);
   StringRef kernel = isa<::zero::dist::AdamWOp>(update) ? "AdamW"
                      : isa<::zero::dist::SGDOp>(update) ? "SGD"
                                                         : "LrSchedule";
@@ -447,6 +509,7 @@ LogicalResult RuntimeLowering::lowerScatter(Operation *scatter) {
 
 /// Each result is an output, named by its onnx.name (else output<i>).
 LogicalResult RuntimeLowering::lowerReturn(func::ReturnOp ret) {
+  swapOutResident(ret.getLoc());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     std::string name = "output" + std::to_string(i);
     if (auto n = func_.getResultAttrOfType<StringAttr>(i, "onnx.name"))
@@ -585,7 +648,7 @@ ProgramSummary RuntimeLowering::summary() const {
     s.events = std::max(s.events, e + 1);
   for (const std::vector<int64_t> &w : waits_)
     s.waits += int64_t(w.size());
-  for (int a = 0; a < 3; ++a)
+  for (int a = 0; a < kNumArenas; ++a)
     s.arenaBytes[a] = arenaSize_[a];
   return s;
 }

@@ -136,14 +136,23 @@ std::vector<int64_t> RuntimeLowering::placeBlocks(const std::vector<int> &order,
 }
 
 void RuntimeLowering::planMemory() {
-  // Params: whole tensors and shards; a bucket's shards back to back.
-  int64_t offset = 0;
+  // Params: whole tensors and shards; a bucket's shards back to back. The
+  // offloaded ones the same way, in the offload arena (the swap file),
+  // page-aligned so that swapping one never touches another's pages.
+  int64_t offset = 0, offloaded = 0;
   for (auto &[g, s] : globals_) {
     Storage &st = storages_[s];
+    if (st.arena == ArenaKind::Offload) {
+      st.offset = offloaded;
+      offloaded += (st.bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+      continue;
+    }
     st.offset = offset;
     offset += alignUp(st.bytes);
   }
   arenaSize_[0] = noReuse_[0] = lowerBound_[0] = offset;
+  const int off = int(ArenaKind::Offload);
+  arenaSize_[off] = noReuse_[off] = lowerBound_[off] = offloaded;
   // Constants: never freed.
   offset = 0;
   for (auto &[c, s] : constants_) {

@@ -35,10 +35,13 @@ inline constexpr int64_t kAlignment = 64;
 inline constexpr int64_t kMaxInlineSplat = 64; // larger splats become Fill kernels
 
 inline int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+/// Offloaded globals start on a page of the swap file (swaps work on pages).
+inline constexpr int64_t kPageBytes = 4096;
 
 inline int64_t byteSize(Type t) { return ::zero::tensorBytes(t); }
 
-enum class ArenaKind { Params = 0, Constants = 1, Activations = 2 };
+enum class ArenaKind { Params = 0, Constants = 1, Activations = 2, Offload = 3 };
+constexpr int kNumArenas = 4;
 enum StreamId { kCompute = 0, kComm = 1 };
 
 /// A block of memory some values live in (several, when views alias it).
@@ -130,6 +133,13 @@ struct Instr {
     outs.push_back({v, v.getType()});
     return *this;
   }
+  /// Reads a `type` view at `offset` in block `storage` (a global's, before
+  /// any load of it is lowered).
+  Instr &readsFrom(int storage, int64_t offset, Type type) {
+    inViews.push_back({storage, offset});
+    ins.push_back({Value(), type});
+    return *this;
+  }
   /// Writes a `type` view at `offset` in block `storage`, whatever value
   /// (if any) is placed there: a copy into a global's storage.
   Instr &writesTo(int storage, int64_t offset, Type type) {
@@ -173,7 +183,7 @@ struct ProgramSummary {
   int64_t fusedOps = 0;    ///< elementwise ops inside them
   int64_t events = 0;      ///< cross-stream record/wait pairs' events
   int64_t waits = 0;
-  int64_t arenaBytes[3] = {0, 0, 0}; ///< by ArenaKind
+  int64_t arenaBytes[kNumArenas] = {0, 0, 0, 0}; ///< by ArenaKind
 };
 
 /// The program's zrt.buffer ops, one per distinct view (EmitProgram.cpp).
@@ -334,9 +344,25 @@ private:
   /// Globals: (global op, storage).
   SmallVector<std::pair<ml_program::GlobalOp, int>> globals_;
   llvm::DenseMap<Operation *, int> globalStorage_;
+  /// ZeRO-Offload: the optimizer updates in program order, the offloaded
+  /// globals each reads (planned at the first update), how many are swapped
+  /// in so far, and the updates swapped in but not yet out.
+  struct OffloadedUpdate {
+    Operation *update;
+    SmallVector<std::pair<int, Type>> storages;
+  };
+  std::vector<OffloadedUpdate> offloadedUpdates_;
+  bool offloadPlanned_ = false;
+  size_t swappedIn_ = 0;
+  std::vector<size_t> resident_;
+  /// Plans offloadedUpdates_ (once); places the swaps around update `op`.
+  void planOffload();
+  void swapAround(Operation *op);
+  /// SwapOut for every update still resident (at the return).
+  void swapOutResident(Location loc);
   SmallVector<std::pair<::zero::onnx::ConstantOp, int>> constants_;
   SmallVector<std::pair<std::string, Value>> inputs_, outputs_;
-  int64_t arenaSize_[3] = {0, 0, 0}, noReuse_[3] = {0, 0, 0}, lowerBound_[3] = {0, 0, 0};
+  int64_t arenaSize_[kNumArenas] = {}, noReuse_[kNumArenas] = {}, lowerBound_[kNumArenas] = {};
   /// The activations arena's size in the in-order plan (0: no such plan).
   int64_t inOrderSize_ = 0;
   /// Per instruction: the event it records (-1: none) and those it waits for.

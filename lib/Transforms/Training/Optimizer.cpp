@@ -197,6 +197,24 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     finishStep(s);
     returnLossNormAndRate(s);
     recordTrainingSettings(module, kind);
+    markOffloaded(module);
+  }
+
+  /// ZeRO-Offload to NVMe: every optimizer-state global (moments, momentum
+  /// buffers, fp32 masters) is marked to live in a swap file; the module
+  /// records where and how many updates read ahead (zero-lower-to-runtime
+  /// places the swaps).
+  void markOffloaded(ModuleOp module) {
+    if (nvmePath.empty())
+      return;
+    Builder b(module.getContext());
+    for (auto g : module.getOps<ml_program::GlobalOp>())
+      if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
+        attrs::kOffload.set(g, b.getStringAttr("nvme"));
+    attrs::kOffloadConfig.set(
+        module, b.getDictionaryAttr(
+                    {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
+                     b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
   }
 
   /// Checks the optimizer's and the schedule's options (`kind`: the optimizer

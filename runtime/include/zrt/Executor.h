@@ -113,6 +113,13 @@ public:
   /// run: the forms kernels prepared of it (ConstantOperands) are dropped,
   /// as by writeBuffer.
   void *hostAddress(uint32_t index) const;
+  /// Bytes of the arenas that are swap files (ZeRO-Offload to NVMe); 0 when
+  /// nothing is offloaded.
+  uint64_t offloadedBytes() const;
+  /// Writes back and drops every resident page of those swap files: after
+  /// the state is loaded (or started), so that the run begins with it on
+  /// disk.
+  void swapOutOffloaded();
   /// Copies `bytes` from host memory into buffer `index` at `byteOffset`.
   Status writeBuffer(uint32_t index, const void *src, uint64_t bytes,
                      uint64_t byteOffset = 0);

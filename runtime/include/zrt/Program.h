@@ -70,6 +70,9 @@ struct ArenaDesc {
   uint64_t noReuseSize = 0; ///< bytes the buffers would take without reuse
   uint64_t lowerBound = 0;  ///< the most bytes simultaneously live
   uint64_t inOrderSize = 0; ///< bytes of the in-order plan (0: none)
+  /// A directory: the arena is a swap file there (ZeRO-Offload to NVMe;
+  /// Executor maps it); empty: memory.
+  std::string path;
 };
 
 /// A typed view at a fixed offset of an arena. Several buffers may alias.

@@ -76,10 +76,22 @@ struct CudaOptimizerLoops : CudaLoops {
   }
 };
 
+/// SwapIn / SwapOut: ZeRO-Offload's swaps of a swap-file arena, which this
+/// backend does not map (Executor refuses such a program before it runs:
+/// "run it with --backend cpu"); the table holds them so that both backends
+/// know the same ops.
+Status swapNotOnGpu(const KernelContext &, const std::vector<TensorRef> &,
+                    const std::vector<TensorRef> &, const AttrMap &) {
+  return Status::error("SwapIn/SwapOut: optimizer state offloaded to NVMe runs on the CPU "
+                       "backend only; run with --backend cpu");
+}
+
 } // namespace
 
 void registerCudaOptimizerKernels(KernelTable &table) {
   cpu::optimizer::addOptimizerKernels<CudaOptimizerLoops>(table);
+  table.add("SwapIn", swapNotOnGpu);
+  table.add("SwapOut", swapNotOnGpu);
 }
 
 } // namespace cuda

@@ -16,7 +16,14 @@
 
 #include "zrt/Watchdog.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <functional>
 #include <condition_variable>
 #include <mutex>
@@ -41,10 +48,20 @@ struct Executor::Impl {
       : program(p), backend(b), comm(c), options(std::move(o)) {}
   ~Impl() {
     stopStreamThreads();
-    for (void *base : arenaBase)
-      if (base)
-        backend.allocator().deallocate(base);
+    for (size_t a = 0; a < arenaBase.size(); ++a) {
+      if (!arenaBase[a])
+        continue;
+      if (!program.arenas[a].path.empty())
+        munmap(arenaBase[a], size_t(std::max<uint64_t>(program.arenas[a].size, 1)));
+      else
+        backend.allocator().deallocate(arenaBase[a]);
+    }
   }
+  /// An offload arena: a swap file in `arena.path`, unlinked as soon as it
+  /// is open (so it goes when the process does, however it ends), its bytes
+  /// reserved now (a full filesystem fails here, before step 1), mapped
+  /// shared: the kernel reads and writes its pages (SwapIn / SwapOut).
+  Expected<void *> mapSwapFile(size_t index);
 
   /// Runs `work(s)` for each stream s in `active` on that stream's own
   /// thread, and returns when all are done. The threads live as long as the
@@ -125,6 +142,41 @@ struct Executor::Impl {
   RunStats stats;
 };
 
+Expected<void *> Executor::Impl::mapSwapFile(size_t index) {
+  const ArenaDesc &arena = program.arenas[index];
+  const std::string what = program.path + ": the offloaded optimizer state (arena \"" +
+                           arena.name + "\", " + std::to_string(arena.size) + " bytes)";
+  if (!backend.allocator().hostAccessible())
+    return Status::error(what + " is swapped through host memory, which the " +
+                         backend.name() + " backend's kernels cannot read; run it with "
+                         "--backend cpu (or compile without offload_optimizer)");
+  struct stat st {};
+  if (stat(arena.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(what + ": offload_optimizer.nvme_path " + arena.path +
+                         " is not a directory; create it, or compile with another nvme_path");
+  const std::string file = arena.path + "/zero-offload-rank" + std::to_string(comm.rank()) +
+                           "-" + std::to_string(getpid()) + "-" + arena.name + ".swap";
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return Status::error(what + ": cannot create the swap file " + file + ": " +
+                         std::strerror(errno));
+  ::unlink(file.c_str()); // gone with the process, never mistaken for a checkpoint
+  const size_t bytes = size_t(std::max<uint64_t>(arena.size, 1));
+  if (int e = posix_fallocate(fd, 0, off_t(bytes)); e != 0) {
+    ::close(fd);
+    return Status::error(what + ": cannot reserve " + std::to_string(bytes) + " bytes in " +
+                         arena.path + ": " + std::strerror(e) +
+                         "; free space there or compile with another nvme_path");
+  }
+  void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int mapErr = errno;
+  ::close(fd);
+  if (base == MAP_FAILED)
+    return Status::error(what + ": cannot map the swap file in " + arena.path + ": " +
+                         std::strerror(mapErr));
+  return base;
+}
+
 Status Executor::Impl::init() {
   const Program &p = program;
   int rank = comm.rank();
@@ -138,6 +190,13 @@ Status Executor::Impl::init() {
   Allocator &alloc = backend.allocator();
   arenaBase.assign(p.arenas.size(), nullptr);
   for (size_t a = 0; a < p.arenas.size(); ++a) {
+    if (!p.arenas[a].path.empty()) {
+      Expected<void *> base = mapSwapFile(a);
+      if (!base)
+        return base.status();
+      arenaBase[a] = *base;
+      continue;
+    }
     Expected<void *> base = alloc.allocate(
         p.arenas[a].size, "arena " + std::to_string(a) + " \"" +
                               p.arenas[a].name + "\" of " + p.path);
@@ -437,6 +496,24 @@ const Program &Executor::program() const { return impl_->program; }
 
 TensorRef Executor::buffer(uint32_t index) const {
   return index < impl_->buffers.size() ? impl_->buffers[index] : TensorRef();
+}
+
+uint64_t Executor::offloadedBytes() const {
+  uint64_t bytes = 0;
+  for (const ArenaDesc &a : impl_->program.arenas)
+    if (!a.path.empty())
+      bytes += a.size;
+  return bytes;
+}
+
+void Executor::swapOutOffloaded() {
+  for (size_t a = 0; a < impl_->arenaBase.size(); ++a) {
+    const ArenaDesc &arena = impl_->program.arenas[a];
+    if (arena.path.empty() || !impl_->arenaBase[a] || arena.size == 0)
+      continue;
+    if (madvise(impl_->arenaBase[a], size_t(arena.size), MADV_PAGEOUT) != 0)
+      madvise(impl_->arenaBase[a], size_t(arena.size), MADV_DONTNEED);
+  }
 }
 
 void *Executor::hostAddress(uint32_t index) const {

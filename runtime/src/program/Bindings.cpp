@@ -49,7 +49,11 @@ bool isNpyFile(const std::string &path) {
 } // namespace
 
 Status zeroGlobal(Executor &executor, const GlobalDesc &global) {
-  const uint64_t bytes = executor.program().buffers[global.buffer].bytes();
+  const BufferDesc &buffer = executor.program().buffers[global.buffer];
+  // A swap file starts as zeros: writing them would only bring its pages in.
+  if (!executor.program().arenas[buffer.arena].path.empty())
+    return Status::ok();
+  const uint64_t bytes = buffer.bytes();
   if (void *host = executor.hostAddress(global.buffer)) {
     std::memset(host, 0, size_t(bytes));
     return Status::ok();

@@ -26,6 +26,19 @@ const OpKind kCollectives[] = {OpKind::AllGather, OpKind::ReduceScatter,
                                OpKind::Recv};
 
 uint64_t peakRssBytes() {
+  // VmHWM: the high-water mark of this program's address space. (getrusage's
+  // ru_maxrss survives exec: a zero-run started by fork from a large parent,
+  // a Python test or bench, reports the parent's resident size.)
+  if (std::FILE *f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f))
+      found = std::sscanf(line, "VmHWM: %llu kB", &kib) == 1;
+    std::fclose(f);
+    if (found)
+      return uint64_t(kib) * 1024;
+  }
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0)
     return 0;
@@ -215,6 +228,10 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   rank["param_bytes_resident"] = weights.residentBytes;
   if (std::optional<nlohmann::json> states = modelStateBytes(p, comm.rank()))
     rank["model_state_bytes"] = *states;
+  // ZeRO-Offload to NVMe: the optimizer state in swap files (at most
+  // buffer_count + 1 updates' of it resident at a time).
+  if (const uint64_t offloaded = executor.offloadedBytes())
+    rank["offloaded_optimizer_bytes"] = offloaded;
   rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
   rank["weights_bytes_read"] = weights.bytesRead;
   nlohmann::json sent, calls;

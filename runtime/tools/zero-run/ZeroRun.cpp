@@ -1241,6 +1241,10 @@ int bindWeightsAndInputs(RankRun &run) {
     status = planTrainingSteps(run);
   if (status.isOk() && !opts.resume.empty())
     status = resumeFromCheckpoint(run);
+  // Offloaded optimizer state starts on disk: what loading it (masters
+  // widened, a checkpoint's state) brought into memory goes back out.
+  if (status.isOk())
+    run.executor->swapOutOffloaded();
   if (status.isOk() && !(training && (run.data || run.tokens)))
     status = bindInputs(*run.executor, opts.inputs);
   auto watched = run.watch(kAgreeOnInputs);

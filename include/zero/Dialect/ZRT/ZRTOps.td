@@ -60,12 +60,15 @@ def ZRT_ArenaOp : ZRT_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
     `size` is the planned peak with buffer reuse, `no_reuse_size` the sum of
     all buffers, `lower_bound` the largest set of simultaneously live bytes.
     `in_order` (optional) is the size the in-order plan needs: the buffers'
-    `in_order` offsets, used when the streams take turns.
+    `in_order` offsets, used when the streams take turns. `file in PATH`
+    (the offload arena): the arena is a swap file in directory PATH, not
+    memory (ZeRO-Offload to NVMe).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$size,
                    I64Attr:$no_reuse_size, I64Attr:$lower_bound,
-                   OptionalAttr<I64Attr>:$in_order_size);
-  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound (`in_order` `=` $in_order_size^)? attr-dict";
+                   OptionalAttr<I64Attr>:$in_order_size,
+                   OptionalAttr<StrAttr>:$path);
+  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound (`in_order` `=` $in_order_size^)? (`file` `in` $path^)? attr-dict";
 }
 
 def ZRT_BufferOp : ZRT_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {

@@ -82,6 +82,11 @@ inline constexpr ZeroAttr<mlir::TypeAttr> kGradType{"zero.grad_type"};
 /// the master is sharded), as DeepSpeed makes its fp32 copies from the
 /// converted model.
 inline constexpr ZeroAttr<mlir::FlatSymbolRefAttr> kWidenFrom{"zero.widen_from"};
+/// Where an offloaded global lives ("nvme": a swap file, set by zero-optimizer
+/// on the optimizer state with offload_optimizer device nvme); absent: memory.
+inline constexpr ZeroAttr<mlir::StringAttr> kOffload{"zero.offload"};
+/// On the module: the offload settings, {nvme_path, buffer_count}.
+inline constexpr ZeroAttr<mlir::DictionaryAttr> kOffloadConfig{"zero.offload_config"};
 
 // Op attributes.
 /// The pipeline stage an op runs on.

@@ -25,6 +25,9 @@
 #include "CpuLoops.h"
 #include "OptimizerKernels.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 
 namespace zrt {
@@ -116,10 +119,48 @@ struct CpuOptimizerLoops : CpuLoops {
   }
 };
 
+/// The pages of `t` (page-aligned in an offload arena: zero-lower-to-runtime
+/// starts each offloaded global on a page).
+std::pair<void *, size_t> pagesOf(const TensorRef &t) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.bytes() + page - 1) / page * page;
+  return {reinterpret_cast<void *>(begin), size_t(end - begin)};
+}
+
+/// SwapIn(state...): ZeRO-Offload's read-ahead of an update's offloaded
+/// state: the kernel starts reading its pages from the swap file and
+/// returns (the update, some instructions later, finds them resident).
+Status swapInKernel(const KernelContext &, const std::vector<TensorRef> &in,
+                    const std::vector<TensorRef> &, const AttrMap &) {
+  for (const TensorRef &t : in)
+    if (t.data && t.bytes() > 0) {
+      auto [p, n] = pagesOf(t);
+      madvise(p, n, MADV_WILLNEED); // advice: a failure costs only speed
+    }
+  return Status::ok();
+}
+
+/// SwapOut() -> state...: writes the updated state's pages back to the swap
+/// file and drops them from memory (MADV_PAGEOUT; where the kernel lacks
+/// it, MADV_DONTNEED unmaps them and the page cache writes them back).
+Status swapOutKernel(const KernelContext &, const std::vector<TensorRef> &,
+                     const std::vector<TensorRef> &out, const AttrMap &) {
+  for (const TensorRef &t : out)
+    if (t.data && t.bytes() > 0) {
+      auto [p, n] = pagesOf(t);
+      if (madvise(p, n, MADV_PAGEOUT) != 0)
+        madvise(p, n, MADV_DONTNEED);
+    }
+  return Status::ok();
+}
+
 } // namespace
 
 void registerOptimizerKernels(KernelTable &table) {
   optimizer::addOptimizerKernels<CpuOptimizerLoops>(table);
+  table.add("SwapIn", swapInKernel);
+  table.add("SwapOut", swapOutKernel);
 }
 
 } // namespace cpu

@@ -1,0 +1,195 @@
+"""ZeRO-Offload to NVMe end to end (offload-optimizer.test).
+
+A wide model made here (L x Linear(W, W) with ReLU between, a classifier
+loss; written to the work directory, never stored) is trained with and
+without zero_optimization.offload_optimizer {"device": "nvme"}:
+  bits      at 1 rank (stage 0; and bf16, whose fp32 masters are offloaded
+            too) and over 2 ranks (stages 2 and 3): the logged losses and
+            grad norms, the saved parameters and every optimizer state tensor
+            are bit-identical with and without offload;
+  resume    an offloaded run saved at step 2 (--save-dir) and resumed to step
+            3 saves the uninterrupted run's parameters and state;
+  memory    each rank's peak RSS (the runtime's own counter, --report-json)
+            is lower with offload by at least the offloaded bytes the report
+            gives less the bytes the plan keeps resident at once
+            (buffer_count + 1 updates' state), less 10%;
+  files     the swap files are gone after the run (unlinked once open): the
+            nvme_path directory is empty;
+  errors    an nvme_path that is not a directory fails before step 1, naming
+            it; device nvme without nvme_path is a config error.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from safetensors.numpy import load_file, save_file
+
+
+def env():
+    e = dict(os.environ)
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    e["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
+    return e
+
+
+def run(cmd, ok=True):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env())
+    if ok and r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    if not ok and r.returncode == 0:
+        sys.exit(f"FAIL: expected an error from {' '.join(cmd)}")
+    return r
+
+
+def wide_model(path, layers, width):
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    x = "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        b = np.zeros(width, np.float32)
+        inits += [numpy_helper.from_array(w, f"fc{i}.weight"),
+                  numpy_helper.from_array(b, f"fc{i}.bias")]
+        y = f"h{i}"
+        nodes.append(helper.make_node("Gemm", [x, f"fc{i}.weight", f"fc{i}.bias"], [y],
+                                      transB=1, name=f"fc{i}"))
+        x = y
+        if i + 1 < layers:
+            nodes.append(helper.make_node("Relu", [x], [x + "r"], name=f"relu{i}"))
+            x += "r"
+    graph = helper.make_graph(
+        nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", width])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zero-opt", required=True)
+    ap.add_argument("--zero-run", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--width", type=int, default=1024)
+    a = ap.parse_args()
+    w = a.work
+    os.makedirs(w, exist_ok=True)
+    model = os.path.join(w, "wide.onnx")
+    wide_model(model, a.layers, a.width)
+    B, steps = 8, 3
+    rng = np.random.default_rng(1)
+    data = os.path.join(w, "data.safetensors")
+    save_file({"x": rng.standard_normal((steps, B, a.width)).astype(np.float32),
+               "labels": rng.integers(0, a.width, (steps, B)).astype(np.int64)}, data)
+    swap = os.path.join(w, "swap")
+    os.makedirs(swap, exist_ok=True)
+    buffers = 1
+
+    def compile_(name, stage, world, offload, bf16=False):
+        cfg = {"zero_optimization": {"stage": stage}}
+        if bf16:
+            cfg["bf16"] = {"enabled": True}
+        if offload:
+            cfg["zero_optimization"]["offload_optimizer"] = {
+                "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
+        cfg_path = os.path.join(w, name + ".json")
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
+        prog = os.path.join(w, name + ".zrt")
+        args = [a.zero_opt, model, f"--input-shape=x={B // world}x{a.width}", "--train",
+                "--loss", "cross-entropy:labels", "--optimizer", "adamw lr=1e-3",
+                "--config", cfg_path, "--emit=zrt", "-o", prog,
+                "--weights-out", os.path.join(w, "init.safetensors")]
+        if world > 1:
+            args.append(f"--zero-pipeline=dp={world}")
+        run(args)
+        return prog
+
+    def train(prog, tag, world, save, extra=(), n=steps):
+        out = {k: os.path.join(w, f"{tag}.{k}") for k in ("log", "rep", "w", "opt")}
+        cmd = [a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
+               "--steps", str(n), "--log-json", out["log"], "--report-json", out["rep"],
+               "--threads", "1", *extra]
+        if save:
+            cmd += ["--save", out["w"], "--save-optimizer", out["opt"]]
+        if world > 1:
+            cmd = ["mpirun", "--oversubscribe", "-np", str(world)] + cmd
+        run(cmd)
+        return out
+
+    for stage, world, bf16 in ((0, 1, False), (0, 1, True), (2, 2, False), (3, 2, False)):
+        tag = f"z{stage}n{world}" + ("-bf16" if bf16 else "")
+        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16)
+                 for off in (False, True)}
+        runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
+                for off in (False, True)}
+        logs = [[(s["loss"], s["grad_norm"]) for s in json.load(open(runs[o]["log"]))]
+                for o in (False, True)]
+        if logs[0] != logs[1]:
+            sys.exit(f"FAIL: {tag}: losses or grad norms differ with offload")
+        for k in ("w", "opt"):
+            x, y = load_file(runs[False][k]), load_file(runs[True][k])
+            bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
+            if sorted(x) != sorted(y) or bad:
+                sys.exit(f"FAIL: {tag}: saved {k} differ with offload: {bad[:3]}")
+        print(f"bits ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s): losses, grad norms, "
+              f"{len(load_file(runs[True]['w']))} parameters and "
+              f"{len(load_file(runs[True]['opt']))} optimizer tensors bit-identical")
+        if os.listdir(swap):
+            sys.exit(f"FAIL: swap files left in {swap}: {os.listdir(swap)}")
+        # Memory: runs without --save-optimizer (which reads the state back).
+        mem = {o: json.load(open(train(progs[o], f"{tag}-rss-{int(o)}", world, False)["rep"]))
+               for o in (False, True)}
+        for r0, r1 in zip(mem[False]["ranks"], mem[True]["ranks"]):
+            offloaded = r1.get("offloaded_optimizer_bytes", 0)
+            shard = offloaded / a.layers / 2  # one layer's weight or bias state, about
+            window = (buffers + 1) * 2 * shard
+            saved = r0["peak_rss_bytes"] - r1["peak_rss_bytes"]
+            need = 0.9 * (offloaded - window)
+            if offloaded <= 0 or saved < need:
+                sys.exit(f"FAIL: {tag} rank {r1['rank']}: peak RSS {r1['peak_rss_bytes']} with "
+                         f"offload, {r0['peak_rss_bytes']} without: {saved} bytes less, "
+                         f"expected at least {need:.0f} (offloaded {offloaded})")
+            print(f"  rank {r1['rank']}: offloaded {offloaded / 2**20:.1f} MiB, peak RSS "
+                  f"{r0['peak_rss_bytes'] / 2**20:.1f} -> {r1['peak_rss_bytes'] / 2**20:.1f} MiB")
+        print(f"memory ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s): peak RSS "
+              "lower by at least the offloaded bytes less the resident window")
+        if stage == 0 and not bf16:
+            ck = os.path.join(w, "ck")
+            train(progs[True], "half", world, False, ["--save-dir", ck], n=steps - 1)
+            resumed = train(progs[True], "resumed", world, True, ["--resume", ck])
+            for k in ("w", "opt"):
+                x, y = load_file(runs[True][k]), load_file(resumed[k])
+                if sorted(x) != sorted(y) or any(not np.array_equal(x[n], y[n]) for n in x):
+                    sys.exit(f"FAIL: the resumed offloaded run's saved {k} differ")
+            print(f"resume ok: saved at step {steps - 1}, resumed to {steps}: parameters and "
+                  "optimizer state bit for bit")
+
+    # errors
+    cfg = os.path.join(w, "nopath.json")
+    with open(cfg, "w") as f:
+        json.dump({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}}, f)
+    r = run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
+             "cross-entropy:labels", "--config", cfg, "-o", os.path.join(w, "x.mlir")], ok=False)
+    print("error:", r.stderr.strip().splitlines()[-1])
+    gone = os.path.join(w, "gone")
+    cfg = os.path.join(w, "gone.json")
+    with open(cfg, "w") as f:
+        json.dump({"zero_optimization": {"offload_optimizer": {"device": "nvme",
+                                                               "nvme_path": gone}}}, f)
+    prog = os.path.join(w, "gone.zrt")
+    run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
+         "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", prog])
+    r = run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
+             "--steps", "1"], ok=False)
+    print("error:", r.stderr.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    main()
