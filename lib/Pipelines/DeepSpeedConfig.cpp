@@ -283,13 +283,17 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
 
 namespace {
 
-/// zero_optimization.offload_optimizer (DeepSpeed's DeepSpeedZeroOffloadOptimizerConfig):
-/// device "none", "cpu" (the CPU backend holds the state in host memory
-/// already) or "nvme" (the state in swap files under nvme_path, streamed
-/// through the update by buffer_count buffers).
-std::string readOffloadOptimizer(llvm::StringRef path, const llvm::json::Value &value,
-                                 zero::ZeroSettings &opts, std::vector<std::string> &warnings) {
-  const std::string where = (path + ": zero_optimization.offload_optimizer").str();
+/// zero_optimization.offload_optimizer and offload_param (DeepSpeed's
+/// DeepSpeedZeroOffloadOptimizerConfig / ...ParamConfig): device "none",
+/// "cpu" (the CPU backend holds everything in host memory already) or
+/// "nvme" (the optimizer state, or stage 3's parameter shards, in swap files
+/// under nvme_path, read ahead by buffer_count consumers). Both share one
+/// nvme_path.
+std::string readOffload(llvm::StringRef path, const std::string &section,
+                        const llvm::json::Value &value, zero::ZeroSettings &opts,
+                        std::vector<std::string> &warnings) {
+  const std::string where = (path + ": zero_optimization." + section).str();
+  const std::string given = opts.nvmePath;
   const llvm::json::Object *o = value.getAsObject();
   if (!o)
     return where + " must be an object";
@@ -308,6 +312,9 @@ std::string readOffloadOptimizer(llvm::StringRef path, const llvm::json::Value &
       std::optional<llvm::StringRef> s = kv.second.getAsString();
       if (!s || s->empty())
         return where + ".nvme_path must be a directory path";
+      if (!given.empty() && given != *s)
+        return where + ".nvme_path " + s->str() + " differs from the other offload's " +
+               given + "; give both the same directory (one swap file per rank holds both)";
       opts.nvmePath = s->str();
     } else if (key == "buffer_count") {
       std::optional<int64_t> n = kv.second.getAsInteger();
@@ -317,21 +324,26 @@ std::string readOffloadOptimizer(llvm::StringRef path, const llvm::json::Value &
     } else if (key == "pin_memory" || key == "fast_init") {
       if (!kv.second.getAsBoolean())
         return where + "." + key + " must be true or false";
-      warnings.push_back("zero_optimization.offload_optimizer." + key +
+      warnings.push_back("zero_optimization." + section + "." + key +
                          " has no effect on the CPU backend (host memory is its memory)");
     } else {
-      warnings.push_back("zero_optimization.offload_optimizer." + key +
+      warnings.push_back("zero_optimization." + section + "." + key +
                          " is not supported and is ignored");
     }
   }
+  const bool params = section == "offload_param";
+  const std::string what = params ? "parameter shards" : "optimizer state";
   if (device == "nvme" && opts.nvmePath.empty())
-    return where + ".device \"nvme\" needs nvme_path: the directory the optimizer "
-                   "state's swap files are written to";
+    return where + ".device \"nvme\" needs nvme_path: the directory the " +
+           (params ? "parameter shards'" : "optimizer state's") + " swap files are written to";
   if (device == "cpu")
-    warnings.push_back("zero_optimization.offload_optimizer.device \"cpu\": the CPU backend "
-                       "holds the optimizer state in host memory already (nothing moves); "
+    warnings.push_back("zero_optimization." + section + ".device \"cpu\": the CPU backend "
+                       "holds the " + what + " in host memory already (nothing moves); "
                        "\"nvme\" moves it to swap files");
-  opts.offloadOptimizer = device == "none" ? "" : device;
+  if (params)
+    opts.offloadParams = device == "nvme";
+  else
+    opts.offloadOptimizer = device == "none" ? "" : device;
   return "";
 }
 
@@ -458,8 +470,8 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
           warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
                              "forward program (there are no gradients to reduce; "
                              "zero-opt --train uses it)");
-      } else if (key == "offload_optimizer") {
-        if (std::string e = readOffloadOptimizer(path, kv.second, opts, warnings); !e.empty())
+      } else if (key == "offload_optimizer" || key == "offload_param") {
+        if (std::string e = readOffload(path, key, kv.second, opts, warnings); !e.empty())
           return e;
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");

@@ -48,6 +48,10 @@ static void addZeroPasses(OpPassManager &pm, const ZeroSettings &opts) {
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
   partition.persistenceThreshold = opts.persistenceThreshold;
   partition.maxReuseDistance = opts.maxReuseDistance;
+  if (opts.offloadParams) {
+    partition.nvmePath = opts.nvmePath;
+    partition.offloadBuffers = opts.offloadBufferCount;
+  }
   pm.addPass(createZeroPartitionPass(partition));
 
   // Stage 3's gather passes, in one order: prefetch decides where each gather

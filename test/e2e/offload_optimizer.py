@@ -4,15 +4,17 @@ A wide model made here (L x Linear(W, W) with ReLU between, a classifier
 loss; written to the work directory, never stored) is trained with and
 without zero_optimization.offload_optimizer {"device": "nvme"}:
   bits      at 1 rank (stage 0; and bf16, whose fp32 masters are offloaded
-            too) and over 2 ranks (stages 2 and 3): the logged losses and
+            too) and over 2 ranks (stages 2 and 3, and stage 3 with
+            offload_param: the parameter shards too): the logged losses and
             grad norms, the saved parameters and every optimizer state tensor
             are bit-identical with and without offload;
   resume    an offloaded run saved at step 2 (--save-dir) and resumed to step
             3 saves the uninterrupted run's parameters and state;
   memory    each rank's peak RSS (the runtime's own counter, --report-json)
             is lower with offload by at least the offloaded bytes the report
-            gives less the bytes the plan keeps resident at once
-            (buffer_count + 1 updates' state), less 10%;
+            gives less what the plan keeps resident (its bound on swapped-in
+            bytes, offload_resident_bound_bytes, and the update awaiting its
+            SwapOut), less 10%;
   files     the swap files are gone after the run (unlinked once open): the
             nvme_path directory is empty;
   errors    an nvme_path that is not a directory fails before step 1, naming
@@ -91,13 +93,16 @@ def main():
     os.makedirs(swap, exist_ok=True)
     buffers = 1
 
-    def compile_(name, stage, world, offload, bf16=False):
+    def compile_(name, stage, world, offload, bf16=False, params=False):
         cfg = {"zero_optimization": {"stage": stage}}
         if bf16:
             cfg["bf16"] = {"enabled": True}
         if offload:
             cfg["zero_optimization"]["offload_optimizer"] = {
                 "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
+            if params:
+                cfg["zero_optimization"]["offload_param"] = {
+                    "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
         cfg_path = os.path.join(w, name + ".json")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
@@ -123,9 +128,13 @@ def main():
         run(cmd)
         return out
 
-    for stage, world, bf16 in ((0, 1, False), (0, 1, True), (2, 2, False), (3, 2, False)):
-        tag = f"z{stage}n{world}" + ("-bf16" if bf16 else "")
-        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16)
+    for stage, world, bf16, params in ((0, 1, False, False), (0, 1, True, False),
+                                       (2, 2, False, False), (3, 2, False, False),
+                                       (3, 2, False, True)):
+        tag = f"z{stage}n{world}" + ("-bf16" if bf16 else "") + ("-params" if params else "")
+        what = ("bf16 " if bf16 else "") + ("with offload_param " if params else "")
+        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
+                               params)
                  for off in (False, True)}
         runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
                 for off in (False, True)}
@@ -138,7 +147,7 @@ def main():
             bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
             if sorted(x) != sorted(y) or bad:
                 sys.exit(f"FAIL: {tag}: saved {k} differ with offload: {bad[:3]}")
-        print(f"bits ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s): losses, grad norms, "
+        print(f"bits ok: {what}stage {stage} over {world} rank(s): losses, grad norms, "
               f"{len(load_file(runs[True]['w']))} parameters and "
               f"{len(load_file(runs[True]['opt']))} optimizer tensors bit-identical")
         if os.listdir(swap):
@@ -147,18 +156,21 @@ def main():
         mem = {o: json.load(open(train(progs[o], f"{tag}-rss-{int(o)}", world, False)["rep"]))
                for o in (False, True)}
         for r0, r1 in zip(mem[False]["ranks"], mem[True]["ranks"]):
-            offloaded = r1.get("offloaded_optimizer_bytes", 0)
-            shard = offloaded / a.layers / 2  # one layer's weight or bias state, about
-            window = (buffers + 1) * 2 * shard
+            offloaded = r1.get("offloaded_bytes", 0)
+            # The plan's bound on the swapped-in bytes at a time, plus one
+            # consumer awaiting its SwapOut (the update before).
+            bound = r1.get("offload_resident_bound_bytes", offloaded)
+            window = bound * (buffers + 1) / buffers
             saved = r0["peak_rss_bytes"] - r1["peak_rss_bytes"]
             need = 0.9 * (offloaded - window)
             if offloaded <= 0 or saved < need:
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: peak RSS {r1['peak_rss_bytes']} with "
                          f"offload, {r0['peak_rss_bytes']} without: {saved} bytes less, "
                          f"expected at least {need:.0f} (offloaded {offloaded})")
-            print(f"  rank {r1['rank']}: offloaded {offloaded / 2**20:.1f} MiB, peak RSS "
+            print(f"  rank {r1['rank']}: offloaded {offloaded / 2**20:.1f} MiB (planned resident "
+                  f"at most {bound / 2**20:.1f}), peak RSS "
                   f"{r0['peak_rss_bytes'] / 2**20:.1f} -> {r1['peak_rss_bytes'] / 2**20:.1f} MiB")
-        print(f"memory ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s): peak RSS "
+        print(f"memory ok: {what}stage {stage} over {world} rank(s): peak RSS "
               "lower by at least the offloaded bytes less the resident window")
         if stage == 0 and not bf16:
             ck = os.path.join(w, "ck")

@@ -613,6 +613,13 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
   settings.step.world = zs.dp < 0 ? 1 : zs.dp;
   settings.step.stage = zs.stageGiven ? zs.stage : 0;
   settings.step.bucket = zs.reduceBucketElems;
+  if (zs.offloadParams && (settings.step.stage != 3 || settings.step.world < 2))
+    return errorHandler("zero_optimization.offload_param moves stage 3's parameter shards to "
+                        "NVMe; this step is stage " + Twine(settings.step.stage) + " over " +
+                        Twine(settings.step.world) +
+                        " rank(s), which holds no shards: use stage 3 over 2 or more ranks, "
+                        "or drop offload_param (offload_optimizer moves the optimizer state "
+                        "at any stage)");
   if (zs.offloadOptimizer == "nvme") {
     settings.step.nvmePath = zs.nvmePath;
     settings.step.offloadBuffers = zs.offloadBufferCount;

@@ -41,6 +41,9 @@ struct ZeroSettings {
   std::string offloadOptimizer;
   std::string nvmePath;
   int64_t offloadBufferCount = 4;
+  /// zero_optimization.offload_param "nvme" (stage 3): the parameter shards
+  /// in the swap files too.
+  bool offloadParams = false;
   /// Set before parsing when the settings are for a training step: training
   /// keys are then not warned about.
   bool training = false;

@@ -43,6 +43,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"maxReuseDistance", "max-reuse-distance", "int64_t", "-1",
            "Re-gather a parameter for a later use when more than this many "
            "parameter elements are gathered in between (-1: never)">,
+    Option<"nvmePath", "nvme-path", "std::string", "\"\"",
+           "ZeRO-Infinity's offload_param to NVMe: the parameter shards are "
+           "marked zero.offload = \"nvme\" (swap files under this directory; "
+           "empty: in memory)">,
+    Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
+           "Gathers or updates whose shards are read ahead (buffer_count)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
 }

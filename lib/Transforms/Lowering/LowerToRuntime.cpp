@@ -236,9 +236,10 @@ static ml_program::GlobalStoreOp storedInPlace(Value r, Operation *def) {
 void RuntimeLowering::planOffload() {
   offloadPlanned_ = true;
   func_.walk([&](Operation *op) {
-    if (!isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
+    const bool gather = isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op);
+    if (!gather && !isa<::zero::dist::AdamWOp, ::zero::dist::SGDOp>(op))
       return;
-    OffloadedUpdate u{op, {}};
+    OffloadedUpdate u{op, {}, gather ? kComm : kCompute};
     for (Value v : op->getOperands()) {
       auto load = v.getDefiningOp<ml_program::GlobalLoadOp>();
       if (!load)
@@ -256,12 +257,13 @@ void RuntimeLowering::planOffload() {
   });
 }
 
-/// ZeRO-Offload to NVMe: an update's offloaded state is swapped in
-/// (SwapIn: the pages read ahead, asynchronously) `buffer_count` updates
-/// before it runs, and swapped out (SwapOut: written back and dropped) just
-/// before the next update runs, once the update's readers (a 16-bit
-/// parameter rounded from its master) are done. So at most buffer_count + 1
-/// updates' state is resident at a time.
+/// ZeRO-Offload to NVMe: an update's offloaded state (or a gather's
+/// offloaded parameter shard) is swapped in (SwapIn: the pages read ahead,
+/// asynchronously) `buffer_count` consumers before it runs, and swapped out
+/// (SwapOut: written back and dropped) right after a gather (its only
+/// reader), and after an update just before the next consumer runs, once the
+/// update's readers (a 16-bit parameter rounded from its master) are done. So at most buffer_count + 1 consumers' bytes are resident at a
+/// time. Each swap runs on its consumer's stream.
 void RuntimeLowering::swapAround(Operation *op) {
   if (!offloadPlanned_)
     planOffload();
@@ -276,18 +278,25 @@ void RuntimeLowering::swapAround(Operation *op) {
       ahead = std::max<int64_t>(1, n.getInt());
   swapOutResident(op->getLoc());
   for (; swappedIn_ < std::min(offloadedUpdates_.size(), i + size_t(ahead)); ++swappedIn_) {
-    Instr &in = append(Instr::kernel("SwapIn", offloadedUpdates_[swappedIn_].update->getLoc()));
-    for (auto [s, type] : offloadedUpdates_[swappedIn_].storages)
+    const OffloadedUpdate &u = offloadedUpdates_[swappedIn_];
+    Instr &in = append(Instr::kernel("SwapIn", u.update->getLoc())).on(u.stream);
+    for (auto [s, type] : u.storages) {
       in.readsFrom(s, 0, type);
+      residentBytes_ += (byteSize(type) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    }
+    residentPeak_ = std::max(residentPeak_, residentBytes_);
   }
   resident_.push_back(i);
 }
 
 void RuntimeLowering::swapOutResident(Location loc) {
   for (size_t i : resident_) {
-    Instr &out = append(Instr::kernel("SwapOut", offloadedUpdates_[i].update->getLoc()));
-    for (auto [s, type] : offloadedUpdates_[i].storages)
+    Instr &out = append(Instr::kernel("SwapOut", offloadedUpdates_[i].update->getLoc()))
+                     .on(offloadedUpdates_[i].stream);
+    for (auto [s, type] : offloadedUpdates_[i].storages) {
       out.writesTo(s, 0, type);
+      residentBytes_ -= (byteSize(type) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    }
   }
   resident_.clear();
 }
@@ -348,7 +357,9 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op, StringRef name,
 /// A gathered parameter lives until its zero.release; a gathered computed
 /// value (a training step's updated shards) is an ordinary activation.
 LogicalResult RuntimeLowering::lowerAllGather(::zero::dist::AllGatherOp gather) {
+  swapAround(gather); // an offloaded shard (offload_param)
   appendCollective(gather, "AllGather", b_.getDictionaryAttr({}));
+  swapOutResident(gather.getLoc()); // the gather was the shard's only reader
   if (::zero::isGather(gather))
     markGathered(gather.getResult());
   return success();
@@ -361,6 +372,7 @@ LogicalResult RuntimeLowering::lowerAllGather(::zero::dist::AllGatherOp gather) 
 /// shard in and a part out per member; the buffer lives until the last
 /// member's zero.release.
 LogicalResult RuntimeLowering::lowerBucketAllGather(::zero::dist::BucketAllGatherOp gather) {
+  swapAround(gather); // offloaded shards (offload_param)
   int64_t total = 0;
   for (Value r : gather.getResults())
     total += byteSize(r.getType());
@@ -374,6 +386,7 @@ LogicalResult RuntimeLowering::lowerBucketAllGather(::zero::dist::BucketAllGathe
     in.reads(shard).writes(result);
     offset += byteSize(result.getType());
   }
+  swapOutResident(gather.getLoc()); // the gather was the shards' only reader
   return success();
 }
 

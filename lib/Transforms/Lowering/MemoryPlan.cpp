@@ -151,8 +151,11 @@ void RuntimeLowering::planMemory() {
     offset += alignUp(st.bytes);
   }
   arenaSize_[0] = noReuse_[0] = lowerBound_[0] = offset;
+  // The offload arena's lower bound: the most of it the swaps keep resident
+  // at once (the plan's resident bytes; the rest stays in the swap file).
   const int off = int(ArenaKind::Offload);
-  arenaSize_[off] = noReuse_[off] = lowerBound_[off] = offloaded;
+  arenaSize_[off] = noReuse_[off] = offloaded;
+  lowerBound_[off] = std::min(offloaded, residentPeak_);
   // Constants: never freed.
   offset = 0;
   for (auto &[c, s] : constants_) {

@@ -348,13 +348,17 @@ private:
   /// globals each reads (planned at the first update), how many are swapped
   /// in so far, and the updates swapped in but not yet out.
   struct OffloadedUpdate {
-    Operation *update;
+    Operation *update; ///< an optimizer update or a parameter shard's gather
     SmallVector<std::pair<int, Type>> storages;
+    StreamId stream = kCompute; ///< the consumer's (a gather's: comm)
   };
   std::vector<OffloadedUpdate> offloadedUpdates_;
   bool offloadPlanned_ = false;
   size_t swappedIn_ = 0;
   std::vector<size_t> resident_;
+  /// Bytes swapped in and not yet out as the swaps are placed, and their
+  /// peak: the offload arena's planned resident bound (its lower_bound).
+  int64_t residentBytes_ = 0, residentPeak_ = 0;
   /// Plans offloadedUpdates_ (once); places the swaps around update `op`.
   void planOffload();
   void swapAround(Operation *op);

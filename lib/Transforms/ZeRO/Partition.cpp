@@ -106,6 +106,8 @@ struct ZeroPartitionPass
       global.setType(shardType);
       global.setValueAttr(ml_program::ExternAttr::get(b.getContext(), shardType));
       attrs::kFullType.set(global, TypeAttr::get(type));
+      if (!nvmePath.empty())
+        attrs::kOffload.set(global, b.getStringAttr("nvme"));
       attrs::kShard.set(global, b.getDictionaryAttr(
                           {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),
                            b.getNamedAttr("numel", b.getI64IntegerAttr(numel)),
@@ -129,6 +131,11 @@ struct ZeroPartitionPass
           u->set(full);
       }
     }
+    if (!nvmePath.empty() && !attrs::kOffloadConfig.get(module))
+      attrs::kOffloadConfig.set(
+          module, b.getDictionaryAttr(
+                      {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
+                       b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
     if (training)
       foldOptimizerShards(module);
     if (maxReuseDistance >= 0)

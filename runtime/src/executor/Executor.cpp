@@ -511,8 +511,8 @@ void Executor::swapOutOffloaded() {
     const ArenaDesc &arena = impl_->program.arenas[a];
     if (arena.path.empty() || !impl_->arenaBase[a] || arena.size == 0)
       continue;
-    if (madvise(impl_->arenaBase[a], size_t(arena.size), MADV_PAGEOUT) != 0)
-      madvise(impl_->arenaBase[a], size_t(arena.size), MADV_DONTNEED);
+    madvise(impl_->arenaBase[a], size_t(arena.size), MADV_PAGEOUT);
+    madvise(impl_->arenaBase[a], size_t(arena.size), MADV_DONTNEED);
   }
 }
 

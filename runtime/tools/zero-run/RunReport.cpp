@@ -228,10 +228,29 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   rank["param_bytes_resident"] = weights.residentBytes;
   if (std::optional<nlohmann::json> states = modelStateBytes(p, comm.rank()))
     rank["model_state_bytes"] = *states;
-  // ZeRO-Offload to NVMe: the optimizer state in swap files (at most
-  // buffer_count + 1 updates' of it resident at a time).
-  if (const uint64_t offloaded = executor.offloadedBytes())
-    rank["offloaded_optimizer_bytes"] = offloaded;
+  // ZeRO-Offload to NVMe: the optimizer state (and with offload_param the
+  // parameter shards) in swap files, at most buffer_count + 1 consumers'
+  // of it resident at a time; and what the rank read from and wrote to
+  // storage (/proc/self/io: the swap files' pages, the data, the weights).
+  if (const uint64_t offloaded = executor.offloadedBytes()) {
+    rank["offloaded_bytes"] = offloaded;
+    uint64_t resident = 0; // the plan's bound: the offload arena's lower_bound
+    for (const ArenaDesc &a : p.arenas)
+      if (!a.path.empty())
+        resident += a.lowerBound;
+    rank["offload_resident_bound_bytes"] = resident;
+    if (std::FILE *f = std::fopen("/proc/self/io", "r")) {
+      char line[128];
+      unsigned long long v = 0;
+      while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "read_bytes: %llu", &v) == 1)
+          rank["storage_read_bytes"] = uint64_t(v);
+        else if (std::sscanf(line, "write_bytes: %llu", &v) == 1)
+          rank["storage_write_bytes"] = uint64_t(v);
+      }
+      std::fclose(f);
+    }
+  }
   rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
   rank["weights_bytes_read"] = weights.bytesRead;
   nlohmann::json sent, calls;

@@ -142,15 +142,17 @@ Status swapInKernel(const KernelContext &, const std::vector<TensorRef> &in,
 }
 
 /// SwapOut() -> state...: writes the updated state's pages back to the swap
-/// file and drops them from memory (MADV_PAGEOUT; where the kernel lacks
-/// it, MADV_DONTNEED unmaps them and the page cache writes them back).
+/// file and drops them from memory: MADV_PAGEOUT writes back and frees the
+/// pages it can; MADV_DONTNEED then unmaps every page of the range (one a
+/// collective still held, or a kernel without MADV_PAGEOUT): the page cache
+/// writes those back and frees them under memory pressure.
 Status swapOutKernel(const KernelContext &, const std::vector<TensorRef> &,
                      const std::vector<TensorRef> &out, const AttrMap &) {
   for (const TensorRef &t : out)
     if (t.data && t.bytes() > 0) {
       auto [p, n] = pagesOf(t);
-      if (madvise(p, n, MADV_PAGEOUT) != 0)
-        madvise(p, n, MADV_DONTNEED);
+      madvise(p, n, MADV_PAGEOUT);
+      madvise(p, n, MADV_DONTNEED);
     }
   return Status::ok();
 }
