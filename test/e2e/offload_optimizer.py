@@ -16,7 +16,8 @@ without zero_optimization.offload_optimizer {"device": "nvme"}:
             bytes, offload_resident_bound_bytes, and the update awaiting its
             SwapOut), less 10%;
   files     the swap files are gone after the run (unlinked once open): the
-            nvme_path directory is empty;
+            nvme_path directory is empty; also after a run killed (SIGKILL)
+            after its second checkpoint, which then resumes from it;
   errors    an nvme_path that is not a directory fails before step 1, naming
             it; device nvme without nvme_path is a config error.
 """
@@ -26,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -128,6 +130,43 @@ def main():
         run(cmd)
         return out
 
+    def killed(prog, data):
+        """A run killed (SIGKILL) after its second checkpoint leaves no swap file in
+        nvme_path nor in the checkpoint folder, and resumes from the last checkpoint."""
+        ck = os.path.join(w, "ck-killed")
+        cmd = [a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data",
+               data, "--steps", str(steps), "--save-dir", ck, "--save-every", "1",
+               "--threads", "1"]
+        # Steps 1-2 checkpointed, then killed during step 3 at the latest: the
+        # data has `steps` steps, so run them again and again until killed.
+        many = os.path.join(w, "many.safetensors")
+        d = load_file(data)
+        save_file({k: np.concatenate([v] * 40) for k, v in d.items()}, many)
+        cmd[cmd.index(data)] = many
+        cmd[cmd.index("--steps") + 1] = str(steps * 40)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=env())
+        latest = os.path.join(ck, "latest")
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None:
+            name = open(latest).read().strip() if os.path.exists(latest) else ""
+            if name.startswith("step-") and name[5:].isdigit() and int(name[5:]) >= 2:
+                break
+            time.sleep(0.05)
+        p.kill()
+        p.wait()
+        if p.returncode != -9:
+            sys.exit(f"FAIL: the run to kill ended by itself ({p.returncode})")
+        left = [f for f in os.listdir(swap)]
+        stray = [os.path.join(dp, f) for dp, _, fs in os.walk(ck) for f in fs
+                 if f.endswith(".swap")]
+        if left or stray:
+            sys.exit(f"FAIL: swap files left after SIGKILL: {left + stray}")
+        run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data",
+             many, "--steps", str(steps * 40), "--resume", ck, "--threads", "1"])
+        print(f"killed ok: SIGKILL after checkpoint {open(latest).read().strip()}: no swap file "
+              "left; resumed from it to the end")
+
     for stage, world, bf16, params in ((0, 1, False, False), (0, 1, True, False),
                                        (2, 2, False, False), (3, 2, False, False),
                                        (3, 2, False, True)):
@@ -182,6 +221,7 @@ def main():
                     sys.exit(f"FAIL: the resumed offloaded run's saved {k} differ")
             print(f"resume ok: saved at step {steps - 1}, resumed to {steps}: parameters and "
                   "optimizer state bit for bit")
+            killed(progs[True], data)
 
     # errors
     cfg = os.path.join(w, "nopath.json")
