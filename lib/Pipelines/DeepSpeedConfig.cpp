@@ -650,6 +650,29 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
   if (const llvm::json::Object *sched = parsed->getAsObject()->getObject("scheduler"))
     if (const llvm::json::Object *params = sched->getObject("params"))
       settings.warmupMaxLrAuto = isAuto(params->get("warmup_max_lr"));
+  // The values given explicitly (before the autos are filled in): the
+  // command line may repeat them, not contradict them.
+  settings.configPath = path.str();
+  settings.configValues.clear();
+  if (const llvm::json::Object *opt = parsed->getAsObject()->getObject("optimizer"))
+    if (const llvm::json::Object *params = opt->getObject("params")) {
+      for (auto [key, cli] : {std::pair<const char *, const char *>{"lr", "lr"},
+                              {"eps", "eps"},
+                              {"weight_decay", "weight-decay"},
+                              {"momentum", "momentum"},
+                              {"dampening", "dampening"}})
+        if (const llvm::json::Value *v = params->get(key); v && v->getAsNumber())
+          settings.configValues.push_back(
+              {cli, std::string("optimizer.params.") + key, {*v->getAsNumber()}, ""});
+      if (const llvm::json::Array *b = params->getArray("betas");
+          b && b->size() == 2 && (*b)[0].getAsNumber() && (*b)[1].getAsNumber())
+        settings.configValues.push_back(
+            {"betas", "optimizer.params.betas", {*(*b)[0].getAsNumber(), *(*b)[1].getAsNumber()},
+             ""});
+    }
+  if (const llvm::json::Value *v = parsed->getAsObject()->get("gradient_clipping");
+      v && v->getAsNumber())
+    settings.configValues.push_back({"clip", "gradient_clipping", {*v->getAsNumber()}, ""});
   resolveTrainingAutos(*parsed->getAsObject(), warnings);
   const llvm::json::Object *root = parsed->getAsObject();
   auto &o = settings.step;
@@ -671,9 +694,11 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
       return (path + ": gradient_clipping must be a number >= 0").str();
     o.clip = *c;
   }
-  if (const llvm::json::Value *v = root->get("optimizer"))
+  if (const llvm::json::Value *v = root->get("optimizer")) {
     if (std::string e = readOptimizer(path, *v, settings.step, warnings); !e.empty())
       return e;
+    settings.configValues.push_back({"type", "optimizer.type", {}, settings.step.type});
+  }
   if (const llvm::json::Value *v = root->get("scheduler"))
     if (std::string e = readScheduler(path, *v, settings.step, warnings); !e.empty())
       return e;

@@ -18,6 +18,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
 using namespace mlir;
 
 namespace zero {
@@ -241,6 +245,10 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
       return errorHandler(err);
   }
   const int64_t configDp = settings.dp;
+  // A stage the config gives may be repeated on the command line, not
+  // contradicted.
+  const bool configStage = settings.stageGiven;
+  const int64_t configStageValue = settings.stage;
   struct Key {
     const char *name;
     const zero::ZeroPipelineOptions::Option<int64_t> &option;
@@ -274,8 +282,13 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
                           Twine(k.lowest) + ", got " + Twine(v));
     k.setting = v;
   }
-  if (given.contains("stage"))
+  if (given.contains("stage")) {
+    if (configStage && settings.stage != configStageValue)
+      return errorHandler("--zero-pipeline: stage=" + Twine(settings.stage) + " contradicts " +
+                          options.config + "'s zero_optimization.stage " +
+                          Twine(configStageValue) + "; give the stage in one place");
     settings.stageGiven = true;
+  }
   if (given.contains("partition-method"))
     settings.partitionMethod = options.partitionMethod;
   settings.microBatchesGiven = given.contains("micro-batches");
@@ -347,6 +360,32 @@ std::string zero::parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settin
     return "--optimizer: unknown optimizer '" + tokens[0].str() +
            "'; the optimizers are adamw, adam, sgd (and none: output the gradients)";
   auto &o = settings.step;
+  // What the config says explicitly may be repeated here, not contradicted.
+  auto contradicts = [&](llvm::StringRef key, llvm::ArrayRef<double> values,
+                         llvm::StringRef text, llvm::StringRef given) -> std::string {
+    for (const TrainSettings::ConfigValue &c : settings.configValues) {
+      if (c.key != key)
+        continue;
+      bool same = c.text == text.str() && c.values.size() == values.size();
+      for (size_t i = 0; same && i < values.size(); ++i)
+        same = std::fabs(c.values[i] - values[i]) <=
+               1e-12 * std::max(std::fabs(c.values[i]), std::fabs(values[i]));
+      if (same)
+        return "";
+      std::string was = c.text;
+      for (size_t i = 0; i < c.values.size(); ++i) {
+        std::ostringstream os;
+        os << c.values[i];
+        was += (i ? "," : "") + os.str();
+      }
+      return "--optimizer " + given.str() + " contradicts " + settings.configPath + "'s " +
+             c.configKey + " " + was + "; give the value in one place (or \"auto\" in the "
+             "config, which takes the command line's)";
+    }
+    return "";
+  };
+  if (std::string e = contradicts("type", {}, kind, tokens[0]); !e.empty())
+    return e;
   o.type = kind;
   for (llvm::StringRef t : llvm::ArrayRef(tokens).drop_front()) {
     auto [key, value] = t.split('=');
@@ -359,6 +398,8 @@ std::string zero::parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settin
       double b1, b2;
       if (!parseDouble(a, b1) || !parseDouble(b, b2))
         return bad() + " (betas=B1,B2)";
+      if (std::string e = contradicts("betas", {b1, b2}, "", t); !e.empty())
+        return e;
       o.beta1 = b1;
       o.beta2 = b2;
       continue;
@@ -369,6 +410,9 @@ std::string zero::parseOptimizerSpec(llvm::StringRef spec, TrainSettings &settin
     }
     if (!parseDouble(value, v))
       return bad();
+    if (std::string e = contradicts(key == "weight_decay" ? "weight-decay" : key, {v}, "", t);
+        !e.empty())
+      return e;
     if (key == "lr")
       o.lr = v;
     else if (key == "eps")

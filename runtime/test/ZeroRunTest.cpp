@@ -1128,7 +1128,20 @@ TEST_F(ZeroRunTraining, RunsOneStepFromInputAndChecksTheOptions) {
                                   "program, where every run is an optimizer step"));
   r = zeroRun(0, trainArgs(sub, inputs + " --data " + sub + "/data.safetensors"));
   EXPECT_EQ(r.exitCode, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--data and --input both give the program's inputs"));
+  EXPECT_THAT(r.output,
+              HasSubstr("--data, --tokens and --input each give the program's inputs"));
+  r = zeroRun(0, trainArgs(sub, inputs + " --tokens " + sub + "/data.safetensors"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("--data, --tokens and --input each give the program's inputs"));
+  r = zeroRun(0, trainArgs(sub, "--tokens " + sub + "/data.safetensors --steps 2 "
+                                "--tokens-dtype u8"));
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--tokens-dtype u8: expected u16 or u32"));
+  r = zeroRun(0, trainArgs(sub, "--tokens " + sub + "/data.safetensors --steps 2"));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("program input \"x\" is f32 of rank 2; --tokens fills "
+                                  "integer inputs of shape [batch, sequence]"));
   r = zeroRun(0, trainArgs(sub, ""));
   EXPECT_EQ(r.exitCode, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("is a training program with inputs (x, y); pass "

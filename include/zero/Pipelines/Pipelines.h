@@ -203,6 +203,17 @@ struct TrainSettings {
   /// The config's scheduler.params.warmup_max_lr is "auto": the optimizer's
   /// lr, --optimizer's when given.
   bool warmupMaxLrAuto = false;
+  /// The optimizer values the config gives explicitly (not "auto"), by
+  /// --optimizer's key (type, lr, betas, eps, weight-decay, momentum,
+  /// dampening, clip): --optimizer may not contradict them.
+  struct ConfigValue {
+    std::string key;       ///< --optimizer's name for it
+    std::string configKey; ///< where the config says it
+    std::vector<double> values;
+    std::string text; ///< a non-numeric value (type)
+  };
+  std::vector<ConfigValue> configValues;
+  std::string configPath;
   ZeroOptimizerPassOptions step;
   /// The ZeRO settings of a data-parallel step (step.world, step.stage), and
   /// whether any was given (then zero-partition records them on the module).
