@@ -128,6 +128,10 @@ std::string formatStepLine(const StepRecord &r, int64_t totalSteps) {
     std::snprintf(text, sizeof text, "  samples/s %.1f", r.samplesPerSecond);
     line += text;
   }
+  if (r.tokensPerSecond > 0) {
+    std::snprintf(text, sizeof text, "  tokens/s %.0f", r.tokensPerSecond);
+    line += text;
+  }
   return line;
 }
 
@@ -144,8 +148,27 @@ void TrainingLog::drawBar(const StepRecord &r) {
   const int filled = int(kWidth * r.step / std::max<int64_t>(1, totalSteps_));
   std::string bar(size_t(filled), '#');
   bar.append(size_t(kWidth - filled), '.');
-  std::fprintf(stderr, "\r[%s] %lld/%lld  loss %.4f", bar.c_str(),
-               (long long)r.step, (long long)totalSteps_, r.loss);
+  std::string line = "\r[" + bar + "] " + std::to_string(r.step) + "/" +
+                     std::to_string(totalSteps_);
+  char text[96];
+  std::snprintf(text, sizeof text, "  loss %.4f", r.loss);
+  line += text;
+  if (r.lr) {
+    std::snprintf(text, sizeof text, "  lr %.2e", *r.lr);
+    line += text;
+  }
+  if (r.tokensPerSecond > 0) {
+    std::snprintf(text, sizeof text, "  %.0f tok/s", r.tokensPerSecond);
+    line += text;
+  }
+  // The time left at the mean step time so far.
+  secondsSoFar_ += r.seconds;
+  ++stepsSoFar_;
+  const double left = secondsSoFar_ / double(stepsSoFar_) * double(totalSteps_ - r.step);
+  std::snprintf(text, sizeof text, "  ETA %d:%02d", int(left) / 60, int(left) % 60);
+  line += text;
+  std::fputs(line.c_str(), stderr);
+  std::fputs("\033[K", stderr);
   std::fflush(stderr);
   barShown_ = true;
 }
@@ -162,6 +185,8 @@ Status TrainingLog::record(const StepRecord &r) {
     entry["skipped"] = *r.skipped;
   entry["time_s"] = r.seconds;
   entry["samples_per_s"] = r.samplesPerSecond;
+  if (r.tokensPerSecond > 0)
+    entry["tokens_per_s"] = r.tokensPerSecond;
   json_.push_back(std::move(entry));
   const bool logged = r.step % logEvery_ == 0 || r.step == totalSteps_;
   if (logged) {

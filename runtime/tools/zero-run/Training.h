@@ -31,6 +31,7 @@ struct StepRecord {
   std::optional<bool> skipped;
   double seconds = 0;   ///< the slowest rank's run() time
   double samplesPerSecond = 0;
+  double tokensPerSecond = 0; ///< 0: the inputs are not token ids
 };
 
 /// The per-step log of rank 0: a line on stdout every `logEvery` steps and
@@ -57,6 +58,8 @@ private:
   void clearBar();
   int64_t totalSteps_, logEvery_;
   bool progressBar_, barShown_ = false;
+  double secondsSoFar_ = 0; ///< steps timed so far, for the bar's ETA
+  int64_t stepsSoFar_ = 0;
   std::string jsonPath_;
   size_t written_ = 0; ///< records in the --log-json file
   nlohmann::json json_ = nlohmann::json::array();

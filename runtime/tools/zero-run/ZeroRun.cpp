@@ -744,11 +744,25 @@ Status checkProgramOptions(const Options &opts, const Program &program) {
 
 /// Samples per optimizer step: dim 0 of the first program input times the
 /// world size (B of the --data layout); 0 for a program without inputs.
+/// Tokens per optimizer step: samplesPerStep times the sequence length, for
+/// a program whose first input is integer [batch, sequence] (token ids);
+/// else 0.
+double tokensPerStep(const Program &program);
+
 double samplesPerStep(const Program &program) {
   if (program.inputs.empty())
     return 0;
   const BufferDesc &b = program.buffers[program.inputs[0].buffer];
   return double(b.shape.empty() ? 1 : b.shape[0]) * program.dataParallelSize();
+}
+
+double tokensPerStep(const Program &program) {
+  if (program.inputs.empty())
+    return 0;
+  const BufferDesc &b = program.buffers[program.inputs[0].buffer];
+  if ((b.dtype != DType::I64 && b.dtype != DType::I32) || b.shape.size() != 2)
+    return 0;
+  return samplesPerStep(program) * double(b.shape[1]);
 }
 
 /// Prints `status` and ends the job (a failure during the steps may leave
@@ -777,6 +791,7 @@ int trainSteps(Communicator &comm, Executor &executor,
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
   const double samples = samplesPerStep(program);
+  const double tokens = tokensPerStep(program);
   // A failure keeps the steps done so far in --log-json (rank 0's).
   auto stop = [&](const Status &status) {
     log.finish();
@@ -886,6 +901,7 @@ int trainSteps(Communicator &comm, Executor &executor,
     record.loss = meanLoss;
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
+    record.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     if (!training.skipped.empty())
       record.skipped = skipped;
     for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
