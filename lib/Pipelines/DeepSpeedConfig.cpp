@@ -397,7 +397,8 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
         key == "gradient_accumulation_steps" ||
         (opts.training && (key == "bf16" || key == "fp16" ||
-                           key == "communication_data_type" || key == "data_types")) ||
+                           key == "communication_data_type" || key == "data_types" ||
+                           key == "csv_monitor" || key == "steps_per_print")) ||
         (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
@@ -693,6 +694,39 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
     if (!c || *c < 0)
       return (path + ": gradient_clipping must be a number >= 0").str();
     o.clip = *c;
+  }
+  // What zero-run logs: steps_per_print (its --log-every's default) and
+  // DeepSpeed's csv_monitor files.
+  if (const llvm::json::Value *v = root->get("steps_per_print")) {
+    std::optional<int64_t> n = integerValue(*v);
+    if (!n || *n < 1)
+      return (path + ": steps_per_print must be a positive integer").str();
+    o.stepsPerPrint = *n;
+  }
+  if (const llvm::json::Value *v = root->get("csv_monitor")) {
+    const llvm::json::Object *csv = v->getAsObject();
+    if (!csv)
+      return (path + ": csv_monitor must be an object").str();
+    bool enabled = false;
+    std::string out, job = "DeepSpeedJobName"; // DeepSpeed's defaults
+    for (const auto &kv : *csv) {
+      const std::string key = kv.first.str();
+      if (key == "enabled") {
+        std::optional<bool> b = kv.second.getAsBoolean();
+        if (!b)
+          return (path + ": csv_monitor.enabled must be true or false").str();
+        enabled = *b;
+      } else if (key == "output_path" || key == "job_name") {
+        std::optional<llvm::StringRef> s = kv.second.getAsString();
+        if (!s)
+          return (path + ": csv_monitor." + key + " must be a string").str();
+        (key == "output_path" ? out : job) = s->str();
+      } else {
+        warnings.push_back("csv_monitor." + key + " is not supported and is ignored");
+      }
+    }
+    if (enabled)
+      o.csvMonitor = (out.empty() ? std::string() : out + "/") + job;
   }
   if (const llvm::json::Value *v = root->get("optimizer")) {
     if (std::string e = readOptimizer(path, *v, settings.step, warnings); !e.empty())

@@ -406,11 +406,16 @@ ProgramWriter::training(::zero::zrt::ProgramOp program) {
     accumulation = a.getInt();
   // fp16's loss scale and skipped outputs only where there are some, so
   // other programs' bytes stay as they were.
-  std::string lossScale = str("loss_scale"), skipped = str("skipped");
+  std::string lossScale = str("loss_scale"), skipped = str("skipped"),
+              csv = str("csv_monitor");
+  int64_t stepsPerPrint = 0;
+  if (auto n = t.getAs<IntegerAttr>("steps_per_print"))
+    stepsPerPrint = n.getInt();
   return ::zrt::fb::CreateTrainingDirect(
       fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
       int32_t(accumulation), str("optimizer").c_str(),
-      lossScale.empty() ? nullptr : lossScale.c_str(), skipped.empty() ? nullptr : skipped.c_str());
+      lossScale.empty() ? nullptr : lossScale.c_str(), skipped.empty() ? nullptr : skipped.c_str(),
+      int32_t(stepsPerPrint), csv.empty() ? nullptr : csv.c_str());
 }
 
 /// Writes the program header over the finished tables and copies the bytes out.

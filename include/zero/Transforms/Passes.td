@@ -648,6 +648,11 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "files under this directory (empty: in memory)">,
     Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
            "Offloaded updates whose state is read ahead (buffer_count)">,
+    Option<"stepsPerPrint", "steps-per-print", "int64_t", "0",
+           "DeepSpeed steps_per_print: zero-run's --log-every default (0: every step)">,
+    Option<"csvMonitor", "csv-monitor", "std::string", "\"\"",
+           "DeepSpeed csv_monitor's output_path/job_name: zero-run writes its CSV "
+           "files there (empty: none)">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -820,6 +820,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       entries.push_back(b.getNamedAttr("loss_scale", b.getStringAttr("loss_scale")));
       entries.push_back(b.getNamedAttr("skipped", b.getStringAttr("skipped")));
     }
+    if (stepsPerPrint > 0)
+      entries.push_back(b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(stepsPerPrint)));
+    if (!csvMonitor.empty())
+      entries.push_back(b.getNamedAttr("csv_monitor", b.getStringAttr(csvMonitor)));
     attrs::kTraining.set(module, b.getDictionaryAttr(entries));
   }
 };

@@ -170,6 +170,8 @@ struct TrainingDesc {
   std::string optimizer; ///< description, for messages and logs
   std::string lossScale; ///< output: fp16's loss scale of the step, or ""
   std::string skipped;   ///< output: 1 when an fp16 step overflowed and was skipped, or ""
+  int64_t stepsPerPrint = 0; ///< DeepSpeed steps_per_print (zero-run's --log-every default)
+  std::string csvMonitor;    ///< DeepSpeed csv_monitor's output_path/job_name, or ""
 };
 
 /// A queue of instructions executed in program order.

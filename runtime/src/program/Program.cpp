@@ -288,6 +288,8 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
     d.accumulationSteps = t->accumulation_steps();
     d.optimizer = str(t->optimizer());
     d.lossScale = str(t->loss_scale());
+    d.stepsPerPrint = t->steps_per_print();
+    d.csvMonitor = str(t->csv_monitor());
     d.skipped = str(t->skipped());
     p.training = std::move(d);
   }

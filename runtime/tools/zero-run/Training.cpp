@@ -8,6 +8,10 @@
 
 #include "Training.h"
 
+#include <cerrno>
+
+#include <charconv>
+
 #include "zrt/Bindings.h"
 #include "zrt/Checkpoint.h"
 #include "zrt/Checksum.h"
@@ -15,6 +19,8 @@
 #include "zrt/TensorFile.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -188,6 +194,13 @@ Status TrainingLog::record(const StepRecord &r) {
   if (r.tokensPerSecond > 0)
     entry["tokens_per_s"] = r.tokensPerSecond;
   json_.push_back(std::move(entry));
+  if (!csvDir_.empty()) {
+    ZRT_RETURN_IF_ERROR(appendCsv("train_loss", r.step, r.loss));
+    if (r.lr)
+      ZRT_RETURN_IF_ERROR(appendCsv("lr", r.step, *r.lr));
+    if (r.lossScale)
+      ZRT_RETURN_IF_ERROR(appendCsv("loss_scale", r.step, *r.lossScale));
+  }
   const bool logged = r.step % logEvery_ == 0 || r.step == totalSteps_;
   if (logged) {
     clearBar();
@@ -200,6 +213,39 @@ Status TrainingLog::record(const StepRecord &r) {
 }
 
 void TrainingLog::finish() { clearBar(); }
+
+Status TrainingLog::openCsvMonitor(const std::string &dir, double samplesPerStep) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return Status::error("csv_monitor: cannot create " + dir + ": " + ec.message() +
+                         "; fix the config's csv_monitor.output_path");
+  csvDir_ = dir;
+  csvSamplesPerStep_ = samplesPerStep;
+  return Status::ok();
+}
+
+Status TrainingLog::appendCsv(const std::string &name, int64_t step, double value) {
+  const std::string path = csvDir_ + "/Train_Samples_" + name + ".csv";
+  std::FILE *f = std::fopen(path.c_str(), "a");
+  if (!f)
+    return Status::error("csv_monitor: cannot append to " + path + ": " +
+                         std::strerror(errno));
+  char number[64];
+  // The shortest text that reads back as the same double (Python's repr).
+  auto [end, err] = std::to_chars(number, number + sizeof number, value);
+  *end = 0;
+  bool ok = true;
+  if (std::ftell(f) == 0)
+    ok = std::fprintf(f, "step,%s\n", name.c_str()) > 0;
+  ok = ok && std::fprintf(f, "%lld,%s\n",
+                          (long long)std::llround(double(step) * csvSamplesPerStep_),
+                          number) > 0;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok)
+    return Status::error("csv_monitor: cannot write " + path + ": " + std::strerror(errno));
+  return Status::ok();
+}
 
 Expected<float> readScalarOutput(const Executor &executor,
                                  const std::string &name) {

@@ -52,6 +52,12 @@ public:
   Status flush();
   /// The --log-json document: an array of per-step objects.
   const nlohmann::json &json() const { return json_; }
+  /// DeepSpeed's csv_monitor as a second sink: from now on every step
+  /// appends a row "samples,value" to DIR/Train_Samples_train_loss.csv (and
+  /// _lr, _loss_scale when the program gives them), DIR created, a file's
+  /// "step,NAME" header written when it is new; `samplesPerStep` is the x
+  /// axis, as DeepSpeed's global_samples. Errors name the file.
+  Status openCsvMonitor(const std::string &dir, double samplesPerStep);
 
 private:
   void drawBar(const StepRecord &record);
@@ -60,6 +66,9 @@ private:
   bool progressBar_, barShown_ = false;
   double secondsSoFar_ = 0; ///< steps timed so far, for the bar's ETA
   int64_t stepsSoFar_ = 0;
+  std::string csvDir_; ///< csv_monitor's directory; "": none
+  double csvSamplesPerStep_ = 0;
+  Status appendCsv(const std::string &name, int64_t step, double value);
   std::string jsonPath_;
   size_t written_ = 0; ///< records in the --log-json file
   nlohmann::json json_ = nlohmann::json::array();

@@ -100,8 +100,9 @@ const char *kUsage =
     "token's window\n"
     "  --steps N                    steps to run (default: every step of "
     "--data; --input gives one)\n"
-    "  --log-every K                log every K steps on stdout (default 1; "
-    "the last step always)\n"
+    "  --log-every K                log every K steps on stdout (default: the "
+    "config's steps_per_print,\n"
+    "                               else 1; the last step always)\n"
     "  --log-json FILE              every step's loss, grad_norm, lr and "
     "time as JSON (rank 0)\n"
     "  --save FILE.safetensors      the trained parameters (f32), after the "
@@ -147,7 +148,7 @@ struct Options {
   uint64_t seed = 0;      ///< --seed
   bool nextLabels = false; ///< --labels next
   int64_t steps = 0;      ///< --steps; 0: every step of the data
-  int64_t logEvery = 1;   ///< --log-every
+  int64_t logEvery = 0;   ///< --log-every; 0: steps_per_print, else 1
   std::string logJson;    ///< --log-json
   std::string save;       ///< --save
   std::string saveOptimizer; ///< --save-optimizer
@@ -1291,10 +1292,19 @@ Status checkAndSaveStep(RankRun &run, int64_t step) {
 int runTraining(RankRun &run) {
   const Options &opts = run.opts;
   Communicator &comm = run.comm;
+  const TrainingDesc &training = *run.program->training;
+  // --log-every, else the config's steps_per_print, else every step.
+  const int64_t logEvery =
+      opts.logEvery > 0 ? opts.logEvery : std::max<int64_t>(1, training.stepsPerPrint);
   run.trainingLog = std::make_unique<TrainingLog>(
-      run.totalSteps, opts.logEvery,
+      run.totalSteps, logEvery,
       comm.rank() == 0 && isatty(STDERR_FILENO) == 1,
       comm.rank() == 0 ? opts.logJson : std::string());
+  if (comm.rank() == 0 && !training.csvMonitor.empty())
+    if (Status s = run.trainingLog->openCsvMonitor(training.csvMonitor,
+                                                   samplesPerStep(*run.program));
+        !s.isOk())
+      return failDuringRun(comm, s);
   std::function<Status(int64_t)> checkpoint;
   if (!opts.saveDir.empty() || opts.checkCollectives)
     checkpoint = [&run](int64_t step) { return checkAndSaveStep(run, step); };
