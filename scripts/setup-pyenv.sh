@@ -12,7 +12,7 @@ MODE="${1:-test}"
 PY="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 # PACKAGE[:MODULE] when the module's name differs from the package's.
-want=(numpy onnx onnxruntime safetensors onnxconverter-common:onnxconverter_common)
+want=(numpy onnx onnxruntime safetensors onnxconverter-common:onnxconverter_common matplotlib)
 [ "$MODE" = full ] && want+=(torch transformers onnxscript)
 need=()
 for p in "${want[@]}"; do
