@@ -25,6 +25,13 @@ config.substitutions.append((
 # makes both); without them they are reported UNSUPPORTED, not silently passed.
 if os.path.exists(zero_run) and os.path.exists(python):
     config.available_features.add("runtime")
+# Tests of the PyTorch-side helpers (scripts/export_hf.py) need torch and
+# transformers in that virtualenv (scripts/setup-pyenv.sh full); CI's has none.
+if os.path.exists(python):
+    import subprocess
+    if subprocess.run([python, "-c", "import torch, transformers"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+        config.available_features.add("torch")
 
 # ZRT_CPU_ISA: scripts/test.sh runs the layout tests again at each lower ISA.
 llvm_config.with_system_environment(["HOME", "PATH", "OMPI_ALLOW_RUN_AS_ROOT",

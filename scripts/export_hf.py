@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Exports a Hugging Face model to the ONNX graph zero-opt trains.
+
+    build/pyenv/bin/python scripts/export_hf.py MODEL -o model.onnx
+        [--task causal-lm|sequence-classification] [--loss]
+        [--set KEY=VALUE ...] [--num-labels N] [--batch 2 --seq 16]
+        [--train-dropout] [--exporter dynamo|torchscript]
+
+MODEL is a local folder (config.json, and its weights when present) or a
+model type transformers knows ("gpt2", "llama", "bert", ...), built from its
+default config with random weights: nothing is downloaded. --set overrides
+config keys (--set n_layer=2 --set n_embd=64: a tiny model for a first run).
+
+What is written:
+  - the model in fp32, eager attention, no KV cache, initializer names = the
+    PyTorch parameter names (what zero-run --save and the checkpoints use);
+  - dynamic batch and sequence (--batch/--seq only size the example inputs);
+  - the graph as exported (the dynamo exporter's optimize=False: no folding
+    that would merge or rename parameters);
+  - by default the logits model (inputs input_ids[, attention_mask] ->
+    logits): compile it with zero-opt --train --loss causal-lm:labels (or
+    cross-entropy:labels for a classifier); with --loss, the loss model
+    (inputs ..., labels -> loss, Hugging Face's own loss: causal LMs shift
+    the labels inside, so zero-run --tokens' default --labels same fits);
+  - dropout: the model in eval mode (no dropout) unless --train-dropout,
+    which exports it in training mode with the config's probabilities
+    (ONNX Dropout with training_mode, which zero-run samples per step).
+Prints the inputs, the parameter count and the next commands.
+"""
+import argparse
+import os
+import sys
+import warnings
+
+
+def parse_value(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", help="a local folder or a transformers model type")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--task", default="causal-lm", choices=["causal-lm", "sequence-classification"])
+    ap.add_argument("--loss", action="store_true", help="export the loss model (labels input)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--num-labels", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--train-dropout", action="store_true")
+    ap.add_argument("--exporter", default="dynamo", choices=["dynamo", "torchscript"])
+    ap.add_argument("--seed", type=int, default=0, help="random init's seed")
+    a = ap.parse_args()
+    try:
+        import torch
+        import transformers as tf
+    except ImportError as e:
+        sys.exit(f"export_hf: {e.name} is missing; run scripts/setup-pyenv.sh full and use "
+                 "build/pyenv/bin/python")
+
+    overrides = {}
+    for kv in a.set:
+        if "=" not in kv:
+            sys.exit(f"export_hf: --set {kv}: expected KEY=VALUE")
+        k, v = kv.split("=", 1)
+        overrides[k] = parse_value(v)
+    local = os.path.isdir(a.model)
+    try:
+        if local:
+            config = tf.AutoConfig.from_pretrained(a.model, local_files_only=True, **overrides)
+        else:
+            config = tf.AutoConfig.for_model(a.model, **overrides)
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"export_hf: {a.model}: neither a model folder nor a model type "
+                 f"transformers knows ({e})")
+    config.use_cache = False
+    config._attn_implementation = "eager"
+    cls = (tf.AutoModelForCausalLM if a.task == "causal-lm"
+           else tf.AutoModelForSequenceClassification)
+    if a.task == "sequence-classification":
+        config.num_labels = a.num_labels
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = 0
+    torch.manual_seed(a.seed)
+    has_weights = local and any(f.endswith((".safetensors", ".bin"))
+                                for f in os.listdir(a.model))
+    if has_weights:
+        model = cls.from_pretrained(a.model, config=config, local_files_only=True,
+                                    torch_dtype=torch.float32, attn_implementation="eager")
+    else:
+        model = cls.from_config(config, torch_dtype=torch.float32, attn_implementation="eager")
+    model = model.float()
+    model.train(a.train_dropout)
+
+    base = type(model)
+    if a.loss:
+        class Export(base):
+            def forward(self, input_ids, labels):
+                return super().forward(input_ids=input_ids, labels=labels).loss
+        out_name = "loss"
+    else:
+        class Export(base):
+            def forward(self, input_ids):
+                return super().forward(input_ids=input_ids).logits
+        out_name = "logits"
+    model.__class__ = Export  # the same module and parameter names
+
+    vocab = getattr(config, "vocab_size", 100)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    inputs = {"input_ids": torch.randint(0, vocab, (a.batch, a.seq), generator=g)}
+    if a.loss:
+        inputs["labels"] = (inputs["input_ids"].clone() if a.task == "causal-lm" else
+                            torch.randint(0, a.num_labels, (a.batch,), generator=g))
+    batch = torch.export.Dim("batch", min=1)
+    seq = torch.export.Dim("seq", min=2)
+    dyn = {"input_ids": {0: batch, 1: seq}}
+    if "labels" in inputs:
+        dyn["labels"] = {0: batch, 1: seq} if a.task == "causal-lm" else {0: batch}
+    tmp = a.output + ".partial"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if a.exporter == "dynamo":
+            prog = torch.onnx.export(model, (), kwargs=inputs, dynamo=True, dynamic_shapes=dyn,
+                                     input_names=list(inputs), output_names=[out_name],
+                                     optimize=False)
+            prog.save(tmp)
+        else:
+            axes = {k: {0: "batch", 1: "seq"} if v.dim() == 2 else {0: "batch"}
+                    for k, v in inputs.items()}
+            torch.onnx.export(model, tuple(inputs.values()), tmp, dynamo=False,
+                              input_names=list(inputs), output_names=[out_name],
+                              dynamic_axes=axes, opset_version=17,
+                              training=torch.onnx.TrainingMode.TRAINING if a.train_dropout
+                              else torch.onnx.TrainingMode.EVAL,
+                              do_constant_folding=False)
+    os.replace(tmp, a.output)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"wrote {a.output}: {config.model_type} {a.task}, {params} parameters, "
+          f"inputs {', '.join(f'{k}[{tuple(v.shape)}]' for k, v in inputs.items())} -> {out_name}"
+          f"{', training-mode dropout' if a.train_dropout else ''}")
+    shape = f"--input-shape input_ids=BxS"
+    if a.loss:
+        print(f"next: zero-opt {a.output} {shape} --input-shape labels="
+              f"{'BxS' if a.task == 'causal-lm' else 'B'} --train --config ds_config.json "
+              "--emit=zrt -o train.zrt --weights-out init.safetensors")
+    else:
+        loss = "causal-lm" if a.task == "causal-lm" else "cross-entropy"
+        print(f"next: zero-opt {a.output} {shape} --train --loss {loss}:labels --config "
+              "ds_config.json --emit=zrt -o train.zrt --weights-out init.safetensors")
+
+
+if __name__ == "__main__":
+    main()
