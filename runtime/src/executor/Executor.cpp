@@ -13,6 +13,7 @@
 
 #include "executor/ConstantOperandCache.h"
 #include "executor/LiveBytes.h"
+#include "executor/SwapFiles.h"
 
 #include "zrt/Watchdog.h"
 
@@ -51,9 +52,11 @@ struct Executor::Impl {
     for (size_t a = 0; a < arenaBase.size(); ++a) {
       if (!arenaBase[a])
         continue;
-      if (!program.arenas[a].path.empty())
+      if (!program.arenas[a].path.empty()) {
+        unregisterSwapFile(arenaBase[a]);
         munmap(arenaBase[a], size_t(std::max<uint64_t>(program.arenas[a].size, 1)));
-      else
+        ::close(swapFds[a]);
+      } else
         backend.allocator().deallocate(arenaBase[a]);
     }
   }
@@ -62,6 +65,9 @@ struct Executor::Impl {
   /// reserved now (a full filesystem fails here, before step 1), mapped
   /// shared: the kernel reads and writes its pages (SwapIn / SwapOut).
   Expected<void *> mapSwapFile(size_t index);
+  /// Per arena: its swap file's descriptor (kept open for the writeback
+  /// the swaps start), or -1.
+  std::vector<int> swapFds;
 
   /// Runs `work(s)` for each stream s in `active` on that stream's own
   /// thread, and returns when all are done. The threads live as long as the
@@ -170,10 +176,13 @@ Expected<void *> Executor::Impl::mapSwapFile(size_t index) {
   }
   void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int mapErr = errno;
-  ::close(fd);
-  if (base == MAP_FAILED)
+  if (base == MAP_FAILED) {
+    ::close(fd);
     return Status::error(what + ": cannot map the swap file in " + arena.path + ": " +
                          std::strerror(mapErr));
+  }
+  swapFds[index] = fd;
+  registerSwapFile(base, bytes, fd);
   return base;
 }
 
@@ -189,6 +198,7 @@ Status Executor::Impl::init() {
 
   Allocator &alloc = backend.allocator();
   arenaBase.assign(p.arenas.size(), nullptr);
+  swapFds.assign(p.arenas.size(), -1);
   for (size_t a = 0; a < p.arenas.size(); ++a) {
     if (!p.arenas[a].path.empty()) {
       Expected<void *> base = mapSwapFile(a);
@@ -511,8 +521,7 @@ void Executor::swapOutOffloaded() {
     const ArenaDesc &arena = impl_->program.arenas[a];
     if (arena.path.empty() || !impl_->arenaBase[a] || arena.size == 0)
       continue;
-    madvise(impl_->arenaBase[a], size_t(arena.size), MADV_PAGEOUT);
-    madvise(impl_->arenaBase[a], size_t(arena.size), MADV_DONTNEED);
+    swapOutPages(impl_->arenaBase[a], size_t(arena.size));
   }
 }
 

@@ -25,7 +25,8 @@
 #include "CpuLoops.h"
 #include "OptimizerKernels.h"
 
-#include <sys/mman.h>
+#include "executor/SwapFiles.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -136,23 +137,20 @@ Status swapInKernel(const KernelContext &, const std::vector<TensorRef> &in,
   for (const TensorRef &t : in)
     if (t.data && t.bytes() > 0) {
       auto [p, n] = pagesOf(t);
-      madvise(p, n, MADV_WILLNEED); // advice: a failure costs only speed
+      swapInPages(p, n);
     }
   return Status::ok();
 }
 
-/// SwapOut() -> state...: writes the updated state's pages back to the swap
-/// file and drops them from memory: MADV_PAGEOUT writes back and frees the
-/// pages it can; MADV_DONTNEED then unmaps every page of the range (one a
-/// collective still held, or a kernel without MADV_PAGEOUT): the page cache
-/// writes those back and frees them under memory pressure.
+/// SwapOut() -> state...: the updated state's pages leave memory: their
+/// writes to the swap file are queued (the kernel does them while the next
+/// instructions run) and they are unmapped (executor/SwapFiles.h).
 Status swapOutKernel(const KernelContext &, const std::vector<TensorRef> &,
                      const std::vector<TensorRef> &out, const AttrMap &) {
   for (const TensorRef &t : out)
     if (t.data && t.bytes() > 0) {
       auto [p, n] = pagesOf(t);
-      madvise(p, n, MADV_PAGEOUT);
-      madvise(p, n, MADV_DONTNEED);
+      swapOutPages(p, n);
     }
   return Status::ok();
 }
