@@ -136,6 +136,12 @@ static cl::opt<std::string> freezeRegex(
     cl::desc("With --train: parameters whose initializer name matches "
              "this regex are not trained"),
     cl::value_desc("regex"), cl::cat(toolCategory));
+static cl::opt<std::string> noDecayRegex(
+    "no-decay",
+    cl::desc("With --train: parameters whose initializer name matches this regex "
+             "get weight decay 0 (a second parameter group; the Hugging Face "
+             "Trainer's: \"bias|norm|ln_\")"),
+    cl::value_desc("regex"), cl::cat(toolCategory));
 /// --config's file when --train takes it (the training keys and the check
 /// that it describes one rank).
 static std::string trainConfig;
@@ -694,6 +700,7 @@ addTrainingPipeline(PassManager &pm,
   if (!lossSpec.empty() && failed(readLossSpec(settings, errorHandler)))
     return failure();
   settings.freeze = freezeRegex;
+  settings.step.noDecay = noDecayRegex;
   settings.trainOutput = trainOutput;
   if (!settings.optimizer && settings.step.world > 1)
     return errorHandler("--optimizer none outputs one rank's gradients; the "
@@ -735,8 +742,9 @@ static LogicalResult buildPassPipeline(PassManager &pm,
     if (failed(addTrainingPipeline(pm, errorHandler)))
       return failure();
   } else if (!lossSpec.empty() || !optimizerSpec.empty() || !freezeRegex.empty() ||
+             !noDecayRegex.empty() ||
              !trainOutput.empty()) {
-    return errorHandler("--loss, --loss-output, --optimizer and --freeze need --train");
+    return errorHandler("--loss, --loss-output, --optimizer, --freeze and --no-decay need --train");
   }
   if (failed(passPipeline.addToPipeline(pm, errorHandler)))
     return failure();

@@ -648,6 +648,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "files under this directory (empty: in memory)">,
     Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
            "Offloaded updates whose state is read ahead (buffer_count)">,
+    Option<"noDecay", "no-decay", "std::string", "\"\"",
+           "Parameters whose initializer name matches this regex (searched, as "
+           "--freeze) form the group with weight decay 0 (the Hugging Face "
+           "Trainer's bias and norm group); empty: one group">,
     Option<"stepsPerPrint", "steps-per-print", "int64_t", "0",
            "DeepSpeed steps_per_print: zero-run's --log-every default (0: every step)">,
     Option<"csvMonitor", "csv-monitor", "std::string", "\"\"",

@@ -24,6 +24,7 @@
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 
@@ -229,6 +230,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (kind != "sgd" && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1))
       return module.emitError() << "zero-optimizer: betas must be in [0, 1), got " << beta1
                                 << ", " << beta2;
+    if (std::string err; !noDecay.empty() && !llvm::Regex(noDecay).isValid(err))
+      return module.emitError() << "zero-optimizer: no-decay '" << noDecay
+                                << "' is not a valid regex: " << err;
     if (nesterov && (momentum <= 0 || dampening != 0))
       return module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum "
                                    "and zero dampening (as torch.optim.SGD)";
@@ -642,6 +646,14 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     return success();
   }
 
+  /// The weight decay of `u`'s parameter group: 0 when its name matches
+  /// no-decay, else weight-decay.
+  double decayOf(const ParamUpdate &u) const {
+    if (noDecay.empty())
+      return weightDecay;
+    return llvm::Regex(noDecay).match(u.name) ? 0.0 : weightDecay;
+  }
+
   /// torch.optim.SGD's update, with a momentum buffer when momentum > 0.
   void applySGD(OptimizerStep &s, ParamUpdate &u) {
     ImplicitLocOpBuilder &b = s.b;
@@ -665,7 +677,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         b, types, operands,
         {b.getNamedAttr("momentum", b.getF64FloatAttr(momentum)),
          b.getNamedAttr("dampening", b.getF64FloatAttr(dampening)),
-         b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
+         b.getNamedAttr("weight_decay", b.getF64FloatAttr(decayOf(u))),
          b.getNamedAttr("nesterov", b.getI64IntegerAttr(nesterov ? 1 : 0))});
     storeParameter(s, u, op.getResult(0));
     if (buf)
@@ -689,7 +701,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     auto op = ::zero::dist::AdamWOp::create(
         b, TypeRange{u.stepped, u.stepped, u.stepped}, u.value, u.grad, s.t, s.rate, s.scale,
         mIn, vIn, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-        b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(decoupled ? 1 : 0));
+        b.getF64FloatAttr(decayOf(u)), b.getI64IntegerAttr(decoupled ? 1 : 0));
     storeParameter(s, u, op.getParamOut());
     s.store(m, op.getExpAvgOut());
     s.store(v, op.getExpAvgSqOut());
@@ -805,6 +817,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     else
       os << " betas=" << beta1 << "," << beta2 << " eps=" << eps;
     os << " weight-decay=" << weightDecay;
+    if (!noDecay.empty())
+      os << " no-decay=" << noDecay;
     if (clip > 0)
       os << " clip=" << clip;
     os << " schedule=" << ::zero::stringify(schedule.getValue());
