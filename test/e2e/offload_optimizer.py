@@ -10,6 +10,9 @@ without zero_optimization.offload_optimizer {"device": "nvme"}:
             are bit-identical with and without offload;
   resume    an offloaded run saved at step 2 (--save-dir) and resumed to step
             3 saves the uninterrupted run's parameters and state;
+  swaps     (optimizer state alone) each step swaps every update's state in
+            once and out once, and loading sends it out once: the report's
+            bytes_in = steps x offloaded, bytes_out = (steps + 1) x offloaded;
   memory    each rank's peak RSS (the runtime's own counter, --report-json)
             is lower with offload by at least the offloaded bytes the report
             gives less what the plan keeps resident (its bound on swapped-in
@@ -206,6 +209,13 @@ def main():
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: peak RSS {r1['peak_rss_bytes']} with "
                          f"offload, {r0['peak_rss_bytes']} without: {saved} bytes less, "
                          f"expected at least {need:.0f} (offloaded {offloaded})")
+            # Each step swaps every update's state in once and out once; the
+            # state also went out once after loading (the report's counters).
+            sw = r1["offload_swap"]
+            if not params and (sw["bytes_in"] != steps * offloaded or
+                               sw["bytes_out"] != (steps + 1) * offloaded):
+                sys.exit(f"FAIL: {tag} rank {r1['rank']}: swapped in {sw['bytes_in']}, out "
+                         f"{sw['bytes_out']}; expected {steps} and {steps + 1} x {offloaded}")
             print(f"  rank {r1['rank']}: offloaded {offloaded / 2**20:.1f} MiB (planned resident "
                   f"at most {bound / 2**20:.1f}), peak RSS "
                   f"{r0['peak_rss_bytes'] / 2**20:.1f} -> {r1['peak_rss_bytes'] / 2**20:.1f} MiB")

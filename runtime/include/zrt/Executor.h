@@ -120,6 +120,15 @@ public:
   /// the state is loaded (or started), so that the run begins with it on
   /// disk.
   void swapOutOffloaded();
+  /// What ZeRO-Offload's swaps did in this process so far: bytes read ahead
+  /// (SwapIn) and sent out (SwapOut); seconds the streams spent issuing them
+  /// (time the kernels waited) and the writer thread in the writebacks
+  /// (beside the streams: overlapped).
+  struct SwapStats {
+    uint64_t bytesIn = 0, bytesOut = 0;
+    double streamSeconds = 0, writerSeconds = 0;
+  };
+  SwapStats swapStats() const;
   /// Copies `bytes` from host memory into buffer `index` at `byteOffset`.
   Status writeBuffer(uint32_t index, const void *src, uint64_t bytes,
                      uint64_t byteOffset = 0);

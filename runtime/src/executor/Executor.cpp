@@ -525,6 +525,11 @@ void Executor::swapOutOffloaded() {
   }
 }
 
+Executor::SwapStats Executor::swapStats() const {
+  const SwapCounters c = swapCounters();
+  return {c.bytesIn, c.bytesOut, c.streamSeconds, c.writerSeconds};
+}
+
 void *Executor::hostAddress(uint32_t index) const {
   if (index >= impl_->buffers.size() ||
       !impl_->backend.allocator().hostAccessible())

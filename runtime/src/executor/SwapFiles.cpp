@@ -6,6 +6,8 @@
 
 #include "executor/SwapFiles.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -23,6 +25,16 @@ struct Mapping {
   size_t bytes;
   int fd;
 };
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<unsigned long long> bytesIn{0}, bytesOut{0}, streamNanos{0}, writerNanos{0};
+
+unsigned long long nanosSince(Clock::time_point t) {
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             Clock::now() - t)
+      .count();
+}
 
 std::mutex mappingsMutex;
 std::vector<Mapping> &mappings() {
@@ -55,7 +67,9 @@ struct Writer {
       ranges.pop_front();
       lock.unlock();
       // A descriptor closed meanwhile (its executor gone) fails harmlessly.
+      const Clock::time_point t = Clock::now();
       sync_file_range(fd, range.first, range.second, SYNC_FILE_RANGE_WRITE);
+      writerNanos += nanosSince(t);
     }
   }
 };
@@ -83,10 +97,14 @@ void unregisterSwapFile(void *base) {
 }
 
 void swapInPages(void *p, size_t n) {
+  const Clock::time_point t = Clock::now();
   madvise(p, n, MADV_WILLNEED); // advice: a failure costs only speed
+  bytesIn += n;
+  streamNanos += nanosSince(t);
 }
 
 void swapOutPages(void *p, size_t n) {
+  const Clock::time_point t = Clock::now();
   char *c = static_cast<char *>(p);
   {
     std::lock_guard<std::mutex> lock(mappingsMutex);
@@ -100,6 +118,17 @@ void swapOutPages(void *p, size_t n) {
   // Unmapped from this process (its RSS); the bytes stay in the page cache
   // (and, once written, the file), and a later touch maps them again.
   madvise(p, n, MADV_DONTNEED);
+  bytesOut += n;
+  streamNanos += nanosSince(t);
+}
+
+SwapCounters swapCounters() {
+  SwapCounters c;
+  c.bytesIn = bytesIn.load();
+  c.bytesOut = bytesOut.load();
+  c.streamSeconds = double(streamNanos.load()) * 1e-9;
+  c.writerSeconds = double(writerNanos.load()) * 1e-9;
+  return c;
 }
 
 } // namespace zrt

@@ -27,6 +27,16 @@ void swapInPages(void *p, size_t n);
 /// SwapOut of [p, p + n) (page-aligned): writeback started, pages unmapped.
 void swapOutPages(void *p, size_t n);
 
+/// What the swaps did in this process so far: bytes asked back (SwapIn) and
+/// sent out (SwapOut); seconds the streams spent in the swap calls (not
+/// overlapped with their kernels) and the writer thread in its writebacks
+/// (overlapped: it runs beside the streams).
+struct SwapCounters {
+  unsigned long long bytesIn = 0, bytesOut = 0;
+  double streamSeconds = 0, writerSeconds = 0;
+};
+SwapCounters swapCounters();
+
 } // namespace zrt
 
 #endif // ZRT_EXECUTOR_SWAPFILES_H

@@ -239,6 +239,17 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
       if (!a.path.empty())
         resident += a.lowerBound;
     rank["offload_resident_bound_bytes"] = resident;
+    // The swaps: bytes, the streams' time issuing them (not overlapped), the
+    // writer thread's time in the writebacks (overlapped), and the faults
+    // that waited for storage (reads not hidden by the read-ahead).
+    const Executor::SwapStats swaps = executor.swapStats();
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    rank["offload_swap"] = {{"bytes_in", swaps.bytesIn},
+                            {"bytes_out", swaps.bytesOut},
+                            {"stream_seconds", swaps.streamSeconds},
+                            {"writer_seconds", swaps.writerSeconds},
+                            {"major_page_faults", uint64_t(usage.ru_majflt)}};
     if (std::FILE *f = std::fopen("/proc/self/io", "r")) {
       char line[128];
       unsigned long long v = 0;
