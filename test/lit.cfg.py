@@ -13,6 +13,7 @@ config.test_exec_root = os.path.join(config.zero_obj_root, "test")
 
 config.substitutions.append(("%models", os.path.join(config.zero_src_root, "test", "models")))
 config.substitutions.append(("%src", config.zero_src_root))
+config.substitutions.append(("%zero_build", config.zero_obj_root))
 python = os.path.join(config.zero_obj_root, "pyenv", "bin", "python")
 zero_opt = os.path.join(config.zero_tools_dir, "zero-opt")
 zero_run = config.zero_run
