@@ -36,6 +36,12 @@ std::string dataTypeName(int32_t onnxType);
 /// tests at opsets 24-28 pass and are locked in. A newer opset may change an
 /// operator in a way the importer does not know, so it is refused.
 constexpr int64_t kMinOpset = 13;
+
+/// ONNX's version converter on `model` (to default-domain opset `target`),
+/// in VersionConvert.cpp: the one file built with C++ exceptions, which the
+/// converter throws. False, with the converter's message in `error`, when it
+/// cannot convert.
+bool convertOnnxOpset(::onnx::ModelProto &model, int target, std::string &error);
 constexpr int64_t kMaxOpset = 28;
 
 /// Why a TensorProto's dims cannot describe a tensor ("has dims 2x-5, a

@@ -1606,10 +1606,38 @@ static std::unique_ptr<::onnx::ModelProto> readModel(MLIRContext &ctx, StringRef
   return model;
 }
 
+/// A model of a default-domain opset before kMinOpset (older exporters, most
+/// of the ONNX model zoo) is lifted to kMinOpset by ONNX's own version
+/// converter (onnx/version_converter: each op's adapter, e.g. Unsqueeze's and
+/// ReduceSum's axes from attribute to input, Softmax's 2-D coercion made
+/// explicit), with a note; what it cannot convert is an error naming the
+/// converter's reason.
+static LogicalResult liftOldOpset(MLIRContext &ctx, StringRef path, ::onnx::ModelProto &model) {
+  int64_t opset = -1;
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (opset < 0 || opset >= kMinOpset)
+    return success();
+  std::string reason;
+  if (!convertOnnxOpset(model, int(kMinOpset), reason)) {
+    mlir::emitError(FileLineColLoc::get(&ctx, path, 0, 0))
+        << "the model uses opset " << opset << " of the default domain, and ONNX's version "
+        << "converter cannot lift it to opset " << kMinOpset << ": "
+        << StringRef(reason).trim() << "; re-export with opset_version >= " << kMinOpset;
+    return failure();
+  }
+  llvm::errs() << "note: " << path << ": converted from opset " << opset << " to "
+               << kMinOpset << " with ONNX's version converter\n";
+  return success();
+}
+
 ImportedModel zero::importONNXFile(MLIRContext &context, StringRef path,
                                    const ImportOptions &options) {
   std::unique_ptr<::onnx::ModelProto> model = readModel(context, path);
   if (!model)
+    return {};
+  if (failed(liftOldOpset(context, path, *model)))
     return {};
   GraphImporter importer(context, path, options, std::move(model));
   FailureOr<ImportedModel> result = importer.run();
