@@ -1623,8 +1623,8 @@ static LogicalResult liftOldOpset(MLIRContext &ctx, StringRef path, ::onnx::Mode
   if (!convertOnnxOpset(model, int(kMinOpset), reason)) {
     mlir::emitError(FileLineColLoc::get(&ctx, path, 0, 0))
         << "the model uses opset " << opset << " of the default domain, and ONNX's version "
-        << "converter cannot lift it to opset " << kMinOpset << ": "
-        << StringRef(reason).trim() << "; re-export with opset_version >= " << kMinOpset;
+        << "converter cannot lift it to opset " << kMinOpset << " ("
+        << StringRef(reason).trim() << "); re-export with opset_version >= " << kMinOpset;
     return failure();
   }
   llvm::errs() << "note: " << path << ": converted from opset " << opset << " to "

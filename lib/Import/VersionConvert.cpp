@@ -10,7 +10,9 @@
 
 #include <onnx/version_converter/convert.h>
 
+#include <algorithm>
 #include <exception>
+#include <regex>
 
 bool zero::import::convertOnnxOpset(::onnx::ModelProto &model, int target, std::string &error) {
   try {
@@ -18,7 +20,18 @@ bool zero::import::convertOnnxOpset(::onnx::ModelProto &model, int target, std::
     model.Swap(&lifted);
     return true;
   } catch (const std::exception &e) {
-    error = e.what();
+    // The converter's messages are its assertions' text: "FILE:LINE: FN:
+    // Assertion `COND` failed: REASON". Keep the reason.
+    std::string what = e.what();
+    if (size_t at = what.rfind("failed: "); at != std::string::npos)
+      what = what.substr(at + 8);
+    static const std::regex where("^\\S+:[0-9]+: \\w+: ");
+    for (std::smatch m; std::regex_search(what, m, where);)
+      what = m.suffix().str();
+    what.erase(std::remove(what.begin(), what.end(), '$'), what.end());
+    while (!what.empty() && (what.back() == '.' || what.back() == ' ' || what.back() == '\n'))
+      what.pop_back();
+    error = what.empty() ? std::string("no reason given") : what;
   } catch (...) {
     error = "an unknown error";
   }
