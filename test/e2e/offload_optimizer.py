@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -37,22 +36,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
 
-
-def env():
-    e = dict(os.environ)
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    e["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
-    return e
-
-
-def run(cmd, ok=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env())
-    if ok and r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    if not ok and r.returncode == 0:
-        sys.exit(f"FAIL: expected an error from {' '.join(cmd)}")
-    return r
+from e2e_run import env, run
 
 
 def wide_model(path, layers, width):

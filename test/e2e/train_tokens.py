@@ -25,12 +25,12 @@ byte: ids 0..255, the vocabulary of the GPT-2 fixture). Checks:
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 from safetensors.numpy import save_file
+
+from e2e_run import run
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 M64 = (1 << 64) - 1
@@ -47,23 +47,6 @@ def window(seed, step, row, count):
     key = mix64(mix64(seed) ^ mix64((step + 0x8CB92BA72F3D8DD7) & M64))
     v = mix64((key + row * 0x9E3779B97F4A7C15) & M64)
     return (v * count) >> 64
-
-
-def env():
-    e = dict(os.environ)
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    e["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
-    return e
-
-
-def run(cmd, ok=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env())
-    if ok and r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    if not ok and r.returncode == 0:
-        sys.exit(f"FAIL: expected an error from {' '.join(cmd)}")
-    return r
 
 
 def steps_of(path):
