@@ -353,7 +353,7 @@ LogicalResult ProgramWriter::addKernel(::zero::zrt::KernelOp k) {
   std::vector<int32_t> ranks = ranksOf(k.getRanks());
   instrTable.push_back(::zrt::fb::CreateInstructionDirect(
       fbb, k.getKernel().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
-      -1, locString(k.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks));
+      -1, locString(k.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks, k.getEval()));
   return success();
 }
 
@@ -371,7 +371,7 @@ LogicalResult ProgramWriter::addCollective(::zero::zrt::CollectiveOp c) {
   instrTable.push_back(::zrt::fb::CreateInstructionDirect(
       fbb, c.getKind().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
       int32_t(*group), locString(c.getLoc()).c_str(),
-      ranks.empty() ? nullptr : &ranks));
+      ranks.empty() ? nullptr : &ranks, c.getEval()));
   return success();
 }
 

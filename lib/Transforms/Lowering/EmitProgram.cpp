@@ -154,6 +154,7 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
   auto ranksAttr = [&](const Instr &in) -> DenseI64ArrayAttr {
     return in.ranks.empty() ? nullptr : b.getDenseI64ArrayAttr(in.ranks);
   };
+  auto evalAttr = [&](const Instr &in) { return in.eval ? b.getUnitAttr() : UnitAttr(); };
   for (auto [i, in] : llvm::enumerate(instrs_)) {
     for (int64_t d : waits_[i])
       ::zero::zrt::WaitOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[d]),
@@ -170,11 +171,12 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
     if (in.isCollective)
       ::zero::zrt::CollectiveOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
                                         in.group ? in.group : worldRef, b.getArrayAttr(ins),
-                                        b.getArrayAttr(outs), in.params, ranksAttr(in));
+                                        b.getArrayAttr(outs), in.params, ranksAttr(in),
+                                        evalAttr(in));
     else
       ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
                                     b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
-                                    ranksAttr(in));
+                                    ranksAttr(in), evalAttr(in));
     if (eventOf_[i] >= 0)
       ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
                                     streamRef(in.stream), ranksAttr(in));

@@ -37,6 +37,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
+#include <tuple>
+
 #define DEBUG_TYPE "zero-lower-to-runtime"
 
 namespace zero {
@@ -604,6 +606,7 @@ LogicalResult RuntimeLowering::collect() {
       pipelineDp_ = d.getInt();
   Block &body = func_.getBody().front();
   bindArguments(body);
+  findEvalSlice(body);
   // Fusion groups: members before the root become nothing, the root one
   // FusedElementwise instruction (FuseElementwise.cpp).
   std::vector<FusionGroup> groups;
@@ -629,8 +632,62 @@ LogicalResult RuntimeLowering::collect() {
     }
     if (failed(markPipelinePlacement(op, first)))
       return failure();
+    if (evalOps_.contains(&op))
+      for (size_t i = first; i < instrs_.size(); ++i)
+        instrs_[i].eval = true;
   }
   return success();
+}
+
+void RuntimeLowering::findEvalSlice(Block &body) {
+  DictionaryAttr training = attrs::kTraining.get(module_);
+  auto lossName = training ? training.getAs<StringAttr>("loss") : StringAttr();
+  auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!lossName || !ret)
+    return;
+  // Pipeline transfers: a stage's k-th receive of a tag from a stage is that
+  // stage's k-th send of the tag to it.
+  using Key = std::tuple<int64_t, int64_t, int64_t>; // from, to, tag
+  std::map<Key, SmallVector<Operation *>> sends;
+  std::map<Key, int64_t> received;
+  llvm::DenseMap<Operation *, Operation *> sendOf;
+  auto stageOf = [](Operation *op) {
+    IntegerAttr s = attrs::kPipelineStage.get(op);
+    return s ? s.getInt() : int64_t(0);
+  };
+  // Stages are inlined one after the other: a receive may come first.
+  for (Operation &op : body)
+    if (auto send = dyn_cast<::zero::dist::SendOp>(op))
+      sends[{stageOf(&op), send.getPeer(), send.getTag()}].push_back(&op);
+  for (Operation &op : body) {
+    if (auto recv = dyn_cast<::zero::dist::RecvOp>(op)) {
+      Key key{recv.getPeer(), stageOf(&op), recv.getTag()};
+      auto it = sends.find(key);
+      int64_t k = received[key]++;
+      if (it != sends.end() && k < int64_t(it->second.size()))
+        sendOf[&op] = it->second[size_t(k)];
+    }
+  }
+  SmallVector<Operation *> work;
+  auto need = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (def && def->getBlock() == &body && evalOps_.insert(def).second)
+      work.push_back(def);
+  };
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto n = func_.getResultAttrOfType<StringAttr>(i, "onnx.name");
+    if ((n ? n.str() : "output" + std::to_string(i)) == lossName.getValue())
+      need(v);
+  }
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Value v : op->getOperands())
+      need(v);
+    if (Operation *send = sendOf.lookup(op); send && evalOps_.insert(send).second)
+      work.push_back(send);
+  }
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << evalOps_.size()
+                          << " ops in the evaluation slice\n");
 }
 
 LogicalResult RuntimeLowering::run() {

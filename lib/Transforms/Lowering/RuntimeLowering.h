@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
 #include <map>
@@ -94,6 +95,9 @@ struct Instr {
   FlatSymbolRefAttr group = nullptr;
   /// The world ranks that run it (a pipeline stage's); empty: every rank.
   SmallVector<int64_t> ranks;
+  /// Whether an evaluation step runs it: it computes what the training
+  /// program's loss is made of (RuntimeLowering::findEvalSlice).
+  bool eval = false;
 
   /// A kernel named `name` (the runtime's kernel table) on the compute stream.
   static Instr kernel(StringRef name, Location loc) {
@@ -231,6 +235,12 @@ private:
   LogicalResult collect();
   /// A block for each of the function's arguments, and its input name.
   void bindArguments(Block &body);
+  /// A training program's evaluation slice: the ops the loss output depends
+  /// on, through operands and, across pipeline stages, from each zero.recv
+  /// to its zero.send (the k-th of a stage pair and tag to the k-th). An
+  /// evaluation step (zero-run --eval-tokens) runs their instructions only:
+  /// the forward, never a gradient, an update or a store.
+  void findEvalSlice(Block &body);
   /// Marks the instructions from `first` on, which `op` became, with its
   /// pipeline step and the ranks of its pipeline stage.
   LogicalResult markPipelinePlacement(Operation &op, size_t first);
@@ -341,6 +351,8 @@ private:
   std::vector<Storage> storages_;
   llvm::DenseMap<Value, Placement> placement_;
   std::vector<Instr> instrs_;
+  /// The evaluation slice (findEvalSlice); empty for a forward program.
+  llvm::DenseSet<Operation *> evalOps_;
   /// Globals: (global op, storage).
   SmallVector<std::pair<ml_program::GlobalOp, int>> globals_;
   llvm::DenseMap<Operation *, int> globalStorage_;

@@ -56,6 +56,18 @@ struct ExecutorOptions {
   bool serializeStreams = false;
 };
 
+/// What a run of a training program does.
+enum class RunMode {
+  /// The whole step: forward, backward, update.
+  Train,
+  /// An evaluation step: only the instructions the loss is computed from
+  /// (Instruction::eval; Record and Wait all run), training-mode dropout as
+  /// the identity. Nothing is updated, no counter advances; the loss output
+  /// is the batch's loss. The figures of the last training run (stats()) are
+  /// left as they were.
+  Eval,
+};
+
 /// One executed instruction, for traces.
 struct TraceEvent {
   uint32_t instruction = 0;
@@ -137,7 +149,8 @@ public:
                     uint64_t byteOffset = 0) const;
 
   /// Runs every stream to completion; returns the first error, if any.
-  Status run();
+  /// RunMode::Eval needs Program::evaluable().
+  Status run(RunMode mode = RunMode::Train);
   /// Figures from the last run().
   const RunStats &stats() const;
 

@@ -225,6 +225,9 @@ struct Instruction {
   int group = -1;          ///< collectives; -1 is the world
   std::vector<int> ranks;  ///< world ranks that execute it; empty: all
   std::string loc;
+  /// A training program's instruction that an evaluation step runs too: part
+  /// of what the loss is computed from (Executor::run(RunMode::Eval)).
+  bool eval = false;
 
   /// Whether world rank `rank` executes this instruction (see ranks).
   bool runsOn(int rank) const {
@@ -286,6 +289,16 @@ struct Program {
   bool inOrderPlanInUse = false;
   /// Whether the program is cut into pipeline stages.
   bool pipelined() const { return pipelineDp > 0; }
+  /// Whether an evaluation step can run it: a training program whose
+  /// instructions say which compute its loss (Instruction::eval).
+  bool evaluable() const {
+    if (!training)
+      return false;
+    for (const Instruction &i : instructions)
+      if (i.eval)
+        return true;
+    return false;
+  }
   /// Ranks that each read their own rows of the global batch: the world, or
   /// in a pipeline the ranks of one stage (stage s runs on world ranks
   /// [s*dp, (s+1)*dp); data-parallel replica d is rank s*dp + d of every

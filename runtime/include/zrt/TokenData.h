@@ -44,6 +44,7 @@ public:
     int elementBytes = 2; ///< 2: uint16 (--tokens-dtype u16), 4: uint32
     uint64_t seed = 0;
     bool nextLabels = false; ///< --labels next
+    std::string flag = "--tokens"; ///< the option that named it, for messages
   };
   /// Maps `o.path` and matches it to `program`'s inputs for `worldSize`
   /// data-parallel replicas, this being replica `rank`. Errors name the file

@@ -41,6 +41,10 @@ struct Step {
   KernelFn kernel = nullptr;
   std::vector<TensorRef> inputs, outputs;
   int channel = 0;
+  /// In an evaluation step: whether it runs, and the kernel it runs
+  /// instead (training-mode Dropout: Identity of its input into its output).
+  bool inEval = true;
+  KernelFn evalKernel = nullptr;
 };
 } // namespace
 
@@ -117,6 +121,8 @@ struct Executor::Impl {
   int numChannels = 0;
   std::unique_ptr<Watchdog> watchdog; // during run(), with a timeout; slot = stream
 
+  /// The run in progress: a training step or an evaluation step.
+  RunMode mode = RunMode::Train;
   std::atomic<bool> cancelled{false};
   std::mutex errorMutex;
   Status firstError;
@@ -269,6 +275,9 @@ Status Executor::Impl::init() {
                        : std::max(0, channelOf[inst.stream]);
     if (inst.kind == OpKind::Kernel)
       step.kernel = backend.kernels().lookup(inst.op);
+    step.inEval = inst.eval || inst.kind == OpKind::Record || inst.kind == OpKind::Wait;
+    if (inst.eval && inst.op == "TrainingDropout")
+      step.evalKernel = backend.kernels().lookup("Identity");
     for (uint32_t b : inst.inputs)
       step.inputs.push_back(buffers[b]);
     for (uint32_t b : inst.outputs)
@@ -369,6 +378,8 @@ Status Executor::Impl::execute(Step &step, Stream &stream) {
                           inst.stream, step.index);
   switch (inst.kind) {
   case OpKind::Kernel:
+    if (mode == RunMode::Eval && step.evalKernel)
+      return stream.launch(step.evalKernel, {step.inputs[0]}, {step.outputs[0]}, inst.attrs);
     return stream.launch(step.kernel, step.inputs, step.outputs, inst.attrs);
   case OpKind::Record:
     return events[size_t(inst.event)]->record(stream);
@@ -404,10 +415,13 @@ void Executor::Impl::runStream(size_t s,
     return std::chrono::duration<double, std::micro>(t - start).count();
   };
   Stream &stream = *streams[s];
+  const bool eval = mode == RunMode::Eval;
   for (Step &step : steps[s]) {
     if (cancelled.load(std::memory_order_relaxed))
       return;
-    if (liveBytes)
+    if (eval && !step.inEval)
+      continue;
+    if (liveBytes && !eval)
       liveBytes->instructionStarted(*step.inst);
     // Streams taking turns (ExecutorOptions::serializeStreams): a compute
     // stream runs its kernels whenever it can, and is idle while it waits
@@ -464,6 +478,8 @@ void Executor::Impl::runStream(size_t s,
       fail(Status::error(where + ": " + status.message()));
       return;
     }
+    if (eval)
+      continue;
     if (options.trace)
       trace[s].push_back({uint32_t(step.index), uint32_t(s), micros(begin),
                           micros(end) - micros(begin)});
@@ -626,8 +642,14 @@ void Executor::Impl::stopStreamThreads() {
   t.streams.clear();
 }
 
-Status Executor::run() {
+Status Executor::run(RunMode mode) {
   Impl &impl = *impl_;
+  if (mode == RunMode::Eval && !impl.program.evaluable())
+    return Status::error(impl.program.path +
+                         ": an evaluation step needs a training program whose "
+                         "instructions say which compute the loss; compile it again "
+                         "with this zero-opt");
+  impl.mode = mode;
   for (auto &event : impl.events)
     event->reset();
   impl.cancelled = false;
@@ -665,6 +687,8 @@ Status Executor::run() {
   if (Status flushed = impl.comm.flushSends(flushCtx); !flushed.isOk())
     impl.fail(flushed);
   impl.watchdog.reset();
+  if (mode == RunMode::Eval)
+    return impl.firstError; // the training step's figures stay
   impl.stats.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -267,6 +267,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       d.group = i->group();
       d.ranks = vec<int>(i->ranks());
       d.loc = str(i->loc());
+      d.eval = i->eval();
       if (auto *attrs = i->attrs()) {
         for (const fb::Attr *a : *attrs) {
           AttrValue v;

@@ -29,7 +29,7 @@ uint64_t tokenWindow(uint64_t seed, int64_t step, int64_t row, uint64_t count) {
 
 Expected<TokenData> TokenData::open(const Options &o, const Program &program, int worldSize,
                                     int rank) {
-  const std::string what = "--tokens " + o.path;
+  const std::string what = o.flag + " " + o.path;
   TokenData data;
   data.options_ = o;
   data.rank_ = rank;
@@ -160,7 +160,7 @@ Status TokenData::bindStep(Executor &executor, int64_t step) const {
           const uint64_t id = token(at);
           if (in.vocab > 0 && id >= uint64_t(in.vocab))
             return Status::error(
-                "--tokens " + options_.path + ": token " + std::to_string(id) + " at token " +
+                options_.flag + " " + options_.path + ": token " + std::to_string(id) + " at token " +
                 std::to_string(at) + " (step " + std::to_string(step + 1) + ", input \"" +
                 in.name + "\") is outside [0, " + std::to_string(in.vocab) +
                 "), the rows of the embedding " +

@@ -141,6 +141,29 @@ std::string formatStepLine(const StepRecord &r, int64_t totalSteps) {
   return line;
 }
 
+std::string formatEvalLine(const EvalRecord &r, int64_t totalSteps) {
+  char text[256];
+  int n = std::snprintf(text, sizeof text,
+                        "step %lld/%lld  eval_loss %.6f  perplexity %.2f  (%lld batches, "
+                        "%.2f s)",
+                        (long long)r.step, (long long)totalSteps, r.loss, std::exp(r.loss),
+                        (long long)r.batches, r.seconds);
+  return std::string(text, size_t(n));
+}
+
+Status TrainingLog::recordEval(const EvalRecord &r) {
+  json_.push_back({{"step", r.step},
+                   {"eval_loss", r.loss},
+                   {"perplexity", std::exp(r.loss)},
+                   {"eval_batches", r.batches},
+                   {"eval_time_s", r.seconds}});
+  lastEvalLoss_ = r.loss;
+  clearBar(); // drawn again at the next step
+  std::printf("%s\n", formatEvalLine(r, totalSteps_).c_str());
+  std::fflush(stdout);
+  return flush();
+}
+
 void TrainingLog::clearBar() {
   if (barShown_) {
     std::fputs("\r\033[K", stderr);
@@ -161,6 +184,11 @@ void TrainingLog::drawBar(const StepRecord &r) {
   line += text;
   if (r.lr) {
     std::snprintf(text, sizeof text, "  lr %.2e", *r.lr);
+    line += text;
+  }
+  if (lastEvalLoss_) {
+    std::snprintf(text, sizeof text, "  eval %.4f (ppl %.1f)", *lastEvalLoss_,
+                  std::exp(*lastEvalLoss_));
     line += text;
   }
   if (r.tokensPerSecond > 0) {

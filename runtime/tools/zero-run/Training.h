@@ -34,6 +34,19 @@ struct StepRecord {
   double tokensPerSecond = 0; ///< 0: the inputs are not token ids
 };
 
+/// One evaluation (--eval-tokens): the mean loss over the evaluation batches
+/// after optimizer step `step` (rank 0's view, each batch's loss the mean
+/// over ranks).
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0;
+  int64_t batches = 0;
+  double seconds = 0; ///< the whole evaluation, on rank 0
+};
+
+/// "step 10/200  eval_loss 5.123456  perplexity 167.89  (8 batches, 0.21 s)".
+std::string formatEvalLine(const EvalRecord &record, int64_t totalSteps);
+
 /// The per-step log of rank 0: a line on stdout every `logEvery` steps and
 /// at the last one, a progress bar on stderr when it is a terminal, and every
 /// step's record for --log-json, whose file (`jsonPath`, when given) is
@@ -46,6 +59,10 @@ public:
   /// Adds a step's record; an error when the --log-json file is due and
   /// cannot be written.
   Status record(const StepRecord &record);
+  /// Adds an evaluation's record ({"step", "eval_loss", "perplexity",
+  /// "eval_batches", "eval_time_s"} in --log-json), prints its line, and
+  /// shows its loss on the progress bar from now on.
+  Status recordEval(const EvalRecord &record);
   /// Removes the progress bar.
   void finish();
   /// Writes the --log-json file now, if records are missing from it.
@@ -65,6 +82,7 @@ private:
   int64_t totalSteps_, logEvery_;
   bool progressBar_, barShown_ = false;
   double secondsSoFar_ = 0; ///< steps timed so far, for the bar's ETA
+  std::optional<double> lastEvalLoss_; ///< for the bar
   int64_t stepsSoFar_ = 0;
   std::string csvDir_; ///< csv_monitor's directory; "": none
   double csvSamplesPerStep_ = 0;

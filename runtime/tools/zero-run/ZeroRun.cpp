@@ -98,6 +98,17 @@ const char *kUsage =
     "(default; Hugging\n"
     "                               Face models shift inside) or the next "
     "token's window\n"
+    "  --eval-tokens FILE           evaluate on this token file (same dtype and "
+    "labels as --tokens):\n"
+    "                               the loss's forward only, dropout off, "
+    "nothing updated; every\n"
+    "                               --eval-every steps and after the last, the "
+    "mean loss of\n"
+    "                               --eval-batches fixed batches (batch e: the "
+    "windows of step e)\n"
+    "  --eval-every K               steps between evaluations (default: "
+    "--log-every's)\n"
+    "  --eval-batches E             batches per evaluation (default 8)\n"
     "  --steps N                    steps to run (default: every step of "
     "--data; --input gives one)\n"
     "  --log-every K                log every K steps on stdout (default: the "
@@ -144,6 +155,9 @@ struct Options {
   // Training programs.
   std::string data;       ///< --data
   std::string tokens;     ///< --tokens
+  std::string evalTokens; ///< --eval-tokens
+  int64_t evalEvery = 0;  ///< --eval-every; 0: --log-every's value
+  int64_t evalBatches = 0; ///< --eval-batches; 0: 8
   int tokenBytes = 2;     ///< --tokens-dtype: 2 (u16) or 4 (u32)
   uint64_t seed = 0;      ///< --seed
   bool nextLabels = false; ///< --labels next
@@ -184,6 +198,7 @@ const std::pair<const char *, std::string Options::*> kTextOptions[] = {
 const std::pair<const char *, std::string Options::*> kTrainingPathOptions[] = {
     {"--data", &Options::data},
     {"--tokens", &Options::tokens},
+    {"--eval-tokens", &Options::evalTokens},
     {"--log-json", &Options::logJson},
     {"--save", &Options::save},
     {"--save-optimizer", &Options::saveOptimizer},
@@ -196,6 +211,8 @@ const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
     {"--steps", &Options::steps},
     {"--log-every", &Options::logEvery},
     {"--save-every", &Options::saveEvery},
+    {"--eval-every", &Options::evalEvery},
+    {"--eval-batches", &Options::evalBatches},
 };
 
 /// The other options that take a value, each checked by storeCheckedValue.
@@ -340,7 +357,8 @@ Status checkOutputPaths(const Options &opts) {
       {"the program", opts.model},
       {"--weights", opts.weights},
       {"--data", opts.data},
-      {"--tokens", opts.tokens}};
+      {"--tokens", opts.tokens},
+      {"--eval-tokens", opts.evalTokens}};
   for (const auto &[name, path] : opts.inputs)
     reads.push_back({"--input", path});
   std::vector<std::pair<std::string, std::string>> writes = {
@@ -472,6 +490,7 @@ enum ControlStep : uint64_t {
   kStartStep,
   kCheckpoint,
   kCompareCollectives,
+  kEvaluate,
 };
 const char *const kControlStepNames[] = {
     "agreement on the program (zero-run start-up)",
@@ -485,6 +504,7 @@ const char *const kControlStepNames[] = {
     "barrier before training step",
     "writing of the --save-dir checkpoint of training step",
     "comparison of the ranks' collectives (--check-collectives) after training step",
+    "evaluation (--eval-tokens) after training step",
 };
 
 /// The watchdog tag of control step `kind` at training step `step` (0: none).
@@ -732,10 +752,20 @@ Status checkProgramOptions(const Options &opts, const Program &program) {
   if (!opts.tokens.empty() && opts.steps == 0)
     return Status::error("--tokens " + opts.tokens + ": a token file has no last step; "
                          "pass --steps N");
+  auto given = [&](const char *flag) {
+    return std::find(opts.trainingFlags.begin(), opts.trainingFlags.end(), flag) !=
+           opts.trainingFlags.end();
+  };
   for (const char *flag : {"--tokens-dtype", "--seed", "--labels"})
-    if (opts.tokens.empty() && std::find(opts.trainingFlags.begin(), opts.trainingFlags.end(),
-                                         flag) != opts.trainingFlags.end())
-      return Status::error(std::string(flag) + ": only with --tokens FILE");
+    if (opts.tokens.empty() && opts.evalTokens.empty() && given(flag))
+      return Status::error(std::string(flag) + ": only with --tokens FILE or --eval-tokens FILE");
+  for (const char *flag : {"--eval-every", "--eval-batches"})
+    if (opts.evalTokens.empty() && given(flag))
+      return Status::error(std::string(flag) + ": only with --eval-tokens FILE");
+  if (!opts.evalTokens.empty() && !program.evaluable())
+    return Status::error("--eval-tokens: " + program.path +
+                         " does not say which instructions compute its loss (it was "
+                         "compiled by an older zero-opt); compile it again");
   if (!opts.inputs.empty() && opts.steps > 1)
     return Status::error("--steps " + std::to_string(opts.steps) +
                          " with --input: --input gives the inputs of one "
@@ -775,18 +805,50 @@ int failDuringRun(Communicator &comm, const Status &status) {
   return 1;
 }
 
+/// The loss as logged: the mean over ranks, summed in rank order on rank 0
+/// (the same bits whatever the MPI library's reduction order; a pipeline's
+/// losses arrive on its first stage's ranks, one per data-parallel replica),
+/// and the slowest rank's `seconds`; every rank gets both.
+Expected<std::pair<double, double>> agreeOnLoss(Communicator &comm, const Program &program,
+                                                double loss, double seconds,
+                                                Watchdog *watchdog, uint64_t tag) {
+  const int world = comm.worldSize();
+  if (world == 1)
+    return std::make_pair(loss, seconds);
+  Watchdog::Scope watched(watchdog, 0, tag);
+  double mine[2] = {loss, seconds};
+  std::vector<std::string> all =
+      comm.gatherToRoot(std::string(reinterpret_cast<const char *>(mine), sizeof mine));
+  double agreed[2] = {0, 0};
+  if (comm.rank() == 0) {
+    const int losses = program.pipelined() ? program.dataParallelSize() : world;
+    for (int r = 0; r < int(all.size()); ++r) {
+      double theirs[2] = {0, 0};
+      std::memcpy(theirs, all[size_t(r)].data(), std::min(all[size_t(r)].size(), sizeof theirs));
+      if (r < losses)
+        agreed[0] += theirs[0];
+      agreed[1] = std::max(agreed[1], theirs[1]);
+    }
+    agreed[0] /= losses;
+  }
+  ZRT_RETURN_IF_ERROR(comm.broadcastBytes(agreed, sizeof agreed, 0));
+  return std::make_pair(agreed[0], agreed[1]);
+}
+
 /// Runs the `total` optimizer steps of a training program, reading each
 /// step's inputs through `bindStep` when given (--data, --tokens; else they
 /// are bound already: one step from --input, or a program without inputs),
 /// and logs them on rank 0.
 /// Returns 0 when every step succeeded, else the exit code.
 /// Steps before `first` were done by the run a checkpoint was saved from;
-/// `checkpoint`, when set, runs on every rank after each step.
+/// `checkpoint`, when set, runs on every rank after each step, then
+/// `evaluate`, whose record (if it evaluated) rank 0 logs after the step's.
 int trainSteps(Communicator &comm, Executor &executor,
                const std::function<Status(int64_t)> &bindStep, int64_t first,
                int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
                std::vector<double> &iterationBubbles, TrainingLog &log,
                const std::function<Status(int64_t)> &checkpoint,
+               const std::function<Expected<std::optional<EvalRecord>>(int64_t)> &evaluate,
                std::atomic<int64_t> &currentStep) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
@@ -822,44 +884,12 @@ int trainSteps(Communicator &comm, Executor &executor,
     Expected<float> loss = readScalarOutput(executor, training.loss);
     if (!loss)
       return stop(loss.status());
-    // The logged loss is the mean over ranks, summed in rank order on rank
-    // 0 (the same bits whatever the MPI library's reduction order), and the
-    // step time the slowest rank's.
-    double meanLoss = double(*loss);
-    if (world > 1) {
-      Watchdog::Scope watched(watchdog, 0, controlTag(kExchangeLoss, step));
-      double mine[2] = {double(*loss), seconds};
-      std::vector<std::string> all = comm.gatherToRoot(
-          std::string(reinterpret_cast<const char *>(mine), sizeof mine));
-      double agreed[2] = {0, 0};
-      if (comm.rank() == 0) {
-        for (const std::string &r : all) {
-          double theirs[2] = {0, 0};
-          std::memcpy(theirs, r.data(), std::min(r.size(), sizeof theirs));
-          agreed[0] += theirs[0];
-          agreed[1] = std::max(agreed[1], theirs[1]);
-        }
-        agreed[0] /= world;
-        // A pipeline's losses are received by its first stage, one per
-        // data-parallel replica (ranks 0 .. dp-1).
-        if (program.pipelined()) {
-          const int dp = program.dataParallelSize();
-          agreed[0] = 0;
-          for (int r = 0; r < dp && r < int(all.size()); ++r) {
-            double theirs[2] = {0, 0};
-            std::memcpy(theirs, all[size_t(r)].data(),
-                        std::min(all[size_t(r)].size(), sizeof theirs));
-            agreed[0] += theirs[0];
-          }
-          agreed[0] /= dp;
-        }
-      }
-      status = comm.broadcastBytes(agreed, sizeof agreed, 0);
-      if (!status.isOk())
-        return stop(status);
-      meanLoss = agreed[0];
-      seconds = agreed[1];
-    }
+    Expected<std::pair<double, double>> agreed =
+        agreeOnLoss(comm, program, *loss, seconds, watchdog, controlTag(kExchangeLoss, step));
+    if (!agreed)
+      return stop(agreed.status());
+    const double meanLoss = agreed->first;
+    seconds = agreed->second;
     // fp16: a step whose gradients overflowed was skipped (nothing was
     // updated); its loss may be inf, and training goes on, as DeepSpeed's.
     bool skipped = false;
@@ -895,8 +925,6 @@ int trainSteps(Communicator &comm, Executor &executor,
       if (!saved.isOk())
         return stop(saved);
     }
-    if (comm.rank() != 0)
-      continue;
     StepRecord record;
     record.step = step;
     record.loss = meanLoss;
@@ -915,8 +943,22 @@ int trainSteps(Communicator &comm, Executor &executor,
         return stop(value.status());
       *target = double(*value);
     }
+    // The evaluation runs after the step's outputs are read: its batches
+    // reuse their bytes.
+    std::optional<EvalRecord> evaluated;
+    if (evaluate) {
+      Expected<std::optional<EvalRecord>> e = evaluate(step);
+      if (!e)
+        return stop(e.status());
+      evaluated = *e;
+    }
+    if (comm.rank() != 0)
+      continue;
     if (Status logged = log.record(record); !logged.isOk())
       return stop(logged);
+    if (evaluated)
+      if (Status logged = log.recordEval(*evaluated); !logged.isOk())
+        return stop(logged);
   }
   log.finish();
   return 0;
@@ -958,6 +1000,8 @@ struct RankRun {
   Expected<TrainingData> data = Status::error("no --data");
   // Or draws them from a token file (--tokens).
   std::optional<TokenData> tokens;
+  // The evaluation batches (--eval-tokens).
+  std::optional<TokenData> evalTokens;
   int64_t totalSteps = 1;
   // Steps before it were done by the run a --resume checkpoint was saved from.
   int64_t firstStep = 1;
@@ -1170,6 +1214,16 @@ Status resolveScheduleSteps(Program &program, int64_t totalSteps) {
 Status planTrainingSteps(RankRun &run) {
   const Options &opts = run.opts;
   Program &program = *run.program;
+  if (!opts.evalTokens.empty()) {
+    // Batch e of every evaluation: the windows of step e of that file.
+    const int dp = program.dataParallelSize();
+    Expected<TokenData> eval = TokenData::open(
+        {opts.evalTokens, opts.tokenBytes, opts.seed, opts.nextLabels, "--eval-tokens"},
+        program, dp, run.comm.rank() % dp);
+    if (!eval)
+      return eval.status();
+    run.evalTokens.emplace(std::move(*eval));
+  }
   if (!opts.tokens.empty()) {
     // Each replica draws its rows of every step's windows; a pipeline's
     // stages all draw their replica's.
@@ -1314,10 +1368,48 @@ int runTraining(RankRun &run) {
     bindStep = [&run](int64_t step) { return run.data->bindStep(*run.executor, step); };
   else if (run.tokens)
     bindStep = [&run](int64_t step) { return run.tokens->bindStep(*run.executor, step); };
+  // --eval-tokens: every --eval-every steps and after the last, the mean
+  // loss of the evaluation batches, each run as an evaluation step.
+  std::function<Expected<std::optional<EvalRecord>>(int64_t)> evaluate;
+  if (run.evalTokens) {
+    const int64_t every = opts.evalEvery > 0 ? opts.evalEvery : logEvery;
+    const int64_t batches = opts.evalBatches > 0 ? opts.evalBatches : 8;
+    evaluate = [&run, every, batches](int64_t step) -> Expected<std::optional<EvalRecord>> {
+      if (step % every != 0 && step != run.totalSteps)
+        return std::optional<EvalRecord>();
+      const auto start = std::chrono::steady_clock::now();
+      Executor &executor = *run.executor;
+      double sum = 0;
+      for (int64_t e = 0; e < batches; ++e) {
+        ZRT_RETURN_IF_ERROR(run.evalTokens->bindStep(executor, e));
+        {
+          auto watched = run.watch(kEvaluate, step);
+          run.comm.barrier();
+        }
+        ZRT_RETURN_IF_ERROR(executor.run(RunMode::Eval));
+        Expected<float> loss = readScalarOutput(executor, run.program->training->loss);
+        if (!loss)
+          return loss.status();
+        Expected<std::pair<double, double>> agreed =
+            agreeOnLoss(run.comm, *run.program, *loss, 0, run.watchdog.get(),
+                        controlTag(kEvaluate, step));
+        if (!agreed)
+          return agreed.status();
+        sum += agreed->first;
+      }
+      EvalRecord record;
+      record.step = step;
+      record.loss = sum / double(batches);
+      record.batches = batches;
+      record.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::optional<EvalRecord>(record);
+    };
+  }
   return trainSteps(comm, *run.executor, bindStep,
                     run.firstStep, run.totalSteps, run.watchdog.get(),
                     run.iterationSeconds, run.iterationBubbles,
-                    *run.trainingLog, checkpoint, run.currentStep);
+                    *run.trainingLog, checkpoint, evaluate, run.currentStep);
 }
 
 /// Phase 3 of a forward program: --warmup untimed runs then --repeat timed

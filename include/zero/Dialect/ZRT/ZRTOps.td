@@ -131,7 +131,8 @@ def ZRT_KernelOp : ZRT_Op<"kernel", [HasParent<"ProgramOp">]> {
   let summary = "Runs a kernel (docs/kernels.md) on a stream";
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefAttr:$stream,
                    SymbolRefArrayAttr:$ins, SymbolRefArrayAttr:$outs,
-                   DictionaryAttr:$params, OptionalAttr<DenseI64ArrayAttr>:$ranks);
+                   DictionaryAttr:$params, OptionalAttr<DenseI64ArrayAttr>:$ranks,
+                   UnitAttr:$eval);
   let assemblyFormat = "$kernel `on` $stream $ins `->` $outs $params attr-dict";
 }
 
@@ -140,7 +141,7 @@ def ZRT_CollectiveOp : ZRT_Op<"collective", [HasParent<"ProgramOp">]> {
   let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$stream,
                    FlatSymbolRefAttr:$group, SymbolRefArrayAttr:$ins,
                    SymbolRefArrayAttr:$outs, DictionaryAttr:$params,
-                   OptionalAttr<DenseI64ArrayAttr>:$ranks);
+                   OptionalAttr<DenseI64ArrayAttr>:$ranks, UnitAttr:$eval);
   let assemblyFormat = "$kind `on` $stream `group` $group $ins `->` $outs $params attr-dict";
 }
 
