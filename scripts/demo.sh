@@ -5,7 +5,7 @@
 # onnxruntime's reference; then print each rank's memory and communication
 # next to the ZeRO formulas; then train the GPT-2 loss fixture on a real text
 # (the GPL as Debian ships it, byte tokens) with ZeRO-3 over 2 ranks, the loss
-# falling, and plot it. Builds first (quietly) when needed.
+# falling, evaluated on held-out text every 10 steps, and plot both losses. Builds first (quietly) when needed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
@@ -81,12 +81,16 @@ PYEOF
 echo
 echo "== training on a real text: the GPT-2 loss fixture, ZeRO-3 over 2 ranks, 60 steps"
 # The GNU GPL v3 as Debian ships it (base-files), one token per byte (the
-# fixture's vocabulary is 256): nanoGPT's train.bin layout, uint16.
+# fixture's vocabulary is 256): nanoGPT's train.bin layout, uint16; every tenth
+# 2 KiB chunk held out for evaluation.
 TEXT=/usr/share/common-licenses/GPL-3
-"$PY" - "$TEXT" "$OUT/gpl3.bin" <<'PYEOF'
+"$PY" - "$TEXT" "$OUT/gpl3.bin" "$OUT/gpl3-val.bin" <<'PYEOF'
 import sys, numpy as np
-np.frombuffer(open(sys.argv[1], "rb").read(), np.uint8).astype(np.uint16).tofile(sys.argv[2])
-print(f"{sys.argv[1]}: {np.fromfile(sys.argv[2], np.uint16).size} byte tokens")
+text = np.frombuffer(open(sys.argv[1], "rb").read(), np.uint8).astype(np.uint16)
+held = np.arange(len(text)) // 2048 % 10 == 9
+text[~held].tofile(sys.argv[2])
+text[held].tofile(sys.argv[3])
+print(f"{sys.argv[1]}: {(~held).sum()} byte tokens to train on, {held.sum()} held out")
 PYEOF
 cat > "$OUT/ds_config.json" <<'JSON'
 {
@@ -104,15 +108,21 @@ show "$BUILD/bin/zero-opt" "$ROOT/test/models/gpt2_loss.onnx" --input-shape inpu
     --emit=zrt -o "$OUT/train.zrt" --weights-out "$OUT/init.safetensors"
 show mpirun -np 2 "$BUILD/bin/zero-run" "$OUT/train.zrt" --weights "$OUT/init.safetensors" \
     --tokens "$OUT/gpl3.bin" --seed 1 --steps 60 --threads 1 \
+    --eval-tokens "$OUT/gpl3-val.bin" --eval-every 10 --eval-batches 4 \
     --log-json "$OUT/train-log.json" --save "$OUT/final.safetensors"
 show "$PY" "$ROOT/scripts/plot_log.py" "$OUT/train-log.json" -o "$OUT/train-log.png" --smooth 5
 "$PY" - "$OUT/train-log.json" <<'PYEOF'
 import json, sys
-log = json.load(open(sys.argv[1]))
+records = json.load(open(sys.argv[1]))
+log = [r for r in records if "loss" in r]
+evals = [r for r in records if "eval_loss" in r]
 first = sum(s["loss"] for s in log[:5]) / 5
 last = sum(s["loss"] for s in log[-5:]) / 5
 print(f"loss {first:.4f} -> {last:.4f} (means of the first and last 5 of {len(log)} steps; "
       f"{'falling' if last < first - 0.5 else 'NOT falling by 0.5 nats'})")
-sys.exit(0 if last < first - 0.5 else 1)
+e0, e1 = evals[0]["eval_loss"], evals[-1]["eval_loss"]
+print(f"eval loss {e0:.4f} (step {evals[0]['step']}) -> {e1:.4f} (step {evals[-1]['step']}); "
+      f"{'falling' if e1 < e0 else 'NOT falling'}")
+sys.exit(0 if last < first - 0.5 and e1 < e0 else 1)
 PYEOF
 echo "demo: outputs in $OUT"

@@ -50,11 +50,17 @@ def main():
     if r.returncode != 0:
         sys.exit(f"FAIL: the walkthrough stopped (exit {r.returncode}):\n{out[-4000:]}")
     print(f"ran {ran} blocks, skipped {skipped}")
-    log = json.load(open(os.path.join(a.work, "log.json")))
+    records = json.load(open(os.path.join(a.work, "log.json")))
+    log = [r for r in records if "loss" in r]
+    evals = [r for r in records if "eval_loss" in r]
     first = sum(s["loss"] for s in log[:5]) / 5
     last = sum(s["loss"] for s in log[-5:]) / 5
     print(f"train loss {first:.3f} -> {last:.3f} over {len(log)} steps "
           f"({'falling' if last < first - 0.5 else 'NOT falling'})")
+    if [r["step"] for r in evals] != [10, 20, 30, 40]:
+        sys.exit(f"FAIL: evaluations at steps {[r['step'] for r in evals]}, not 10, 20, 30, 40")
+    print(f"eval loss {evals[0]['eval_loss']:.3f} -> {evals[-1]['eval_loss']:.3f} at steps "
+          f"10-40 ({'falling' if evals[-1]['eval_loss'] < evals[0]['eval_loss'] else 'NOT falling'})")
     resumed = json.load(open(os.path.join(a.work, "log2.json")))
     print(f"resumed: steps {resumed[0]['step']}-{resumed[-1]['step']}, latest "
           + open(os.path.join(a.work, "ckpt", "latest")).read().strip())
