@@ -353,7 +353,8 @@ LogicalResult ProgramWriter::addKernel(::zero::zrt::KernelOp k) {
   std::vector<int32_t> ranks = ranksOf(k.getRanks());
   instrTable.push_back(::zrt::fb::CreateInstructionDirect(
       fbb, k.getKernel().str().c_str(), *stream, &*ins, &*outs, &*params, -1,
-      -1, locString(k.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks, k.getEval()));
+      -1, locString(k.getLoc()).c_str(), ranks.empty() ? nullptr : &ranks, k.getEval(),
+      k.getFlops().value_or(0)));
   return success();
 }
 

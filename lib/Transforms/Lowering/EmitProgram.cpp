@@ -147,6 +147,31 @@ void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, Dictionary
   }
 }
 
+/// The floating-point operations of a product kernel (2 per multiply-add:
+/// MatMul, Gemm, Conv, ConvTranspose), for zero-run's MFU; 0 for any other
+/// kernel, whose arithmetic the estimate leaves out as PaLM's MFU does.
+static int64_t productFlops(const Instr &in) {
+  if (in.isCollective || in.outs.empty() || in.ins.size() < 2)
+    return 0;
+  auto out = dyn_cast<RankedTensorType>(in.outs[0].second);
+  auto a = dyn_cast<RankedTensorType>(in.ins[0].second);
+  auto w = dyn_cast<RankedTensorType>(in.ins[1].second);
+  if (!out || !a || !w || !out.hasStaticShape() || !a.hasStaticShape() ||
+      !w.hasStaticShape() || a.getRank() == 0 || w.getRank() == 0)
+    return 0;
+  if (in.name == "MatMul")
+    return 2 * out.getNumElements() * a.getShape().back();
+  if (in.name == "Gemm" && a.getRank() == 2) {
+    auto transA = in.params.getAs<IntegerAttr>("transA");
+    return 2 * out.getNumElements() * a.getDimSize(transA && transA.getInt() ? 0 : 1);
+  }
+  if (in.name == "Conv" && w.getDimSize(0) > 0)
+    return 2 * out.getNumElements() * (w.getNumElements() / w.getDimSize(0));
+  if (in.name == "ConvTranspose" && w.getDimSize(0) > 0)
+    return 2 * a.getNumElements() * (w.getNumElements() / w.getDimSize(0));
+  return 0;
+}
+
 void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
   MLIRContext *ctx = b.getContext();
   auto streamRef = [&](int s) { return FlatSymbolRefAttr::get(ctx, kStreamNames[s]); };
@@ -155,6 +180,10 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
     return in.ranks.empty() ? nullptr : b.getDenseI64ArrayAttr(in.ranks);
   };
   auto evalAttr = [&](const Instr &in) { return in.eval ? b.getUnitAttr() : UnitAttr(); };
+  auto flopsAttr = [&](const Instr &in) {
+    int64_t flops = productFlops(in);
+    return flops > 0 ? b.getI64IntegerAttr(flops) : IntegerAttr();
+  };
   for (auto [i, in] : llvm::enumerate(instrs_)) {
     for (int64_t d : waits_[i])
       ::zero::zrt::WaitOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[d]),
@@ -176,7 +205,7 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
     else
       ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
                                     b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
-                                    ranksAttr(in), evalAttr(in));
+                                    ranksAttr(in), evalAttr(in), flopsAttr(in));
     if (eventOf_[i] >= 0)
       ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
                                     streamRef(in.stream), ranksAttr(in));

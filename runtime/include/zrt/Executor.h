@@ -76,6 +76,14 @@ struct TraceEvent {
   double durationUs = 0;
 };
 
+/// One point of an arena's live bytes over a run (memory tracked): from
+/// `us` microseconds after the start of run(), `bytes` were live.
+struct MemorySample {
+  double us = 0;
+  uint32_t arena = 0;
+  uint64_t bytes = 0;
+};
+
 /// What the last run measured.
 struct RunStats {
   double wallSeconds = 0;
@@ -96,6 +104,9 @@ struct RunStats {
   /// beside them (packed GEMM weights; ConstantOperands in zrt/Kernel.h),
   /// held at the end of the run.
   uint64_t preparedOperandBytes = 0;
+  /// Every change of an arena's live bytes, in time order (memory tracked):
+  /// the memory-over-time the --trace file's counter tracks draw.
+  std::vector<MemorySample> memoryTimeline;
   /// Per arena: one past the highest byte any executed instruction touched.
   std::vector<uint64_t> highWaterBytes;
   /// Every executed instruction, in stream order then time order.

@@ -228,6 +228,9 @@ struct Instruction {
   /// A training program's instruction that an evaluation step runs too: part
   /// of what the loss is computed from (Executor::run(RunMode::Eval)).
   bool eval = false;
+  /// A product kernel's floating-point operations, as the compiler counted
+  /// them (2 per multiply-add); 0 for the others.
+  uint64_t flops = 0;
 
   /// Whether world rank `rank` executes this instruction (see ranks).
   bool runsOn(int rank) const {
@@ -289,6 +292,15 @@ struct Program {
   bool inOrderPlanInUse = false;
   /// Whether the program is cut into pipeline stages.
   bool pipelined() const { return pipelineDp > 0; }
+  /// The product kernels' floating-point operations world rank `rank` runs
+  /// in one run (Instruction::flops).
+  uint64_t flopsOn(int rank) const {
+    uint64_t sum = 0;
+    for (const Instruction &i : instructions)
+      if (i.runsOn(rank))
+        sum += i.flops;
+    return sum;
+  }
   /// Whether an evaluation step can run it: a training program whose
   /// instructions say which compute its loss (Instruction::eval).
   bool evaluable() const {

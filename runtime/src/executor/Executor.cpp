@@ -676,6 +676,8 @@ Status Executor::run(RunMode mode) {
   // No compute on this rank: communication never waits for it.
   impl.unboundedIdle = impl.busyComputeStreams == 0 ? 1 : 0;
   auto start = std::chrono::steady_clock::now();
+  if (impl.liveBytes && mode == RunMode::Train)
+    impl.liveBytes->setStart(start);
   std::vector<size_t> active;
   for (size_t s = 0; s < impl.streams.size(); ++s)
     if (!impl.steps[s].empty())
@@ -696,6 +698,8 @@ Status Executor::run(RunMode mode) {
   impl.stats.trace.clear();
   for (std::vector<TraceEvent> &events : impl.trace)
     impl.stats.trace.insert(impl.stats.trace.end(), events.begin(), events.end());
+  impl.stats.memoryTimeline = impl.liveBytes ? impl.liveBytes->timeline()
+                                             : std::vector<MemorySample>();
   impl.stats.peakLiveBytes = impl.liveBytes ? impl.liveBytes->peaks()
                                             : std::vector<uint64_t>();
   impl.stats.peakGatheredBytes =

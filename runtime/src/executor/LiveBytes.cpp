@@ -115,6 +115,9 @@ void LiveBytesTracker::reset() {
   live_.assign(program_.buffers.size(), false);
   edges_.assign(program_.arenas.size(), {});
   peak_.assign(program_.arenas.size(), 0);
+  current_.assign(program_.arenas.size(), UINT64_MAX);
+  timeline_.clear();
+  start_ = std::chrono::steady_clock::now();
   for (uint32_t b = 0; b < program_.buffers.size(); ++b)
     if (initiallyLive_[b])
       makeLive(b);
@@ -206,6 +209,13 @@ void LiveBytesTracker::updatePeak(uint32_t arena) {
       total += at - openedAt;
   }
   peak_[arena] = std::max(peak_[arena], total);
+  if (total != current_[arena]) {
+    current_[arena] = total;
+    const double us = std::max(
+        0.0, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_)
+                 .count());
+    timeline_.push_back({us, arena, total});
+  }
 }
 
 void LiveBytesTracker::instructionStarted(const Instruction &inst) {

@@ -24,7 +24,10 @@
 #ifndef ZRT_EXECUTOR_LIVEBYTES_H
 #define ZRT_EXECUTOR_LIVEBYTES_H
 
+#include "zrt/Executor.h"
 #include "zrt/Program.h"
+
+#include <chrono>
 
 #include <cstdint>
 #include <map>
@@ -45,6 +48,11 @@ public:
   void instructionFinished(const Instruction &inst);
   /// Per arena, the largest live size seen since reset().
   std::vector<uint64_t> peaks() const;
+  /// From now on, samples are timed from `start`.
+  void setStart(std::chrono::steady_clock::time_point start) { start_ = start; }
+  /// Every change of an arena's live size since reset(), timed from the
+  /// setStart() time, in time order.
+  const std::vector<MemorySample> &timeline() const { return timeline_; }
   /// The most gathered bytes (see above) live at once since reset().
   uint64_t peakGatheredBytes() const;
 
@@ -66,6 +74,9 @@ private:
   /// Per arena: +1 at each live range's start, -1 at its end.
   std::vector<std::map<uint64_t, int>> edges_;
   std::vector<uint64_t> peak_;
+  std::vector<uint64_t> current_; ///< per arena: the live size now
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::vector<MemorySample> timeline_;
 
   // Gathered blocks: block of each buffer (-1: not gathered), and per block
   // its arena, byte range [begin, end), executed reads of its buffers, and

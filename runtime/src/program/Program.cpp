@@ -268,6 +268,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       d.ranks = vec<int>(i->ranks());
       d.loc = str(i->loc());
       d.eval = i->eval();
+      d.flops = i->flops();
       if (auto *attrs = i->attrs()) {
         for (const fb::Attr *a : *attrs) {
           AttrValue v;

@@ -502,6 +502,15 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
                       {"args", args}});
   }
   closeStep();
+  // Memory over time (with --report or --report-json): a counter track per
+  // arena, its live bytes at every change (scripts/plot_memory.py draws them).
+  for (const MemorySample &m : executor.stats().memoryTimeline)
+    events.push_back({{"name", "live bytes: " + p.arenas[m.arena].name},
+                      {"cat", "memory"},
+                      {"ph", "C"},
+                      {"ts", m.us},
+                      {"pid", rank},
+                      {"args", {{"bytes", m.bytes}}}});
   if (anyStep)
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
                       {"tid", scheduleTrack}, {"args", {{"name", "schedule"}}}});

@@ -138,6 +138,10 @@ std::string formatStepLine(const StepRecord &r, int64_t totalSteps) {
     std::snprintf(text, sizeof text, "  tokens/s %.0f", r.tokensPerSecond);
     line += text;
   }
+  if (r.mfu) {
+    std::snprintf(text, sizeof text, "  MFU %.1f%%", *r.mfu * 100);
+    line += text;
+  }
   return line;
 }
 
@@ -195,6 +199,10 @@ void TrainingLog::drawBar(const StepRecord &r) {
     std::snprintf(text, sizeof text, "  %.0f tok/s", r.tokensPerSecond);
     line += text;
   }
+  if (r.mfu) {
+    std::snprintf(text, sizeof text, "  MFU %.0f%%", *r.mfu * 100);
+    line += text;
+  }
   // The time left at the mean step time so far.
   secondsSoFar_ += r.seconds;
   ++stepsSoFar_;
@@ -221,6 +229,10 @@ Status TrainingLog::record(const StepRecord &r) {
   entry["samples_per_s"] = r.samplesPerSecond;
   if (r.tokensPerSecond > 0)
     entry["tokens_per_s"] = r.tokensPerSecond;
+  if (r.flopsPerSecond > 0)
+    entry["tflops"] = r.flopsPerSecond / 1e12;
+  if (r.mfu)
+    entry["mfu"] = *r.mfu;
   json_.push_back(std::move(entry));
   if (!csvDir_.empty()) {
     ZRT_RETURN_IF_ERROR(appendCsv("train_loss", r.step, r.loss));

@@ -32,6 +32,11 @@ struct StepRecord {
   double seconds = 0;   ///< the slowest rank's run() time
   double samplesPerSecond = 0;
   double tokensPerSecond = 0; ///< 0: the inputs are not token ids
+  /// The product kernels' floating-point operations of the step on every
+  /// rank (the compiler's count) per second; 0: none counted.
+  double flopsPerSecond = 0;
+  /// Model FLOPs utilization: flopsPerSecond over the ranks' peak, when known.
+  std::optional<double> mfu;
 };
 
 /// One evaluation (--eval-tokens): the mean loss over the evaluation batches

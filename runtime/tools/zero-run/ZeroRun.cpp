@@ -109,6 +109,10 @@ const char *kUsage =
     "  --eval-every K               steps between evaluations (default: "
     "--log-every's)\n"
     "  --eval-batches E             batches per evaluation (default 8)\n"
+    "  --peak-tflops T              a rank's peak TFLOP/s for the MFU on the "
+    "progress line (default\n"
+    "                               on the CPU: threads x 2 FMA pipes x the "
+    "ISA's f32 lanes x 2 x clock)\n"
     "  --steps N                    steps to run (default: every step of "
     "--data; --input gives one)\n"
     "  --log-every K                log every K steps on stdout (default: the "
@@ -148,6 +152,7 @@ struct Options {
   std::string reportJson;
   std::string trace;
   int threads = 0;
+  double peakTflops = 0; ///< --peak-tflops; 0: the CPU's estimate
   std::string overlap = "auto"; ///< --overlap: auto, on, off
   int repeat = 1; ///< timed runs
   int warmup = 0; ///< untimed runs before them
@@ -218,7 +223,7 @@ const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
 /// The other options that take a value, each checked by storeCheckedValue.
 const char *const kCheckedValueOptions[] = {
     "--input",   "--threads",      "--overlap", "--timeout", "--repeat",
-    "--warmup",  "--tokens-dtype", "--seed",    "--labels"};
+    "--warmup",  "--tokens-dtype", "--seed",    "--labels", "--peak-tflops"};
 
 /// The entry of `table` for option `name`, or null.
 template <typename Entry, size_t N>
@@ -281,7 +286,15 @@ Status storeCheckedValue(const std::string &arg, const std::string &value,
     return storeInput(value, opts);
   if (arg == "--tokens-dtype" || arg == "--seed" || arg == "--labels")
     opts.trainingFlags.push_back(arg);
-  if (arg == "--tokens-dtype") {
+  if (arg == "--peak-tflops") {
+    opts.trainingFlags.push_back(arg);
+    char *end = nullptr;
+    const double t = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end || !std::isfinite(t) || t <= 0)
+      return Status::error("--peak-tflops " + value +
+                           ": expected a rank's peak in TFLOP/s (a positive number)");
+    opts.peakTflops = t;
+  } else if (arg == "--tokens-dtype") {
     if (value != "u16" && value != "u32")
       return Status::error("--tokens-dtype " + value + ": expected u16 or u32");
     opts.tokenBytes = value == "u16" ? 2 : 4;
@@ -849,12 +862,16 @@ int trainSteps(Communicator &comm, Executor &executor,
                std::vector<double> &iterationBubbles, TrainingLog &log,
                const std::function<Status(int64_t)> &checkpoint,
                const std::function<Expected<std::optional<EvalRecord>>(int64_t)> &evaluate,
-               std::atomic<int64_t> &currentStep) {
+               double peakFlopsPerSecond, std::atomic<int64_t> &currentStep) {
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
   const double samples = samplesPerStep(program);
   const double tokens = tokensPerStep(program);
+  // The compiler's count of the step's product FLOPs, every rank's.
+  double stepFlops = 0;
+  for (int r = 0; r < world; ++r)
+    stepFlops += double(program.flopsOn(r));
   // A failure keeps the steps done so far in --log-json (rank 0's).
   auto stop = [&](const Status &status) {
     log.finish();
@@ -931,6 +948,9 @@ int trainSteps(Communicator &comm, Executor &executor,
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
     record.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    record.flopsPerSecond = seconds > 0 ? stepFlops / seconds : 0;
+    if (record.flopsPerSecond > 0 && peakFlopsPerSecond > 0)
+      record.mfu = record.flopsPerSecond / peakFlopsPerSecond;
     if (!training.skipped.empty())
       record.skipped = skipped;
     for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
@@ -1005,6 +1025,7 @@ struct RankRun {
   int64_t totalSteps = 1;
   // Steps before it were done by the run a --resume checkpoint was saved from.
   int64_t firstStep = 1;
+  int threads = 1; ///< kernel threads per rank
   std::vector<double> iterationSeconds, iterationBubbles;
   std::unique_ptr<TrainingLog> trainingLog;
   /// The training step running (for the watchdogs' messages); 0 outside.
@@ -1113,7 +1134,8 @@ int openProgramOnEveryRank(RankRun &run) {
   const Options &opts = run.opts;
   Communicator &comm = run.comm;
   bool usageError = false;
-  Status status = openProgram(run, kernelThreads(opts, comm), usageError);
+  run.threads = kernelThreads(opts, comm);
+  Status status = openProgram(run, run.threads, usageError);
   {
     auto watched = run.watch(kAgreeOnProgram);
     if (!agree(comm, status))
@@ -1341,6 +1363,35 @@ Status checkAndSaveStep(RankRun &run, int64_t step) {
   return saveCheckpoint(*run.executor, run.comm, opts.saveDir, step);
 }
 
+/// A rank's peak f32 FLOP/s for the MFU: --peak-tflops, else on the CPU
+/// backend threads x 2 FMA pipes x the kernels' ISA's f32 lanes (16, 8, 4)
+/// x 2 FLOPs x the clock (cpufreq's maximum, else /proc/cpuinfo's "cpu MHz");
+/// 0 when unknown (no MFU is shown).
+double peakFlopsPerSecond(const Options &opts, int threads) {
+  if (opts.peakTflops > 0)
+    return opts.peakTflops * 1e12;
+  if (opts.backend != "cpu")
+    return 0;
+  double hz = 0;
+  if (std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"); f) {
+    double khz = 0;
+    if (f >> khz && khz > 0)
+      hz = khz * 1e3;
+  }
+  if (hz == 0)
+    if (std::ifstream f("/proc/cpuinfo"); f)
+      for (std::string line; std::getline(f, line);)
+        if (line.rfind("cpu MHz", 0) == 0) {
+          const size_t colon = line.find(':');
+          if (colon != std::string::npos)
+            hz = std::strtod(line.c_str() + colon + 1, nullptr) * 1e6;
+          break;
+        }
+  const std::string isa = cpuKernelIsa();
+  const double lanes = isa == "avx512" ? 16 : isa == "avx2" ? 8 : 4;
+  return double(threads) * 2 * lanes * 2 * hz;
+}
+
 /// Phase 3 of a training program: its optimizer steps, logged on rank 0.
 /// Returns 0, else the exit code.
 int runTraining(RankRun &run) {
@@ -1409,7 +1460,8 @@ int runTraining(RankRun &run) {
   return trainSteps(comm, *run.executor, bindStep,
                     run.firstStep, run.totalSteps, run.watchdog.get(),
                     run.iterationSeconds, run.iterationBubbles,
-                    *run.trainingLog, checkpoint, evaluate, run.currentStep);
+                    *run.trainingLog, checkpoint, evaluate,
+                    peakFlopsPerSecond(opts, run.threads) * comm.worldSize(), run.currentStep);
 }
 
 /// Phase 3 of a forward program: --warmup untimed runs then --repeat timed

@@ -6,7 +6,7 @@
 // gathers and kernels up to SoftmaxCrossEntropyLoss; not the backward, the
 // gradients' reduce-scatters, the norm's all-reduce, the update.
 // CHECK:      zrt.collective "AllGather" on @comm {{.*}} {eval}
-// CHECK:      zrt.kernel "MatMul" on @compute {{.*}} {eval}
+// CHECK:      zrt.kernel "MatMul" on @compute {{.*}} {eval, flops = 60 : i64}
 // CHECK:      zrt.kernel "Tanh" on @compute {{.*}} {eval}
 // CHECK:      zrt.kernel "SoftmaxCrossEntropyLoss" on @compute {{.*}} {eval}
 // CHECK-NOT:  eval

@@ -18,7 +18,7 @@
 // CHECK-NOT:     onnx.Transpose
 // CHECK-LABEL: IR Dump After ZeroLowerToRuntimePass (zero-lower-to-runtime)
 // CHECK:         zrt.buffer @[[B:.+]] : tensor<2x4xf32> at @params[0]
-// CHECK:         zrt.kernel "Gemm" on @compute [@{{.+}}, @[[B]]] -> [@{{.+}}] {{.+}}transB = 1 : i64} {ranks = array<i64: 1>}
+// CHECK:         zrt.kernel "Gemm" on @compute [@{{.+}}, @[[B]]] -> [@{{.+}}] {{.+}}transB = 1 : i64} {flops = {{[0-9]+}} : i64, ranks = array<i64: 1>}
 module attributes {zero.pipeline_plan = {dp = 1 : i64, stages = 2 : i64}, zero.world_size = 2 : i64} {
   ml_program.global private @w(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
   func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {

@@ -132,7 +132,7 @@ def ZRT_KernelOp : ZRT_Op<"kernel", [HasParent<"ProgramOp">]> {
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefAttr:$stream,
                    SymbolRefArrayAttr:$ins, SymbolRefArrayAttr:$outs,
                    DictionaryAttr:$params, OptionalAttr<DenseI64ArrayAttr>:$ranks,
-                   UnitAttr:$eval);
+                   UnitAttr:$eval, OptionalAttr<I64Attr>:$flops);
   let assemblyFormat = "$kernel `on` $stream $ins `->` $outs $params attr-dict";
 }
 
