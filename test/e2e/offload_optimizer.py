@@ -22,7 +22,9 @@ without zero_optimization.offload_optimizer {"device": "nvme"}:
             nvme_path directory is empty; also after a run killed (SIGKILL)
             after its second checkpoint, which then resumes from it;
   errors    an nvme_path that is not a directory fails before step 1, naming
-            it; device nvme without nvme_path is a config error.
+            it; so does one on a full filesystem (a 64 KiB tmpfs mounted in a
+            mount namespace: unshare -rm; reported UNSUPPORTED where that is not
+            permitted); device nvme without nvme_path is a config error.
 """
 import argparse
 import json
@@ -235,6 +237,31 @@ def main():
     r = run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
              "--steps", "1"], ok=False)
     print("error:", r.stderr.strip().splitlines()[-1])
+    # A full filesystem: nvme_path on a 64 KiB tmpfs, mounted in a mount
+    # namespace of this process alone (unshare -rm), smaller than the state.
+    full = os.path.join(w, "full")
+    os.makedirs(full)
+    cfg = os.path.join(w, "full.json")
+    with open(cfg, "w") as f:
+        json.dump({"zero_optimization": {"offload_optimizer": {"device": "nvme",
+                                                               "nvme_path": full}}}, f)
+    prog = os.path.join(w, "full.zrt")
+    run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
+         "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", prog])
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c",
+                            f"mount -t tmpfs -o size=64k none '{full}'"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        print("full: UNSUPPORTED (a tmpfs cannot be mounted in a mount namespace here: "
+              f"{probe.stderr.strip()})")
+        return
+    r = run(["unshare", "-rm", "sh", "-c",
+             f"mount -t tmpfs -o size=64k none '{full}' && exec '{a.zero_run}' '{prog}' "
+             f"--weights '{os.path.join(w, 'init.safetensors')}' --data '{data}' --steps 1 "
+             f"--log-json '{os.path.join(w, 'full-log.json')}'"], ok=False)
+    print("error:", r.stderr.strip().splitlines()[-1])
+    if os.path.exists(os.path.join(w, "full-log.json")):
+        sys.exit("FAIL: the run on a full nvme_path logged a step")
 
 
 if __name__ == "__main__":
