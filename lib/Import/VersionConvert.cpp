@@ -8,6 +8,7 @@
 
 #include "ImporterImpl.h"
 
+#include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 #include <algorithm>
@@ -16,6 +17,9 @@
 
 bool zero::import::convertOnnxOpset(::onnx::ModelProto &model, int target, std::string &error) {
   try {
+    // The adapters read operand shapes (Gemm's and Add's broadcast, Softmax's
+    // axis), as onnx.version_converter.convert_version infers them first.
+    ::onnx::shape_inference::InferShapes(model);
     ::onnx::ModelProto lifted = ::onnx::version_conversion::ConvertVersion(model, target);
     model.Swap(&lifted);
     return true;
