@@ -226,6 +226,52 @@ std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
   return "";
 }
 
+/// OneCycle's params (DeepSpeed's names and defaults; cycle_min_lr and
+/// cycle_max_lr are required, as DeepSpeed's constructor requires them).
+std::string readOneCycle(llvm::StringRef path, const llvm::json::Object &params,
+                         zero::ZeroOptimizerPassOptions &o,
+                         std::vector<std::string> &warnings) {
+  for (const char *key : {"cycle_min_lr", "cycle_max_lr"})
+    if (!params.get(key))
+      return (path + ": scheduler.params." + key + " is required by OneCycle").str();
+  double second = -1;
+  for (auto [key, out] : {std::pair<const char *, double *>{"cycle_min_lr", &o.cycleMinLr},
+                          {"cycle_max_lr", &o.cycleMaxLr},
+                          {"decay_lr_rate", &o.decayLrRate},
+                          {"cycle_first_step_size", &o.cycleFirstStepSize},
+                          {"cycle_second_step_size", &second},
+                          {"decay_step_size", &o.decayStepSize},
+                          {"cycle_min_mom", &o.cycleMinMom},
+                          {"cycle_max_mom", &o.cycleMaxMom},
+                          {"decay_mom_rate", &o.decayMomRate}}) {
+    if (const llvm::json::Value *v = params.get(key); v && v->kind() == llvm::json::Value::Null)
+      continue; // cycle_second_step_size: null is the first's
+    double value = *out;
+    if (std::string e = readNumber(path, params, key, value, "scheduler.params"); !e.empty())
+      return e;
+    *out = value;
+  }
+  o.cycleSecondStepSize = second;
+  if (const llvm::json::Value *m = params.get("cycle_momentum")) {
+    std::optional<bool> b = m->getAsBoolean();
+    if (!b)
+      return (path + ": scheduler.params.cycle_momentum must be true or false").str();
+    o.cycleMomentum = *b;
+  }
+  for (const auto &kv : params) {
+    llvm::StringRef k = kv.first;
+    if (k == "cycle_first_stair_count" || k == "cycle_second_stair_count")
+      warnings.push_back("scheduler.params." + k.str() +
+                         " is ignored, as DeepSpeed's OneCycle ignores it");
+    else if (k != "cycle_min_lr" && k != "cycle_max_lr" && k != "decay_lr_rate" &&
+             k != "cycle_first_step_size" && k != "cycle_second_step_size" &&
+             k != "decay_step_size" && k != "cycle_min_mom" && k != "cycle_max_mom" &&
+             k != "decay_mom_rate" && k != "cycle_momentum" && k != "last_batch_iteration")
+      warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
+  }
+  return "";
+}
+
 /// The config's scheduler block ({"type", "params"}) into `o`.
 std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
                           zero::ZeroOptimizerPassOptions &o,
@@ -236,14 +282,18 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
   std::optional<llvm::StringRef> type = sched ? sched->getString("type") : std::nullopt;
   if (!type)
     return (path + ": scheduler must be an object with a \"type\"").str();
-  if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR")
+  if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR" &&
+      *type != "OneCycle")
     return (path + ": scheduler.type '" + *type +
-            "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR)").str();
+            "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle)")
+        .str();
   o.schedule = *zero::parseLRSchedule(*type);
   const llvm::json::Object *params = sched->getObject("params");
   llvm::json::Object none;
   if (!params)
     params = &none;
+  if (*type == "OneCycle")
+    return readOneCycle(path, *params, o, warnings);
   double minLr = o.warmupMinLr, maxLr = o.warmupMaxLr, cosMin = o.cosMinRatio,
          warmMin = o.warmupMinRatio, steps = double(o.warmupNumSteps),
          total = double(o.totalNumSteps);

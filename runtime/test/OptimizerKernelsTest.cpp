@@ -484,8 +484,8 @@ TEST(LrSchedule, RejectsBadAttributes) {
     EXPECT_FALSE(st.isOk());
     return st.message();
   };
-  EXPECT_THAT(error(attrs({{"type", s("OneCycle")}})),
-              HasSubstr("LrSchedule: bad attribute type (got \"OneCycle\""));
+  EXPECT_THAT(error(attrs({{"type", s("CyclicLR")}})),
+              HasSubstr("LrSchedule: bad attribute type (got \"CyclicLR\""));
   EXPECT_THAT(error(attrs({{"type", s("WarmupLR")}, {"warmup_type", s("exp")}})),
               HasSubstr("bad attribute warmup_type"));
   EXPECT_THAT(error(attrs({{"type", s("constant")}})),

@@ -331,9 +331,9 @@ LogicalResult SGDOp::verify() {
 LogicalResult LrScheduleOp::verify() {
   StringRef type = getSchedule();
   if (type != "constant" && type != "WarmupLR" && type != "WarmupDecayLR" &&
-      type != "WarmupCosineLR")
+      type != "WarmupCosineLR" && type != "OneCycle")
     return emitOpError() << "unknown schedule '" << type
-                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)";
+                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle)";
   if (!isScalarOf(getStep(), IntegerType::get(getContext(), 64)) ||
       !isScalarOf(getLr(), Float32Type::get(getContext())))
     return emitOpError() << "maps an i64 scalar step to an f32 scalar rate";

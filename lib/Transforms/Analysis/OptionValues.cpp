@@ -29,7 +29,8 @@ const std::pair<LRSchedule, StringRef> kLRSchedules[] = {
     {LRSchedule::Constant, "constant"},
     {LRSchedule::WarmupLR, "WarmupLR"},
     {LRSchedule::WarmupDecayLR, "WarmupDecayLR"},
-    {LRSchedule::WarmupCosineLR, "WarmupCosineLR"}};
+    {LRSchedule::WarmupCosineLR, "WarmupCosineLR"},
+    {LRSchedule::OneCycle, "OneCycle"}};
 const std::pair<WarmupType, StringRef> kWarmupTypes[] = {{WarmupType::Log, "log"},
                                                          {WarmupType::Linear, "linear"}};
 const std::pair<Precision, StringRef> kPrecisions[] = {

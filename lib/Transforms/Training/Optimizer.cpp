@@ -237,6 +237,15 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       return module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum "
                                    "and zero dampening (as torch.optim.SGD)";
     StringRef sched = ::zero::stringify(schedule.getValue());
+    if (sched == "OneCycle" &&
+        (!(cycleFirstStepSize > 0) || cycleSecondStepSize < -1 || decayStepSize < 0 ||
+         cycleMinLr < 0 || cycleMaxLr < 0 ||
+         (cyclesMomentum(kind) && !(cycleMinMom >= 0 && cycleMinMom < 1 &&
+                                    cycleMaxMom >= 0 && cycleMaxMom < 1))))
+      return module.emitError()
+             << "zero-optimizer: OneCycle needs cycle_first_step_size > 0, "
+                "cycle_second_step_size and decay_step_size >= 0, cycle_min_lr and "
+                "cycle_max_lr >= 0, and momenta in [0, 1)";
     // total_num_steps -1: "auto", the run's steps (zero-run sets it).
     if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") && totalNumSteps != -1 &&
         totalNumSteps < warmupNumSteps)
@@ -536,6 +545,22 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     s.store(s.counter, s.t);
   }
 
+  /// OneCycle's cycle: cycle_first_step_size, cycle_second_step_size (the
+  /// first's when not given) and decay_step_size, as attributes of `op`.
+  void setOneCycleShape(Operation *op, Builder &b) {
+    op->setAttr("cycle_first_step_size", b.getF64FloatAttr(cycleFirstStepSize));
+    op->setAttr("cycle_second_step_size",
+                b.getF64FloatAttr(cycleSecondStepSize < 0 ? cycleFirstStepSize
+                                                          : cycleSecondStepSize));
+    op->setAttr("decay_step_size", b.getF64FloatAttr(decayStepSize));
+  }
+
+  /// Whether Adam's beta1 follows OneCycle's momentum cycle (DeepSpeed's
+  /// cycle_momentum, which SGD, having no betas, does not take).
+  bool cyclesMomentum(StringRef kind) const {
+    return schedule.getValue() == ::zero::LRSchedule::OneCycle && cycleMomentum && kind != "sgd";
+  }
+
   /// The learning rate of step t under the schedule (DeepSpeed's schedulers).
   void buildSchedule(OptimizerStep &s) {
     ImplicitLocOpBuilder &b = s.b;
@@ -551,6 +576,17 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       lrOp->setAttr("warmup_type", b.getStringAttr(::zero::stringify(warmupType.getValue())));
       if (sched != "WarmupLR")
         lrOp->setAttr("total_num_steps", b.getI64IntegerAttr(totalNumSteps));
+      if (sched == "OneCycle") {
+        lrOp->removeAttr("warmup_min_lr");
+        lrOp->removeAttr("warmup_max_lr");
+        lrOp->removeAttr("warmup_num_steps");
+        lrOp->removeAttr("warmup_type");
+        lrOp->removeAttr("total_num_steps");
+        setOneCycleShape(lrOp, b);
+        lrOp->setAttr("cycle_min_lr", b.getF64FloatAttr(cycleMinLr));
+        lrOp->setAttr("cycle_max_lr", b.getF64FloatAttr(cycleMaxLr));
+        lrOp->setAttr("decay_lr_rate", b.getF64FloatAttr(decayLrRate));
+      }
       if (sched == "WarmupCosineLR") {
         lrOp->setAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio));
         lrOp->setAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio));
@@ -698,10 +734,22 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     numStateElements += 2 * u.stepped.getNumElements();
     Value vIn = s.load(v);
     Value mIn = s.load(m);
+    // OneCycle's cycle_momentum: DeepSpeed sets betas = (momentum, 0.99) at
+    // every scheduler step, so beta2 is 0.99 and beta1 follows the cycle,
+    // which the kernel computes from the step (attributes beta1_schedule...).
+    const bool cycle = cyclesMomentum("adamw");
     auto op = ::zero::dist::AdamWOp::create(
         b, TypeRange{u.stepped, u.stepped, u.stepped}, u.value, u.grad, s.t, s.rate, s.scale,
-        mIn, vIn, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+        mIn, vIn, b.getF64FloatAttr(cycle ? cycleMinMom : beta1),
+        b.getF64FloatAttr(cycle ? 0.99 : beta2), b.getF64FloatAttr(eps),
         b.getF64FloatAttr(decayOf(u)), b.getI64IntegerAttr(decoupled ? 1 : 0));
+    if (cycle) {
+      op->setAttr("beta1_schedule", b.getStringAttr("OneCycle"));
+      setOneCycleShape(op, b);
+      op->setAttr("cycle_min_mom", b.getF64FloatAttr(cycleMinMom));
+      op->setAttr("cycle_max_mom", b.getF64FloatAttr(cycleMaxMom));
+      op->setAttr("decay_mom_rate", b.getF64FloatAttr(decayMomRate));
+    }
     storeParameter(s, u, op.getParamOut());
     s.store(m, op.getExpAvgOut());
     s.store(v, op.getExpAvgSqOut());

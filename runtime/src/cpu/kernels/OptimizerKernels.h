@@ -83,6 +83,68 @@ inline Status checkVector(const char *op, const char *operand,
 }
 
 //===----------------------------------------------------------------------===//
+// DeepSpeed's OneCycle (lr, and Adam's beta1 with cycle_momentum)
+//===----------------------------------------------------------------------===//
+
+/// OneCycle's cycle: the two step sizes and the decay step after it. Its
+/// scheduler step k (DeepSpeed's last_batch_iteration) runs the t-th
+/// optimizer step for k = t - 2, as in lrScheduleKernel.
+struct OneCycle {
+  double first = 2000, second = 2000, decayStep = 0;
+
+  static OneCycle of(const AttrMap &attrs) {
+    OneCycle c;
+    c.first = numberAttr(attrs, "cycle_first_step_size", 2000);
+    c.second = numberAttr(attrs, "cycle_second_step_size", c.first);
+    c.decayStep = numberAttr(attrs, "decay_step_size", 0);
+    return c;
+  }
+  double total() const { return first + second; }
+  /// The cycle's height at scheduler step k (k < total()): 0 at the ends,
+  /// 1 at the peak, from (k + 1) as DeepSpeed's _get_scale_factor.
+  double scale(int64_t k) const {
+    const double ratio = first / total();
+    const double iteration = double(k + 1);
+    const double cycle = std::floor(1 + iteration / total());
+    const double x = 1. + iteration / total() - cycle;
+    return x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
+  }
+  /// Steps after the cycle, at scheduler step k >= total().
+  double decayed(int64_t k) const { return double(k) - total() + 1; }
+
+  /// The learning rate of step k: cycle_min_lr before the first scheduler
+  /// step, up to cycle_max_lr and back over the cycle, then cycle_min_lr
+  /// divided by (1 + decay_lr_rate * steps after it / decay_step_size).
+  double lr(const AttrMap &attrs, int64_t k) const {
+    const double minLr = numberAttr(attrs, "cycle_min_lr", 0);
+    const double maxLr = numberAttr(attrs, "cycle_max_lr", 0);
+    const double rate = numberAttr(attrs, "decay_lr_rate", 0);
+    if (k < 0)
+      return minLr;
+    if (double(k) < total())
+      return minLr + (maxLr - minLr) * scale(k);
+    if (decayStep == 0 || rate == 0)
+      return minLr;
+    return minLr / (1 + rate * (decayed(k) / decayStep));
+  }
+  /// The momentum (Adam's beta1) of step k: cycle_min_mom first, down from
+  /// cycle_max_mom as the lr rises, then cycle_max_mom times (1 +
+  /// decay_mom_rate * steps after it / decay_step_size).
+  double momentum(const AttrMap &attrs, int64_t k) const {
+    const double minMom = numberAttr(attrs, "cycle_min_mom", 0.8);
+    const double maxMom = numberAttr(attrs, "cycle_max_mom", 0.9);
+    const double rate = numberAttr(attrs, "decay_mom_rate", 0);
+    if (k < 0)
+      return minMom;
+    if (double(k) < total())
+      return maxMom - (maxMom - minMom) * scale(k);
+    if (decayStep == 0 || rate == 0)
+      return maxMom;
+    return maxMom * (1 + rate * (decayed(k) / decayStep));
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // AdamW / Adam
 //===----------------------------------------------------------------------===//
 
@@ -108,7 +170,14 @@ Status adamWKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   ZRT_RETURN_IF_ERROR(
       readFloatScalar<Loops>(op, "grad_scale", in[4], gradScale));
 
-  const double beta1 = numberAttr(attrs, "beta1", 0.9);
+  // OneCycle's cycle_momentum: beta1 of this step from the cycle.
+  const std::string beta1Schedule = attrs.getString("beta1_schedule", "");
+  if (!beta1Schedule.empty() && beta1Schedule != "OneCycle")
+    return kernelError(op, "bad attribute beta1_schedule", "\"" + beta1Schedule + "\"",
+                       "\"OneCycle\" or none");
+  const double beta1 = beta1Schedule.empty()
+                           ? numberAttr(attrs, "beta1", 0.9)
+                           : OneCycle::of(attrs).momentum(attrs, step - 2);
   const double beta2 = numberAttr(attrs, "beta2", 0.999);
   const double eps = numberAttr(attrs, "eps", 1e-8);
   const double weightDecay = numberAttr(attrs, "weight_decay", 0.0);
@@ -296,10 +365,17 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
       ratio = std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * ratio);
     }
     lr = k < 0 ? 0.0 : baseLr * ratio;
+  } else if (type == "OneCycle") {
+    const OneCycle cycle = OneCycle::of(attrs);
+    if (!(cycle.first > 0) || cycle.second < 0)
+      return kernelError(op, "bad OneCycle step sizes",
+                         std::to_string(cycle.first) + ", " + std::to_string(cycle.second),
+                         "cycle_first_step_size > 0, cycle_second_step_size >= 0");
+    lr = cycle.lr(attrs, k);
   } else {
     return kernelError(op, "bad attribute type", "\"" + type + "\"",
-                       "\"constant\", \"WarmupLR\", \"WarmupDecayLR\" or "
-                       "\"WarmupCosineLR\"");
+                       "\"constant\", \"WarmupLR\", \"WarmupDecayLR\", "
+                       "\"WarmupCosineLR\" or \"OneCycle\"");
   }
   return Loops::write(out[0].as<float>(), float(lr));
 }
