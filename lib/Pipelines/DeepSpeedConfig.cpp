@@ -283,9 +283,10 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
   if (!type)
     return (path + ": scheduler must be an object with a \"type\"").str();
   if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR" &&
-      *type != "OneCycle")
+      *type != "OneCycle" && *type != "LRRangeTest")
     return (path + ": scheduler.type '" + *type +
-            "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle)")
+            "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, "
+            "LRRangeTest)")
         .str();
   o.schedule = *zero::parseLRSchedule(*type);
   const llvm::json::Object *params = sched->getObject("params");
@@ -294,6 +295,32 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
     params = &none;
   if (*type == "OneCycle")
     return readOneCycle(path, *params, o, warnings);
+  if (*type == "LRRangeTest") {
+    for (auto [key, out] :
+         {std::pair<const char *, double *>{"lr_range_test_min_lr", &o.lrRangeTestMinLr},
+          {"lr_range_test_step_size", &o.lrRangeTestStepSize},
+          {"lr_range_test_step_rate", &o.lrRangeTestStepRate}}) {
+      double value = *out;
+      if (std::string e = readNumber(path, *params, key, value, "scheduler.params"); !e.empty())
+        return e;
+      *out = value;
+    }
+    if (const llvm::json::Value *s = params->get("lr_range_test_staircase")) {
+      std::optional<bool> b = s->getAsBoolean();
+      if (!b)
+        return (path + ": scheduler.params.lr_range_test_staircase must be true or false")
+            .str();
+      o.lrRangeTestStaircase = *b;
+    }
+    for (const auto &kv : *params) {
+      llvm::StringRef k = kv.first;
+      if (k != "lr_range_test_min_lr" && k != "lr_range_test_step_size" &&
+          k != "lr_range_test_step_rate" && k != "lr_range_test_staircase" &&
+          k != "last_batch_iteration")
+        warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
+    }
+    return "";
+  }
   double minLr = o.warmupMinLr, maxLr = o.warmupMaxLr, cosMin = o.cosMinRatio,
          warmMin = o.warmupMinRatio, steps = double(o.warmupNumSteps),
          total = double(o.totalNumSteps);

@@ -16,7 +16,10 @@ of the loss computed analytically:
   - AdamW reads the step's betas (bias corrections with the step's beta1).
 Checks: each step's logged lr equals the reference's (rtol 1e-6, it is an
 f32); the saved W and b equal the reference's after 16 steps (rtol 1e-4); the
-2-rank run logs the 1-rank losses (rtol 1e-6).
+2-rank run logs the 1-rank losses (rtol 1e-6). Then DeepSpeed's LRRangeTest
+(staircase, step size 3, rate 0.5; lr_range_test_min_lr before the first
+scheduler step, then min * (1 + rate * floor((k + 1) / size))) the same way
+at 1 rank, betas the optimizer's.
 """
 import argparse
 import json
@@ -68,6 +71,51 @@ class OneCycle:
             self.mom = p["cycle_max_mom"] * (1 + p["decay_mom_rate"] * d / p["decay_step_size"])
 
 
+class LRRangeTest:
+    """DeepSpeed's LRRangeTest, as lr_schedules.py defines it."""
+
+    def __init__(self, p):
+        self.p, self.k = p, -1
+        self.lr, self.mom = p["lr_range_test_min_lr"], None
+
+    def step(self):
+        self.k += 1
+        p = self.p
+        interval = (self.k + 1) / p["lr_range_test_step_size"]
+        if p["lr_range_test_staircase"]:
+            interval = math.floor(interval)
+        self.lr = p["lr_range_test_min_lr"] * (1 + p["lr_range_test_step_rate"] * interval)
+
+
+RANGE = {"lr_range_test_min_lr": 0.01, "lr_range_test_step_size": 3,
+         "lr_range_test_step_rate": 0.5, "lr_range_test_staircase": True}
+
+
+def reference(sched, W0, b0, xs, ys, betas=None):
+    """float64 AdamW (PyTorch's) under `sched`'s lr and, when it has one, beta1
+    (beta2 0.99, as DeepSpeed's OneCycle sets it); else `betas`."""
+    W, b = W0.astype(np.float64), b0.astype(np.float64)
+    m = {"W": np.zeros_like(W), "b": np.zeros_like(b)}
+    v = {"W": np.zeros_like(W), "b": np.zeros_like(b)}
+    lrs = []
+    for t in range(1, STEPS + 1):
+        x, y = xs[t - 1].astype(np.float64), ys[t - 1].astype(np.float64)
+        r = x @ W + b - y
+        grads = {"W": 2 * x.T @ r / r.size, "b": 2 * r.sum(0) / r.size}
+        lr = sched.lr
+        beta1, beta2 = (sched.mom, 0.99) if sched.mom is not None else betas
+        lrs.append(lr)
+        for name, p in (("W", W), ("b", b)):
+            g = grads[name]
+            p *= 1 - lr * WD
+            m[name] = beta1 * m[name] + (1 - beta1) * g
+            v[name] = beta2 * v[name] + (1 - beta2) * g * g
+            denom = np.sqrt(v[name]) / math.sqrt(1 - beta2 ** t) + EPS
+            p -= lr / (1 - beta1 ** t) * m[name] / denom
+        sched.step()
+    return W, b, lrs
+
+
 def model(path, w, b):
     nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]),
              helper.make_node("Add", ["xw", "b"], ["z"]),
@@ -109,25 +157,7 @@ def main():
                    "scheduler": {"type": "OneCycle", "params": SCHED}}, f)
 
     # The reference: float64 AdamW under OneCycle's lr and betas.
-    sched = OneCycle(SCHED)
-    W, b = W0.astype(np.float64), b0.astype(np.float64)
-    m = {"W": np.zeros_like(W), "b": np.zeros_like(b)}
-    v = {"W": np.zeros_like(W), "b": np.zeros_like(b)}
-    lrs = []
-    for t in range(1, STEPS + 1):
-        x, y = xs[t - 1].astype(np.float64), ys[t - 1].astype(np.float64)
-        r = x @ W + b - y
-        grads = {"W": 2 * x.T @ r / r.size, "b": 2 * r.sum(0) / r.size}
-        lr, beta1, beta2 = sched.lr, sched.mom, 0.99
-        lrs.append(lr)
-        for name, p in (("W", W), ("b", b)):
-            g = grads[name]
-            p *= 1 - lr * WD
-            m[name] = beta1 * m[name] + (1 - beta1) * g
-            v[name] = beta2 * v[name] + (1 - beta2) * g * g
-            denom = np.sqrt(v[name]) / math.sqrt(1 - beta2 ** t) + EPS
-            p -= lr / (1 - beta1 ** t) * m[name] / denom
-        sched.step()
+    W, b, lrs = reference(OneCycle(SCHED), W0, b0, xs, ys)
 
     logs = {}
     for ranks in (1, 2):
@@ -159,6 +189,29 @@ def main():
     if not np.allclose(l1, l2, rtol=1e-6):
         sys.exit(f"FAIL: 2 ranks log {l2}, 1 rank {l1}")
     print("ranks ok: ZeRO-2 over 2 ranks logs the 1-rank losses")
+
+    # LRRangeTest, betas the optimizer's (0.9, 0.999).
+    with open(cfg, "w") as f:
+        json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
+                                                             "weight_decay": WD}},
+                   "scheduler": {"type": "LRRangeTest", "params": RANGE}}, f)
+    W, b, lrs = reference(LRRangeTest(RANGE), W0, b0, xs, ys, betas=(0.9, 0.999))
+    prog = os.path.join(w, "range.zrt")
+    run([a.zero_opt, onnx_path, f"--input-shape=x={B}x{IN}", f"--input-shape=y={B}x{OUT}",
+         "--train", "--config", cfg, "--emit=zrt", "-o", prog, "--weights-out",
+         os.path.join(w, "init.safetensors")])
+    log, saved = os.path.join(w, "range.json"), os.path.join(w, "range.safetensors")
+    run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
+         "--log-json", log, "--save", saved])
+    got = load_file(saved)
+    got_lrs = [r["lr"] for r in json.load(open(log))]
+    if not np.allclose(got_lrs, lrs, rtol=1e-6, atol=0):
+        sys.exit(f"FAIL: LRRangeTest: logged lrs {got_lrs} != {lrs}")
+    for name, want in (("W", W), ("b", b)):
+        if not np.allclose(got[name], want, rtol=1e-4, atol=1e-6):
+            sys.exit(f"FAIL: LRRangeTest: {name} differs by {np.abs(got[name] - want).max():.3g}")
+    print("LRRangeTest ok: lr " + " ".join(f"{x:.4g}" for x in got_lrs) + "; W and b equal "
+          "the reference")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ enum class TiedGrads { MicroBatch, Step };
 /// zero-add-loss's loss.
 enum class LossKind { CrossEntropy, CausalLM };
 /// zero-optimizer's learning-rate schedule: DeepSpeed's scheduler types.
-enum class LRSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle };
+enum class LRSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
 /// DeepSpeed's warmup_type.
 enum class WarmupType { Log, Linear };
 /// Training precision: fp32, or a 16-bit forward with fp32 master weights

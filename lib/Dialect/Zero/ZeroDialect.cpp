@@ -331,9 +331,10 @@ LogicalResult SGDOp::verify() {
 LogicalResult LrScheduleOp::verify() {
   StringRef type = getSchedule();
   if (type != "constant" && type != "WarmupLR" && type != "WarmupDecayLR" &&
-      type != "WarmupCosineLR" && type != "OneCycle")
+      type != "WarmupCosineLR" && type != "OneCycle" && type != "LRRangeTest")
     return emitOpError() << "unknown schedule '" << type
-                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle)";
+                         << "' (constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, "
+                            "LRRangeTest)";
   if (!isScalarOf(getStep(), IntegerType::get(getContext(), 64)) ||
       !isScalarOf(getLr(), Float32Type::get(getContext())))
     return emitOpError() << "maps an i64 scalar step to an f32 scalar rate";

@@ -30,7 +30,8 @@ const std::pair<LRSchedule, StringRef> kLRSchedules[] = {
     {LRSchedule::WarmupLR, "WarmupLR"},
     {LRSchedule::WarmupDecayLR, "WarmupDecayLR"},
     {LRSchedule::WarmupCosineLR, "WarmupCosineLR"},
-    {LRSchedule::OneCycle, "OneCycle"}};
+    {LRSchedule::OneCycle, "OneCycle"},
+    {LRSchedule::LRRangeTest, "LRRangeTest"}};
 const std::pair<WarmupType, StringRef> kWarmupTypes[] = {{WarmupType::Log, "log"},
                                                          {WarmupType::Linear, "linear"}};
 const std::pair<Precision, StringRef> kPrecisions[] = {

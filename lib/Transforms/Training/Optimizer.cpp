@@ -246,6 +246,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
              << "zero-optimizer: OneCycle needs cycle_first_step_size > 0, "
                 "cycle_second_step_size and decay_step_size >= 0, cycle_min_lr and "
                 "cycle_max_lr >= 0, and momenta in [0, 1)";
+    if (sched == "LRRangeTest" && !(lrRangeTestStepSize > 0))
+      return module.emitError() << "zero-optimizer: LRRangeTest needs lr_range_test_step_size "
+                                   "> 0, got "
+                                << lrRangeTestStepSize;
     // total_num_steps -1: "auto", the run's steps (zero-run sets it).
     if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") && totalNumSteps != -1 &&
         totalNumSteps < warmupNumSteps)
@@ -576,6 +580,15 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       lrOp->setAttr("warmup_type", b.getStringAttr(::zero::stringify(warmupType.getValue())));
       if (sched != "WarmupLR")
         lrOp->setAttr("total_num_steps", b.getI64IntegerAttr(totalNumSteps));
+      if (sched == "LRRangeTest") {
+        for (StringRef a : {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                            "warmup_type", "total_num_steps"})
+          lrOp->removeAttr(a);
+        lrOp->setAttr("lr_range_test_min_lr", b.getF64FloatAttr(lrRangeTestMinLr));
+        lrOp->setAttr("lr_range_test_step_size", b.getF64FloatAttr(lrRangeTestStepSize));
+        lrOp->setAttr("lr_range_test_step_rate", b.getF64FloatAttr(lrRangeTestStepRate));
+        lrOp->setAttr("lr_range_test_staircase", b.getI64IntegerAttr(lrRangeTestStaircase ? 1 : 0));
+      }
       if (sched == "OneCycle") {
         lrOp->removeAttr("warmup_min_lr");
         lrOp->removeAttr("warmup_max_lr");

@@ -365,6 +365,23 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
       ratio = std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * ratio);
     }
     lr = k < 0 ? 0.0 : baseLr * ratio;
+  } else if (type == "LRRangeTest") {
+    // min_lr before the first scheduler step, then min_lr * (1 + rate *
+    // interval), the interval (k + 1) / step_size (floored: staircase).
+    const double minLr = numberAttr(attrs, "lr_range_test_min_lr", 1e-3);
+    const double stepSize = numberAttr(attrs, "lr_range_test_step_size", 2000);
+    const double rate = numberAttr(attrs, "lr_range_test_step_rate", 1.0);
+    const bool staircase = numberAttr(attrs, "lr_range_test_staircase", 0) != 0;
+    if (!(stepSize > 0))
+      return kernelError(op, "bad lr_range_test_step_size", std::to_string(stepSize), "> 0");
+    if (k < 0) {
+      lr = minLr;
+    } else {
+      double interval = double(k + 1) / stepSize;
+      if (staircase)
+        interval = std::floor(interval);
+      lr = minLr * (1 + rate * interval);
+    }
   } else if (type == "OneCycle") {
     const OneCycle cycle = OneCycle::of(attrs);
     if (!(cycle.first > 0) || cycle.second < 0)
@@ -375,7 +392,7 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
   } else {
     return kernelError(op, "bad attribute type", "\"" + type + "\"",
                        "\"constant\", \"WarmupLR\", \"WarmupDecayLR\", "
-                       "\"WarmupCosineLR\" or \"OneCycle\"");
+                       "\"WarmupCosineLR\", \"OneCycle\" or \"LRRangeTest\"");
   }
   return Loops::write(out[0].as<float>(), float(lr));
 }
