@@ -1933,6 +1933,30 @@ LogicalResult importPRelu(NodeContext &ctx) {
   return success();
 }
 
+/// Shrink: X + bias where X < -lambd, X - bias where X > lambd, else 0
+/// (attributes lambd 0.5, bias 0), as Where over Less and Greater.
+LogicalResult importShrink(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  if (!isa<FloatType>(xt.getElementType())) {
+    ctx.emitError() << "input must be a floating-point tensor, got " << xt;
+    return failure();
+  }
+  const double lambd = ctx.attrFloat("lambd", 0.5f), bias = ctx.attrFloat("bias", 0.0f);
+  Emitter e(ctx);
+  Type elem = xt.getElementType();
+  Value x = ctx.input(0);
+  Value zero = e.scalar(elem, 0.0), b = e.scalar(elem, bias);
+  Value above = e.op("Greater", {x, e.scalar(elem, lambd)});
+  Value below = e.op("Less", {x, e.scalar(elem, -lambd)});
+  // Where broadcasts the scalar 0 to X's shape.
+  Value y = e.op("Where", {below, e.op("Add", {x, b}),
+                           e.op("Where", {above, e.op("Sub", {x, b}), zero})});
+  if (e.failed())
+    return failure();
+  ctx.results.push_back(y);
+  return success();
+}
+
 /// Mish (opset 18): X * tanh(softplus(X)).
 LogicalResult importMish(NodeContext &ctx) {
   if (!isa<FloatType>(ctx.inputType(0).getElementType())) {
@@ -2516,6 +2540,7 @@ const llvm::StringMap<OpImporter> &zero::import::getOpImporters() {
     t["Selu"] = direct("Selu", {}, {"alpha", "gamma"});
     t["ThresholdedRelu"] = direct("ThresholdedRelu", {}, {"alpha"});
     t["Mish"] = importMish;
+    t["Shrink"] = importShrink;
     t["PRelu"] = importPRelu;
     t["Einsum"] = importEinsum;
     t["InstanceNormalization"] = importInstanceNormalization;

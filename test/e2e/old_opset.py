@@ -1,5 +1,8 @@
 """old-opset.test: an opset-11 model and onnxruntime's outputs on it (make), and
-zero-run's outputs against them (compare, rtol 1e-5, atol 1e-6)."""
+zero-run's outputs against them (compare, rtol 1e-5, atol 1e-6). Also an
+opset-6 PRelu whose slope has one value per channel (dim 1 of X [2, 3, 4]),
+as opset 6 applied it: the reference is computed here (onnxruntime has no
+PRelu-6 kernel)."""
 import sys
 
 import numpy as np
@@ -35,14 +38,27 @@ def make(work):
                                providers=["CPUExecutionProvider"]).run(None, feeds)
     save_file(feeds, f"{work}/in.safetensors")
     save_file({"y": out[0], "s": out[1], "b": out[2]}, f"{work}/ref.safetensors")
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    g6 = helper.make_graph([helper.make_node("PRelu", ["x3", "slope"], ["p"])], "prelu6",
+                           [X("x3", T.FLOAT, [2, 3, 4]), X("slope", T.FLOAT, [3])],
+                           [X("p", T.FLOAT, [2, 3, 4])],
+                           [onnx.numpy_helper.from_array(slope, "slope")])
+    m6 = helper.make_model(g6, opset_imports=[helper.make_opsetid("", 6)])
+    m6.ir_version = 3
+    onnx.save(m6, f"{work}/prelu6.onnx")
+    x3 = feeds["x3"]
+    save_file({"x3": x3}, f"{work}/in6.safetensors")
+    save_file({"p": np.where(x3 < 0, x3 * slope[None, :, None], x3)}, f"{work}/ref6.safetensors")
 
 
 def compare(work):
     got, want = load_file(f"{work}/out.safetensors"), load_file(f"{work}/ref.safetensors")
+    got.update(load_file(f"{work}/out6.safetensors"))
+    want.update(load_file(f"{work}/ref6.safetensors"))
     bad = False
-    for k in ("y", "s", "b"):
+    for k in ("y", "s", "b", "p"):
         ok = got[k].shape == want[k].shape and np.allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
-        print(f"{k} {'matches' if ok else 'DIFFERS from'} onnxruntime")
+        print(f"{k} {'matches' if ok else 'DIFFERS from'} " + ("the per-channel PRelu of opset 6" if k == "p" else "onnxruntime"))
         bad |= not ok
     sys.exit(1 if bad else 0)
 
