@@ -195,6 +195,19 @@ def main():
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: peak RSS {r1['peak_rss_bytes']} with "
                          f"offload, {r0['peak_rss_bytes']} without: {saved} bytes less, "
                          f"expected at least {need:.0f} (offloaded {offloaded})")
+            # What was offloaded, by kind: all the optimizer state, and with
+            # offload_param the weights' shards (the biases, below the
+            # persistence threshold, stay whole and resident, as DeepSpeed's
+            # persistent parameters); never a gradient. Each global starts on
+            # a page of the swap file.
+            ms = r1["model_state_bytes"]
+            off = ms.get("offloaded", {})
+            shards = a.layers * (a.width * a.width // world) * 4
+            want = {"parameters": shards if params else 0, "gradients": 0,
+                    "optimizer": ms["optimizer"]}
+            if off != want or not 0 <= offloaded - sum(want.values()) < 4096 * 512:
+                sys.exit(f"FAIL: {tag} rank {r1['rank']}: model_state_bytes.offloaded {off}, "
+                         f"expected {want} (offloaded_bytes {offloaded})")
             # Each step swaps every update's state in once and out once; the
             # state also went out once after loading (the report's counters).
             sw = r1["offload_swap"]
@@ -206,7 +219,9 @@ def main():
                   f"at most {bound / 2**20:.1f}), peak RSS "
                   f"{r0['peak_rss_bytes'] / 2**20:.1f} -> {r1['peak_rss_bytes'] / 2**20:.1f} MiB")
         print(f"memory ok: {what}stage {stage} over {world} rank(s): peak RSS "
-              "lower by at least the offloaded bytes less the resident window")
+              "lower by at least the offloaded bytes less the resident window; the "
+              "offloaded optimizer state" + (" and parameters" if params else "") +
+              " by kind in model_state_bytes")
         if stage == 0 and not bf16:
             ck = os.path.join(w, "ck")
             train(progs[True], "half", world, False, ["--save-dir", ck], n=steps - 1)

@@ -90,22 +90,34 @@ std::optional<nlohmann::json> modelStateBytes(const Program &p, int rank) {
     return std::nullopt;
   const std::vector<bool> held = globalsUsedOn(p, rank);
   uint64_t parameters = 0, gradients = 0, optimizer = 0;
+  // Of those, the bytes in swap files (ZeRO-Offload to NVMe; gradients are
+  // never offloaded).
+  uint64_t offloadedParameters = 0, offloadedOptimizer = 0;
   for (size_t i = 0; i < p.globals.size(); ++i) {
     const GlobalDesc &g = p.globals[i];
     if (!held[i])
       continue;
+    const uint64_t bytes = p.buffers[g.buffer].bytes();
+    const bool offloaded = !p.arenas[p.buffers[g.buffer].arena].path.empty();
     if (g.role == GlobalRole::Parameter) {
-      parameters += p.buffers[g.buffer].bytes();
+      parameters += bytes;
+      offloadedParameters += offloaded ? bytes : 0;
       if (g.gradient)
         gradients += g.gradient->numel * dtypeSize(g.gradient->dtype);
     } else if (g.role == GlobalRole::OptimizerState) {
-      optimizer += p.buffers[g.buffer].bytes();
+      optimizer += bytes;
+      offloadedOptimizer += offloaded ? bytes : 0;
     }
   }
-  return nlohmann::json{{"parameters", parameters},
+  nlohmann::json states{{"parameters", parameters},
                         {"gradients", gradients},
                         {"optimizer", optimizer},
                         {"total", parameters + gradients + optimizer}};
+  if (offloadedParameters + offloadedOptimizer > 0)
+    states["offloaded"] = {{"parameters", offloadedParameters},
+                           {"gradients", 0},
+                           {"optimizer", offloadedOptimizer}};
+  return states;
 }
 
 /// The middle value (the upper one of an even count).
@@ -387,7 +399,12 @@ std::string formatReport(const nlohmann::json &run) {
       os << "  [rank " << r["rank"] << "] model states: parameters "
          << humanBytes(m["parameters"]) << " + gradients " << humanBytes(m["gradients"])
          << " + optimizer " << humanBytes(m["optimizer"]) << " = "
-         << humanBytes(m["total"]) << "\n";
+         << humanBytes(m["total"]);
+      if (m.contains("offloaded"))
+        os << "; offloaded to NVMe: parameters "
+           << humanBytes(m["offloaded"]["parameters"]) << ", optimizer "
+           << humanBytes(m["offloaded"]["optimizer"]);
+      os << "\n";
     }
     if (r.contains("streams"))
       for (const nlohmann::json &st : r["streams"]) {
