@@ -15,6 +15,7 @@
 #include <mutex>
 #include <sys/mman.h>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace zrt {
@@ -79,6 +80,69 @@ Writer &writer() {
   return *w;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14
+#endif
+
+/// SwapOuts per range start so far: a read-ahead still queued when its
+/// range went out again is dropped (it would map the pages back).
+std::mutex outMutex;
+std::unordered_map<const void *, uint64_t> &outCounts() {
+  static std::unordered_map<const void *, uint64_t> counts;
+  return counts;
+}
+uint64_t outCount(const void *p) {
+  std::lock_guard<std::mutex> lock(outMutex);
+  auto it = outCounts().find(p);
+  return it == outCounts().end() ? 0 : it->second;
+}
+
+/// The read-aheads SwapIn queues: one thread of the process maps each range's
+/// pages in (MADV_POPULATE_WRITE: the pages read from the file where they are
+/// not in the page cache, and the page tables filled in one call instead of a
+/// fault per page when the kernels touch them), beside the streams. Where the
+/// kernel lacks it, MADV_WILLNEED's read-ahead is what remains.
+struct Reader {
+  std::mutex mutex;
+  std::condition_variable wake;
+  struct Request {
+    void *p;
+    size_t n;
+    uint64_t outs; ///< the range's SwapOuts when it was queued
+  };
+  std::deque<Request> requests;
+  bool started = false;
+
+  void push(void *p, size_t n) {
+    const uint64_t outs = outCount(p);
+    std::lock_guard<std::mutex> lock(mutex);
+    requests.push_back({p, n, outs});
+    if (!started) {
+      started = true;
+      std::thread([this] { loop(); }).detach(); // lives as long as the process
+    }
+    wake.notify_one();
+  }
+  void loop() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return !requests.empty(); });
+      Request r = requests.front();
+      requests.pop_front();
+      lock.unlock();
+      if (outCount(r.p) != r.outs)
+        continue; // swapped out again before its turn: leave it out
+      // A range unmapped meanwhile (its executor gone) fails harmlessly.
+      madvise(r.p, r.n, MADV_POPULATE_WRITE);
+    }
+  }
+};
+
+Reader &reader() {
+  static Reader *r = new Reader; // never destroyed: its thread may still run at exit
+  return *r;
+}
+
 } // namespace
 
 void registerSwapFile(void *base, size_t bytes, int fd) {
@@ -99,6 +163,7 @@ void unregisterSwapFile(void *base) {
 void swapInPages(void *p, size_t n) {
   const Clock::time_point t = Clock::now();
   madvise(p, n, MADV_WILLNEED); // advice: a failure costs only speed
+  reader().push(p, n);
   bytesIn += n;
   streamNanos += nanosSince(t);
 }
@@ -114,6 +179,10 @@ void swapOutPages(void *p, size_t n) {
         writer().push(m.fd, off64_t(c - m.base), off64_t(n));
         break;
       }
+  }
+  {
+    std::lock_guard<std::mutex> lock(outMutex);
+    ++outCounts()[p];
   }
   // Unmapped from this process (its RSS); the bytes stay in the page cache
   // (and, once written, the file), and a later touch maps them again.
