@@ -145,11 +145,11 @@ public:
   void swapOutOffloaded();
   /// What ZeRO-Offload's swaps did in this process so far: bytes read ahead
   /// (SwapIn) and sent out (SwapOut); seconds the streams spent issuing them
-  /// (time the kernels waited) and the writer thread in the writebacks
-  /// (beside the streams: overlapped).
+  /// (time the kernels waited), the writer thread in the writebacks and the
+  /// reader thread mapping swapped-in pages (beside the streams: overlapped).
   struct SwapStats {
     uint64_t bytesIn = 0, bytesOut = 0;
-    double streamSeconds = 0, writerSeconds = 0;
+    double streamSeconds = 0, writerSeconds = 0, readerSeconds = 0;
   };
   SwapStats swapStats() const;
   /// Copies `bytes` from host memory into buffer `index` at `byteOffset`.

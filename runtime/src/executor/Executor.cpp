@@ -543,7 +543,7 @@ void Executor::swapOutOffloaded() {
 
 Executor::SwapStats Executor::swapStats() const {
   const SwapCounters c = swapCounters();
-  return {c.bytesIn, c.bytesOut, c.streamSeconds, c.writerSeconds};
+  return {c.bytesIn, c.bytesOut, c.streamSeconds, c.writerSeconds, c.readerSeconds};
 }
 
 void *Executor::hostAddress(uint32_t index) const {

@@ -29,7 +29,8 @@ struct Mapping {
 
 using Clock = std::chrono::steady_clock;
 
-std::atomic<unsigned long long> bytesIn{0}, bytesOut{0}, streamNanos{0}, writerNanos{0};
+std::atomic<unsigned long long> bytesIn{0}, bytesOut{0}, streamNanos{0}, writerNanos{0},
+    readerNanos{0};
 
 unsigned long long nanosSince(Clock::time_point t) {
   return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -133,7 +134,9 @@ struct Reader {
       if (outCount(r.p) != r.outs)
         continue; // swapped out again before its turn: leave it out
       // A range unmapped meanwhile (its executor gone) fails harmlessly.
+      const Clock::time_point t = Clock::now();
       madvise(r.p, r.n, MADV_POPULATE_WRITE);
+      readerNanos += nanosSince(t);
     }
   }
 };
@@ -197,6 +200,7 @@ SwapCounters swapCounters() {
   c.bytesOut = bytesOut.load();
   c.streamSeconds = double(streamNanos.load()) * 1e-9;
   c.writerSeconds = double(writerNanos.load()) * 1e-9;
+  c.readerSeconds = double(readerNanos.load()) * 1e-9;
   return c;
 }
 

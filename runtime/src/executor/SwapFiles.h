@@ -7,7 +7,9 @@
 // file mapping keeps their bytes in the page cache and the file), so the
 // writes overlap what runs next, and the kernel may drop the clean pages
 // whenever it needs the memory. SwapIn asks for them back ahead of use
-// (MADV_WILLNEED: read-ahead from the page cache or the file).
+// (MADV_WILLNEED: read-ahead from the page cache or the file) and queues them
+// for the reader thread, which maps them in (MADV_POPULATE_WRITE) beside the
+// streams.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_EXECUTOR_SWAPFILES_H
@@ -29,11 +31,12 @@ void swapOutPages(void *p, size_t n);
 
 /// What the swaps did in this process so far: bytes asked back (SwapIn) and
 /// sent out (SwapOut); seconds the streams spent in the swap calls (not
-/// overlapped with their kernels) and the writer thread in its writebacks
-/// (overlapped: it runs beside the streams).
+/// overlapped with their kernels), the writer thread in its writebacks and
+/// the reader thread mapping pages in (both overlapped: they run beside the
+/// streams).
 struct SwapCounters {
   unsigned long long bytesIn = 0, bytesOut = 0;
-  double streamSeconds = 0, writerSeconds = 0;
+  double streamSeconds = 0, writerSeconds = 0, readerSeconds = 0;
 };
 SwapCounters swapCounters();
 

@@ -261,6 +261,7 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             {"bytes_out", swaps.bytesOut},
                             {"stream_seconds", swaps.streamSeconds},
                             {"writer_seconds", swaps.writerSeconds},
+                            {"reader_seconds", swaps.readerSeconds},
                             {"major_page_faults", uint64_t(usage.ru_majflt)}};
     if (std::FILE *f = std::fopen("/proc/self/io", "r")) {
       char line[128];
