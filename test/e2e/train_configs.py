@@ -18,10 +18,16 @@ config:
              in the parameters' dtype; optimizer 12 bytes (fp32 master + two
              moments) with 16 bits, 8 with fp32; partitioned by N per stage,
              within DeepSpeed's per-parameter padding to N;
-  fp16       fp16 configs log a loss_scale every step.
+  fp16       fp16 configs log a loss_scale every step;
+  eval       every run evaluates on held-out chunks of the text every 20 steps
+             (--eval-tokens): the eval loss is finite and falls from step 20 to
+             40, and the run logs the same training losses as one without
+             evaluations (bit for bit; every config's program, so evaluation
+             steps are checked on fp16, bf16, offloaded and ZeRO++ programs).
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -161,8 +167,11 @@ def main():
         return
     w = a.work
     os.makedirs(w, exist_ok=True)
-    tokens = os.path.join(w, "gpl3.bin")
-    np.frombuffer(open(TEXT, "rb").read(), np.uint8).astype(np.uint16).tofile(tokens)
+    tokens, held = os.path.join(w, "gpl3.bin"), os.path.join(w, "gpl3-held.bin")
+    text = np.frombuffer(open(TEXT, "rb").read(), np.uint8).astype(np.uint16)
+    chunk = np.arange(len(text)) // 2048 % 10 == 9
+    text[~chunk].tofile(tokens)
+    text[chunk].tofile(held)
     model = os.path.join(a.models, "gpt2_loss.onnx")
     m = onnx.load(model)
     sizes = [int(np.prod(t.dims)) for t in m.graph.initializer
@@ -187,10 +196,23 @@ def main():
              "--zero-pipeline", f"dp={ranks}", *extra, "--emit=zrt", "-o", prog,
              "--weights-out", os.path.join(w, name + ".init.safetensors")])
         log, report = os.path.join(w, name + "-log.json"), os.path.join(w, name + "-report.json")
-        run(["mpirun", "--oversubscribe", "-np", str(ranks), a.zero_run, prog, "--weights",
-             os.path.join(w, name + ".init.safetensors"), "--tokens", tokens, "--seed", "1",
-             "--steps", str(steps), "--threads", "1", "--log-json", log,
-             "--report-json", report])
+        base = ["mpirun", "--oversubscribe", "-np", str(ranks), a.zero_run, prog, "--weights",
+                os.path.join(w, name + ".init.safetensors"), "--tokens", tokens, "--seed", "1",
+                "--steps", str(steps), "--threads", "1"]
+        run(base + ["--log-json", log, "--report-json", report, "--eval-tokens", held,
+                    "--eval-every", "20", "--eval-batches", "2"])
+        plain = os.path.join(w, name + "-plain.json")
+        run(base + ["--log-json", plain])
+        evals = [(r["step"], r["eval_loss"]) for r in json.load(open(log)) if "eval_loss" in r]
+        if [s for s, _ in evals] != [20, 40] or not all(math.isfinite(v) for _, v in evals) \
+                or not evals[1][1] < evals[0][1]:
+            sys.exit(f"FAIL: {name}: eval losses {evals}, expected finite and falling at 20, 40")
+        def values(path):
+            keys = ("step", "loss", "grad_norm", "lr", "loss_scale", "skipped")
+            return [{k: r.get(k) for k in keys} for r in json.load(open(path)) if "loss" in r]
+
+        if values(log) != values(plain):
+            sys.exit(f"FAIL: {name}: training with evaluations differs from training without")
         records = [r for r in json.load(open(log)) if "loss" in r]
         losses = [r["loss"] for r in records]
         first, last = np.mean(losses[:5]), np.mean(losses[-5:])
@@ -225,7 +247,8 @@ def main():
                          f"stage {stage} figure over {n} ranks is {v}")
         print(f"{name}: ok over {ranks} ranks, {precision}, stage {stage}: loss "
               f"{first:.3f} -> {last:.3f}; model state {got['parameters']} + "
-              f"{got['gradients']} + {got['optimizer']} bytes = ZeRO's figures")
+              f"{got['gradients']} + {got['optimizer']} bytes = ZeRO's figures; eval loss "
+              f"{evals[0][1]:.3f} -> {evals[1][1]:.3f}, training untouched")
 
 
 if __name__ == "__main__":
