@@ -44,40 +44,53 @@ std::vector<Mapping> &mappings() {
   return all;
 }
 
-/// The writes SwapOut queues, started by one thread of the process (a
-/// sync_file_range may wait for the device's queue; the kernels must not).
-struct Writer {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::pair<int, std::pair<off64_t, off64_t>>> ranges; // fd, offset, bytes
-  bool started = false;
-
-  void push(int fd, off64_t offset, off64_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ranges.push_back({fd, {offset, bytes}});
-    if (!started) {
-      started = true;
-      std::thread([this] { loop(); }).detach(); // lives as long as the process
+/// A thread of the process that runs the jobs queued to it, one after the
+/// other, beside the streams; started by the first job, it lives as long as
+/// the process (never destroyed: it may still run at exit).
+template <typename Job> class Worker {
+public:
+  explicit Worker(void (*run)(const Job &)) : run_(run) {}
+  void push(Job job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { loop(); }).detach();
     }
-    wake.notify_one();
+    wake_.notify_one();
   }
+
+private:
   void loop() {
     for (;;) {
-      std::unique_lock<std::mutex> lock(mutex);
-      wake.wait(lock, [&] { return !ranges.empty(); });
-      auto [fd, range] = ranges.front();
-      ranges.pop_front();
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return !jobs_.empty(); });
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
       lock.unlock();
-      // A descriptor closed meanwhile (its executor gone) fails harmlessly.
-      const Clock::time_point t = Clock::now();
-      sync_file_range(fd, range.first, range.second, SYNC_FILE_RANGE_WRITE);
-      writerNanos += nanosSince(t);
+      run_(job);
     }
   }
+  void (*run_)(const Job &);
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  bool started_ = false;
 };
 
-Writer &writer() {
-  static Writer *w = new Writer; // never destroyed: its thread may still run at exit
+/// The writes SwapOut queues (a sync_file_range may wait for the device's
+/// queue; the kernels must not).
+struct WriteJob {
+  int fd;
+  off64_t offset, bytes;
+};
+Worker<WriteJob> &writer() {
+  static auto *w = new Worker<WriteJob>([](const WriteJob &j) {
+    // A descriptor closed meanwhile (its executor gone) fails harmlessly.
+    const Clock::time_point t = Clock::now();
+    sync_file_range(j.fd, j.offset, j.bytes, SYNC_FILE_RANGE_WRITE);
+    writerNanos += nanosSince(t);
+  });
   return *w;
 }
 
@@ -98,51 +111,25 @@ uint64_t outCount(const void *p) {
   return it == outCounts().end() ? 0 : it->second;
 }
 
-/// The read-aheads SwapIn queues: one thread of the process maps each range's
-/// pages in (MADV_POPULATE_WRITE: the pages read from the file where they are
-/// not in the page cache, and the page tables filled in one call instead of a
-/// fault per page when the kernels touch them), beside the streams. Where the
-/// kernel lacks it, MADV_WILLNEED's read-ahead is what remains.
-struct Reader {
-  std::mutex mutex;
-  std::condition_variable wake;
-  struct Request {
-    void *p;
-    size_t n;
-    uint64_t outs; ///< the range's SwapOuts when it was queued
-  };
-  std::deque<Request> requests;
-  bool started = false;
-
-  void push(void *p, size_t n) {
-    const uint64_t outs = outCount(p);
-    std::lock_guard<std::mutex> lock(mutex);
-    requests.push_back({p, n, outs});
-    if (!started) {
-      started = true;
-      std::thread([this] { loop(); }).detach(); // lives as long as the process
-    }
-    wake.notify_one();
-  }
-  void loop() {
-    for (;;) {
-      std::unique_lock<std::mutex> lock(mutex);
-      wake.wait(lock, [&] { return !requests.empty(); });
-      Request r = requests.front();
-      requests.pop_front();
-      lock.unlock();
-      if (outCount(r.p) != r.outs)
-        continue; // swapped out again before its turn: leave it out
-      // A range unmapped meanwhile (its executor gone) fails harmlessly.
-      const Clock::time_point t = Clock::now();
-      madvise(r.p, r.n, MADV_POPULATE_WRITE);
-      readerNanos += nanosSince(t);
-    }
-  }
+/// The read-aheads SwapIn queues: the reader maps each range's pages in
+/// (MADV_POPULATE_WRITE: the pages read from the file where they are not in
+/// the page cache, and the page tables filled in one call instead of a fault
+/// per page when the kernels touch them). Where the kernel lacks it,
+/// MADV_WILLNEED's read-ahead is what remains.
+struct ReadJob {
+  void *p;
+  size_t n;
+  uint64_t outs; ///< the range's SwapOuts when it was queued
 };
-
-Reader &reader() {
-  static Reader *r = new Reader; // never destroyed: its thread may still run at exit
+Worker<ReadJob> &reader() {
+  static auto *r = new Worker<ReadJob>([](const ReadJob &j) {
+    if (outCount(j.p) != j.outs)
+      return; // swapped out again before its turn: leave it out
+    // A range unmapped meanwhile (its executor gone) fails harmlessly.
+    const Clock::time_point t = Clock::now();
+    madvise(j.p, j.n, MADV_POPULATE_WRITE);
+    readerNanos += nanosSince(t);
+  });
   return *r;
 }
 
@@ -166,7 +153,7 @@ void unregisterSwapFile(void *base) {
 void swapInPages(void *p, size_t n) {
   const Clock::time_point t = Clock::now();
   madvise(p, n, MADV_WILLNEED); // advice: a failure costs only speed
-  reader().push(p, n);
+  reader().push({p, n, outCount(p)});
   bytesIn += n;
   streamNanos += nanosSince(t);
 }
@@ -179,7 +166,7 @@ void swapOutPages(void *p, size_t n) {
     for (const Mapping &m : mappings())
       if (c >= m.base && c + n <= m.base + m.bytes) {
         // The dirty pages' writes, started by the writer thread.
-        writer().push(m.fd, off64_t(c - m.base), off64_t(n));
+        writer().push({m.fd, off64_t(c - m.base), off64_t(n)});
         break;
       }
   }
