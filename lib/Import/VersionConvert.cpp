@@ -2,7 +2,9 @@
 //
 // libonnx's version converter reports what it cannot convert by throwing;
 // the rest of the importer is built without exceptions (LLVM's style), so
-// this file alone is built with them and turns a throw into a message.
+// this file alone is built with them and turns a throw into a message. Before
+// converting it infers shapes (the adapters read them) and keeps what the
+// converter would change the meaning of (an opset-6 PRelu's per-channel slope).
 //
 //===----------------------------------------------------------------------===//
 

@@ -121,8 +121,10 @@ struct Executor::Impl {
   int numChannels = 0;
   std::unique_ptr<Watchdog> watchdog; // during run(), with a timeout; slot = stream
 
-  /// The run in progress: a training step or an evaluation step.
+  /// The run in progress: a training step or an evaluation step; whether
+  /// the program can run the latter (Program::evaluable, once at init).
   RunMode mode = RunMode::Train;
+  bool evaluable = false;
   std::atomic<bool> cancelled{false};
   std::mutex errorMutex;
   Status firstError;
@@ -201,6 +203,7 @@ Status Executor::Impl::init() {
                          std::to_string(comm.worldSize()));
   ZRT_RETURN_IF_ERROR(validateProgram(p, &backend.kernels()));
   ZRT_RETURN_IF_ERROR(checkEventOrder(p, rank));
+  evaluable = p.evaluable();
 
   Allocator &alloc = backend.allocator();
   arenaBase.assign(p.arenas.size(), nullptr);
@@ -644,7 +647,7 @@ void Executor::Impl::stopStreamThreads() {
 
 Status Executor::run(RunMode mode) {
   Impl &impl = *impl_;
-  if (mode == RunMode::Eval && !impl.program.evaluable())
+  if (mode == RunMode::Eval && !impl.evaluable)
     return Status::error(impl.program.path +
                          ": an evaluation step needs a training program whose "
                          "instructions say which compute the loss; compile it again "
@@ -654,9 +657,12 @@ Status Executor::run(RunMode mode) {
     event->reset();
   impl.cancelled = false;
   impl.firstError = Status::ok();
-  impl.trace.assign(impl.streams.size(), {});
-  if (impl.liveBytes)
-    impl.liveBytes->reset();
+  // An evaluation step leaves the training step's trace and memory figures.
+  if (mode == RunMode::Train) {
+    impl.trace.assign(impl.streams.size(), {});
+    if (impl.liveBytes)
+      impl.liveBytes->reset();
+  }
 
   if (impl.options.collectiveTimeoutSeconds > 0)
     impl.watchdog = std::make_unique<Watchdog>(
