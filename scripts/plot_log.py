@@ -14,7 +14,8 @@ import argparse
 import json
 import os
 import sys
-import tempfile
+
+from plotting import pyplot, save_png
 
 
 def main():
@@ -33,13 +34,7 @@ def main():
     evals = [r for r in records if isinstance(r, dict) and "eval_loss" in r and "step" in r]
     if not steps:
         sys.exit(f"plot_log: {a.log}: no step records (objects with \"step\" and \"loss\")")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("plot_log: matplotlib is missing; run scripts/setup-pyenv.sh and use "
-                 "build/pyenv/bin/python")
+    plt = pyplot("plot_log")
     out = a.output or os.path.splitext(a.log)[0] + ".png"
     x = [r["step"] for r in steps]
     loss = [r["loss"] for r in steps]
@@ -66,14 +61,7 @@ def main():
         axes[1][0].grid(alpha=0.3)
     axes[-1][0].set_xlabel("step")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(out)))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_png(fig, out)
     lr_text = f", lr {min(lrs):g} .. {max(lrs):g}" if lrs else ""
     print(f"plotted {len(steps)} steps (loss {loss[0]:.4f} -> {loss[-1]:.4f}), "
           f"{len(evals)} eval points{lr_text} -> {out}")

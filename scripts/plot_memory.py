@@ -14,7 +14,8 @@ import argparse
 import json
 import os
 import sys
-import tempfile
+
+from plotting import pyplot, save_png
 
 PREFIX = "live bytes: "
 
@@ -61,13 +62,7 @@ def main():
     if not ranks:
         sys.exit(f"plot_memory: {a.trace}: no memory counters; run zero-run with --report "
                  "(or --report-json) beside --trace")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("plot_memory: matplotlib is missing; run scripts/setup-pyenv.sh and use "
-                 "build/pyenv/bin/python")
+    plt = pyplot("plot_memory")
     out = a.output or os.path.splitext(a.trace)[0] + ".memory.png"
     fig, axes = plt.subplots(len(ranks), 1, figsize=(9, 2.6 * len(ranks)), sharex=True,
                              squeeze=False)
@@ -87,14 +82,7 @@ def main():
     axes[0][0].set_title(f"{os.path.basename(a.trace)}: live bytes per arena")
     axes[-1][0].set_xlabel("ms from the start of the run")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(out)))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_png(fig, out)
     print(f"plotted {len(ranks)} ranks, peak {peak:.2f} MiB (rank {peak_rank}) -> {out}")
 
 

@@ -241,28 +241,26 @@ def main():
     r = run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
              "cross-entropy:labels", "--config", cfg, "-o", os.path.join(w, "x.mlir")], ok=False)
     print("error:", r.stderr.strip().splitlines()[-1])
-    gone = os.path.join(w, "gone")
-    cfg = os.path.join(w, "gone.json")
-    with open(cfg, "w") as f:
-        json.dump({"zero_optimization": {"offload_optimizer": {"device": "nvme",
-                                                               "nvme_path": gone}}}, f)
-    prog = os.path.join(w, "gone.zrt")
-    run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
-         "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", prog])
+
+    def nvme_program(name):
+        """A program whose optimizer state goes to nvme_path WORK/NAME."""
+        cfg = os.path.join(w, name + ".json")
+        with open(cfg, "w") as f:
+            json.dump({"zero_optimization": {"offload_optimizer": {
+                "device": "nvme", "nvme_path": os.path.join(w, name)}}}, f)
+        prog = os.path.join(w, name + ".zrt")
+        run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
+             "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", prog])
+        return os.path.join(w, name), prog
+
+    gone, prog = nvme_program("gone")
     r = run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
              "--steps", "1"], ok=False)
     print("error:", r.stderr.strip().splitlines()[-1])
     # A full filesystem: nvme_path on a 64 KiB tmpfs, mounted in a mount
     # namespace of this process alone (unshare -rm), smaller than the state.
-    full = os.path.join(w, "full")
+    full, prog = nvme_program("full")
     os.makedirs(full)
-    cfg = os.path.join(w, "full.json")
-    with open(cfg, "w") as f:
-        json.dump({"zero_optimization": {"offload_optimizer": {"device": "nvme",
-                                                               "nvme_path": full}}}, f)
-    prog = os.path.join(w, "full.zrt")
-    run([a.zero_opt, model, f"--input-shape=x={B}x{a.width}", "--train", "--loss",
-         "cross-entropy:labels", "--config", cfg, "--emit=zrt", "-o", prog])
     probe = subprocess.run(["unshare", "-rm", "sh", "-c",
                             f"mount -t tmpfs -o size=64k none '{full}'"],
                            capture_output=True, text=True)

@@ -34,9 +34,8 @@ import sys
 import numpy as np
 import onnx
 
-from e2e_run import run
+from e2e_run import GPL3, gpl3_split, run
 
-TEXT = "/usr/share/common-licenses/GPL-3"
 
 HF_FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
            "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1}
@@ -162,16 +161,13 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--only", help="one config's name")
     a = ap.parse_args()
-    if not os.path.exists(TEXT):
-        print(f"UNSUPPORTED: {TEXT} is missing (Debian's base-files ships it)")
-        return
     w = a.work
     os.makedirs(w, exist_ok=True)
-    tokens, held = os.path.join(w, "gpl3.bin"), os.path.join(w, "gpl3-held.bin")
-    text = np.frombuffer(open(TEXT, "rb").read(), np.uint8).astype(np.uint16)
-    chunk = np.arange(len(text)) // 2048 % 10 == 9
-    text[~chunk].tofile(tokens)
-    text[chunk].tofile(held)
+    split = gpl3_split(w)
+    if not split:
+        print(f"UNSUPPORTED: {GPL3} is missing (Debian's base-files ships it)")
+        return
+    _, _, tokens, held = split
     model = os.path.join(a.models, "gpt2_loss.onnx")
     m = onnx.load(model)
     sizes = [int(np.prod(t.dims)) for t in m.graph.initializer

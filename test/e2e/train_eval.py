@@ -33,10 +33,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
-from e2e_run import run
+from e2e_run import GPL3, gpl3_split, run
 from train_tokens import window
 
-TEXT = "/usr/share/common-licenses/GPL-3"
 
 
 def logs(path):
@@ -78,19 +77,15 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
-    if not os.path.exists(TEXT):
-        print(f"UNSUPPORTED: {TEXT} is missing (Debian's base-files ships it)")
+    w = a.work
+    os.makedirs(w, exist_ok=True)
+    split = gpl3_split(w)
+    if not split:
+        print(f"UNSUPPORTED: {GPL3} is missing (Debian's base-files ships it)")
         return
     import onnxruntime as ort
 
-    w = a.work
-    os.makedirs(w, exist_ok=True)
-    text = np.frombuffer(open(TEXT, "rb").read(), dtype=np.uint8).astype(np.uint16)
-    chunk = np.arange(len(text)) // 2048
-    train_bin, eval_bin = os.path.join(w, "train.bin"), os.path.join(w, "eval.bin")
-    text[chunk % 10 != 9].tofile(train_bin)
-    held = text[chunk % 10 == 9]
-    held.tofile(eval_bin)
+    trained, held, train_bin, eval_bin = split
     B, S, seed, steps, E = 8, 32, 5, 60, 6
     model = os.path.join(a.models, "gpt2_loss.onnx")
     zr = a.zero_run
@@ -177,7 +172,7 @@ def main():
     want = float(np.mean(table[windows(held, seed, 0, B, S)], dtype=np.float64))
     if any(abs(v - want) > 1e-6 * want for _, v in devals) or len(devals) != 3:
         sys.exit(f"FAIL: dropout model eval losses {devals}, want {want} (dropout off)")
-    train_want = [float(np.mean(table[windows(text[chunk % 10 != 9], seed, s, B, S)],
+    train_want = [float(np.mean(table[windows(trained, seed, s, B, S)],
                                 dtype=np.float64)) for s in range(3)]
     if any(abs(l - t) < 1e-6 * t for (l, _), t in zip(dsteps, train_want)):
         sys.exit("FAIL: a training step of the dropout model equals the loss without dropout")
