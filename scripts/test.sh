@@ -23,7 +23,9 @@ ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
 lower_isas() {
   local flags
   flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
-  if [[ $flags == *" fma "* && $flags == *" avx512f "* ]]; then
+  if [[ $flags == *" fma "* && $flags == *" avx512f "* && $flags == *" avx512_bf16 "* ]]; then
+    echo avx512 avx2 generic
+  elif [[ $flags == *" fma "* && $flags == *" avx512f "* ]]; then
     echo avx2 generic
   elif [[ $flags == *" fma "* && $flags == *" avx2 "* ]]; then
     echo generic

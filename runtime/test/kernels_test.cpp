@@ -1200,7 +1200,7 @@ TEST(PackedGemm, PacksConstantOperandsOnceAndOthersNever) {
 std::vector<zrt::cpu::CpuIsa> runnableIsas() {
   std::vector<zrt::cpu::CpuIsa> isas;
   for (zrt::cpu::CpuIsa isa : {zrt::cpu::CpuIsa::Generic, zrt::cpu::CpuIsa::Avx2,
-                               zrt::cpu::CpuIsa::Avx512})
+                               zrt::cpu::CpuIsa::Avx512, zrt::cpu::CpuIsa::Avx512Bf16})
     if (isa <= zrt::cpu::detectedCpuIsa())
       isas.push_back(isa);
   return isas;
@@ -1239,6 +1239,135 @@ float definedElement(zrt::cpu::CpuIsa isa, const float *aRow, int64_t aStep,
     }
   }
   return v;
+}
+
+/// x rounded to f32 (to nearest even) with an unbounded exponent, then a
+/// zero of its sign when under the least normal f32 (x86's flush to zero,
+/// tininess after rounding), infinity past the largest.
+float roundFtz(double x) {
+  if (x == 0.0 || !std::isfinite(x))
+    return float(x);
+  int e;
+  const double m = std::frexp(x, &e); // x = m * 2^e, 0.5 <= |m| < 1
+  const double r = std::ldexp(std::nearbyint(std::ldexp(m, 24)), e - 24);
+  if (std::fabs(r) < double(std::numeric_limits<float>::min()))
+    return std::copysign(0.0f, float(x));
+  return float(r);
+}
+
+/// A bf16's value, a subnormal read as a zero of its sign.
+float bf16Daz(uint16_t h) {
+  if ((h & 0x7f80u) == 0)
+    h &= 0x8000u;
+  return zrt::math::bfloat16ToFloat(h);
+}
+
+/// Element (i, j) of alpha * op(A) op(B) + beta * C for bf16 A and B as
+/// PackedGemm.h's pair kernels define it (every ISA alike), one element at a
+/// time: over pairs q, A[2q+1] B[2q+1] then A[2q] B[2q] (0 past K), each
+/// added to the sum exactly in double and rounded once by roundFtz, inputs
+/// read with bf16Daz. `c` is C's initial value in f32.
+float definedBf16Element(const uint16_t *aRow, int64_t aStep, const uint16_t *bCol,
+                         int64_t bStep, int64_t k, float alpha, float beta, float c) {
+  float acc = 0.0f;
+  for (int64_t q = 0; q < (k + 1) / 2; ++q)
+    for (int64_t kk : {2 * q + 1, 2 * q}) {
+      const float x = kk < k ? bf16Daz(aRow[kk * aStep]) : 0.0f;
+      const float y = kk < k ? bf16Daz(bCol[kk * bStep]) : 0.0f;
+      acc = roundFtz(double(x) * double(y) + double(acc));
+    }
+  const auto daz = [](float v) {
+    return std::fabs(v) < std::numeric_limits<float>::min() ? std::copysign(0.0f, v) : v;
+  };
+  float v = alpha == 1.0f ? acc : roundFtz(double(acc) * double(daz(alpha)));
+  if (beta != 0.0f)
+    v = roundFtz(std::fma(double(daz(beta)), double(daz(c)), double(v)));
+  return v;
+}
+
+/// bf16 bits of random values whose exponents run down to the subnormals:
+/// (1 - tiny) of them in [-2, 2], the rest under 2^-100 in magnitude, so
+/// products underflow and sums come out tiny (DAZ and FTZ decide them).
+std::vector<uint16_t> randomBf16(size_t n, unsigned seed, double tiny) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::uniform_real_distribution<double> pick(0.0, 1.0);
+  std::vector<uint16_t> v(n);
+  for (uint16_t &h : v) {
+    if (pick(gen) < tiny)
+      h = uint16_t((gen() & 0x8000u) | ((gen() % 28u) << 7) | (gen() & 0x7fu));
+    else
+      h = zrt::math::floatToBfloat16(dist(gen));
+  }
+  return v;
+}
+
+// Tests that at every ISA the CPU runs (AVX512_BF16's VDPBF16PS, AVX-512F,
+// AVX2, portable), the bf16 pair kernels (PackedGemm.h) give exactly the
+// defined f32 element: both transposes, odd and even K (the last pair read
+// in place or packed), alpha, beta, M and N off every block edge, and
+// operands with tiny and subnormal values where DAZ and FTZ decide the bits.
+TEST(PackedGemm, Bf16PairsGiveTheDefinedBitsAtEveryIsa) {
+  struct Case {
+    int64_t m, n, k;
+    bool transA, transB;
+    float alpha, beta;
+    double tiny;
+  };
+  const std::vector<Case> cases = {
+      {1, 16, 1, false, false, 1, 0, 0},       {7, 47, 5, false, true, 1, 1, 0.3},
+      {8, 48, 70, true, false, 0.5f, 2, 0.5},  {9, 49, 71, false, false, 1, 1, 0.4},
+      {37, 100, 33, true, true, -1.5f, 0.25f, 0.2}, {300, 130, 64, false, true, 1, 0, 0},
+      {13, 97, 2, true, false, 1, -1, 0.9},    {21, 160, 9, false, false, 1e-30f, 1e-8f, 0.6},
+  };
+  for (zrt::cpu::CpuIsa isa : runnableIsas()) {
+    ScopedIsa scoped(isa);
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(zrt::cpu::cpuIsaName(isa)) + " " + std::to_string(c.m) + "x" +
+                   std::to_string(c.n) + "x" + std::to_string(c.k) +
+                   (c.transA ? " A^T" : "") + (c.transB ? " B^T" : ""));
+      const std::vector<uint16_t> a = randomBf16(size_t(c.m * c.k), 81, c.tiny);
+      const std::vector<uint16_t> b = randomBf16(size_t(c.k * c.n), 82, c.tiny);
+      std::vector<float> init(size_t(c.m * c.n));
+      for (size_t i = 0; i < init.size(); ++i)
+        init[i] = bf16Daz(randomBf16(1, unsigned(83 + i), c.tiny)[0]);
+      const int64_t lda = c.transA ? c.m : c.k, ldb = c.transB ? c.k : c.n;
+      std::vector<uint32_t> packed(zrt::cpu::pairPackedWords(c.k, c.n));
+      zrt::cpu::packBf16PairsB(b.data(), ldb, c.transB, c.k, c.n, 0,
+                               zrt::cpu::packedPanels(c.n), packed.data());
+      std::vector<uint32_t> aPairs(size_t(zrt::cpu::pairRows(c.k) * c.m));
+      zrt::cpu::Bf16PairA pa{a.data(), lda, 2, c.k / 2, c.k % 2 == 1};
+      if (c.transA) {
+        zrt::cpu::packBf16PairsTransA(a.data(), lda, c.k, 0, c.m, aPairs.data());
+        pa = {reinterpret_cast<const uint16_t *>(aPairs.data()), 2, 2 * c.m,
+              zrt::cpu::pairRows(c.k), false};
+      }
+      std::vector<float> y = init;
+      const int64_t panelWords = zrt::cpu::pairRows(c.k) * zrt::cpu::kPanelCols;
+      for (int64_t p = 0; p < zrt::cpu::packedPanels(c.n); ++p) {
+        const int64_t j0 = p * zrt::cpu::kPanelCols;
+        zrt::cpu::bf16PairGemmBlock(0, c.m, std::min(zrt::cpu::kPanelCols, c.n - j0), c.k,
+                                    c.alpha, pa, packed.data() + p * panelWords, c.beta,
+                                    y.data() + j0, c.n);
+      }
+      int64_t wrong = 0, tinyOnes = 0;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          const float want = definedBf16Element(
+              a.data() + (c.transA ? i : i * lda), c.transA ? lda : 1,
+              b.data() + (c.transB ? j * ldb : j), c.transB ? 1 : ldb, c.k, c.alpha, c.beta,
+              init[size_t(i * c.n + j)]);
+          const float got = y[size_t(i * c.n + j)];
+          tinyOnes += std::fabs(want) < 1e-30f;
+          if (std::memcmp(&want, &got, 4) != 0 && wrong++ < 3)
+            ADD_FAILURE() << "element (" << i << ", " << j << "): " << got << " want "
+                          << want;
+        }
+      EXPECT_EQ(wrong, 0);
+      if (c.tiny > 0.5)
+        EXPECT_GT(tinyOnes, 0) << "the case has no tiny element to check";
+    }
+  }
 }
 
 // Tests that at every ISA the CPU runs, Gemm (both transposes, alpha, beta,
@@ -2872,9 +3001,10 @@ TEST(Half, RowConversionsGiveHalfMathsBits) {
 
 // Tests that a 16-bit Gemm (f16 and bf16; both transposes, alpha, beta, every
 // broadcast of C; B constant or written; A widened whole or a task's rows at
-// a time for a long K) at every ISA gives exactly PackedGemm.h's defined f32
-// element on the widened operands, rounded once to 16 bits.
-TEST(Half, GemmIsTheDefinedF32ElementRoundedOnce) {
+// a time for a long K) at every ISA gives exactly PackedGemm.h's defined
+// element rounded once to 16 bits: for f16 the f32 element on the widened
+// operands, for bf16 the pair kernels' (definedBf16Element).
+TEST(Half, GemmIsTheDefinedElementRoundedOnce) {
   std::vector<PackedGemmCase> cases = packedGemmCases();
   // K long enough that A (64 x 70000 as f32) is over the 16 MiB widened whole.
   cases.push_back({64, 17, 70000, false, true, {17}, 1, 1});
@@ -2920,10 +3050,17 @@ TEST(Half, GemmIsTheDefinedF32ElementRoundedOnce) {
             for (int64_t j = 0; j < c.n; ++j) {
               const float init =
                   hasC ? cv[size_t((cRows == 1 ? 0 : i) * cCols + (cCols == 1 ? 0 : j))] : 0.0f;
-              const float want = definedElement(
-                  isa, av.data() + (c.transA ? i : i * c.k), c.transA ? c.m : 1,
-                  bv.data() + (c.transB ? j * c.k : j), c.transB ? 1 : c.n, c.k,
-                  float(c.alpha), hasC ? float(c.beta) : 0.0f, init);
+              const float want =
+                  dt == DType::BF16
+                      ? definedBf16Element(a.as<uint16_t>() + (c.transA ? i : i * c.k),
+                                           c.transA ? c.m : 1,
+                                           b.as<uint16_t>() + (c.transB ? j * c.k : j),
+                                           c.transB ? 1 : c.n, c.k, float(c.alpha),
+                                           hasC ? float(c.beta) : 0.0f, init)
+                      : definedElement(isa, av.data() + (c.transA ? i : i * c.k),
+                                       c.transA ? c.m : 1, bv.data() + (c.transB ? j * c.k : j),
+                                       c.transB ? 1 : c.n, c.k, float(c.alpha),
+                                       hasC ? float(c.beta) : 0.0f, init);
               if (y.as<uint16_t>()[i * c.n + j] != narrowOne(dt, want) && wrong++ < 3)
                 ADD_FAILURE() << "element (" << i << ", " << j << ")";
             }
@@ -2933,9 +3070,10 @@ TEST(Half, GemmIsTheDefinedF32ElementRoundedOnce) {
 }
 
 // Tests that a batched 16-bit MatMul (attention's products, B with a batch,
-// and A's batch folded into M) gives the f32 MatMul of the widened operands
-// rounded once, and that micro-batch rows alone give the whole product's bits.
-TEST(Half, BatchedMatMulIsTheF32ProductRoundedOnce) {
+// and A's batch folded into M) gives the defined element rounded once (f16:
+// the f32 MatMul of the widened operands; bf16: definedBf16Element), and
+// that micro-batch rows alone give the whole product's bits.
+TEST(Half, BatchedMatMulIsTheDefinedProductRoundedOnce) {
   for (DType dt : {DType::F16, DType::BF16})
     for (bool bBatched : {true, false}) {
       SCOPED_TRACE(std::string(zrt::dtypeName(dt)) + (bBatched ? " batched B" : ""));
@@ -2944,7 +3082,29 @@ TEST(Half, BatchedMatMulIsTheF32ProductRoundedOnce) {
       TensorRef b = bBatched ? halfInput(t, dt, {3, 29, 53}, randomFloats(3 * 29 * 53, 72))
                              : halfInput(t, dt, {29, 53}, randomFloats(29 * 53, 72));
       TensorRef y = t.raw(dt, {3, 37, 53});
-      expectWidenedBits("MatMul", {a, b}, {y});
+      if (dt == DType::F16) {
+        expectWidenedBits("MatMul", {a, b}, {y});
+      } else {
+        for (int threads : {1, 3}) {
+          ASSERT_OK(widenedKernels().lookup("MatMul")(contextWithThreads(threads), {a, b}, {y},
+                                                      {}));
+          int64_t wrong = 0;
+          for (int64_t bi = 0; bi < 3; ++bi)
+            for (int64_t i = 0; i < 37; ++i)
+              for (int64_t j = 0; j < 53; ++j) {
+                const float want = definedBf16Element(
+                    a.as<uint16_t>() + (bi * 37 + i) * 29, 1,
+                    b.as<uint16_t>() + (bBatched ? bi * 29 * 53 : 0) + j, 53, 29, 1.0f, 0.0f,
+                    0.0f);
+                if (y.as<uint16_t>()[(bi * 37 + i) * 53 + j] !=
+                        zrt::math::floatToBfloat16(want) &&
+                    wrong++ < 3)
+                  ADD_FAILURE() << "element (" << bi << ", " << i << ", " << j << ") at "
+                                << threads << " threads";
+              }
+          EXPECT_EQ(wrong, 0);
+        }
+      }
       // Rows 5..14 of the second matrix alone.
       TensorRef part = t.raw(dt, {10, 29});
       std::memcpy(part.data, a.as<uint16_t>() + (37 + 5) * 29, 10 * 29 * 2);

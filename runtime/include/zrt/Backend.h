@@ -107,9 +107,9 @@ protected:
 /// (shared by all streams; OpenBLAS is set to the same count).
 std::unique_ptr<Backend> createCpuBackend(int numThreads);
 
-/// The instruction set the CPU backend's f32 products run ("avx512", "avx2"
-/// or "generic"): the CPU's best, lowered by the environment variable
-/// ZRT_CPU_ISA. Within one ISA a product's bits never depend on the layout
+/// The instruction set the CPU backend's products run ("avx512bf16",
+/// "avx512", "avx2" or "generic"): the CPU's best, lowered by the environment
+/// variable ZRT_CPU_ISA. Within one ISA a product's bits never depend on the layout
 /// (threads, ranks, micro-batches); between ISAs they may differ.
 const char *cpuKernelIsa();
 

@@ -137,8 +137,8 @@ const char *kUsage =
 #endif
     "  --help                       this text\n"
     "environment:\n"
-    "  ZRT_CPU_ISA=avx512|avx2|generic  lower the instruction set of the CPU "
-    "kernels' products\n"
+    "  ZRT_CPU_ISA=avx512bf16|avx512|avx2|generic  lower the instruction set of "
+    "the CPU kernels' products\n"
     "                               (default: the CPU's best); bits may differ "
     "between ISAs,\n"
     "                               never between layouts on one\n";
@@ -1363,11 +1363,12 @@ Status checkAndSaveStep(RankRun &run, int64_t step) {
   return saveCheckpoint(*run.executor, run.comm, opts.saveDir, step);
 }
 
-/// A rank's peak f32 FLOP/s for the MFU: --peak-tflops, else on the CPU
-/// backend threads x 2 FMA pipes x the kernels' ISA's f32 lanes (16, 8, 4)
-/// x 2 FLOPs x the clock (cpufreq's maximum, else /proc/cpuinfo's "cpu MHz");
-/// 0 when unknown (no MFU is shown).
-double peakFlopsPerSecond(const Options &opts, int threads) {
+/// A rank's peak FLOP/s for the MFU: --peak-tflops, else on the CPU
+/// backend threads x 2 FMA pipes x the kernels' ISA's f32 lanes (16, 8, 4;
+/// 32 for a program with bf16 globals at avx512bf16, whose bf16 products do
+/// two products per lane) x 2 FLOPs x the clock (cpufreq's maximum, else
+/// /proc/cpuinfo's "cpu MHz"); 0 when unknown (no MFU is shown).
+double peakFlopsPerSecond(const Options &opts, const Program &program, int threads) {
   if (opts.peakTflops > 0)
     return opts.peakTflops * 1e12;
   if (opts.backend != "cpu")
@@ -1388,7 +1389,12 @@ double peakFlopsPerSecond(const Options &opts, int threads) {
           break;
         }
   const std::string isa = cpuKernelIsa();
-  const double lanes = isa == "avx512" ? 16 : isa == "avx2" ? 8 : 4;
+  const bool bf16 = std::any_of(program.globals.begin(), program.globals.end(),
+                                [](const GlobalDesc &g) { return g.dtype == DType::BF16; });
+  const double lanes = isa == "avx512bf16" ? (bf16 ? 32 : 16)
+                       : isa == "avx512"   ? 16
+                       : isa == "avx2"     ? 8
+                                           : 4;
   return double(threads) * 2 * lanes * 2 * hz;
 }
 
@@ -1461,7 +1467,8 @@ int runTraining(RankRun &run) {
                     run.firstStep, run.totalSteps, run.watchdog.get(),
                     run.iterationSeconds, run.iterationBubbles,
                     *run.trainingLog, checkpoint, evaluate,
-                    peakFlopsPerSecond(opts, run.threads) * comm.worldSize(), run.currentStep);
+                    peakFlopsPerSecond(opts, *run.program, run.threads) * comm.worldSize(),
+                    run.currentStep);
 }
 
 /// Phase 3 of a forward program: --warmup untimed runs then --repeat timed

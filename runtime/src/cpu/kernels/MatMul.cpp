@@ -30,7 +30,8 @@ namespace cpu {
 namespace {
 
 // The tile grid of runProducts: f64 and integer products only (every f32
-// product takes runPackedProducts, whose tasks are panels x 256-row chunks).
+// or 16-bit product takes runPackedProducts or runBf16PairProducts, whose
+// tasks are panels x 256-row chunks).
 
 /// Products smaller than this (M*N*K) are not split across threads, and no
 /// tile of a split product is smaller.
@@ -334,21 +335,21 @@ void packHalfB(DType dt, const uint16_t *b, int64_t ldb, bool transB, int64_t k,
 
 /// Runs `count` products of one shape (`problemAt(i)` gives the i-th) over
 /// B's packed panels (see PackedGemm.h), on the context's threads: f32
-/// operands (S = float), or f16/bf16 ones (S = uint16_t, their bits; `dt`
-/// says which). When `constantB` is a constant of the program (count 1), B
+/// operands (S = float), or f16 ones (S = uint16_t, their bits; `dt` says
+/// which; bf16 products take runBf16PairProducts). When `constantB` is a constant of the program (count 1), B
 /// is packed once and kept; any other B is packed a panel at a time by the
 /// task that uses it, into a buffer of its thread, just before its rows run:
 /// the same packed bytes as the whole packed form's panel, so the same bits,
-/// with no B-sized copy and the panel still in cache. Every f32 and 16-bit
+/// with no B-sized copy and the panel still in cache. Every f32 and f16
 /// product takes this path, so a weight gathered by ZeRO-3 rounds as the
 /// same weight held whole, and a micro-batch's rows as the whole batch's.
 /// Each element of C is computed the same way in any task, so the work split
 /// (a function of the shapes) never changes its bits.
 ///
-/// 16-bit operands compute in f32: B is widened as it is packed, each task
+/// f16 operands compute in f32: B is widened as it is packed, each task
 /// widens its rows of A into a buffer of its thread, and computes its tile of
 /// C in f32 (from C's widened initial value, if any) before rounding it into
-/// C once. So an element of a 16-bit product is the f32 product of the
+/// C once. So an element of an f16 product is the f32 product of the
 /// widened operands, rounded to 16 bits (to nearest even): the bits of the
 /// f32 kernel run on widened copies, without the copies.
 template <typename S, typename ProblemAt>
@@ -436,13 +437,8 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
                     });
     }
   }
-  // A bf16 A too large to widen whole is read by the micro-kernels as it
-  // lies (each element widened as it is loaded: the same f32 values); an f16
-  // one is widened a task's rows at a time.
-  bool directA = false;
-  if constexpr (kHalf)
-    directA = !wideA && !wideB && dt == DType::BF16;
-  const int64_t taskRows = kHalf && !wideA && !directA ? halfTaskRows(k) : kPackedTaskRows;
+  // An f16 A too large to widen whole is widened a task's rows at a time.
+  const int64_t taskRows = kHalf && !wideA ? halfTaskRows(k) : kPackedTaskRows;
   const int64_t rowChunks = (m + taskRows - 1) / taskRows;
   const int64_t perProduct = panels * rowChunks;
   const double taskMacs =
@@ -457,7 +453,7 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
         int64_t packedTask = -1; // product * panels + panel in panelData
         int64_t widenedTask = -1; // product * rowChunks + chunk in aRows
         float *aRows =
-            kHalf && !wideA && !directA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
+            kHalf && !wideA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
         float *cTile = kHalf ? halfScratch(1, size_t(taskRows * kPanelCols)) : nullptr;
         for (int64_t t = begin; t < end; ++t) {
           const int64_t product = t / perProduct, r = t % perProduct;
@@ -485,9 +481,6 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
               const float *base = wideA + product * m * k;
               aTask = p.transA ? base + i0 : base + i0 * k;
               aColStride = p.transA ? m : 1;
-            } else if (directA) {
-              aRowStride = p.transA ? 1 : p.lda;
-              aColStride = p.transA ? p.lda : 1;
             } else if (product * rowChunks + chunk != widenedTask) {
               if (p.transA)
                 for (int64_t q = 0; q < k; ++q)
@@ -516,10 +509,6 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
               unpackedGemmBlock(0, rows, cols, k, float(p.alpha), aTask, aRowStride,
                                 aColStride, wideB + product * k * n + j0, n, beta, cTile,
                                 kPanelCols);
-            else if (directA)
-              packedGemmBlockBf16A(0, rows, 0, 1, cols, k, float(p.alpha),
-                                   p.a + (p.transA ? i0 : i0 * p.lda), aRowStride,
-                                   aColStride, panelOf, beta, cTile, kPanelCols);
             else
               packedGemmBlock(0, rows, 0, 1, cols, k, float(p.alpha), aTask,
                               aRowStride, aColStride, panelOf, beta, cTile,
@@ -552,6 +541,111 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
       });
 }
 
+/// A thread's buffer `slot` (0: a pair panel of B, 1: a task's pairs of a
+/// transposed A) of at least `words` 32-bit words, 64-byte aligned.
+uint32_t *pairScratch(int slot, size_t words) {
+  thread_local std::vector<uint32_t> buffers[2];
+  std::vector<uint32_t> &buf = buffers[slot];
+  if (buf.size() < words + 16)
+    buf.resize(words + 16);
+  void *start = buf.data();
+  size_t space = buf.size() * sizeof(uint32_t);
+  return static_cast<uint32_t *>(std::align(64, words * sizeof(uint32_t), start, space));
+}
+
+/// runPackedProducts for bf16 operands: B packed into pair panels
+/// (PackedGemm.h's bf16 x bf16 products, two products per instruction where
+/// the CPU has AVX512_BF16), once for a constant B, else a panel at a time by
+/// the task that uses it. A is read as it lies, a pair of elements at a time,
+/// or, transposed, a task's rows packed into pairs first. Each task computes
+/// its tile of C in f32 (from C's widened initial value, if any) and rounds
+/// it into C once. An element's bits depend only on its row of A, its column
+/// of B, K and alpha/beta: the same at any thread count, task split or ISA.
+template <typename ProblemAt>
+void runBf16PairProducts(const KernelContext &ctx, int64_t count, const ProblemAt &problemAt,
+                         const TensorRef *constantB) {
+  const GemmProblem<uint16_t> first = problemAt(0);
+  const int64_t m = first.m, n = first.n, k = first.k;
+  if (m == 0 || n == 0)
+    return;
+  const int64_t panels = packedPanels(n);
+  const int64_t panelWords = pairRows(k) * kPanelCols;
+  const uint32_t *packed = nullptr;
+  if (count == 1 && constantB && ctx.constants && ctx.constants->isConstant(*constantB)) {
+    const std::string layout = "gemm-b" + std::to_string(kPanelCols) +
+                               "-bf16-pairs k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                               " ldb=" + std::to_string(first.ldb) +
+                               " t=" + std::to_string(int(first.transB));
+    packed = static_cast<const uint32_t *>(ctx.constants->prepared(
+        *constantB, layout, pairPackedWords(k, n) * sizeof(uint32_t), [&](void *dst) {
+          parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
+            packBf16PairsB(first.b, first.ldb, first.transB, k, n, p0, p1,
+                           static_cast<uint32_t *>(dst));
+          });
+        }));
+  }
+  const int64_t taskRows = kPackedTaskRows;
+  const int64_t rowChunks = (m + taskRows - 1) / taskRows;
+  const int64_t perProduct = panels * rowChunks;
+  const double taskMacs = double(std::min(m, taskRows)) * double(kPanelCols) * double(k);
+  // Task t: product t / perProduct; in it, panel r / rowChunks, rows chunk
+  // r % rowChunks (consecutive tasks share a panel while it is in cache).
+  parallelRange(
+      ctx, count * perProduct,
+      std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
+      [&](int64_t begin, int64_t end) {
+        uint32_t *panelData = packed ? nullptr : pairScratch(0, size_t(panelWords));
+        uint32_t *aPairs =
+            first.transA ? pairScratch(1, size_t(pairRows(k) * taskRows)) : nullptr;
+        float *cTile = halfScratch(1, size_t(taskRows * kPanelCols));
+        int64_t packedTask = -1, pairedTask = -1;
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t product = t / perProduct, r = t % perProduct;
+          const int64_t panel = r / rowChunks, chunk = r % rowChunks;
+          const GemmProblem<uint16_t> p = problemAt(product);
+          const int64_t i0 = chunk * taskRows, i1 = std::min(m, i0 + taskRows);
+          const int64_t rows = i1 - i0;
+          const int64_t j0 = panel * kPanelCols;
+          const int64_t cols = std::min(n, j0 + kPanelCols) - j0;
+          if (!packed && product * panels + panel != packedTask) {
+            packBf16PairsB(p.b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols, 0, 1,
+                           panelData);
+            packedTask = product * panels + panel;
+          }
+          const uint32_t *panelOf = packed ? packed + panel * panelWords : panelData;
+          Bf16PairA a{p.a + i0 * p.lda, p.lda, 2, k / 2, k % 2 == 1};
+          if (p.transA) {
+            if (product * rowChunks + chunk != pairedTask) {
+              packBf16PairsTransA(p.a, p.lda, k, i0, i1, aPairs);
+              pairedTask = product * rowChunks + chunk;
+            }
+            a = Bf16PairA{reinterpret_cast<const uint16_t *>(aPairs), 2, 2 * rows, pairRows(k),
+                          false};
+          }
+          float beta = 0.0f;
+          if (p.cInit) {
+            beta = float(p.beta);
+            for (int64_t i = 0; i < rows; ++i) {
+              const uint16_t *src = p.cInit + (i0 + i) * p.cInitRowStride;
+              float *dst = cTile + i * kPanelCols;
+              if (p.cInitColStride == 0) {
+                float v;
+                widenHalfRow(DType::BF16, src, &v, 1);
+                std::fill(dst, dst + cols, v);
+              } else {
+                widenHalfRow(DType::BF16, src + j0, dst, cols);
+              }
+            }
+          }
+          bf16PairGemmBlock(0, rows, cols, k, float(p.alpha), a, panelOf, beta, cTile,
+                            kPanelCols);
+          for (int64_t i = 0; i < rows; ++i)
+            narrowHalfRow(DType::BF16, cTile + i * kPanelCols, p.c + (i0 + i) * p.ldc + j0,
+                          cols);
+        }
+      });
+}
+
 /// Runs `count` products of one shape: f32 over packed panels
 /// (runPackedProducts), other types through runProducts. A K of 0 leaves
 /// beta * C (gemm<T>).
@@ -568,7 +662,8 @@ void runAnyProducts(const KernelContext &ctx, int64_t count,
 }
 
 /// The element types of MatMul and Gemm: the numeric ones, and f16 / bf16
-/// as their bits (uint16_t) computing in f32 (runPackedProducts).
+/// as their bits (uint16_t) computing in f32 (runPackedProducts,
+/// runBf16PairProducts).
 using ProductTypes =
     TypeList<float, double, int32_t, int64_t, int8_t, uint8_t, Float16, BFloat16>;
 
@@ -588,7 +683,10 @@ void runTypedProducts(const KernelContext &ctx, DType dt, int64_t count,
       return;
     const GemmProblem<S> first = problemAt(0);
     if (first.k > 0) {
-      runPackedProducts<S>(ctx, count, problemAt, constantB, dt);
+      if (dt == DType::BF16)
+        runBf16PairProducts(ctx, count, problemAt, constantB);
+      else
+        runPackedProducts<S>(ctx, count, problemAt, constantB, dt);
       return;
     }
     // K of 0: Y = beta * C (0 without C), each element rounded once.

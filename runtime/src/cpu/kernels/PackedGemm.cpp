@@ -1,6 +1,7 @@
 //===- PackedGemm.cpp - f32 products over packed panels of B --------------===//
 //
-// The packing and the three micro-kernels of PackedGemm.h, one per ISA:
+// The packing and the three f32 micro-kernels of PackedGemm.h, one per ISA
+// (the bf16 pair kernels are at the end of the file):
 // - AVX-512: a block of 8 x 48 of C in 24 zmm accumulators; per k one row
 //   of the panel (three vectors) is loaded and one element of A broadcast
 //   per row: 24 FMAs for 3 vector loads and 8 broadcasts.
@@ -24,6 +25,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +36,7 @@
 #include <immintrin.h>
 #define ZRT_AVX512 __attribute__((target("avx512f,fma")))
 #define ZRT_AVX2 __attribute__((target("avx2,fma")))
+#define ZRT_AVX512BF16 __attribute__((target("avx512f,avx512bf16,fma")))
 #endif
 
 namespace zrt {
@@ -59,27 +64,10 @@ inline void prefetchStep(const Prefetch &pf, int64_t p) {
 }
 #endif
 
-/// How a micro-kernel reads an element of A: f32 as it is, or bf16 bits
-/// widened (exactly: the bits moved up 16) as it is read, so a 16-bit A
-/// gives the products of its f32 widening with no widened copy.
-struct F32A {
-  using T = float;
-  static float load(const float *p) { return *p; }
-};
-struct Bf16A {
-  using T = uint16_t;
-  static float load(const uint16_t *p) {
-    const uint32_t bits = uint32_t(*p) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-};
-
 /// The arguments every micro-kernel takes.
 struct Block {
   int64_t k;
-  const void *a; ///< the block's first row of A (the loader's type)
+  const float *a; ///< the block's first row of A
   int64_t aRowStride, aColStride;
   const float *panel; ///< the block's first column of the panel
   int64_t panelStride; ///< floats between its rows (kPanelCols, or B's ldb)
@@ -97,16 +85,44 @@ using MicroKernelFn = void (*)(const Block &);
 //===----------------------------------------------------------------------===//
 
 #ifdef ZRT_HAVE_X86_KERNELS
+/// Writes MR rows of a block's accumulators (three vectors of 16 columns
+/// each, `cols` of them kept) to C: v = alpha == 1 ? acc : acc * alpha, then
+/// beta * C + v unless beta is 0.
+template <int MR>
+ZRT_AVX512 inline void avx512Store(const __m512 (&acc)[MR][3], float *c, int64_t ldc,
+                                   int64_t cols, float alpha, float beta) {
+  __mmask16 masks[3];
+  for (int j = 0; j < 3; ++j) {
+    const int64_t left = std::clamp<int64_t>(cols - 16 * j, 0, 16);
+    masks[j] = __mmask16((1u << left) - 1u);
+  }
+  const __m512 alphaV = _mm512_set1_ps(alpha), betaV = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float *ci = c + i * ldc;
+    for (int j = 0; j < 3; ++j) {
+      if (masks[j] == 0)
+        break;
+      __m512 v = acc[i][j];
+      if (alpha != 1.0f)
+        v = _mm512_mul_ps(v, alphaV);
+      if (beta != 0.0f)
+        v = _mm512_fmadd_ps(betaV, _mm512_maskz_loadu_ps(masks[j], ci + 16 * j), v);
+      _mm512_mask_storeu_ps(ci + 16 * j, masks[j], v);
+    }
+  }
+}
+
 /// MR rows by NV vectors of 16 columns (NV = 1..3: a panel's last columns
 /// past N are not computed).
-template <int MR, int NV, typename L = F32A>
+template <int MR, int NV>
 ZRT_AVX512 void avx512Kernel(const Block &blk) {
   __m512 acc[MR][3];
-  const typename L::T *rows[MR];
+  const float *rows[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
-    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
+    rows[i] = blk.a + i * blk.aRowStride;
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
@@ -118,34 +134,13 @@ ZRT_AVX512 void avx512Kernel(const Block &blk) {
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(L::load(rows[i] + off));
+      const __m512 ai = _mm512_set1_ps(rows[i][off]);
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j)
         acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
     }
   }
-  __mmask16 masks[3];
-  for (int j = 0; j < 3; ++j) {
-    const int64_t left = std::clamp<int64_t>(blk.cols - 16 * j, 0, 16);
-    masks[j] = __mmask16((1u << left) - 1u);
-  }
-  const __m512 alphaV = _mm512_set1_ps(blk.alpha),
-               betaV = _mm512_set1_ps(blk.beta);
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    float *ci = blk.c + i * blk.ldc;
-    for (int j = 0; j < 3; ++j) {
-      if (masks[j] == 0)
-        break;
-      __m512 v = acc[i][j];
-      if (blk.alpha != 1.0f)
-        v = _mm512_mul_ps(v, alphaV);
-      if (blk.beta != 0.0f)
-        v = _mm512_fmadd_ps(betaV, _mm512_maskz_loadu_ps(masks[j], ci + 16 * j),
-                            v);
-      _mm512_mask_storeu_ps(ci + 16 * j, masks[j], v);
-    }
-  }
+  avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
 //===----------------------------------------------------------------------===//
@@ -155,15 +150,49 @@ ZRT_AVX512 void avx512Kernel(const Block &blk) {
 /// Columns of one AVX2 block: half a panel.
 constexpr int64_t kAvx2Cols = 24;
 
+/// avx512Store for AVX2's blocks: MR rows of three vectors of 8 columns.
+template <int MR>
+ZRT_AVX2 inline void avx2Store(const __m256 (&acc)[MR][3], float *c, int64_t ldc,
+                               int64_t cols, float alpha, float beta) {
+  __m256i masks[3];
+  for (int j = 0; j < 3; ++j) {
+    const int left = int(std::clamp<int64_t>(cols - 8 * j, 0, 8));
+    masks[j] = _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  const __m256 alphaV = _mm256_set1_ps(alpha), betaV = _mm256_set1_ps(beta);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    float *ci = c + i * ldc;
+    for (int j = 0; j < 3; ++j) {
+      if (cols <= 8 * j)
+        break;
+      const bool full = cols >= 8 * (j + 1);
+      __m256 v = acc[i][j];
+      if (alpha != 1.0f)
+        v = _mm256_mul_ps(v, alphaV);
+      if (beta != 0.0f) {
+        const __m256 old = full ? _mm256_loadu_ps(ci + 8 * j)
+                                : _mm256_maskload_ps(ci + 8 * j, masks[j]);
+        v = _mm256_fmadd_ps(betaV, old, v);
+      }
+      if (full)
+        _mm256_storeu_ps(ci + 8 * j, v);
+      else
+        _mm256_maskstore_ps(ci + 8 * j, masks[j], v);
+    }
+  }
+}
+
 /// MR rows by NV vectors of 8 columns (NV = 1..3).
-template <int MR, int NV, typename L = F32A>
+template <int MR, int NV>
 ZRT_AVX2 void avx2Kernel(const Block &blk) {
   __m256 acc[MR][3];
-  const typename L::T *rows[MR];
+  const float *rows[MR];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm256_setzero_ps();
-    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
+    rows[i] = blk.a + i * blk.aRowStride;
   }
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
@@ -175,41 +204,13 @@ ZRT_AVX2 void avx2Kernel(const Block &blk) {
     prefetchStep(blk.prefetch, p);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_set1_ps(L::load(rows[i] + off));
+      const __m256 ai = _mm256_set1_ps(rows[i][off]);
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j)
         acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
     }
   }
-  __m256i masks[3];
-  for (int j = 0; j < 3; ++j) {
-    const int left = int(std::clamp<int64_t>(blk.cols - 8 * j, 0, 8));
-    masks[j] = _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
-                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
-  const __m256 alphaV = _mm256_set1_ps(blk.alpha),
-               betaV = _mm256_set1_ps(blk.beta);
-#pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-    float *ci = blk.c + i * blk.ldc;
-    for (int j = 0; j < 3; ++j) {
-      if (blk.cols <= 8 * j)
-        break;
-      const bool full = blk.cols >= 8 * (j + 1);
-      __m256 v = acc[i][j];
-      if (blk.alpha != 1.0f)
-        v = _mm256_mul_ps(v, alphaV);
-      if (blk.beta != 0.0f) {
-        const __m256 old = full ? _mm256_loadu_ps(ci + 8 * j)
-                                : _mm256_maskload_ps(ci + 8 * j, masks[j]);
-        v = _mm256_fmadd_ps(betaV, old, v);
-      }
-      if (full)
-        _mm256_storeu_ps(ci + 8 * j, v);
-      else
-        _mm256_maskstore_ps(ci + 8 * j, masks[j], v);
-    }
-  }
+  avx2Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
 /// dst[i * ldDst + c] = src[c * ldSrc + i] for an 8 x 8 block: eight rows of
@@ -260,16 +261,16 @@ ZRT_AVX2 void packTransposedAvx2(const float *b, int64_t ldb, int64_t q0,
 // generic: 4 x 48, a multiply then an add
 //===----------------------------------------------------------------------===//
 
-template <int MR, typename L = F32A> void genericKernel(const Block &blk) {
+template <int MR> void genericKernel(const Block &blk) {
   alignas(64) float acc[MR][kPanelCols] = {};
-  const typename L::T *rows[MR];
+  const float *rows[MR];
   for (int i = 0; i < MR; ++i)
-    rows[i] = static_cast<const typename L::T *>(blk.a) + i * blk.aRowStride;
+    rows[i] = blk.a + i * blk.aRowStride;
   int64_t off = 0;
   for (int64_t p = 0; p < blk.k; ++p, off += blk.aColStride) {
     const float *bp = blk.panel + p * blk.panelStride;
     for (int i = 0; i < MR; ++i) {
-      const float ai = L::load(rows[i] + off);
+      const float ai = rows[i][off];
       for (int64_t j = 0; j < kPanelCols; ++j)
         acc[i][j] = acc[i][j] + ai * bp[j];
     }
@@ -298,12 +299,11 @@ struct KernelSet {
   MicroKernelFn kernels[3][8];
 };
 
-template <typename L = F32A> const KernelSet &kernelSet(CpuIsa isa) {
+const KernelSet &kernelSet(CpuIsa isa) {
 #ifdef ZRT_HAVE_X86_KERNELS
 #define ZRT_ROWS8(K, V)                                                        \
-  {K<1, V, L>, K<2, V, L>, K<3, V, L>, K<4, V, L>, K<5, V, L>, K<6, V, L>,      \
-   K<7, V, L>, K<8, V, L>}
-#define ZRT_ROWS4(K, V) {K<1, V, L>, K<2, V, L>, K<3, V, L>, K<4, V, L>}
+  {K<1, V>, K<2, V>, K<3, V>, K<4, V>, K<5, V>, K<6, V>, K<7, V>, K<8, V>}
+#define ZRT_ROWS4(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>}
   static const KernelSet avx512{8,
                                 kPanelCols,
                                 16,
@@ -317,7 +317,7 @@ template <typename L = F32A> const KernelSet &kernelSet(CpuIsa isa) {
                                ZRT_ROWS4(avx2Kernel, 3)}};
 #undef ZRT_ROWS8
 #undef ZRT_ROWS4
-  if (isa == CpuIsa::Avx512)
+  if (isa >= CpuIsa::Avx512)
     return avx512;
   if (isa == CpuIsa::Avx2)
     return avx2;
@@ -326,7 +326,7 @@ template <typename L = F32A> const KernelSet &kernelSet(CpuIsa isa) {
       4,
       kPanelCols,
       kPanelCols,
-      {{genericKernel<1, L>, genericKernel<2, L>, genericKernel<3, L>, genericKernel<4, L>}}};
+      {{genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>}}};
   return generic;
 }
 
@@ -345,7 +345,7 @@ const IsaChoice &isaChoice() {
     if (!env || !*env)
       return c;
     const std::string want = env;
-    for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16}) {
       if (want != cpuIsaName(isa))
         continue;
       if (isa > c.isa)
@@ -358,8 +358,8 @@ const IsaChoice &isaChoice() {
       return c;
     }
     c.problem = "ZRT_CPU_ISA=" + want +
-                ": not an instruction set of the CPU kernels; use avx512, "
-                "avx2 or generic (or unset it for the CPU's best)";
+                ": not an instruction set of the CPU kernels; use avx512bf16, "
+                "avx512, avx2 or generic (or unset it for the CPU's best)";
     return c;
   }();
   return choice;
@@ -369,6 +369,8 @@ const IsaChoice &isaChoice() {
 
 const char *cpuIsaName(CpuIsa isa) {
   switch (isa) {
+  case CpuIsa::Avx512Bf16:
+    return "avx512bf16";
   case CpuIsa::Avx512:
     return "avx512";
   case CpuIsa::Avx2:
@@ -385,7 +387,7 @@ CpuIsa detectedCpuIsa() {
     if (!__builtin_cpu_supports("fma"))
       return CpuIsa::Generic;
     if (__builtin_cpu_supports("avx512f"))
-      return CpuIsa::Avx512;
+      return __builtin_cpu_supports("avx512bf16") ? CpuIsa::Avx512Bf16 : CpuIsa::Avx512;
     if (__builtin_cpu_supports("avx2"))
       return CpuIsa::Avx2;
     return CpuIsa::Generic;
@@ -451,9 +453,8 @@ namespace {
 /// Rows [i0, i1) of C's columns [0, cols) from a panel whose rows are
 /// `stride` floats apart, `next` (if any) prefetched meanwhile, `lines`
 /// cache lines of it spread over the blocks.
-template <typename T>
 void runPanel(const KernelSet &set, int64_t i0, int64_t i1, int64_t cols,
-              int64_t k, float alpha, const T *a, int64_t aRowStride,
+              int64_t k, float alpha, const float *a, int64_t aRowStride,
               int64_t aColStride, const float *panel, int64_t stride, float beta,
               float *c, int64_t ldc, const char *next, int64_t lines) {
   const int64_t rowBlocks = (i1 - i0 + set.rowBlock - 1) / set.rowBlock;
@@ -486,13 +487,13 @@ void runPanel(const KernelSet &set, int64_t i0, int64_t i1, int64_t cols,
   }
 }
 
-/// packedGemmBlock over an A of loader L's type.
-template <typename L>
-void packedBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n, int64_t k,
-                 float alpha, const typename L::T *a, int64_t aRowStride,
-                 int64_t aColStride, const float *packed, float beta, float *c,
-                 int64_t ldc) {
-  const KernelSet &set = kernelSet<L>(cpuIsa());
+} // namespace
+
+void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
+                     int64_t k, float alpha, const float *a, int64_t aRowStride,
+                     int64_t aColStride, const float *packed, float beta,
+                     float *c, int64_t ldc) {
+  const KernelSet &set = kernelSet(cpuIsa());
   const int64_t panels = packedPanels(n);
   const int64_t panelFloats = k * kPanelCols;
   for (int64_t p = p0; p < p1; ++p) {
@@ -509,24 +510,6 @@ void packedBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n, int6
   }
 }
 
-} // namespace
-
-void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
-                     int64_t k, float alpha, const float *a, int64_t aRowStride,
-                     int64_t aColStride, const float *packed, float beta,
-                     float *c, int64_t ldc) {
-  packedBlock<F32A>(i0, i1, p0, p1, n, k, alpha, a, aRowStride, aColStride, packed, beta,
-                    c, ldc);
-}
-
-void packedGemmBlockBf16A(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
-                          int64_t k, float alpha, const uint16_t *a, int64_t aRowStride,
-                          int64_t aColStride, const float *packed, float beta, float *c,
-                          int64_t ldc) {
-  packedBlock<Bf16A>(i0, i1, p0, p1, n, k, alpha, a, aRowStride, aColStride, packed, beta,
-                     c, ldc);
-}
-
 bool unpackedBSupported(int64_t n) {
   return cpuIsa() != CpuIsa::Generic && n % 16 == 0;
 }
@@ -537,6 +520,400 @@ void unpackedGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k,
                        float beta, float *c, int64_t ldc) {
   runPanel(kernelSet(cpuIsa()), i0, i1, cols, k, alpha, a, aRowStride,
            aColStride, b, ldb, beta, c, ldc, nullptr, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 x bf16 over pair panels (PackedGemm.h): 8 x 48 with VDPBF16PS, the
+// same sequence spelled out as two FMAs per pair (AVX-512F 8 x 48, AVX2
+// 4 x 24, both under MXCSR's DAZ and FTZ), and a portable 4 x 48
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A pair kernel's arguments: Bf16PairA's reading of the block's first row
+/// of A, its panel columns and its block of C (f32).
+struct PairBlock {
+  const uint16_t *a;
+  int64_t aRowStride, aPairStride, pairs;
+  bool halfTail;
+  const uint32_t *panel; ///< the block's first column of the pair panel
+  float *c;
+  int64_t ldc, cols;
+  float alpha, beta;
+};
+
+using PairKernelFn = void (*)(const PairBlock &);
+
+/// Pair q of an A row (a word: its even element low, its odd one high);
+/// `half`: the odd K's last pair, its low element alone.
+inline uint32_t pairWord(const uint16_t *row, int64_t off, bool half) {
+  if (half)
+    return row[off];
+  uint32_t w;
+  std::memcpy(&w, row + off, sizeof w);
+  return w;
+}
+
+#ifdef ZRT_HAVE_X86_KERNELS
+/// MR rows by NV vectors of 16 columns, two products per VDPBF16PS (the high
+/// halves' first, then the low ones': PackedGemm.h's order).
+template <int MR, int NV>
+ZRT_AVX512BF16 void avx512Bf16PairKernel(const PairBlock &blk) {
+  __m512 acc[MR][3];
+  const uint16_t *rows[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
+    rows[i] = blk.a + i * blk.aRowStride;
+  }
+  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
+  for (int64_t q = 0; q < steps; ++q) {
+    const bool half = q == blk.pairs;
+    const int64_t off = q * blk.aPairStride;
+    const uint32_t *bp = blk.panel + q * kPanelCols;
+    __m512bh bv[3];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bv[j] = (__m512bh)_mm512_loadu_si512(bp + 16 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pairWord(rows[i], off, half)));
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], ai, bv[j]);
+    }
+  }
+  avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
+}
+
+/// avx512Bf16PairKernel's sequence in AVX-512F: per pair, every high half's
+/// FMA, then every low half's (bf16 bits are an f32's top half).
+template <int MR, int NV>
+ZRT_AVX512 void avx512PairKernel(const PairBlock &blk) {
+  __m512 acc[MR][3];
+  const uint16_t *rows[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
+    rows[i] = blk.a + i * blk.aRowStride;
+  }
+  const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
+  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
+  for (int64_t q = 0; q < steps; ++q) {
+    const bool half = q == blk.pairs;
+    const int64_t off = q * blk.aPairStride;
+    const uint32_t *bp = blk.panel + q * kPanelCols;
+    __m512i bw[3];
+    uint32_t aw[MR];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bw[j] = _mm512_loadu_si512(bp + 16 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+      aw[i] = pairWord(rows[i], off, half);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_castsi512_ps(_mm512_set1_epi32(int(aw[i] & 0xffff0000u)));
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm512_fmadd_ps(ai, _mm512_castsi512_ps(_mm512_and_si512(bw[j], high)),
+                                    acc[i][j]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_castsi512_ps(_mm512_set1_epi32(int(aw[i] << 16)));
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm512_fmadd_ps(ai, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), bw[j], 16)),
+                                    acc[i][j]);
+    }
+  }
+  avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
+}
+
+/// avx512PairKernel in AVX2: MR rows by NV vectors of 8 columns.
+template <int MR, int NV>
+ZRT_AVX2 void avx2PairKernel(const PairBlock &blk) {
+  __m256 acc[MR][3];
+  const uint16_t *rows[MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = acc[i][2] = _mm256_setzero_ps();
+    rows[i] = blk.a + i * blk.aRowStride;
+  }
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
+  for (int64_t q = 0; q < steps; ++q) {
+    const bool half = q == blk.pairs;
+    const int64_t off = q * blk.aPairStride;
+    const uint32_t *bp = blk.panel + q * kPanelCols;
+    uint32_t aw[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      aw[i] = pairWord(rows[i], off, half);
+    __m256 bv[3];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bv[j] = _mm256_castsi256_ps(_mm256_and_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 8 * j)), high));
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_castsi256_ps(_mm256_set1_epi32(int(aw[i] & 0xffff0000u)));
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
+    }
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      bv[j] = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 8 * j)), 16));
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_castsi256_ps(_mm256_set1_epi32(int(aw[i] << 16)));
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j)
+        acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
+    }
+  }
+  avx2Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
+}
+
+/// MXCSR with DAZ and FTZ set while alive (the x86 pair kernels' mode: what
+/// VDPBF16PS does whatever MXCSR says).
+struct DazFtzMode {
+  static constexpr unsigned kDazFtz = 0x8040;
+  unsigned saved = _mm_getcsr();
+  DazFtzMode() { _mm_setcsr(saved | kDazFtz); }
+  ~DazFtzMode() { _mm_setcsr(saved); }
+};
+#endif
+
+// The portable pair kernel: PackedGemm.h's sequence in C++, without MXCSR.
+
+/// A subnormal input read as a zero of its sign (DAZ).
+inline float daz(float x) {
+  return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x;
+}
+
+/// A bf16's bits widened, subnormals read as zero.
+inline float widenDaz(uint32_t bits16) {
+  const uint32_t bits = (bits16 & 0x7f80u) == 0 ? (bits16 & 0x8000u) << 16 : bits16 << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// FTZ for r, the rounding (gradual underflow) of an exact x * y + z:
+/// zero of r's sign when that value rounded to 24 bits with an unbounded
+/// exponent is under the least normal float (x86's tininess, after
+/// rounding). `scaled(f)` is that value times 2^32 with its smaller factor
+/// scaled, rounded once (a normal float wherever r is tiny).
+template <typename Scaled> inline float flushTiny(float r, const Scaled &scaled) {
+  constexpr float kTwo32 = 4294967296.0f;
+  if (r == 0.0f || !(std::fabs(r) <= std::numeric_limits<float>::min()))
+    return r;
+  return std::fabs(scaled(kTwo32)) < std::numeric_limits<float>::min() * kTwo32
+             ? std::copysign(0.0f, r)
+             : r;
+}
+
+/// x * y + z rounded once, FTZ out (inputs already DAZ'd).
+inline float fmaFtz(float x, float y, float z) {
+  const bool xSmaller = std::fabs(x) <= std::fabs(y);
+  return flushTiny(std::fma(x, y, z), [&](float s) {
+    return std::fma(xSmaller ? x * s : x, xSmaller ? y : y * s, z * s);
+  });
+}
+
+/// x * y rounded, FTZ out.
+inline float mulFtz(float x, float y) {
+  const bool xSmaller = std::fabs(x) <= std::fabs(y);
+  return flushTiny(x * y, [&](float s) { return (xSmaller ? x * s : x) * (xSmaller ? y : y * s); });
+}
+
+/// fmaFtz for x, y two bf16 values: their product is exact in f32 unless it
+/// is out of the normal range, so a rounded add is the fused result there.
+inline float bf16FmaFtz(float x, float y, float z) {
+  const float p = x * y;
+  const float mag = std::fabs(p);
+  if (mag >= std::numeric_limits<float>::min() && mag <= std::numeric_limits<float>::max()) {
+    const float r = z + p;
+    if (r == 0.0f || !(std::fabs(r) <= std::numeric_limits<float>::min()))
+      return r;
+  }
+  return fmaFtz(x, y, z);
+}
+
+template <int MR> void genericPairKernel(const PairBlock &blk) {
+  float acc[MR][kPanelCols] = {};
+  const uint16_t *rows[MR];
+  for (int i = 0; i < MR; ++i)
+    rows[i] = blk.a + i * blk.aRowStride;
+  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
+  for (int64_t q = 0; q < steps; ++q) {
+    const bool half = q == blk.pairs;
+    const uint32_t *bp = blk.panel + q * kPanelCols;
+    for (int i = 0; i < MR; ++i) {
+      const uint32_t w = pairWord(rows[i], q * blk.aPairStride, half);
+      const float hi = widenDaz(w >> 16), lo = widenDaz(w & 0xffffu);
+      for (int64_t j = 0; j < blk.cols; ++j) {
+        acc[i][j] = bf16FmaFtz(hi, widenDaz(bp[j] >> 16), acc[i][j]);
+        acc[i][j] = bf16FmaFtz(lo, widenDaz(bp[j] & 0xffffu), acc[i][j]);
+      }
+    }
+  }
+  const float alpha = daz(blk.alpha), beta = daz(blk.beta);
+  for (int i = 0; i < MR; ++i) {
+    float *ci = blk.c + i * blk.ldc;
+    for (int64_t j = 0; j < blk.cols; ++j) {
+      float v = acc[i][j];
+      if (blk.alpha != 1.0f)
+        v = mulFtz(v, alpha);
+      if (blk.beta != 0.0f)
+        v = fmaFtz(beta, daz(ci[j]), v);
+      ci[j] = v;
+    }
+  }
+}
+
+/// KernelSet for the pair kernels.
+struct PairKernelSet {
+  int rowBlock;
+  int64_t colBlock;
+  int64_t vectorCols;
+  PairKernelFn kernels[3][8];
+};
+
+const PairKernelSet &pairKernelSet(CpuIsa isa) {
+#ifdef ZRT_HAVE_X86_KERNELS
+#define ZRT_ROWS8(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>, K<5, V>, K<6, V>, K<7, V>, K<8, V>}
+#define ZRT_ROWS4(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>}
+  static const PairKernelSet avx512Bf16{8,
+                                        kPanelCols,
+                                        16,
+                                        {ZRT_ROWS8(avx512Bf16PairKernel, 1),
+                                         ZRT_ROWS8(avx512Bf16PairKernel, 2),
+                                         ZRT_ROWS8(avx512Bf16PairKernel, 3)}};
+  static const PairKernelSet avx512{8,
+                                    kPanelCols,
+                                    16,
+                                    {ZRT_ROWS8(avx512PairKernel, 1),
+                                     ZRT_ROWS8(avx512PairKernel, 2),
+                                     ZRT_ROWS8(avx512PairKernel, 3)}};
+  static const PairKernelSet avx2{4,
+                                  kAvx2Cols,
+                                  8,
+                                  {ZRT_ROWS4(avx2PairKernel, 1), ZRT_ROWS4(avx2PairKernel, 2),
+                                   ZRT_ROWS4(avx2PairKernel, 3)}};
+#undef ZRT_ROWS8
+#undef ZRT_ROWS4
+  if (isa == CpuIsa::Avx512Bf16)
+    return avx512Bf16;
+  if (isa == CpuIsa::Avx512)
+    return avx512;
+  if (isa == CpuIsa::Avx2)
+    return avx2;
+#endif
+  static const PairKernelSet generic{
+      4,
+      kPanelCols,
+      kPanelCols,
+      {{genericPairKernel<1>, genericPairKernel<2>, genericPairKernel<3>,
+        genericPairKernel<4>}}};
+  return generic;
+}
+
+/// Rows of a pair panel packed from a transposed B at a time (in L1).
+constexpr int64_t kPairTransposeRows = 64;
+
+} // namespace
+
+void packBf16PairsB(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                    int64_t p0, int64_t p1, uint32_t *dst) {
+  const int64_t kp = pairRows(k);
+  for (int64_t p = p0; p < p1; ++p) {
+    uint32_t *panel = dst + p * kp * kPanelCols;
+    const int64_t j0 = p * kPanelCols;
+    const int64_t cols = std::min(kPanelCols, n - j0);
+    if (cols < kPanelCols)
+      std::memset(panel, 0, size_t(kp * kPanelCols) * sizeof(uint32_t));
+    if (!transB) {
+      for (int64_t q = 0; q < kp; ++q) {
+        const uint16_t *even = b + 2 * q * ldb + j0;
+        uint32_t *w = panel + q * kPanelCols;
+        if (2 * q + 1 < k) {
+          const uint16_t *odd = even + ldb;
+          for (int64_t j = 0; j < cols; ++j)
+            w[j] = uint32_t(even[j]) | uint32_t(odd[j]) << 16;
+        } else {
+          for (int64_t j = 0; j < cols; ++j)
+            w[j] = even[j];
+        }
+      }
+      continue;
+    }
+    // B is N x K: column j of the panel is row j0 + j of B, whose pairs lie
+    // side by side; kPairTransposeRows rows of the panel at a time.
+    const int64_t whole = k / 2;
+    for (int64_t q0 = 0; q0 < kp; q0 += kPairTransposeRows) {
+      const int64_t q1 = std::min(kp, q0 + kPairTransposeRows);
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint16_t *row = b + (j0 + j) * ldb;
+        for (int64_t q = q0; q < q1; ++q)
+          panel[q * kPanelCols + j] = pairWord(row, 2 * q, q == whole);
+      }
+    }
+  }
+}
+
+void packBf16PairsTransA(const uint16_t *a, int64_t lda, int64_t k, int64_t i0, int64_t i1,
+                         uint32_t *dst) {
+  const int64_t rows = i1 - i0;
+  for (int64_t q = 0; q < pairRows(k); ++q) {
+    const uint16_t *even = a + 2 * q * lda + i0;
+    uint32_t *w = dst + q * rows;
+    if (2 * q + 1 < k) {
+      const uint16_t *odd = even + lda;
+      for (int64_t i = 0; i < rows; ++i)
+        w[i] = uint32_t(even[i]) | uint32_t(odd[i]) << 16;
+    } else {
+      for (int64_t i = 0; i < rows; ++i)
+        w[i] = even[i];
+    }
+  }
+}
+
+void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k, float alpha,
+                       const Bf16PairA &a, const uint32_t *panel, float beta, float *c,
+                       int64_t ldc) {
+  (void)k;
+  const CpuIsa isa = cpuIsa();
+  const PairKernelSet &set = pairKernelSet(isa);
+#ifdef ZRT_HAVE_X86_KERNELS
+  std::optional<DazFtzMode> mode;
+  if (isa != CpuIsa::Generic)
+    mode.emplace();
+#endif
+  const int64_t colBlocks = (cols + set.colBlock - 1) / set.colBlock;
+  for (int64_t cb = 0; cb < colBlocks; ++cb) {
+    const int64_t j0 = cb * set.colBlock;
+    for (int64_t i = i0; i < i1; i += set.rowBlock) {
+      const int64_t rows = std::min<int64_t>(set.rowBlock, i1 - i);
+      PairBlock blk{a.a + i * a.rowStride,
+                    a.rowStride,
+                    a.pairStride,
+                    a.pairs,
+                    a.halfTail,
+                    panel + j0,
+                    c + i * ldc + j0,
+                    ldc,
+                    std::min(set.colBlock, cols - j0),
+                    alpha,
+                    beta};
+      const int64_t vectors = (blk.cols + set.vectorCols - 1) / set.vectorCols;
+      set.kernels[vectors - 1][rows - 1](blk);
+    }
+  }
 }
 
 } // namespace cpu

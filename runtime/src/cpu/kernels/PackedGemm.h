@@ -1,7 +1,8 @@
 //===- PackedGemm.h - f32 products over packed panels of B ------*- C++ -*-===//
 //
-// Every f32 MatMul/Gemm on the CPU (constant or gathered B, forward and
-// backward, batched or not, Conv's products too). B is packed into column
+// Every f32 and f16 MatMul/Gemm on the CPU (constant or gathered B, forward
+// and backward, batched or not, Conv's products too); bf16 x bf16 products
+// over pair panels (the second half of this file). B is packed into column
 // panels of kPanelCols columns, each panel K rows of kPanelCols contiguous
 // floats (zero-padded past N): once for a constant B (a weight no
 // instruction writes: see ConstantOperands in zrt/Kernel.h), a panel at a
@@ -31,16 +32,19 @@ namespace zrt {
 namespace cpu {
 
 /// The instruction sets the packed kernels are built for, lowest first.
-enum class CpuIsa { Generic = 0, Avx2 = 1, Avx512 = 2 };
+/// Avx512Bf16 is AVX-512 plus AVX512_BF16's VDPBF16PS, which only the bf16
+/// products use (two products per instruction: the pair kernels below).
+enum class CpuIsa { Generic = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3 };
 
-/// "generic", "avx2" or "avx512".
+/// "generic", "avx2", "avx512" or "avx512bf16".
 const char *cpuIsaName(CpuIsa isa);
 
-/// The highest ISA this CPU runs (AVX-512F + FMA, AVX2 + FMA, or generic).
+/// The highest ISA this CPU runs (AVX-512F + FMA + AVX512_BF16, AVX-512F +
+/// FMA, AVX2 + FMA, or generic).
 CpuIsa detectedCpuIsa();
 
 /// The ISA the kernels run: the detected one, lowered by the environment
-/// variable ZRT_CPU_ISA=avx512|avx2|generic (never raised above it; a value
+/// variable ZRT_CPU_ISA=avx512bf16|avx512|avx2|generic (never raised above it; a value
 /// that is not one of these leaves the detected ISA: see cpuIsaProblem).
 /// Read once per process.
 CpuIsa cpuIsa();
@@ -104,14 +108,6 @@ void packedGemmBlock(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
                      int64_t aColStride, const float *packed, float beta,
                      float *c, int64_t ldc);
 
-/// packedGemmBlock with A stored as bf16 bits (`a` in elements of 16 bits):
-/// each element is widened (exactly) as the micro-kernel reads it, so C gets
-/// the bits packedGemmBlock gives on the widened A, with no widened copy.
-void packedGemmBlockBf16A(int64_t i0, int64_t i1, int64_t p0, int64_t p1, int64_t n,
-                          int64_t k, float alpha, const uint16_t *a, int64_t aRowStride,
-                          int64_t aColStride, const float *packed, float beta, float *c,
-                          int64_t ldc);
-
 /// Whether unpackedGemmBlock may read a K x N B as it lies (not transposed):
 /// an FMA ISA, and N a multiple of every vector width (16), so that no
 /// vector the kernels load reaches past a row of B.
@@ -125,6 +121,66 @@ void unpackedGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k,
                        float alpha, const float *a, int64_t aRowStride,
                        int64_t aColStride, const float *b, int64_t ldb,
                        float beta, float *c, int64_t ldc);
+
+//===----------------------------------------------------------------------===//
+// bf16 x bf16 products over pair panels
+//===----------------------------------------------------------------------===//
+//
+// A product whose operands are both bf16 runs over B packed into pair panels
+// of kPanelCols 32-bit words per row and ceil(K/2) rows: word (q, j) holds
+// B[2q][j] in its low 16 bits and B[2q+1][j] in its high 16 bits (zeros past
+// K and N). A's rows are read a pair of elements (one word) at a time. Every
+// element of C is one fixed sequence of operations whatever ISA, kernel,
+// tile, task, thread count or row count computes it:
+//   acc = 0; for q = 0..ceil(K/2)-1:
+//     acc = acc + A[i][2q+1] * B[2q+1][j];  acc = acc + A[i][2q] * B[2q][j]
+//   v = alpha == 1 ? acc : acc * alpha;  C = beta == 0 ? v : beta * C + v
+// with an element past K read as 0, and each "x + y * z" one fused
+// multiply-add whose subnormal inputs count as zero and whose result, if
+// tiny (under the least normal float after rounding), is a zero of its sign:
+// what VDPBF16PS does (its "DAZ in, FTZ out"). AVX512_BF16 runs it two
+// products per instruction, twice the f32 rate; the AVX-512F and AVX2
+// kernels spell it out with MXCSR's DAZ and FTZ set, the portable one in C++
+// (a product of two bf16 values is exact in f32). All give the same bits.
+
+/// Rows of a pair panel for a K-row B: ceil(K / 2).
+inline int64_t pairRows(int64_t k) { return (k + 1) / 2; }
+
+/// Words of the pair-packed form of a K x N bf16 B.
+inline size_t pairPackedWords(int64_t k, int64_t n) {
+  return size_t(packedPanels(n)) * size_t(kPanelCols) * size_t(pairRows(k));
+}
+
+/// Packs panels [p0, p1) of op(B) (bf16 bits, K x N; `transB`: B is N x K)
+/// with leading dimension `ldb` into pair panels in `dst` (the whole packed
+/// form; a panel's words at dst + p * pairRows(k) * kPanelCols).
+void packBf16PairsB(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                    int64_t p0, int64_t p1, uint32_t *dst);
+
+/// Rows [i0, i1) of a transposed bf16 A (stored K x M, leading dimension
+/// `lda`) as words of pairs: dst[q * (i1 - i0) + i] = A[2q][i0 + i] |
+/// A[2q + 1][i0 + i] << 16, ceil(K/2) rows (zero past K).
+void packBf16PairsTransA(const uint16_t *a, int64_t lda, int64_t k, int64_t i0, int64_t i1,
+                         uint32_t *dst);
+
+/// How the pair kernels read A: pair q of row i is the word at
+/// a + i * rowStride + q * pairStride (strides in 16-bit elements); `pairs`
+/// whole words per row, then, when `halfTail`, one more pair whose low half
+/// alone is read (A[i][K - 1] of an odd K read in place).
+struct Bf16PairA {
+  const uint16_t *a;
+  int64_t rowStride, pairStride;
+  int64_t pairs;
+  bool halfTail;
+};
+
+/// One block of C = alpha * A * B + beta * C in f32 (C f32, leading
+/// dimension ldc) for rows [i0, i1) and the `cols` columns of one pair panel
+/// (`panel`, pairRows(k) rows of kPanelCols words). With beta == 0 C is not
+/// read.
+void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k, float alpha,
+                       const Bf16PairA &a, const uint32_t *panel, float beta, float *c,
+                       int64_t ldc);
 
 } // namespace cpu
 } // namespace zrt
