@@ -1343,7 +1343,7 @@ TEST(PackedGemm, Bf16PairsGiveTheDefinedBitsAtEveryIsa) {
               zrt::cpu::pairRows(c.k), false};
       }
       std::vector<float> y = init;
-      const int64_t panelWords = zrt::cpu::pairRows(c.k) * zrt::cpu::kPanelCols;
+      const int64_t panelWords = zrt::cpu::pairPanelRows(c.k) * zrt::cpu::kPanelCols;
       for (int64_t p = 0; p < zrt::cpu::packedPanels(c.n); ++p) {
         const int64_t j0 = p * zrt::cpu::kPanelCols;
         zrt::cpu::bf16PairGemmBlock(0, c.m, std::min(zrt::cpu::kPanelCols, c.n - j0), c.k,

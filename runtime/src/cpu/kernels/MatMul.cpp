@@ -569,13 +569,14 @@ void runBf16PairProducts(const KernelContext &ctx, int64_t count, const ProblemA
   if (m == 0 || n == 0)
     return;
   const int64_t panels = packedPanels(n);
-  const int64_t panelWords = pairRows(k) * kPanelCols;
+  const int64_t panelWords = pairPanelRows(k) * kPanelCols;
   const uint32_t *packed = nullptr;
   if (count == 1 && constantB && ctx.constants && ctx.constants->isConstant(*constantB)) {
     const std::string layout = "gemm-b" + std::to_string(kPanelCols) +
                                "-bf16-pairs k=" + std::to_string(k) + " n=" + std::to_string(n) +
                                " ldb=" + std::to_string(first.ldb) +
-                               " t=" + std::to_string(int(first.transB));
+                               " t=" + std::to_string(int(first.transB)) + " " +
+                               cpuIsaName(cpuIsa());
     packed = static_cast<const uint32_t *>(ctx.constants->prepared(
         *constantB, layout, pairPackedWords(k, n) * sizeof(uint32_t), [&](void *dst) {
           parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {

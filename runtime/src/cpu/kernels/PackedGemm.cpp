@@ -586,8 +586,40 @@ ZRT_AVX512BF16 void avx512Bf16PairKernel(const PairBlock &blk) {
   avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
-/// avx512Bf16PairKernel's sequence in AVX-512F: per pair, every high half's
-/// FMA, then every low half's (bf16 bits are an f32's top half).
+/// avx512Bf16PairKernel's sequence in AVX-512F over a widened pair panel:
+/// per pair, every row's FMA with the odd element (A's high half, B's row
+/// 2q), then every row's with the even one (A's low half, row 2q + 1). A's
+/// word is broadcast from memory for each half (held in registers it would
+/// not leave room for the accumulators) and split in registers.
+template <int MR, int NV, bool Half>
+ZRT_AVX512 inline void avx512PairStep(__m512 (&acc)[MR][3], const uint16_t *const (&rows)[MR],
+                                      int64_t off, const float *bp) {
+  const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
+  __m512 bv[3];
+#pragma GCC unroll 3
+  for (int j = 0; j < NV; ++j)
+    bv[j] = _mm512_loadu_ps(bp + 16 * j);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 ai = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_set1_epi32(int(pairWord(rows[i], off, Half))), high));
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
+  }
+#pragma GCC unroll 3
+  for (int j = 0; j < NV; ++j)
+    bv[j] = _mm512_loadu_ps(bp + kPanelCols + 16 * j);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 ai = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+        __mmask16(0xffff), _mm512_set1_epi32(int(pairWord(rows[i], off, Half))), 16));
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
+  }
+}
+
 template <int MR, int NV>
 ZRT_AVX512 void avx512PairKernel(const PairBlock &blk) {
   __m512 acc[MR][3];
@@ -597,41 +629,45 @@ ZRT_AVX512 void avx512PairKernel(const PairBlock &blk) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
     rows[i] = blk.a + i * blk.aRowStride;
   }
-  const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
-  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
-  for (int64_t q = 0; q < steps; ++q) {
-    const bool half = q == blk.pairs;
-    const int64_t off = q * blk.aPairStride;
-    const uint32_t *bp = blk.panel + q * kPanelCols;
-    __m512i bw[3];
-    uint32_t aw[MR];
-#pragma GCC unroll 3
-    for (int j = 0; j < NV; ++j)
-      bw[j] = _mm512_loadu_si512(bp + 16 * j);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-      aw[i] = pairWord(rows[i], off, half);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_castsi512_ps(_mm512_set1_epi32(int(aw[i] & 0xffff0000u)));
-#pragma GCC unroll 3
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm512_fmadd_ps(ai, _mm512_castsi512_ps(_mm512_and_si512(bw[j], high)),
-                                    acc[i][j]);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_castsi512_ps(_mm512_set1_epi32(int(aw[i] << 16)));
-#pragma GCC unroll 3
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm512_fmadd_ps(ai, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), bw[j], 16)),
-                                    acc[i][j]);
-    }
-  }
+  const float *panel = reinterpret_cast<const float *>(blk.panel);
+  for (int64_t q = 0; q < blk.pairs; ++q)
+    avx512PairStep<MR, NV, false>(acc, rows, q * blk.aPairStride, panel + 2 * q * kPanelCols);
+  if (blk.halfTail)
+    avx512PairStep<MR, NV, true>(acc, rows, blk.pairs * blk.aPairStride,
+                                 panel + 2 * blk.pairs * kPanelCols);
   avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
-/// avx512PairKernel in AVX2: MR rows by NV vectors of 8 columns.
+/// avx512PairStep in AVX2: MR rows by NV vectors of 8 columns.
+template <int MR, int NV, bool Half>
+ZRT_AVX2 inline void avx2PairStep(__m256 (&acc)[MR][3], const uint16_t *const (&rows)[MR],
+                                  int64_t off, const float *bp) {
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  __m256 bv[3];
+#pragma GCC unroll 3
+  for (int j = 0; j < NV; ++j)
+    bv[j] = _mm256_loadu_ps(bp + 8 * j);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    const __m256 ai = _mm256_castsi256_ps(
+        _mm256_and_si256(_mm256_set1_epi32(int(pairWord(rows[i], off, Half))), high));
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
+  }
+#pragma GCC unroll 3
+  for (int j = 0; j < NV; ++j)
+    bv[j] = _mm256_loadu_ps(bp + kPanelCols + 8 * j);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    const __m256 ai = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_set1_epi32(int(pairWord(rows[i], off, Half))), 16));
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
+  }
+}
+
 template <int MR, int NV>
 ZRT_AVX2 void avx2PairKernel(const PairBlock &blk) {
   __m256 acc[MR][3];
@@ -641,40 +677,12 @@ ZRT_AVX2 void avx2PairKernel(const PairBlock &blk) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm256_setzero_ps();
     rows[i] = blk.a + i * blk.aRowStride;
   }
-  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
-  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
-  for (int64_t q = 0; q < steps; ++q) {
-    const bool half = q == blk.pairs;
-    const int64_t off = q * blk.aPairStride;
-    const uint32_t *bp = blk.panel + q * kPanelCols;
-    uint32_t aw[MR];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i)
-      aw[i] = pairWord(rows[i], off, half);
-    __m256 bv[3];
-#pragma GCC unroll 3
-    for (int j = 0; j < NV; ++j)
-      bv[j] = _mm256_castsi256_ps(_mm256_and_si256(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 8 * j)), high));
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_castsi256_ps(_mm256_set1_epi32(int(aw[i] & 0xffff0000u)));
-#pragma GCC unroll 3
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
-    }
-#pragma GCC unroll 3
-    for (int j = 0; j < NV; ++j)
-      bv[j] = _mm256_castsi256_ps(_mm256_slli_epi32(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 8 * j)), 16));
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_castsi256_ps(_mm256_set1_epi32(int(aw[i] << 16)));
-#pragma GCC unroll 3
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
-    }
-  }
+  const float *panel = reinterpret_cast<const float *>(blk.panel);
+  for (int64_t q = 0; q < blk.pairs; ++q)
+    avx2PairStep<MR, NV, false>(acc, rows, q * blk.aPairStride, panel + 2 * q * kPanelCols);
+  if (blk.halfTail)
+    avx2PairStep<MR, NV, true>(acc, rows, blk.pairs * blk.aPairStride,
+                               panel + 2 * blk.pairs * kPanelCols);
   avx2Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
@@ -787,7 +795,7 @@ struct PairKernelSet {
 const PairKernelSet &pairKernelSet(CpuIsa isa) {
 #ifdef ZRT_HAVE_X86_KERNELS
 #define ZRT_ROWS8(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>, K<5, V>, K<6, V>, K<7, V>, K<8, V>}
-#define ZRT_ROWS4(K, V) {K<1, V>, K<2, V>, K<3, V>, K<4, V>}
+#define ZRT_ROWS3(K, V) {K<1, V>, K<2, V>, K<3, V>}
   static const PairKernelSet avx512Bf16{8,
                                         kPanelCols,
                                         16,
@@ -800,13 +808,14 @@ const PairKernelSet &pairKernelSet(CpuIsa isa) {
                                     {ZRT_ROWS8(avx512PairKernel, 1),
                                      ZRT_ROWS8(avx512PairKernel, 2),
                                      ZRT_ROWS8(avx512PairKernel, 3)}};
-  static const PairKernelSet avx2{4,
+  // Three rows: with a fourth, GCC spills accumulators (16 ymm registers).
+  static const PairKernelSet avx2{3,
                                   kAvx2Cols,
                                   8,
-                                  {ZRT_ROWS4(avx2PairKernel, 1), ZRT_ROWS4(avx2PairKernel, 2),
-                                   ZRT_ROWS4(avx2PairKernel, 3)}};
+                                  {ZRT_ROWS3(avx2PairKernel, 1), ZRT_ROWS3(avx2PairKernel, 2),
+                                   ZRT_ROWS3(avx2PairKernel, 3)}};
 #undef ZRT_ROWS8
-#undef ZRT_ROWS4
+#undef ZRT_ROWS3
   if (isa == CpuIsa::Avx512Bf16)
     return avx512Bf16;
   if (isa == CpuIsa::Avx512)
@@ -823,47 +832,75 @@ const PairKernelSet &pairKernelSet(CpuIsa isa) {
   return generic;
 }
 
-/// Rows of a pair panel packed from a transposed B at a time (in L1).
+/// Pairs of a pair panel packed from a transposed B at a time (in L1).
 constexpr int64_t kPairTransposeRows = 64;
 
 } // namespace
 
-void packBf16PairsB(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n,
-                    int64_t p0, int64_t p1, uint32_t *dst) {
+bool pairPanelsWidened(CpuIsa isa) { return isa == CpuIsa::Avx512 || isa == CpuIsa::Avx2; }
+
+int64_t pairPanelRows(int64_t k) {
+  return pairPanelsWidened(cpuIsa()) ? 2 * pairRows(k) : pairRows(k);
+}
+
+namespace {
+/// Stores pair word `w` at (q, j) of a pair panel: the word, or (widened)
+/// its high half as an f32 at row 2q and its low half at row 2q + 1.
+template <bool Widened> inline void putPair(uint32_t *panel, int64_t q, int64_t j, uint32_t w) {
+  if constexpr (Widened) {
+    panel[2 * q * kPanelCols + j] = w & 0xffff0000u;
+    panel[(2 * q + 1) * kPanelCols + j] = w << 16;
+  } else {
+    panel[q * kPanelCols + j] = w;
+  }
+}
+
+template <bool Widened>
+void packPairs(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n, int64_t p0,
+               int64_t p1, uint32_t *dst) {
   const int64_t kp = pairRows(k);
+  const int64_t panelWords = (Widened ? 2 : 1) * kp * kPanelCols;
   for (int64_t p = p0; p < p1; ++p) {
-    uint32_t *panel = dst + p * kp * kPanelCols;
+    uint32_t *panel = dst + p * panelWords;
     const int64_t j0 = p * kPanelCols;
     const int64_t cols = std::min(kPanelCols, n - j0);
     if (cols < kPanelCols)
-      std::memset(panel, 0, size_t(kp * kPanelCols) * sizeof(uint32_t));
+      std::memset(panel, 0, size_t(panelWords) * sizeof(uint32_t));
     if (!transB) {
       for (int64_t q = 0; q < kp; ++q) {
         const uint16_t *even = b + 2 * q * ldb + j0;
-        uint32_t *w = panel + q * kPanelCols;
         if (2 * q + 1 < k) {
           const uint16_t *odd = even + ldb;
           for (int64_t j = 0; j < cols; ++j)
-            w[j] = uint32_t(even[j]) | uint32_t(odd[j]) << 16;
+            putPair<Widened>(panel, q, j, uint32_t(even[j]) | uint32_t(odd[j]) << 16);
         } else {
           for (int64_t j = 0; j < cols; ++j)
-            w[j] = even[j];
+            putPair<Widened>(panel, q, j, even[j]);
         }
       }
       continue;
     }
     // B is N x K: column j of the panel is row j0 + j of B, whose pairs lie
-    // side by side; kPairTransposeRows rows of the panel at a time.
+    // side by side; kPairTransposeRows pairs of the panel at a time.
     const int64_t whole = k / 2;
     for (int64_t q0 = 0; q0 < kp; q0 += kPairTransposeRows) {
       const int64_t q1 = std::min(kp, q0 + kPairTransposeRows);
       for (int64_t j = 0; j < cols; ++j) {
         const uint16_t *row = b + (j0 + j) * ldb;
         for (int64_t q = q0; q < q1; ++q)
-          panel[q * kPanelCols + j] = pairWord(row, 2 * q, q == whole);
+          putPair<Widened>(panel, q, j, pairWord(row, 2 * q, q == whole));
       }
     }
   }
+}
+} // namespace
+
+void packBf16PairsB(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                    int64_t p0, int64_t p1, uint32_t *dst) {
+  if (pairPanelsWidened(cpuIsa()))
+    packPairs<true>(b, ldb, transB, k, n, p0, p1, dst);
+  else
+    packPairs<false>(b, ldb, transB, k, n, p0, p1, dst);
 }
 
 void packBf16PairsTransA(const uint16_t *a, int64_t lda, int64_t k, int64_t i0, int64_t i1,

@@ -142,18 +142,29 @@ void unpackedGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k,
 // products per instruction, twice the f32 rate; the AVX-512F and AVX2
 // kernels spell it out with MXCSR's DAZ and FTZ set, the portable one in C++
 // (a product of two bf16 values is exact in f32). All give the same bits.
+// For the AVX-512F and AVX2 kernels a pair panel is widened as it is packed:
+// each row q of words becomes two rows of f32 (rows 2q and 2q + 1: B[2q+1][j]
+// then B[2q][j], the order they are used in), so they load B as the f32
+// kernels do.
 
-/// Rows of a pair panel for a K-row B: ceil(K / 2).
+/// Pairs of K: ceil(K / 2).
 inline int64_t pairRows(int64_t k) { return (k + 1) / 2; }
 
-/// Words of the pair-packed form of a K x N bf16 B.
+/// Whether the ISA's pair panels are widened (AVX-512F, AVX2).
+bool pairPanelsWidened(CpuIsa isa);
+
+/// Rows of kPanelCols 32-bit values of one pair panel at cpuIsa():
+/// pairRows(k), twice that when widened.
+int64_t pairPanelRows(int64_t k);
+
+/// 32-bit values of the pair-packed form of a K x N bf16 B at cpuIsa().
 inline size_t pairPackedWords(int64_t k, int64_t n) {
-  return size_t(packedPanels(n)) * size_t(kPanelCols) * size_t(pairRows(k));
+  return size_t(packedPanels(n)) * size_t(kPanelCols) * size_t(pairPanelRows(k));
 }
 
 /// Packs panels [p0, p1) of op(B) (bf16 bits, K x N; `transB`: B is N x K)
-/// with leading dimension `ldb` into pair panels in `dst` (the whole packed
-/// form; a panel's words at dst + p * pairRows(k) * kPanelCols).
+/// with leading dimension `ldb` into pair panels for cpuIsa() in `dst` (the
+/// whole packed form; a panel at dst + p * pairPanelRows(k) * kPanelCols).
 void packBf16PairsB(const uint16_t *b, int64_t ldb, bool transB, int64_t k, int64_t n,
                     int64_t p0, int64_t p1, uint32_t *dst);
 
@@ -176,7 +187,7 @@ struct Bf16PairA {
 
 /// One block of C = alpha * A * B + beta * C in f32 (C f32, leading
 /// dimension ldc) for rows [i0, i1) and the `cols` columns of one pair panel
-/// (`panel`, pairRows(k) rows of kPanelCols words). With beta == 0 C is not
+/// (`panel`, packBf16PairsB's at the same ISA). With beta == 0 C is not
 /// read.
 void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k, float alpha,
                        const Bf16PairA &a, const uint32_t *panel, float beta, float *c,
