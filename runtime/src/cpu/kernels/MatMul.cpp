@@ -308,6 +308,27 @@ float *halfScratch(int slot, size_t floats) {
   return static_cast<float *>(std::align(64, floats * sizeof(float), start, space));
 }
 
+/// A 16-bit product's f32 tile of C (`rows` x `cols` from row i0, column
+/// j0; rows kPanelCols apart) set to C's widened initial value, if any.
+/// Returns the beta the tile's products then take (0 without one).
+float widenCTile(DType dt, const GemmProblem<uint16_t> &p, int64_t i0, int64_t rows, int64_t j0,
+                 int64_t cols, float *cTile) {
+  if (!p.cInit)
+    return 0.0f;
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t *src = p.cInit + (i0 + i) * p.cInitRowStride;
+    float *dst = cTile + i * kPanelCols;
+    if (p.cInitColStride == 0) {
+      float v;
+      widenHalfRow(dt, src, &v, 1);
+      std::fill(dst, dst + cols, v);
+    } else {
+      widenHalfRow(dt, src + j0, dst, cols);
+    }
+  }
+  return float(p.beta);
+}
+
 /// packB for a B stored as f16/bf16 bits (`dt`): each element widened (exactly)
 /// as it is packed, so the packed panel holds the f32 values the f32 path
 /// would pack from a widened copy of B.
@@ -490,21 +511,7 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
                   widenHalfRow(dt, p.a + (i0 + i) * p.lda, aRows + i * k, k);
               widenedTask = product * rowChunks + chunk;
             }
-            float beta = 0.0f;
-            if (p.cInit) {
-              beta = float(p.beta);
-              for (int64_t i = 0; i < rows; ++i) {
-                const S *src = p.cInit + (i0 + i) * p.cInitRowStride;
-                float *dst = cTile + i * kPanelCols;
-                if (p.cInitColStride == 0) {
-                  float v;
-                  widenHalfRow(dt, src, &v, 1);
-                  std::fill(dst, dst + cols, v);
-                } else {
-                  widenHalfRow(dt, src + j0, dst, cols);
-                }
-              }
-            }
+            const float beta = widenCTile(dt, p, i0, rows, j0, cols, cTile);
             if (wideB)
               unpackedGemmBlock(0, rows, cols, k, float(p.alpha), aTask, aRowStride,
                                 aColStride, wideB + product * k * n + j0, n, beta, cTile,
@@ -623,21 +630,7 @@ void runBf16PairProducts(const KernelContext &ctx, int64_t count, const ProblemA
             a = Bf16PairA{reinterpret_cast<const uint16_t *>(aPairs), 2, 2 * rows, pairRows(k),
                           false};
           }
-          float beta = 0.0f;
-          if (p.cInit) {
-            beta = float(p.beta);
-            for (int64_t i = 0; i < rows; ++i) {
-              const uint16_t *src = p.cInit + (i0 + i) * p.cInitRowStride;
-              float *dst = cTile + i * kPanelCols;
-              if (p.cInitColStride == 0) {
-                float v;
-                widenHalfRow(DType::BF16, src, &v, 1);
-                std::fill(dst, dst + cols, v);
-              } else {
-                widenHalfRow(DType::BF16, src + j0, dst, cols);
-              }
-            }
-          }
+          const float beta = widenCTile(DType::BF16, p, i0, rows, j0, cols, cTile);
           bf16PairGemmBlock(0, rows, cols, k, float(p.alpha), a, panelOf, beta, cTile,
                             kPanelCols);
           for (int64_t i = 0; i < rows; ++i)
