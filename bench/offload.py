@@ -86,7 +86,7 @@ def cost(a):
         if side == "offload":
             z["offload_optimizer"] = {"device": "nvme", "nvme_path": swap}
             if a.params:
-                z["offload_param"] = {"device": "nvme", "nvme_path": swap}
+                z["offload_param"] = {"device": "nvme", "nvme_path": swap, "max_in_cpu": 0}
         cfg = os.path.join(a.work, side + ".json")
         json.dump({"zero_optimization": z}, open(cfg, "w"))
         progs[side] = os.path.join(a.work, side + ".zrt")

@@ -403,6 +403,19 @@ std::string readOffload(llvm::StringRef path, const std::string &section,
         return where + "." + key + " must be true or false";
       warnings.push_back("zero_optimization." + section + "." + key +
                          " has no effect on the CPU backend (host memory is its memory)");
+    } else if (section == "offload_param" && (key == "buffer_size" || key == "max_in_cpu")) {
+      std::optional<int64_t> n = integerValue(kv.second);
+      if (!n || *n < (key == "buffer_size" ? 1 : 0))
+        return where + "." + key + " must be a " +
+               (key == "buffer_size" ? "positive" : "non-negative") + " number of elements";
+      (key == "buffer_size" ? opts.offloadParamBufferSize : opts.offloadMaxInCpu) = *n;
+    } else if (section == "offload_optimizer" &&
+               (key == "pipeline_read" || key == "pipeline_write" || key == "pipeline")) {
+      if (!kv.second.getAsBoolean())
+        return where + "." + key + " must be true or false";
+      warnings.push_back("zero_optimization.offload_optimizer." + key +
+                         ": zero-run always overlaps the swaps with the updates (reads "
+                         "buffer_count updates ahead, writes back behind them)");
     } else {
       warnings.push_back("zero_optimization." + section + "." + key +
                          " is not supported and is ignored");
@@ -421,6 +434,39 @@ std::string readOffload(llvm::StringRef path, const std::string &section,
     opts.offloadParams = device == "nvme";
   else
     opts.offloadOptimizer = device == "none" ? "" : device;
+  return "";
+}
+
+/// DeepSpeed's "aio" section (libaio's settings for the NVMe swaps): checked
+/// as DeepSpeed reads it, and noted as without effect: zero-run's swap files
+/// are mapped and go through the page cache (a read-ahead and a write-back
+/// thread per rank), not libaio.
+std::string readAio(llvm::StringRef path, const llvm::json::Value &value,
+                    std::vector<std::string> &warnings) {
+  const std::string where = (path + ": aio").str();
+  const llvm::json::Object *o = value.getAsObject();
+  if (!o)
+    return where + " must be an object";
+  for (const auto &kv : *o) {
+    const std::string key = kv.first.str();
+    if (key == "block_size" || key == "queue_depth" || key == "thread_count" ||
+        key == "intra_op_parallelism") {
+      std::optional<int64_t> n = integerValue(kv.second);
+      if (!n || *n < 1)
+        return where + "." + key + " must be a positive integer";
+    } else if (key == "single_submit" || key == "overlap_events" || key == "use_gds") {
+      if (!kv.second.getAsBoolean())
+        return where + "." + key + " must be true or false";
+    } else {
+      warnings.push_back("aio." + key + " is not a DeepSpeed aio setting and is ignored");
+      continue;
+    }
+  }
+  if (!o->empty())
+    warnings.push_back("aio: zero-run maps its swap files and reads them ahead and writes "
+                       "them back through the page cache (a thread each per rank), not "
+                       "libaio; block_size, queue_depth, thread_count, single_submit and "
+                       "overlap_events have no effect");
   return "";
 }
 
@@ -481,6 +527,11 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
         key == "train_micro_batch_size_per_gpu")))
       continue;
+    if (key == "aio") {
+      if (std::string e = readAio(path, kv.second, warnings); !e.empty())
+        return e;
+      continue;
+    }
     warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
                         "zero_optimization settings and the batch sizes that fix "
                         "the world size shape the program)"));
@@ -551,6 +602,12 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
       } else if (key == "offload_optimizer" || key == "offload_param") {
         if (std::string e = readOffload(path, key, kv.second, opts, warnings); !e.empty())
           return e;
+      } else if (key == "sub_group_size") {
+        // DeepSpeed's optimizer steps sub-groups of at least this many
+        // elements (whole parameters), each swapped in whole with NVMe
+        // offload; zero-run swaps each parameter's state alone, never more.
+        if (!v || *v < 1)
+          return (path + ": zero_optimization.sub_group_size must be a positive integer").str();
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
       }

@@ -55,6 +55,8 @@ static void addZeroPasses(OpPassManager &pm, const ZeroSettings &opts) {
   if (opts.offloadParams) {
     partition.nvmePath = opts.nvmePath;
     partition.offloadBuffers = opts.offloadBufferCount;
+    partition.maxInCpu = opts.offloadMaxInCpu;
+    partition.bufferSize = opts.offloadParamBufferSize;
   }
   pm.addPass(createZeroPartitionPass(partition));
 

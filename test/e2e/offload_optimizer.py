@@ -84,16 +84,20 @@ def main():
     os.makedirs(swap, exist_ok=True)
     buffers = 1
 
-    def compile_(name, stage, world, offload, bf16=False, params=False):
+    def compile_(name, stage, world, offload, bf16=False, params=None):
         cfg = {"zero_optimization": {"stage": stage}}
         if bf16:
             cfg["bf16"] = {"enabled": True}
         if offload:
             cfg["zero_optimization"]["offload_optimizer"] = {
                 "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
-            if params:
+            if params is not None:
+                # offload_param with max_in_cpu `params`: 0 sends every shard
+                # to NVMe (DeepSpeed's default keeps the first 1e9 elements
+                # in host memory).
                 cfg["zero_optimization"]["offload_param"] = {
-                    "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
+                    "device": "nvme", "nvme_path": swap, "buffer_count": buffers,
+                    "max_in_cpu": params}
         cfg_path = os.path.join(w, name + ".json")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
@@ -156,11 +160,19 @@ def main():
         print(f"killed ok: SIGKILL after checkpoint {open(latest).read().strip()}: no swap file "
               "left; resumed from it to the end")
 
-    for stage, world, bf16, params in ((0, 1, False, False), (0, 1, True, False),
-                                       (2, 2, False, False), (3, 2, False, False),
-                                       (3, 2, False, True)):
-        tag = f"z{stage}n{world}" + ("-bf16" if bf16 else "") + ("-params" if params else "")
-        what = ("bf16 " if bf16 else "") + ("with offload_param " if params else "")
+    # offload_param's max_in_cpu: 0, then the first half of the weights' shards
+    # (DeepSpeed keeps those in host memory; the biases stay whole, below the
+    # persistence threshold, and count for nothing).
+    shard_elems = a.width * a.width // 2
+    half = a.layers // 2 * shard_elems
+    for stage, world, bf16, params in ((0, 1, False, None), (0, 1, True, None),
+                                       (2, 2, False, None), (3, 2, False, None),
+                                       (3, 2, False, 0), (3, 2, False, half)):
+        tag = f"z{stage}n{world}" + ("-bf16" if bf16 else "") + \
+            ("" if params is None else f"-incpu{params}")
+        what = ("bf16 " if bf16 else "") + \
+            ("" if params is None else "with offload_param " if params == 0 else
+             f"with offload_param (max_in_cpu {params}) ")
         progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
                                params)
                  for off in (False, True)}
@@ -202,8 +214,11 @@ def main():
             # a page of the swap file.
             ms = r1["model_state_bytes"]
             off = ms.get("offloaded", {})
-            shards = a.layers * (a.width * a.width // world) * 4
-            want = {"parameters": shards if params else 0, "gradients": 0,
+            # DeepSpeed's max_in_cpu: the first shards adding up to at most
+            # it stay in host memory.
+            kept = 0 if params is None else min(a.layers, params // (a.width * a.width // world))
+            shards = (a.layers - kept) * (a.width * a.width // world) * 4
+            want = {"parameters": shards if params is not None else 0, "gradients": 0,
                     "optimizer": ms["optimizer"]}
             if off != want or not 0 <= offloaded - sum(want.values()) < 4096 * 512:
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: model_state_bytes.offloaded {off}, "
@@ -211,7 +226,7 @@ def main():
             # Each step swaps every update's state in once and out once; the
             # state also went out once after loading (the report's counters).
             sw = r1["offload_swap"]
-            if not params and (sw["bytes_in"] != steps * offloaded or
+            if params is None and (sw["bytes_in"] != steps * offloaded or
                                sw["bytes_out"] != (steps + 1) * offloaded):
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: swapped in {sw['bytes_in']}, out "
                          f"{sw['bytes_out']}; expected {steps} and {steps + 1} x {offloaded}")
@@ -220,7 +235,7 @@ def main():
                   f"{r0['peak_rss_bytes'] / 2**20:.1f} -> {r1['peak_rss_bytes'] / 2**20:.1f} MiB")
         print(f"memory ok: {what}stage {stage} over {world} rank(s): peak RSS "
               "lower by at least the offloaded bytes less the resident window; the "
-              "offloaded optimizer state" + (" and parameters" if params else "") +
+              "offloaded optimizer state" + (" and parameters" if params is not None else "") +
               " by kind in model_state_bytes")
         if stage == 0 and not bf16:
             ck = os.path.join(w, "ck")

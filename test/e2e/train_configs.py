@@ -113,7 +113,8 @@ CONFIGS = {
                               "stage3_max_reuse_distance": 1e9,
                               "stage3_gather_16bit_weights_on_model_save": True}},
         2, ["--optimizer", "adamw lr=3e-3"], "bf16", 3),
-    # ZeRO-Infinity: parameters and optimizer state on NVMe
+    # ZeRO-Infinity: optimizer state on NVMe; parameters too, past max_in_cpu
+    # (1e9 elements: this model's shards all stay in host memory, as in DeepSpeed)
     "zero-infinity-nvme": ({
         "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.01}},

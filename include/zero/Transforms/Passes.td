@@ -49,6 +49,13 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
            "empty: in memory)">,
     Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
            "Gathers or updates whose shards are read ahead (buffer_count)">,
+    Option<"maxInCpu", "max-in-cpu", "int64_t", "1000000000",
+           "offload_param's max_in_cpu: the first shards (in the module's "
+           "order) whose elements add up to at most this stay in host memory; "
+           "the rest go to NVMe">,
+    Option<"bufferSize", "offload-buffer-size", "int64_t", "100000000",
+           "offload_param's buffer_size: the most elements of a shard on NVMe "
+           "(a larger one is an error)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
 }

@@ -92,6 +92,7 @@ struct ZeroPartitionPass
     if (stage == 0)
       return;
 
+    int64_t inCpu = 0; // offload_param: shard elements so far
     for (auto global : module.getOps<ml_program::GlobalOp>()) {
       auto type = dyn_cast<RankedTensorType>(global.getType());
       // Optimizer state is partitioned by zero-optimizer; counters are scalars.
@@ -106,8 +107,20 @@ struct ZeroPartitionPass
       global.setType(shardType);
       global.setValueAttr(ml_program::ExternAttr::get(b.getContext(), shardType));
       attrs::kFullType.set(global, TypeAttr::get(type));
-      if (!nvmePath.empty())
+      // offload_param: DeepSpeed keeps the first max_in_cpu elements of the
+      // shards in host memory and swaps the rest, each into a buffer of
+      // buffer_size elements.
+      if (!nvmePath.empty() && (inCpu += shardNumel) > int64_t(maxInCpu)) {
+        if (shardNumel > int64_t(bufferSize)) {
+          global.emitError() << "zero_optimization.offload_param.buffer_size " << int64_t(bufferSize)
+                             << " is smaller than this parameter's shard (" << shardNumel
+                             << " elements): raise buffer_size to at least " << shardNumel
+                             << " (each shard swapped in takes one buffer), or max_in_cpu "
+                                "to keep it in host memory";
+          return signalPassFailure();
+        }
         attrs::kOffload.set(global, b.getStringAttr("nvme"));
+      }
       attrs::kShard.set(global, b.getDictionaryAttr(
                           {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),
                            b.getNamedAttr("numel", b.getI64IntegerAttr(numel)),
