@@ -1314,12 +1314,21 @@ TEST(PackedGemm, Bf16PairsGiveTheDefinedBitsAtEveryIsa) {
     float alpha, beta;
     double tiny;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {1, 16, 1, false, false, 1, 0, 0},       {7, 47, 5, false, true, 1, 1, 0.3},
       {8, 48, 70, true, false, 0.5f, 2, 0.5},  {9, 49, 71, false, false, 1, 1, 0.4},
       {37, 100, 33, true, true, -1.5f, 0.25f, 0.2}, {300, 130, 64, false, true, 1, 0, 0},
       {13, 97, 2, true, false, 1, -1, 0.9},    {21, 160, 9, false, false, 1e-30f, 1e-8f, 0.6},
   };
+  // And random ones: any shape, transposes, alpha and beta, share of tiny
+  // values.
+  std::mt19937 shapes(91);
+  for (int r = 0; r < 16; ++r)
+    cases.push_back({int64_t(1 + shapes() % 40), int64_t(1 + shapes() % 120),
+                     int64_t(1 + shapes() % 90), shapes() % 2 == 1, shapes() % 2 == 1,
+                     shapes() % 3 == 0 ? 1.0f : float(int(shapes() % 7) - 3) / 2.0f,
+                     shapes() % 3 == 0 ? 0.0f : float(int(shapes() % 5) - 2) / 4.0f,
+                     double(shapes() % 4) / 4.0});
   for (zrt::cpu::CpuIsa isa : runnableIsas()) {
     ScopedIsa scoped(isa);
     for (const Case &c : cases) {
