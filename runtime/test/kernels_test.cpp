@@ -1355,7 +1355,7 @@ TEST(PackedGemm, Bf16PairsGiveTheDefinedBitsAtEveryIsa) {
       const int64_t panelWords = zrt::cpu::pairPanelRows(c.k) * zrt::cpu::kPanelCols;
       for (int64_t p = 0; p < zrt::cpu::packedPanels(c.n); ++p) {
         const int64_t j0 = p * zrt::cpu::kPanelCols;
-        zrt::cpu::bf16PairGemmBlock(0, c.m, std::min(zrt::cpu::kPanelCols, c.n - j0), c.k,
+        zrt::cpu::bf16PairGemmBlock(0, c.m, std::min(zrt::cpu::kPanelCols, c.n - j0),
                                     c.alpha, pa, packed.data() + p * panelWords, c.beta,
                                     y.data() + j0, c.n);
       }

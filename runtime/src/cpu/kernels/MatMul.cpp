@@ -273,16 +273,22 @@ constexpr int64_t kPackedTaskRows = 256;
 /// Largest B (bytes) read unpacked (runPackedProducts).
 constexpr double kUnpackedBMaxBytes = 256.0 * 1024.0;
 
+/// `count` elements of `buf` (a buffer of the calling thread), grown if
+/// need be, from a 64-byte boundary.
+template <typename T> T *alignedScratch(std::vector<T> &buf, size_t count) {
+  constexpr size_t kAlign = 64;
+  const size_t spare = kAlign / sizeof(T);
+  if (buf.size() < count + spare)
+    buf.resize(count + spare);
+  void *start = buf.data();
+  size_t space = buf.size() * sizeof(T);
+  return static_cast<T *>(std::align(kAlign, count * sizeof(T), start, space));
+}
+
 /// A thread's buffer for one packed panel of a K-row B, 64-byte aligned.
 float *panelScratch(int64_t k) {
   thread_local std::vector<float> scratch;
-  constexpr size_t kAlign = 64;
-  const size_t bytes = packedFloats(k, kPanelCols) * sizeof(float);
-  if (scratch.size() * sizeof(float) < bytes + kAlign)
-    scratch.resize((bytes + kAlign) / sizeof(float) + 1);
-  void *start = scratch.data();
-  size_t space = scratch.size() * sizeof(float);
-  return static_cast<float *>(std::align(kAlign, bytes, start, space));
+  return alignedScratch(scratch, packedFloats(k, kPanelCols));
 }
 
 /// Rows of a task of a 16-bit product: at most kPackedTaskRows, fewer (a
@@ -300,12 +306,7 @@ int64_t halfTaskRows(int64_t k) {
 /// while packing) of at least `floats`, 64-byte aligned.
 thread_local std::vector<float> halfScratchBuffers[3];
 float *halfScratch(int slot, size_t floats) {
-  std::vector<float> &buf = halfScratchBuffers[slot];
-  if (buf.size() < floats + 16)
-    buf.resize(floats + 16);
-  void *start = buf.data();
-  size_t space = buf.size() * sizeof(float);
-  return static_cast<float *>(std::align(64, floats * sizeof(float), start, space));
+  return alignedScratch(halfScratchBuffers[slot], floats);
 }
 
 /// A 16-bit product's f32 tile of C (`rows` x `cols` from row i0, column
@@ -552,12 +553,7 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
 /// transposed A) of at least `words` 32-bit words, 64-byte aligned.
 uint32_t *pairScratch(int slot, size_t words) {
   thread_local std::vector<uint32_t> buffers[2];
-  std::vector<uint32_t> &buf = buffers[slot];
-  if (buf.size() < words + 16)
-    buf.resize(words + 16);
-  void *start = buf.data();
-  size_t space = buf.size() * sizeof(uint32_t);
-  return static_cast<uint32_t *>(std::align(64, words * sizeof(uint32_t), start, space));
+  return alignedScratch(buffers[slot], words);
 }
 
 /// runPackedProducts for bf16 operands: B packed into pair panels
@@ -631,7 +627,7 @@ void runBf16PairProducts(const KernelContext &ctx, int64_t count, const ProblemA
                           false};
           }
           const float beta = widenCTile(DType::BF16, p, i0, rows, j0, cols, cTile);
-          bf16PairGemmBlock(0, rows, cols, k, float(p.alpha), a, panelOf, beta, cTile,
+          bf16PairGemmBlock(0, rows, cols, float(p.alpha), a, panelOf, beta, cTile,
                             kPanelCols);
           for (int64_t i = 0; i < rows; ++i)
             narrowHalfRow(DType::BF16, cTile + i * kPanelCols, p.c + (i0 + i) * p.ldc + j0,

@@ -555,8 +555,26 @@ inline uint32_t pairWord(const uint16_t *row, int64_t off, bool half) {
 }
 
 #ifdef ZRT_HAVE_X86_KERNELS
-/// MR rows by NV vectors of 16 columns, two products per VDPBF16PS (the high
-/// halves' first, then the low ones': PackedGemm.h's order).
+/// One pair of MR rows by NV vectors of 16 columns, two products per
+/// VDPBF16PS (the high halves' first, then the low ones': PackedGemm.h's
+/// order); `Half`: the odd K's last pair, A's low element alone.
+template <int MR, int NV, bool Half>
+ZRT_AVX512BF16 inline void avx512Bf16PairStep(__m512 (&acc)[MR][3],
+                                              const uint16_t *const (&rows)[MR], int64_t off,
+                                              const uint32_t *bp) {
+  __m512bh bv[3];
+#pragma GCC unroll 3
+  for (int j = 0; j < NV; ++j)
+    bv[j] = (__m512bh)_mm512_loadu_si512(bp + 16 * j);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pairWord(rows[i], off, Half)));
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], ai, bv[j]);
+  }
+}
+
 template <int MR, int NV>
 ZRT_AVX512BF16 void avx512Bf16PairKernel(const PairBlock &blk) {
   __m512 acc[MR][3];
@@ -566,23 +584,12 @@ ZRT_AVX512BF16 void avx512Bf16PairKernel(const PairBlock &blk) {
     acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
     rows[i] = blk.a + i * blk.aRowStride;
   }
-  const int64_t steps = blk.pairs + (blk.halfTail ? 1 : 0);
-  for (int64_t q = 0; q < steps; ++q) {
-    const bool half = q == blk.pairs;
-    const int64_t off = q * blk.aPairStride;
-    const uint32_t *bp = blk.panel + q * kPanelCols;
-    __m512bh bv[3];
-#pragma GCC unroll 3
-    for (int j = 0; j < NV; ++j)
-      bv[j] = (__m512bh)_mm512_loadu_si512(bp + 16 * j);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pairWord(rows[i], off, half)));
-#pragma GCC unroll 3
-      for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], ai, bv[j]);
-    }
-  }
+  for (int64_t q = 0; q < blk.pairs; ++q)
+    avx512Bf16PairStep<MR, NV, false>(acc, rows, q * blk.aPairStride,
+                                      blk.panel + q * kPanelCols);
+  if (blk.halfTail)
+    avx512Bf16PairStep<MR, NV, true>(acc, rows, blk.pairs * blk.aPairStride,
+                                     blk.panel + blk.pairs * kPanelCols);
   avx512Store<MR>(acc, blk.c, blk.ldc, blk.cols, blk.alpha, blk.beta);
 }
 
@@ -920,10 +927,8 @@ void packBf16PairsTransA(const uint16_t *a, int64_t lda, int64_t k, int64_t i0, 
   }
 }
 
-void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k, float alpha,
-                       const Bf16PairA &a, const uint32_t *panel, float beta, float *c,
-                       int64_t ldc) {
-  (void)k;
+void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, float alpha, const Bf16PairA &a,
+                       const uint32_t *panel, float beta, float *c, int64_t ldc) {
   const CpuIsa isa = cpuIsa();
   const PairKernelSet &set = pairKernelSet(isa);
 #ifdef ZRT_HAVE_X86_KERNELS

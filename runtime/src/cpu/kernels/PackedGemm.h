@@ -189,9 +189,8 @@ struct Bf16PairA {
 /// dimension ldc) for rows [i0, i1) and the `cols` columns of one pair panel
 /// (`panel`, packBf16PairsB's at the same ISA). With beta == 0 C is not
 /// read.
-void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, int64_t k, float alpha,
-                       const Bf16PairA &a, const uint32_t *panel, float beta, float *c,
-                       int64_t ldc);
+void bf16PairGemmBlock(int64_t i0, int64_t i1, int64_t cols, float alpha, const Bf16PairA &a,
+                       const uint32_t *panel, float beta, float *c, int64_t ldc);
 
 } // namespace cpu
 } // namespace zrt
