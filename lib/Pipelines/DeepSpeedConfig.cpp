@@ -427,11 +427,13 @@ std::string readOffload(llvm::StringRef path, const std::string &section,
     return where + ".device \"nvme\" needs nvme_path: the directory the " +
            (params ? "parameter shards'" : "optimizer state's") + " swap files are written to";
   if (device == "cpu")
-    warnings.push_back("zero_optimization." + section + ".device \"cpu\": the CPU backend "
-                       "holds the " + what + " in host memory already (nothing moves); "
-                       "\"nvme\" moves it to swap files");
+    warnings.push_back("zero_optimization." + section + ".device \"cpu\": the " + what +
+                       (params ? " go" : " goes") +
+                       " to the host arena, pinned host memory on --backend cuda; the "
+                       "CPU backend's memory is host memory already (nothing moves); "
+                       "\"nvme\" moves " + (params ? "them" : "it") + " to swap files");
   if (params)
-    opts.offloadParams = device == "nvme";
+    opts.offloadParam = device == "none" ? "" : device;
   else
     opts.offloadOptimizer = device == "none" ? "" : device;
   return "";

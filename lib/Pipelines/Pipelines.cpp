@@ -52,7 +52,8 @@ static void addZeroPasses(OpPassManager &pm, const ZeroSettings &opts) {
   partition.dp = opts.dp < 0 ? 1 : opts.dp;
   partition.persistenceThreshold = opts.persistenceThreshold;
   partition.maxReuseDistance = opts.maxReuseDistance;
-  if (opts.offloadParams) {
+  partition.offloadHost = opts.offloadParam == "cpu";
+  if (opts.offloadParam == "nvme") {
     partition.nvmePath = opts.nvmePath;
     partition.offloadBuffers = opts.offloadBufferCount;
     partition.maxInCpu = opts.offloadMaxInCpu;

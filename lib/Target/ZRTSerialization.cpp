@@ -254,7 +254,7 @@ void ProgramWriter::declareArena(::zero::zrt::ArenaOp a) {
   arenaTable.push_back(::zrt::fb::CreateArenaDirect(
       fbb, a.getSymName().str().c_str(), a.getSize(), a.getNoReuseSize(),
       a.getLowerBound(), uint64_t(a.getInOrderSize().value_or(0)),
-      path.empty() ? nullptr : path.c_str()));
+      path.empty() ? nullptr : path.c_str(), a.getHost()));
 }
 
 /// A buffer: a typed tensor at an offset of its arena.

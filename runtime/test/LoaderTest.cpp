@@ -52,6 +52,7 @@ TEST(Loader, RoundTripsEveryField) {
   p.instructions[7].attrs.set("tag", AttrValue{{7}, {}, ""});
   p.groups.push_back({"evens", {0, 2}});
   p.groups.push_back({"nodes", {0, 1, 2, 3}, 2});
+  p.arenas[0].host = true; // a host arena (offload device cpu)
   Expected<Program> q = roundTrip(p, &cpuKernels());
   ASSERT_TRUE(q.isOk()) << q.status().message();
   EXPECT_EQ(q->path, "model.zrt");
@@ -60,6 +61,9 @@ TEST(Loader, RoundTripsEveryField) {
   ASSERT_EQ(q->arenas.size(), 2u);
   EXPECT_EQ(q->arenas[1].name, "activations");
   EXPECT_EQ(q->arenas[1].size, p.arenas[1].size);
+  EXPECT_TRUE(q->arenas[0].host);
+  EXPECT_FALSE(q->arenas[1].host); // absent from the file: false
+  EXPECT_EQ(q->arenas[1].path, "");
   ASSERT_EQ(q->buffers.size(), p.buffers.size());
   EXPECT_EQ(q->buffers[3].shape, (std::vector<int64_t>{6, 5}));
   EXPECT_EQ(q->buffers[6].offset, p.buffers[6].offset);

@@ -27,7 +27,7 @@ std::vector<uint8_t> serializeProgram(const Program &p) {
   for (const ArenaDesc &a : p.arenas)
     arenas.push_back(fb::CreateArena(fbb, optString(a.name), a.size,
                                      a.noReuseSize, a.lowerBound,
-                                     a.inOrderSize));
+                                     a.inOrderSize, optString(a.path), a.host));
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const BufferDesc &b : p.buffers)
     buffers.push_back(fb::CreateBuffer(fbb, optString(b.name),

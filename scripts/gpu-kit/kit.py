@@ -101,6 +101,17 @@ def read_safetensors(path):
     return out
 
 
+def raw_safetensors(path):
+    """{name: (dtype, shape, the tensor's bytes)}, for bit-for-bit comparisons."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        blob = f.read()
+    return {name: (info["dtype"], info["shape"],
+                   blob[info["data_offsets"][0]:info["data_offsets"][1]])
+            for name, info in header.items() if name != "__metadata__"}
+
+
 def compare_tensor(got, want, rtol, atol):
     """(ok, max_abs_err, why) for one tensor: floats within atol + rtol·|want|
     (NaN only where want is NaN), others equal."""
@@ -417,6 +428,25 @@ def run_case(case, kit, work, zr, env, backend, rtol, atol, timeout, log):
                + ("" if wok else f" ({wmsg})"))
         if broken:
             ok = False
+        # Offload moves bytes, not arithmetic: the same losses and weights as
+        # the named case's run on this device, bit for bit.
+        other = case.get("same_bits_as")
+        if other and ok:
+            try:
+                with open(os.path.join(work, f"{other}.log.json")) as f:
+                    base = [s["loss"] for s in json.load(f)]
+                mine, theirs = (raw_safetensors(out),
+                                raw_safetensors(os.path.join(work, f"{other}.out.safetensors")))
+                differ = sorted(n for n in theirs if mine.get(n) != theirs[n])
+                same = base == got and not differ and sorted(mine) == sorted(theirs)
+                msg += (f"; bit-identical to {other} on this device (losses and "
+                        f"{len(theirs)} weights)" if same else
+                        f"; NOT bit-identical to {other} on this device: losses {base} vs "
+                        f"{got}, weights differ: {differ[:3]}")
+                ok = same
+            except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+                msg += f"; {other}'s run on this device is missing for the bit check ({e})"
+                ok = False
     rec["status"] = "ok" if ok else "fail"
     rec["max_abs_err"] = err
     rec["message"] = msg

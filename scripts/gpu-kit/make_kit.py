@@ -12,7 +12,9 @@ Into KIT/cases/NAME/ for every case, and KIT/cases.json listing them:
            of their stored training reference: train.zrt, init.safetensors,
            data.safetensors, ref.log.json (the CPU run's losses) and ref.safetensors
            (its weights after the 3 steps); gpt2_loss again in bf16 (the config's
-           "bf16"), its losses within bf16's rounding (the case's rtol, atol)
+           "bf16"), its losses within bf16's rounding (the case's rtol, atol); and
+           gpt2_loss with offload_optimizer device "cpu" (the state in pinned host
+           memory), also bit-identical to gpt2_loss-train's run on the device
 Into KIT/headline/, when a GPT-2-small ONNX model is given (bench/make_gpt2_small.sh):
   train.zrt (8 x 128, AdamW lr 1e-4) and forward.zrt (1 x 128) without weights, and
   weights.json: the names, dtypes and shapes of the weights each program reads, so
@@ -42,6 +44,11 @@ TRAIN_FIXTURES = ["gpt2_loss", "llama_loss"]
 # its losses compared within bf16's rounding (the backends sum in other orders).
 BF16_TRAIN_FIXTURES = ["gpt2_loss"]
 BF16_TOLERANCE = {"rtol": 2e-2, "atol": 1e-3}
+# ZeRO-Offload to the CPU (offload_optimizer device "cpu": the optimizer state in
+# pinned host memory that the GPU's kernels read over the bus) of these: the
+# losses and weights bit-identical to the same fixture's run without it on the
+# same device (offload moves bytes, not arithmetic).
+OFFLOAD_CPU_TRAIN_FIXTURES = ["gpt2_loss"]
 
 
 def run(cmd, what):
@@ -84,21 +91,26 @@ def forward_case(a, name, inputs, kit):
             "ref": "ref.safetensors"}
 
 
-def train_case(a, name, kit, bf16=False):
+def train_case(a, name, kit, bf16=False, offload_cpu=False):
     stored = load_file(os.path.join(a.models, name + ".train.ref.safetensors"))
     data = {k[len("data."):]: np.ascontiguousarray(v[:TRAIN_STEPS])
             for k, v in stored.items() if k.startswith("data.")}
     if any(v.dtype.kind == "f" or v.dtype == np.int8 for v in data.values()):
         sys.exit(f"make_kit: {name}: only integer token batches are supported here")
-    tag = f"{name}-train" + ("-bf16" if bf16 else "")
+    tag = f"{name}-train" + ("-bf16" if bf16 else "") + ("-offload-cpu" if offload_cpu else "")
     case_dir = os.path.join(kit, "cases", tag)
     os.makedirs(case_dir)
     extra = []
-    if bf16:
+    if bf16 or offload_cpu:
         cfg = os.path.join(case_dir, "ds_config.json")
         micro = next(iter(data.values())).shape[1]
+        config = {"train_micro_batch_size_per_gpu": micro}
+        if bf16:
+            config["bf16"] = {"enabled": True}
+        if offload_cpu:
+            config["zero_optimization"] = {"stage": 0, "offload_optimizer": {"device": "cpu"}}
         with open(cfg, "w") as f:
-            json.dump({"train_micro_batch_size_per_gpu": micro, "bf16": {"enabled": True}}, f)
+            json.dump(config, f)
         extra = ["--config", cfg]
     zrt, init = os.path.join(case_dir, "train.zrt"), os.path.join(case_dir, "init.safetensors")
     data_path = os.path.join(case_dir, "data.safetensors")
@@ -115,6 +127,8 @@ def train_case(a, name, kit, bf16=False):
             "ref_log": "ref.log.json", "ref": "ref.safetensors", "optimizer": TRAIN_OPTIMIZER}
     if bf16:
         case.update(BF16_TOLERANCE)
+    if offload_cpu:
+        case["same_bits_as"] = f"{name}-train"
     return case
 
 
@@ -187,6 +201,10 @@ def main():
         if only and f"{name}-train-bf16" not in only:
             continue
         cases.append(train_case(a, name, a.kit, bf16=True))
+    for name in OFFLOAD_CPU_TRAIN_FIXTURES:
+        if only and f"{name}-train-offload-cpu" not in only:
+            continue
+        cases.append(train_case(a, name, a.kit, offload_cpu=True))
     with open(os.path.join(a.kit, "cases.json"), "w") as f:
         json.dump({"rtol": 1e-4, "atol": 1e-5, "cases": cases}, f, indent=1)
     print(f"make_kit: {len(cases)} cases ({sum(c['kind'] == 'forward' for c in cases)} forward, "

@@ -84,11 +84,15 @@ def main():
     os.makedirs(swap, exist_ok=True)
     buffers = 1
 
-    def compile_(name, stage, world, offload, bf16=False, params=None):
+    def compile_(name, stage, world, offload, bf16=False, params=None, device="nvme"):
         cfg = {"zero_optimization": {"stage": stage}}
         if bf16:
             cfg["bf16"] = {"enabled": True}
-        if offload:
+        if offload and device == "cpu":
+            cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+            if params:
+                cfg["zero_optimization"]["offload_param"] = {"device": "cpu"}
+        elif offload:
             cfg["zero_optimization"]["offload_optimizer"] = {
                 "device": "nvme", "nvme_path": swap, "buffer_count": buffers}
             if params is not None:
@@ -248,6 +252,49 @@ def main():
             print(f"resume ok: saved at step {steps - 1}, resumed to {steps}: parameters and "
                   "optimizer state bit for bit")
             killed(progs[True], data)
+
+    # Offload device "cpu": the optimizer state (and, with offload_param at
+    # stage 3, the weights' shards) in the host arena, which is pinned host
+    # memory on --backend cuda (the GPU kit runs it there) and memory like
+    # any other on the CPU backend: the bits, the report's placement and a
+    # resume are checked here, not memory.
+    for stage, world, bf16, params in ((0, 1, True, False), (3, 2, False, True)):
+        tag = f"cpu-z{stage}n{world}" + ("-bf16" if bf16 else "") + ("-params" if params else "")
+        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
+                               params, device="cpu")
+                 for off in (False, True)}
+        runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
+                for off in (False, True)}
+        logs = [[(s["loss"], s["grad_norm"]) for s in json.load(open(runs[o]["log"]))]
+                for o in (False, True)]
+        if logs[0] != logs[1]:
+            sys.exit(f"FAIL: {tag}: losses or grad norms differ with offload device cpu")
+        for k in ("w", "opt"):
+            x, y = load_file(runs[False][k]), load_file(runs[True][k])
+            bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
+            if sorted(x) != sorted(y) or bad:
+                sys.exit(f"FAIL: {tag}: saved {k} differ with offload device cpu: {bad[:3]}")
+        for r1 in json.load(open(runs[True]["rep"]))["ranks"]:
+            ms = r1["model_state_bytes"]
+            # Every optimizer-state tensor, and the weights' shards (the
+            # biases stay whole, below the persistence threshold, in the
+            # params arena); nothing in a swap file.
+            shards = a.layers * (a.width * a.width // world) * 4 if params else 0
+            want = {"parameters": shards, "gradients": 0, "optimizer": ms["optimizer"]}
+            if ms.get("host_arena") != want or "offloaded" in ms or "offloaded_bytes" in r1:
+                sys.exit(f"FAIL: {tag} rank {r1['rank']}: model_state_bytes {ms}, expected "
+                         f"host_arena {want} and nothing offloaded to NVMe")
+        ck = os.path.join(w, tag + "-ck")
+        train(progs[True], tag + "-half", world, False, ["--save-dir", ck], n=steps - 1)
+        resumed = train(progs[True], tag + "-resumed", world, True, ["--resume", ck])
+        for k in ("w", "opt"):
+            x, y = load_file(runs[True][k]), load_file(resumed[k])
+            if sorted(x) != sorted(y) or any(not np.array_equal(x[n], y[n]) for n in x):
+                sys.exit(f"FAIL: {tag}: the resumed run's saved {k} differ")
+        print(f"device cpu ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s)"
+              f"{' with offload_param' if params else ''}: losses, parameters and optimizer "
+              "state bit-identical to the run without offload, and after a resume; the state "
+              f"{'and the shards ' if params else ''}in the host arena")
 
     # errors
     cfg = os.path.join(w, "nopath.json")

@@ -619,13 +619,24 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
   settings.step.world = zs.dp < 0 ? 1 : zs.dp;
   settings.step.stage = zs.stageGiven ? zs.stage : 0;
   settings.step.bucket = zs.reduceBucketElems;
-  if (zs.offloadParams && (settings.step.stage != 3 || settings.step.world < 2))
+  const bool shards = settings.step.stage == 3 && settings.step.world >= 2;
+  if (zs.offloadParam == "cpu" && !shards) {
+    // As DeepSpeed, which only reads offload_param at stage 3: nothing to move.
+    llvm::errs() << "warning: zero_optimization.offload_param.device \"cpu\" has no effect "
+                    "at stage "
+                 << settings.step.stage << " over " << settings.step.world
+                 << " rank(s), which holds no parameter shards (the parameters stay whole "
+                    "in the params arena)\n";
+    zs.offloadParam.clear();
+  }
+  if (zs.offloadParam == "nvme" && !shards)
     return errorHandler("zero_optimization.offload_param moves stage 3's parameter shards to "
                         "NVMe; this step is stage " + Twine(settings.step.stage) + " over " +
                         Twine(settings.step.world) +
                         " rank(s), which holds no shards: use stage 3 over 2 or more ranks, "
                         "or drop offload_param (offload_optimizer moves the optimizer state "
                         "at any stage)");
+  settings.step.offloadHost = zs.offloadOptimizer == "cpu";
   if (zs.offloadOptimizer == "nvme") {
     settings.step.nvmePath = zs.nvmePath;
     settings.step.offloadBuffers = zs.offloadBufferCount;

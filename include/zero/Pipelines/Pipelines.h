@@ -41,11 +41,12 @@ struct ZeroSettings {
   std::string offloadOptimizer;
   std::string nvmePath;
   int64_t offloadBufferCount = 4;
-  /// zero_optimization.offload_param "nvme" (stage 3): the parameter shards
-  /// in the swap files too, but for the first max_in_cpu elements of them
-  /// (in the module's order: DeepSpeed keeps those in host memory), none of
-  /// more than buffer_size elements (DeepSpeed's swap buffers hold one).
-  bool offloadParams = false;
+  /// zero_optimization.offload_param (stage 3): "" (none); "cpu": the
+  /// parameter shards in host memory; "nvme": in the swap files too, but for
+  /// the first max_in_cpu elements of them (in the module's order: DeepSpeed
+  /// keeps those in host memory), none of more than buffer_size elements
+  /// (DeepSpeed's swap buffers hold one).
+  std::string offloadParam;
   int64_t offloadMaxInCpu = 1'000'000'000;
   int64_t offloadParamBufferSize = 100'000'000;
   /// Set before parsing when the settings are for a training step: training

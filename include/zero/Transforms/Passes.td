@@ -56,6 +56,10 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"bufferSize", "offload-buffer-size", "int64_t", "100000000",
            "offload_param's buffer_size: the most elements of a shard on NVMe "
            "(a larger one is an error)">,
+    Option<"offloadHost", "offload-host", "bool", "false",
+           "offload_param device cpu: every parameter shard is marked "
+           "zero.offload = \"cpu\" and lives in the host arena (pinned host "
+           "memory on a GPU backend; the CPU backend's memory is host memory)">,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect", "::zero::onnx::ONNXDialect"];
 }
@@ -682,6 +686,11 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "files under this directory (empty: in memory)">,
     Option<"offloadBuffers", "offload-buffers", "int64_t", "4",
            "Offloaded updates whose state is read ahead (buffer_count)">,
+    Option<"offloadHost", "offload-host", "bool", "false",
+           "offload_optimizer device cpu: the optimizer state globals are "
+           "marked zero.offload = \"cpu\" and live in the host arena (pinned "
+           "host memory on a GPU backend; the CPU backend's memory is host "
+           "memory)">,
     Option<"noDecay", "no-decay", "std::string", "\"\"",
            "Parameters whose initializer name matches this regex (searched, as "
            "--freeze) form the group with weight decay 0 (the Hugging Face "

@@ -26,7 +26,7 @@ namespace lowering {
 namespace {
 constexpr const char *kStreamNames[2] = {"compute", "comm"}; // by StreamId
 constexpr const char *kArenaNames[kNumArenas] = {"params", "constants", "activations",
-                                                 "offload"}; // by ArenaKind
+                                                 "offload", "host"}; // by ArenaKind
 } // namespace
 
 /// The program's zrt.buffer ops: one per distinct (storage, offset, type)
@@ -103,6 +103,7 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
   for (int a = 0; a < kNumArenas; ++a) {
     // The offload arena (a swap file in nvme_path) only when something is
     // offloaded.
+    // The host arena (offload device cpu) likewise.
     StringAttr path;
     if (a == int(ArenaKind::Offload)) {
       if (arenaSize_[a] == 0)
@@ -110,12 +111,15 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
       if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
         path = cfg.getAs<StringAttr>("nvme_path");
     }
+    const bool host = a == int(ArenaKind::Host);
+    if (host && arenaSize_[a] == 0)
+      continue;
     ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], arenaSize_[a], noReuse_[a],
                                  lowerBound_[a],
                                  a == int(ArenaKind::Activations) && inOrderSize_ > 0
                                      ? b.getI64IntegerAttr(inOrderSize_)
                                      : nullptr,
-                                 path);
+                                 path, host);
   }
 }
 

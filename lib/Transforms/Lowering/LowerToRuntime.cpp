@@ -102,9 +102,12 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
   }
   auto it = globalStorage_.find(global);
   if (it == globalStorage_.end()) {
-    // Offloaded optimizer state (zero.offload "nvme") lives in the swap file.
-    int s = newStorage(attrs::kOffload.get(global) ? ArenaKind::Offload : ArenaKind::Params,
-                       byteSize(global.getType()));
+    // Offloaded optimizer state or shards live in the swap file
+    // (zero.offload "nvme") or in the host arena ("cpu").
+    ArenaKind arena = ArenaKind::Params;
+    if (StringAttr offload = attrs::kOffload.get(global))
+      arena = offload.getValue() == "cpu" ? ArenaKind::Host : ArenaKind::Offload;
+    int s = newStorage(arena, byteSize(global.getType()));
     storages_[s].def = -1;
     it = globalStorage_.insert({global, s}).first;
     globals_.push_back({global, s});
@@ -248,7 +251,9 @@ void RuntimeLowering::planOffload() {
         continue;
       auto global =
           SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, load.getGlobalAttr());
-      if (!global || !attrs::kOffload.get(global))
+      // Only the swap file's state is swapped (the host arena's stays put).
+      StringAttr offload = global ? attrs::kOffload.get(global) : StringAttr();
+      if (!offload || offload.getValue() != "nvme")
         continue;
       int s = globalStorage(load, load.getGlobalAttr());
       if (s >= 0)

@@ -139,7 +139,8 @@ void RuntimeLowering::planMemory() {
   // Params: whole tensors and shards; a bucket's shards back to back. The
   // offloaded ones the same way, in the offload arena (the swap file),
   // page-aligned so that swapping one never touches another's pages.
-  int64_t offset = 0, offloaded = 0;
+  // The host arena's (offload device cpu) as the params arena's.
+  int64_t offset = 0, offloaded = 0, host = 0;
   for (auto &[g, s] : globals_) {
     Storage &st = storages_[s];
     if (st.arena == ArenaKind::Offload) {
@@ -147,10 +148,17 @@ void RuntimeLowering::planMemory() {
       offloaded += (st.bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
       continue;
     }
+    if (st.arena == ArenaKind::Host) {
+      st.offset = host;
+      host += alignUp(st.bytes);
+      continue;
+    }
     st.offset = offset;
     offset += alignUp(st.bytes);
   }
   arenaSize_[0] = noReuse_[0] = lowerBound_[0] = offset;
+  const int hostArena = int(ArenaKind::Host);
+  arenaSize_[hostArena] = noReuse_[hostArena] = lowerBound_[hostArena] = host;
   // The offload arena's lower bound: the most of it the swaps keep resident
   // at once (the plan's resident bytes; the rest stays in the swap file).
   const int off = int(ArenaKind::Offload);

@@ -41,8 +41,10 @@ inline constexpr int64_t kPageBytes = 4096;
 
 inline int64_t byteSize(Type t) { return ::zero::tensorBytes(t); }
 
-enum class ArenaKind { Params = 0, Constants = 1, Activations = 2, Offload = 3 };
-constexpr int kNumArenas = 4;
+/// Offload: the swap file (zero.offload "nvme"); Host: host memory that a GPU
+/// backend's kernels read over the bus (zero.offload "cpu").
+enum class ArenaKind { Params = 0, Constants = 1, Activations = 2, Offload = 3, Host = 4 };
+constexpr int kNumArenas = 5;
 enum StreamId { kCompute = 0, kComm = 1 };
 
 /// A block of memory some values live in (several, when views alias it).
@@ -187,7 +189,7 @@ struct ProgramSummary {
   int64_t fusedOps = 0;    ///< elementwise ops inside them
   int64_t events = 0;      ///< cross-stream record/wait pairs' events
   int64_t waits = 0;
-  int64_t arenaBytes[kNumArenas] = {0, 0, 0, 0}; ///< by ArenaKind
+  int64_t arenaBytes[kNumArenas] = {}; ///< by ArenaKind
 };
 
 /// The program's zrt.buffer ops, one per distinct view (EmitProgram.cpp).

@@ -201,14 +201,20 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     markOffloaded(module);
   }
 
-  /// ZeRO-Offload to NVMe: every optimizer-state global (moments, momentum
-  /// buffers, fp32 masters) is marked to live in a swap file; the module
-  /// records where and how many updates read ahead (zero-lower-to-runtime
-  /// places the swaps).
+  /// ZeRO-Offload: every optimizer-state global (moments, momentum buffers,
+  /// fp32 masters) is marked to live in host memory ("cpu": the host arena)
+  /// or in a swap file ("nvme": the module records where and how many
+  /// updates read ahead; zero-lower-to-runtime places the swaps).
   void markOffloaded(ModuleOp module) {
+    Builder b(module.getContext());
+    if (offloadHost && nvmePath.empty()) {
+      for (auto g : module.getOps<ml_program::GlobalOp>())
+        if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
+          attrs::kOffload.set(g, b.getStringAttr("cpu"));
+      return;
+    }
     if (nvmePath.empty())
       return;
-    Builder b(module.getContext());
     for (auto g : module.getOps<ml_program::GlobalOp>())
       if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
         attrs::kOffload.set(g, b.getStringAttr("nvme"));

@@ -107,10 +107,13 @@ struct ZeroPartitionPass
       global.setType(shardType);
       global.setValueAttr(ml_program::ExternAttr::get(b.getContext(), shardType));
       attrs::kFullType.set(global, TypeAttr::get(type));
-      // offload_param: DeepSpeed keeps the first max_in_cpu elements of the
-      // shards in host memory and swaps the rest, each into a buffer of
-      // buffer_size elements.
-      if (!nvmePath.empty() && (inCpu += shardNumel) > int64_t(maxInCpu)) {
+      // offload_param: device cpu puts every shard in host memory; nvme
+      // (as DeepSpeed) keeps the first max_in_cpu elements of the shards in
+      // host memory and swaps the rest, each into a buffer of buffer_size
+      // elements.
+      if (offloadHost)
+        attrs::kOffload.set(global, b.getStringAttr("cpu"));
+      else if (!nvmePath.empty() && (inCpu += shardNumel) > int64_t(maxInCpu)) {
         if (shardNumel > int64_t(bufferSize)) {
           global.emitError() << "zero_optimization.offload_param.buffer_size " << int64_t(bufferSize)
                              << " is smaller than this parameter's shard (" << shardNumel

@@ -34,6 +34,15 @@ public:
   virtual Expected<void *> allocate(uint64_t bytes, const std::string &what) = 0;
   /// Frees memory from allocate().
   virtual void deallocate(void *ptr) = 0;
+  /// Allocates `bytes` of zero-filled host memory that the backend's kernels
+  /// read and write through the returned pointer (a host arena: ZeRO-Offload
+  /// to the CPU). A GPU backend gives pinned host memory mapped into the
+  /// device's address space; the CPU backend's memory is host memory.
+  virtual Expected<void *> allocateHost(uint64_t bytes, const std::string &what) {
+    return allocate(bytes, what);
+  }
+  /// Frees memory from allocateHost().
+  virtual void deallocateHost(void *ptr) { deallocate(ptr); }
   /// Whether the host may read and write allocations through their pointers.
   virtual bool hostAccessible() const = 0;
   /// Copies host memory into an allocation (blocking).

@@ -73,6 +73,10 @@ struct ArenaDesc {
   /// A directory: the arena is a swap file there (ZeRO-Offload to NVMe;
   /// Executor maps it); empty: memory.
   std::string path;
+  /// Host memory (ZeRO-Offload to the CPU): pinned host memory mapped into
+  /// the device's address space on a GPU backend (Allocator::allocateHost);
+  /// memory like any other on the CPU backend.
+  bool host = false;
 };
 
 /// A typed view at a fixed offset of an arena. Several buffers may alias.

@@ -163,6 +163,40 @@ public:
     cached_.emplace(it->second, ptr);
     sizes_.erase(it);
   }
+  /// A host arena (ZeRO-Offload to the CPU): pinned host memory mapped into
+  /// the device's address space; kernels, cuBLAS and NCCL read and write it
+  /// through the returned pointer, over the bus.
+  Expected<void *> allocateHost(uint64_t bytes, const std::string &what) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ZRT_RETURN_IF_ERROR(prepare());
+    const size_t want = size_t(std::max<uint64_t>(bytes, 1));
+    void *host = nullptr;
+    cudaError_t err =
+        cudaHostAlloc(&host, want, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (err != cudaSuccess)
+      return Status::error("cannot allocate " + std::to_string(bytes) +
+                           " bytes of pinned host memory for " + what + ": " +
+                           cudaGetErrorString(err) +
+                           " (offload device \"cpu\" keeps that state in host memory; "
+                           "\"nvme\" needs --backend cpu)");
+    std::memset(host, 0, want);
+    void *device = nullptr;
+    if (Status st = check(cudaHostGetDevicePointer(&device, host, 0),
+                          "cudaHostGetDevicePointer");
+        !st.isOk()) {
+      cudaFreeHost(host);
+      return st;
+    }
+    hostOf_[device] = host;
+    return device;
+  }
+  void deallocateHost(void *ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = hostOf_.find(ptr);
+    cudaFreeHost(it == hostOf_.end() ? ptr : it->second);
+    if (it != hostOf_.end())
+      hostOf_.erase(it);
+  }
   bool hostAccessible() const override { return false; }
   Status copyFromHost(void *dst, const void *src, uint64_t bytes) override {
     return copy(dst, src, bytes, cudaMemcpyHostToDevice);
@@ -214,13 +248,13 @@ private:
       if (kind == cudaMemcpyHostToDevice) {
         std::memcpy(stage, s + done, len);
         ZRT_RETURN_IF_ERROR(
-            check(cudaMemcpyAsync(d + done, stage, len, kind, stream_),
+            check(cudaMemcpyAsync(d + done, stage, len, cudaMemcpyDefault, stream_),
                   "cudaMemcpyAsync to the GPU"));
         ZRT_RETURN_IF_ERROR(
             check(cudaEventRecord(halfDone_[h], stream_), "cudaEventRecord"));
       } else {
         ZRT_RETURN_IF_ERROR(
-            check(cudaMemcpyAsync(stage, s + done, len, kind, stream_),
+            check(cudaMemcpyAsync(stage, s + done, len, cudaMemcpyDefault, stream_),
                   "cudaMemcpyAsync from the GPU"));
         ZRT_RETURN_IF_ERROR(
             check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
@@ -234,6 +268,8 @@ private:
   /// Freed blocks by size, and the size of each block handed out.
   std::multimap<uint64_t, void *> cached_;
   std::unordered_map<void *, uint64_t> sizes_;
+  /// Host arenas: the host pointer of each device pointer handed out.
+  std::unordered_map<void *, void *> hostOf_;
   std::mutex mutex_;
   cudaStream_t stream_ = nullptr;
   void *pinned_ = nullptr;
@@ -356,12 +392,16 @@ Status runStaged(KernelFn fn, const KernelContext &ctx,
       if (t.data && t.bytes() != 0)
         sizes[t.data] = std::max(sizes[t.data], t.bytes());
   std::map<const void *, std::unique_ptr<uint8_t[]>> copies;
+  // An operand in a host arena makes its copy host-to-host, which does not
+  // wait for the stream: let the stream catch up first.
+  ZRT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream),
+                            "staged kernel: cudaStreamSynchronize"));
   for (const auto &entry : sizes) {
     std::unique_ptr<uint8_t[]> &host = copies[entry.first];
     host.reset(new uint8_t[size_t(entry.second)]);
     ZRT_RETURN_IF_ERROR(
         check(cudaMemcpyAsync(host.get(), entry.first, size_t(entry.second),
-                              cudaMemcpyDeviceToHost, stream),
+                              cudaMemcpyDefault, stream),
               "staged kernel: cudaMemcpyAsync to the host"));
   }
   auto onHost = [&](const std::vector<TensorRef> &operands) {
@@ -381,7 +421,7 @@ Status runStaged(KernelFn fn, const KernelContext &ctx,
     if (out[i].data && out[i].bytes() != 0)
       ZRT_RETURN_IF_ERROR(check(cudaMemcpyAsync(out[i].data, hostOut[i].data,
                                                 size_t(out[i].bytes()),
-                                                cudaMemcpyHostToDevice, stream),
+                                                cudaMemcpyDefault, stream),
                                 "staged kernel: cudaMemcpyAsync to the GPU"));
   return check(cudaStreamSynchronize(stream),
                "staged kernel: cudaStreamSynchronize");

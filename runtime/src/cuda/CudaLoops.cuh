@@ -236,8 +236,8 @@ struct CudaLoops {
       return Status::ok();
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor("copy", stream));
-    return check(cudaMemcpyAsync(dst, src, size_t(bytes),
-                                 cudaMemcpyDeviceToDevice, stream),
+    // The direction from the pointers: either may be a host arena's.
+    return check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, stream),
                  "cudaMemcpyAsync");
   }
 

@@ -152,10 +152,10 @@ struct CudaShapeLoops : CudaLoops {
       const cudaError_t err =
           ToWhole ? cudaMemcpy2DAsync(w, size_t(wholeRow), p, size_t(bytes),
                                       size_t(bytes), size_t(outer),
-                                      cudaMemcpyDeviceToDevice, stream)
+                                      cudaMemcpyDefault, stream)
                   : cudaMemcpy2DAsync(p, size_t(bytes), w, size_t(wholeRow),
                                       size_t(bytes), size_t(outer),
-                                      cudaMemcpyDeviceToDevice, stream);
+                                      cudaMemcpyDefault, stream);
       ZRT_RETURN_IF_ERROR(check(err, "cudaMemcpy2DAsync"));
     }
     return Status::ok();

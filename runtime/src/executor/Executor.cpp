@@ -60,7 +60,9 @@ struct Executor::Impl {
         unregisterSwapFile(arenaBase[a]);
         munmap(arenaBase[a], size_t(std::max<uint64_t>(program.arenas[a].size, 1)));
         ::close(swapFds[a]);
-      } else
+      } else if (program.arenas[a].host)
+        backend.allocator().deallocateHost(arenaBase[a]);
+      else
         backend.allocator().deallocate(arenaBase[a]);
     }
   }
@@ -161,9 +163,10 @@ Expected<void *> Executor::Impl::mapSwapFile(size_t index) {
   const std::string what = program.path + ": the offloaded optimizer state (arena \"" +
                            arena.name + "\", " + std::to_string(arena.size) + " bytes)";
   if (!backend.allocator().hostAccessible())
-    return Status::error(what + " is swapped through host memory, which the " +
-                         backend.name() + " backend's kernels cannot read; run it with "
-                         "--backend cpu (or compile without offload_optimizer)");
+    return Status::error(what + " is a swap file mapped in pageable host memory, which "
+                         "the " + backend.name() + " backend's kernels cannot read; run it "
+                         "with --backend cpu, or compile with the offload's \"device\": "
+                         "\"cpu\" (pinned host memory the GPU reads)");
   struct stat st {};
   if (stat(arena.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::error(what + ": offload_optimizer.nvme_path " + arena.path +
@@ -216,9 +219,10 @@ Status Executor::Impl::init() {
       arenaBase[a] = *base;
       continue;
     }
-    Expected<void *> base = alloc.allocate(
-        p.arenas[a].size, "arena " + std::to_string(a) + " \"" +
-                              p.arenas[a].name + "\" of " + p.path);
+    const std::string what =
+        "arena " + std::to_string(a) + " \"" + p.arenas[a].name + "\" of " + p.path;
+    Expected<void *> base = p.arenas[a].host ? alloc.allocateHost(p.arenas[a].size, what)
+                                             : alloc.allocate(p.arenas[a].size, what);
     if (!base)
       return base.status();
     arenaBase[a] = *base;
@@ -531,6 +535,14 @@ uint64_t Executor::offloadedBytes() const {
   uint64_t bytes = 0;
   for (const ArenaDesc &a : impl_->program.arenas)
     if (!a.path.empty())
+      bytes += a.size;
+  return bytes;
+}
+
+uint64_t Executor::hostArenaBytes() const {
+  uint64_t bytes = 0;
+  for (const ArenaDesc &a : impl_->program.arenas)
+    if (a.host)
       bytes += a.size;
   return bytes;
 }

@@ -173,7 +173,7 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
     for (const fb::Arena *a : *arenas)
       p.arenas.push_back(
           {str(a->name()), a->size(), a->no_reuse_size(), a->lower_bound(),
-           a->in_order_size(), str(a->path())});
+           a->in_order_size(), str(a->path()), a->host()});
 
   if (auto *buffers = fp.buffers()) {
     for (const fb::Buffer *b : *buffers) {

@@ -93,20 +93,26 @@ std::optional<nlohmann::json> modelStateBytes(const Program &p, int rank) {
   // Of those, the bytes in swap files (ZeRO-Offload to NVMe; gradients are
   // never offloaded).
   uint64_t offloadedParameters = 0, offloadedOptimizer = 0;
+  // And the bytes in host arenas (ZeRO-Offload to the CPU: pinned host
+  // memory on a GPU backend).
+  uint64_t hostParameters = 0, hostOptimizer = 0;
   for (size_t i = 0; i < p.globals.size(); ++i) {
     const GlobalDesc &g = p.globals[i];
     if (!held[i])
       continue;
     const uint64_t bytes = p.buffers[g.buffer].bytes();
     const bool offloaded = !p.arenas[p.buffers[g.buffer].arena].path.empty();
+    const bool host = p.arenas[p.buffers[g.buffer].arena].host;
     if (g.role == GlobalRole::Parameter) {
       parameters += bytes;
       offloadedParameters += offloaded ? bytes : 0;
+      hostParameters += host ? bytes : 0;
       if (g.gradient)
         gradients += g.gradient->numel * dtypeSize(g.gradient->dtype);
     } else if (g.role == GlobalRole::OptimizerState) {
       optimizer += bytes;
       offloadedOptimizer += offloaded ? bytes : 0;
+      hostOptimizer += host ? bytes : 0;
     }
   }
   nlohmann::json states{{"parameters", parameters},
@@ -117,6 +123,10 @@ std::optional<nlohmann::json> modelStateBytes(const Program &p, int rank) {
     states["offloaded"] = {{"parameters", offloadedParameters},
                            {"gradients", 0},
                            {"optimizer", offloadedOptimizer}};
+  if (hostParameters + hostOptimizer > 0)
+    states["host_arena"] = {{"parameters", hostParameters},
+                            {"gradients", 0},
+                            {"optimizer", hostOptimizer}};
   return states;
 }
 
@@ -405,6 +415,10 @@ std::string formatReport(const nlohmann::json &run) {
         os << "; offloaded to NVMe: parameters "
            << humanBytes(m["offloaded"]["parameters"]) << ", optimizer "
            << humanBytes(m["offloaded"]["optimizer"]);
+      if (m.contains("host_arena"))
+        os << "; in host memory (offload device cpu): parameters "
+           << humanBytes(m["host_arena"]["parameters"]) << ", optimizer "
+           << humanBytes(m["host_arena"]["optimizer"]);
       os << "\n";
     }
     if (r.contains("streams"))

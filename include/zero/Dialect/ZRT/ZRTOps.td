@@ -62,13 +62,16 @@ def ZRT_ArenaOp : ZRT_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
     `in_order` (optional) is the size the in-order plan needs: the buffers'
     `in_order` offsets, used when the streams take turns. `file in PATH`
     (the offload arena): the arena is a swap file in directory PATH, not
-    memory (ZeRO-Offload to NVMe).
+    memory (ZeRO-Offload to NVMe). `in host memory` (the host arena,
+    ZeRO-Offload to the CPU): on a GPU backend the arena is pinned host
+    memory that the kernels read and write over the bus; on the CPU backend
+    it is memory like any other.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$size,
                    I64Attr:$no_reuse_size, I64Attr:$lower_bound,
                    OptionalAttr<I64Attr>:$in_order_size,
-                   OptionalAttr<StrAttr>:$path);
-  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound (`in_order` `=` $in_order_size^)? (`file` `in` $path^)? attr-dict";
+                   OptionalAttr<StrAttr>:$path, UnitAttr:$host);
+  let assemblyFormat = "$sym_name `size` `=` $size `no_reuse` `=` $no_reuse_size `lower_bound` `=` $lower_bound (`in_order` `=` $in_order_size^)? (`file` `in` $path^)? (`in` `host` `memory` $host^)? attr-dict";
 }
 
 def ZRT_BufferOp : ZRT_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
