@@ -127,6 +127,37 @@ def main():
         run(cmd)
         return out
 
+    def with_and_without(tag, stage, world, bf16, params, device="nvme"):
+        """Compiles and trains the model with and without offload; exits unless
+        the losses, grad norms, saved parameters and optimizer state are
+        bit-identical. Returns the programs and the runs, by offload."""
+        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
+                               params, device)
+                 for off in (False, True)}
+        runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
+                for off in (False, True)}
+        logs = [[(s["loss"], s["grad_norm"]) for s in json.load(open(runs[o]["log"]))]
+                for o in (False, True)]
+        if logs[0] != logs[1]:
+            sys.exit(f"FAIL: {tag}: losses or grad norms differ with offload")
+        for k in ("w", "opt"):
+            x, y = load_file(runs[False][k]), load_file(runs[True][k])
+            bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
+            if sorted(x) != sorted(y) or bad:
+                sys.exit(f"FAIL: {tag}: saved {k} differ with offload: {bad[:3]}")
+        return progs, runs
+
+    def resumes(prog, tag, world, final):
+        """Saves at step steps - 1 (--save-dir), resumes to steps; exits unless
+        the parameters and optimizer state equal `final`'s bit for bit."""
+        ck = os.path.join(w, tag + "ck")
+        train(prog, tag + "half", world, False, ["--save-dir", ck], n=steps - 1)
+        resumed = train(prog, tag + "resumed", world, True, ["--resume", ck])
+        for k in ("w", "opt"):
+            x, y = load_file(final[k]), load_file(resumed[k])
+            if sorted(x) != sorted(y) or any(not np.array_equal(x[n], y[n]) for n in x):
+                sys.exit(f"FAIL: {tag}the resumed offloaded run's saved {k} differ")
+
     def killed(prog, data):
         """A run killed (SIGKILL) after its second checkpoint leaves no swap file in
         nvme_path nor in the checkpoint folder, and resumes from the last checkpoint."""
@@ -177,20 +208,7 @@ def main():
         what = ("bf16 " if bf16 else "") + \
             ("" if params is None else "with offload_param " if params == 0 else
              f"with offload_param (max_in_cpu {params}) ")
-        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
-                               params)
-                 for off in (False, True)}
-        runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
-                for off in (False, True)}
-        logs = [[(s["loss"], s["grad_norm"]) for s in json.load(open(runs[o]["log"]))]
-                for o in (False, True)]
-        if logs[0] != logs[1]:
-            sys.exit(f"FAIL: {tag}: losses or grad norms differ with offload")
-        for k in ("w", "opt"):
-            x, y = load_file(runs[False][k]), load_file(runs[True][k])
-            bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
-            if sorted(x) != sorted(y) or bad:
-                sys.exit(f"FAIL: {tag}: saved {k} differ with offload: {bad[:3]}")
+        progs, runs = with_and_without(tag, stage, world, bf16, params)
         print(f"bits ok: {what}stage {stage} over {world} rank(s): losses, grad norms, "
               f"{len(load_file(runs[True]['w']))} parameters and "
               f"{len(load_file(runs[True]['opt']))} optimizer tensors bit-identical")
@@ -242,13 +260,7 @@ def main():
               "offloaded optimizer state" + (" and parameters" if params is not None else "") +
               " by kind in model_state_bytes")
         if stage == 0 and not bf16:
-            ck = os.path.join(w, "ck")
-            train(progs[True], "half", world, False, ["--save-dir", ck], n=steps - 1)
-            resumed = train(progs[True], "resumed", world, True, ["--resume", ck])
-            for k in ("w", "opt"):
-                x, y = load_file(runs[True][k]), load_file(resumed[k])
-                if sorted(x) != sorted(y) or any(not np.array_equal(x[n], y[n]) for n in x):
-                    sys.exit(f"FAIL: the resumed offloaded run's saved {k} differ")
+            resumes(progs[True], "", world, runs[True])
             print(f"resume ok: saved at step {steps - 1}, resumed to {steps}: parameters and "
                   "optimizer state bit for bit")
             killed(progs[True], data)
@@ -260,20 +272,7 @@ def main():
     # resume are checked here, not memory.
     for stage, world, bf16, params in ((0, 1, True, False), (3, 2, False, True)):
         tag = f"cpu-z{stage}n{world}" + ("-bf16" if bf16 else "") + ("-params" if params else "")
-        progs = {off: compile_(f"{tag}-{'off' if off else 'mem'}", stage, world, off, bf16,
-                               params, device="cpu")
-                 for off in (False, True)}
-        runs = {off: train(progs[off], f"{tag}-{'off' if off else 'mem'}", world, True)
-                for off in (False, True)}
-        logs = [[(s["loss"], s["grad_norm"]) for s in json.load(open(runs[o]["log"]))]
-                for o in (False, True)]
-        if logs[0] != logs[1]:
-            sys.exit(f"FAIL: {tag}: losses or grad norms differ with offload device cpu")
-        for k in ("w", "opt"):
-            x, y = load_file(runs[False][k]), load_file(runs[True][k])
-            bad = [n for n in x if n not in y or not np.array_equal(x[n], y[n])]
-            if sorted(x) != sorted(y) or bad:
-                sys.exit(f"FAIL: {tag}: saved {k} differ with offload device cpu: {bad[:3]}")
+        progs, runs = with_and_without(tag, stage, world, bf16, params, device="cpu")
         for r1 in json.load(open(runs[True]["rep"]))["ranks"]:
             ms = r1["model_state_bytes"]
             # Every optimizer-state tensor, and the weights' shards (the
@@ -284,13 +283,7 @@ def main():
             if ms.get("host_arena") != want or "offloaded" in ms or "offloaded_bytes" in r1:
                 sys.exit(f"FAIL: {tag} rank {r1['rank']}: model_state_bytes {ms}, expected "
                          f"host_arena {want} and nothing offloaded to NVMe")
-        ck = os.path.join(w, tag + "-ck")
-        train(progs[True], tag + "-half", world, False, ["--save-dir", ck], n=steps - 1)
-        resumed = train(progs[True], tag + "-resumed", world, True, ["--resume", ck])
-        for k in ("w", "opt"):
-            x, y = load_file(runs[True][k]), load_file(resumed[k])
-            if sorted(x) != sorted(y) or any(not np.array_equal(x[n], y[n]) for n in x):
-                sys.exit(f"FAIL: {tag}: the resumed run's saved {k} differ")
+        resumes(progs[True], tag + "-", world, runs[True])
         print(f"device cpu ok: {'bf16 ' if bf16 else ''}stage {stage} over {world} rank(s)"
               f"{' with offload_param' if params else ''}: losses, parameters and optimizer "
               "state bit-identical to the run without offload, and after a resume; the state "
