@@ -622,8 +622,8 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
   const bool shards = settings.step.stage == 3 && settings.step.world >= 2;
   if (zs.offloadParam == "cpu" && !shards) {
     // As DeepSpeed, which only reads offload_param at stage 3: nothing to move.
-    llvm::errs() << "warning: zero_optimization.offload_param.device \"cpu\" has no effect "
-                    "at stage "
+    llvm::errs() << "warning: " << trainConfig
+                 << ": zero_optimization.offload_param.device \"cpu\" has no effect at stage "
                  << settings.step.stage << " over " << settings.step.world
                  << " rank(s), which holds no parameter shards (the parameters stay whole "
                     "in the params arena)\n";
