@@ -72,6 +72,11 @@ def main():
         k, v = kv.split("=", 1)
         overrides[k] = parse_value(v)
     local = os.path.isdir(a.model)
+    if local and not os.path.isfile(os.path.join(a.model, "config.json")):
+        # As transformers, a folder of that name is read before a model type.
+        sys.exit(f"export_hf: {a.model}: a folder without config.json; give a model folder "
+                 f"(config.json, and its weights), or run from another directory to build "
+                 f"the model type {os.path.basename(os.path.normpath(a.model))!r}")
     try:
         if local:
             config = tf.AutoConfig.from_pretrained(a.model, local_files_only=True, **overrides)
