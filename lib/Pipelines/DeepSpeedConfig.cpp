@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -360,6 +361,32 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
 
 namespace {
 
+/// Why a boolean zero_optimization knob of DeepSpeed's has nothing left to
+/// decide here; null for any other key.
+const char *withoutEffect(llvm::StringRef key) {
+  static constexpr const char *kWholeOnSave =
+      "zero-run --save always writes whole parameters, gathered from the shards (and "
+      "zero-ckpt consolidate does for a checkpoint)";
+  return llvm::StringSwitch<const char *>(key)
+      .Case("overlap_comm", "zero-run always overlaps the collectives with compute (they "
+                            "run on the communication stream, placed by zero-opt)")
+      .Case("contiguous_gradients", "gradients live where the compile-time memory plan "
+                                    "places them (nothing fragments)")
+      .Case("allgather_partitions", "updated shards are always all-gathered")
+      .Case("use_multi_rank_bucket_allreduce",
+            "gradients are reduced in the buckets zero-opt plans (reduce_bucket_size)")
+      .Case("round_robin_gradients", "it orders DeepSpeed's gradient copies to the CPU; "
+                                     "zero-run copies none")
+      .Case("stage3_gather_16bit_weights_on_model_save", kWholeOnSave)
+      .Case("stage3_gather_fp16_weights_on_model_save", kWholeOnSave)
+      .Case("memory_efficient_linear", "activations are freed where the compile-time "
+                                       "memory plan says they die")
+      .Case("elastic_checkpoint", "checkpoints resume at any world size already")
+      .Case("legacy_stage1", "there is one stage 1")
+      .Case("cpu_offload_use_pin_memory", "the CUDA backend's host arena is always pinned")
+      .Default(nullptr);
+}
+
 /// zero_optimization.offload_optimizer and offload_param (DeepSpeed's
 /// DeepSpeedZeroOffloadOptimizerConfig / ...ParamConfig): device "none",
 /// "cpu" (the CPU backend holds everything in host memory already) or
@@ -610,6 +637,30 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
         // offload; zero-run swaps each parameter's state alone, never more.
         if (!v || *v < 1)
           return (path + ": zero_optimization.sub_group_size must be a positive integer").str();
+      } else if (key == "cpu_offload" || key == "cpu_offload_param") {
+        // DeepSpeed's deprecated spellings of offload_optimizer / offload_param
+        // {"device": "cpu"}, read as DeepSpeed reads them.
+        const std::string now = key == "cpu_offload" ? "offload_optimizer" : "offload_param";
+        std::optional<bool> on = kv.second.getAsBoolean();
+        if (!on)
+          return (path + ": zero_optimization." + key + " must be true or false").str();
+        if (zo->get(now))
+          return (path + ": zero_optimization." + key + " is DeepSpeed's deprecated spelling of " +
+                  now + ", which the config also gives; keep " + now + " only")
+              .str();
+        warnings.push_back("zero_optimization." + key + " is deprecated in DeepSpeed; read as " +
+                           now + (*on ? " {\"device\": \"cpu\"}" : " absent (false)"));
+        if (*on) {
+          const llvm::json::Value device(llvm::json::Object{{"device", "cpu"}});
+          if (std::string e = readOffload(path, now, device, opts, warnings); !e.empty())
+            return e;
+        }
+      } else if (const char *why = withoutEffect(key)) {
+        // DeepSpeed's run-time knobs that the compiled program settles
+        // ahead of time: checked as DeepSpeed reads them, and noted.
+        if (!kv.second.getAsBoolean())
+          return (path + ": zero_optimization." + key + " must be true or false").str();
+        warnings.push_back("zero_optimization." + key + " has no effect: " + why);
       } else {
         warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
       }
