@@ -14,7 +14,8 @@ Into KIT/cases/NAME/ for every case, and KIT/cases.json listing them:
            (its weights after the 3 steps); gpt2_loss again in bf16 (the config's
            "bf16"), its losses within bf16's rounding (the case's rtol, atol); and
            gpt2_loss with offload_optimizer device "cpu" (the state in pinned host
-           memory), also bit-identical to gpt2_loss-train's run on the device
+           memory), in fp32 and in bf16 (the fp32 masters too), each also
+           bit-identical to the same run without offload on the device
 Into KIT/headline/, when a GPT-2-small ONNX model is given (bench/make_gpt2_small.sh):
   train.zrt (8 x 128, AdamW lr 1e-4) and forward.zrt (1 x 128) without weights, and
   weights.json: the names, dtypes and shapes of the weights each program reads, so
@@ -97,7 +98,8 @@ def train_case(a, name, kit, bf16=False, offload_cpu=False):
             for k, v in stored.items() if k.startswith("data.")}
     if any(v.dtype.kind == "f" or v.dtype == np.int8 for v in data.values()):
         sys.exit(f"make_kit: {name}: only integer token batches are supported here")
-    tag = f"{name}-train" + ("-bf16" if bf16 else "") + ("-offload-cpu" if offload_cpu else "")
+    base = f"{name}-train" + ("-bf16" if bf16 else "")
+    tag = base + ("-offload-cpu" if offload_cpu else "")
     case_dir = os.path.join(kit, "cases", tag)
     os.makedirs(case_dir)
     extra = []
@@ -128,7 +130,7 @@ def train_case(a, name, kit, bf16=False, offload_cpu=False):
     if bf16:
         case.update(BF16_TOLERANCE)
     if offload_cpu:
-        case["same_bits_as"] = f"{name}-train"
+        case["same_bits_as"] = base
     return case
 
 
@@ -202,9 +204,10 @@ def main():
             continue
         cases.append(train_case(a, name, a.kit, bf16=True))
     for name in OFFLOAD_CPU_TRAIN_FIXTURES:
-        if only and f"{name}-train-offload-cpu" not in only:
-            continue
-        cases.append(train_case(a, name, a.kit, offload_cpu=True))
+        if not only or f"{name}-train-offload-cpu" in only:
+            cases.append(train_case(a, name, a.kit, offload_cpu=True))
+        if name in BF16_TRAIN_FIXTURES and (not only or f"{name}-train-bf16-offload-cpu" in only):
+            cases.append(train_case(a, name, a.kit, bf16=True, offload_cpu=True))
     with open(os.path.join(a.kit, "cases.json"), "w") as f:
         json.dump({"rtol": 1e-4, "atol": 1e-5, "cases": cases}, f, indent=1)
     print(f"make_kit: {len(cases)} cases ({sum(c['kind'] == 'forward' for c in cases)} forward, "

@@ -109,7 +109,8 @@ def main():
     with open(os.path.join(kit, "cases.json")) as f:
         listed = [c["name"] for c in json.load(f)["cases"]]
     for need in ("gpt2", "llama", "bert", "mlp", "vit", "whisper", "moe", "bart_mask_ts17",
-                 "gpt2_loss-train", "llama_loss-train", "gpt2_loss-train-offload-cpu"):
+                 "gpt2_loss-train", "llama_loss-train", "gpt2_loss-train-offload-cpu",
+                 "gpt2_loss-train-bf16-offload-cpu"):
         if need not in listed:
             fail(f"the kit has no case {need}: {listed}")
 
