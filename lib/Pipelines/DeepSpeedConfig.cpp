@@ -361,6 +361,23 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
 
 namespace {
 
+/// What does the job of a top-level DeepSpeed section that zero-opt does not
+/// read (monitoring, profiling, the checkpointing API); null for others.
+const char *usedInstead(llvm::StringRef key) {
+  return llvm::StringSwitch<const char *>(key)
+      .Case("activation_checkpointing",
+            "it configures DeepSpeed's checkpointing API; zero-opt recomputes layers "
+            "with --zero-pipeline activation-checkpoint-interval=K")
+      .Case("tensorboard", "zero-run logs to --log-json and csv_monitor's CSV files")
+      .Case("wandb", "zero-run logs to --log-json and csv_monitor's CSV files")
+      .Case("comet", "zero-run logs to --log-json and csv_monitor's CSV files")
+      .Case("wall_clock_breakdown", "zero-run --report and --trace give the step's times")
+      .Case("flops_profiler", "zero-run logs each step's TFLOP/s and MFU (--log-json)")
+      .Case("comms_logger", "zero-run --report and --trace give the collectives")
+      .Case("memory_breakdown", "zero-run --report gives each arena's bytes and the peak RSS")
+      .Default(nullptr);
+}
+
 /// Why a boolean zero_optimization knob of DeepSpeed's has nothing left to
 /// decide here; null for any other key.
 const char *withoutEffect(llvm::StringRef key) {
@@ -559,6 +576,10 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
     if (key == "aio") {
       if (std::string e = readAio(path, kv.second, warnings); !e.empty())
         return e;
+      continue;
+    }
+    if (const char *instead = usedInstead(key)) {
+      warnings.push_back("'" + key.str() + "' is not used by zero-opt: " + instead);
       continue;
     }
     warnings.push_back(("'" + key.str() + "' is not used by zero-opt (only "
