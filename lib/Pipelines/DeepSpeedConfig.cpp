@@ -364,13 +364,14 @@ namespace {
 /// What does the job of a top-level DeepSpeed section that zero-opt does not
 /// read (monitoring, profiling, the checkpointing API); null for others.
 const char *usedInstead(llvm::StringRef key) {
+  static constexpr const char *kLogs = "zero-run logs to --log-json and csv_monitor's CSV files";
   return llvm::StringSwitch<const char *>(key)
       .Case("activation_checkpointing",
             "it configures DeepSpeed's checkpointing API; zero-opt recomputes layers "
             "with --zero-pipeline activation-checkpoint-interval=K")
-      .Case("tensorboard", "zero-run logs to --log-json and csv_monitor's CSV files")
-      .Case("wandb", "zero-run logs to --log-json and csv_monitor's CSV files")
-      .Case("comet", "zero-run logs to --log-json and csv_monitor's CSV files")
+      .Case("tensorboard", kLogs)
+      .Case("wandb", kLogs)
+      .Case("comet", kLogs)
       .Case("wall_clock_breakdown", "zero-run --report and --trace give the step's times")
       .Case("flops_profiler", "zero-run logs each step's TFLOP/s and MFU (--log-json)")
       .Case("comms_logger", "zero-run --report and --trace give the collectives")

@@ -101,9 +101,8 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
                           << " (no reuse " << noReuse_[2] << ", live bound " << lowerBound_[2]
                           << ", in order " << inOrderSize_ << ")\n");
   for (int a = 0; a < kNumArenas; ++a) {
-    // The offload arena (a swap file in nvme_path) only when something is
-    // offloaded.
-    // The host arena (offload device cpu) likewise.
+    // The offload arena (a swap file in nvme_path) and the host arena
+    // (offload device cpu) only when something lives there.
     StringAttr path;
     if (a == int(ArenaKind::Offload)) {
       if (arenaSize_[a] == 0)

@@ -206,22 +206,18 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// or in a swap file ("nvme": the module records where and how many
   /// updates read ahead; zero-lower-to-runtime places the swaps).
   void markOffloaded(ModuleOp module) {
+    const bool nvme = !nvmePath.empty();
+    if (!nvme && !offloadHost)
+      return;
     Builder b(module.getContext());
-    if (offloadHost && nvmePath.empty()) {
-      for (auto g : module.getOps<ml_program::GlobalOp>())
-        if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
-          attrs::kOffload.set(g, b.getStringAttr("cpu"));
-      return;
-    }
-    if (nvmePath.empty())
-      return;
     for (auto g : module.getOps<ml_program::GlobalOp>())
       if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
-        attrs::kOffload.set(g, b.getStringAttr("nvme"));
-    attrs::kOffloadConfig.set(
-        module, b.getDictionaryAttr(
-                    {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
-                     b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
+        attrs::kOffload.set(g, b.getStringAttr(nvme ? "nvme" : "cpu"));
+    if (nvme)
+      attrs::kOffloadConfig.set(
+          module, b.getDictionaryAttr(
+                      {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
+                       b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
   }
 
   /// Checks the optimizer's and the schedule's options (`kind`: the optimizer

@@ -139,9 +139,6 @@ public:
   /// Bytes of the arenas that are swap files (ZeRO-Offload to NVMe); 0 when
   /// nothing is offloaded.
   uint64_t offloadedBytes() const;
-  /// Bytes of the host arenas (ZeRO-Offload to the CPU: pinned host memory
-  /// on a GPU backend); 0 when there is none.
-  uint64_t hostArenaBytes() const;
   /// Writes back and drops every resident page of those swap files: after
   /// the state is loaded (or started), so that the run begins with it on
   /// disk.

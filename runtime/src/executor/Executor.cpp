@@ -539,14 +539,6 @@ uint64_t Executor::offloadedBytes() const {
   return bytes;
 }
 
-uint64_t Executor::hostArenaBytes() const {
-  uint64_t bytes = 0;
-  for (const ArenaDesc &a : impl_->program.arenas)
-    if (a.host)
-      bytes += a.size;
-  return bytes;
-}
-
 void Executor::swapOutOffloaded() {
   for (size_t a = 0; a < impl_->arenaBase.size(); ++a) {
     const ArenaDesc &arena = impl_->program.arenas[a];
