@@ -20,7 +20,10 @@ hpZ (--hpz, np 4, groups of 2, every distant use re-gathered): the outputs are
 bit-identical to the same program without hpZ, the world group's all-gather bytes
 are one gather of every shard, and the re-gathers' bytes all went over the group's
 sub-communicator: (K-1)/K of the re-gathered padded bytes, derived from the run
-without hpZ (whose re-gathers went over the world).
+without hpZ (whose re-gathers went over the world). The fixture's forward must
+re-gather something (a parameter used twice, as GPT-2's tied embedding): a forward
+that uses each parameter once gives hpZ nothing to do, and --hpz on it fails
+(its hpZ is tested in training, whose backward re-gathers: train_e2e.py --zeropp).
 Exit status 0 on success, 1 on a mismatch.
 """
 import argparse
@@ -175,8 +178,13 @@ def check_hpz(a, fx):
         regathered = (world_off - shards) * ranks // (ranks - 1)
         want = {"world": shards, "hpz": regathered * (k - 1) // k}
         got = {g: by_group.get(g, 0) for g in want}
-        # (No parameter used twice: nothing re-gathered, hpZ leaves it alone.)
-        if regathered < 0 or got != want:
+        # Nothing re-gathered (no parameter used twice) would leave hpZ nothing to
+        # do and this check nothing to check.
+        if regathered <= 0:
+            failures.append(f"rank {r_on['rank']}: the run without hpZ re-gathered "
+                            f"{regathered} padded bytes: {a.model}'s forward gives hpZ "
+                            f"nothing to re-gather (do not pass --hpz for it)")
+        elif got != want:
             failures.append(f"rank {r_on['rank']}: bytes sent by group {by_group}, expected "
                             f"{want} (re-gathered {regathered} padded bytes)")
     print(f"  hpZ np={ranks} groups of {k}: outputs bit-identical to hpZ off; world "
