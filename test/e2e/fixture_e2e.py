@@ -111,6 +111,9 @@ def main():
         ref = load_file(os.path.join(a.models, a.model + ".ref.safetensors"))
         inputs = {k[len("input."):]: v for k, v in ref.items() if k.startswith("input.")}
         expected = {k[len("ort."):]: v for k, v in ref.items() if k.startswith("ort.")}
+    if not expected:
+        sys.exit(f"FAIL: no expected outputs for {a.model} (the reference has no ort.* "
+                 "outputs): nothing to compare with")
     zrt = os.path.join(a.work, "model.zrt")
     weights = os.path.join(a.work, "model.safetensors")
     out = os.path.join(a.work, "out.safetensors")
