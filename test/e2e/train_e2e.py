@@ -624,8 +624,9 @@ def mode_dp(a, tools, name, work):
         bucket = parts[3] if len(parts) > 3 else 0
         micros = ranks * accum
         if rows % micros:
-            log(f"  skip {spec}: {rows} rows do not split into {micros} micro-batches")
-            continue
+            raise Fail(f"--dp-configs {spec}: the stored global batch of {rows} rows does "
+                       f"not split into {micros} micro-batches; give configurations it "
+                       "splits into")
         micro = rows // micros
         if micros not in refs:
             zrt, w = compile_(f"one_m{micros}", 1, micro, micros, None)
@@ -808,7 +809,9 @@ def mode_pp(a, tools, name, work):
     activations arena per rank), at --pp-memory-scale times the batch and sequence
     (where activations set the peak): for every S and M >= S with both schedules
     given, 1F1B's peak on stage s is below GPipe's where S - s < M (1F1B keeps S - s
-    micro-batches in flight there, GPipe M) and never above it.""" 
+    micro-batches in flight there, GPipe M) and never above it. A stage marked
+    --pp-memory-xfail S:M:STAGE is a known failure of that comparison: reported XFAIL
+    where it fails, a failure of the run where it holds (XPASS) or was not run."""
     stored = read_train_ref(a.models, name)
     cfg0, data = stored["config"], stored["data"]
     steps = min(a.pp_steps, stored["steps"])
@@ -905,8 +908,9 @@ def mode_pp(a, tools, name, work):
         zero_stage = int(fields[4]) if len(fields) > 4 else None
         micros = m * dp  # the 1-rank run's accumulation: every replica's micro-batches
         if rows % micros:
-            log(f"  skip {spec}: {rows} rows do not split into {micros} micro-batches")
-            continue
+            raise Fail(f"--pp-configs {spec}: the stored global batch of {rows} rows does "
+                       f"not split into {micros} micro-batches; give configurations it "
+                       "splits into")
         micro = rows // micros
         if micros not in refs:
             zrt, w = compile_(f"one_m{micros}", micro, micros, "")
@@ -1004,6 +1008,8 @@ def mode_pp(a, tools, name, work):
     # both schedules share, set the peak: the stored batches tiled --pp-memory-scale
     # times along the batch and the sequence, one step of each schedule.
     scale = a.pp_memory_scale
+    xfail = {tuple(int(x) for x in mark.split(":")) for mark in a.pp_memory_xfail}
+    xfail_seen = set()
     # (a sequence: the last dim of integer [step, batch, seq] inputs, token ids and
     # labels; feature dims stay as the model fixes them)
     big = {k: np.ascontiguousarray(np.tile(v[:1], (1, scale) + (
@@ -1047,13 +1053,34 @@ def mode_pp(a, tools, name, work):
         # stream's timing): never above GPipe's by more than one message.
         p1, pg = got["1f1b"], got["gpipe"]
         slack = message[f"mem_1f1b_s{stages}_m{m}"]
-        lower = all(x < y if stages - st < m else x <= y + slack[st]
-                    for st, (x, y) in enumerate(zip(p1, pg)))
+        held = [x < y if stages - st < m else x <= y + slack[st]
+                for st, (x, y) in enumerate(zip(p1, pg))]
+        # Stages marked --pp-memory-xfail: their failure is reported XFAIL, their
+        # passing fails (XPASS: the mark is stale).
+        known = {st for (s_, m_, st) in xfail if (s_, m_) == (stages, m)}
+        xfail_seen.update((stages, m, st) for st in known)
+        lower = all(ok for st, ok in enumerate(held) if st not in known)
         log(f"  {'ok  ' if lower else 'FAIL'} pp={stages} M={m}, micro-batch "
             f"{rows // m}x{next(iter(big.values())).shape[2:]}: 1F1B peak live activation "
-            f"bytes per stage {p1} vs GPipe's {pg} (below where S - stage < M, else at most)")
+            f"bytes per stage {p1} vs GPipe's {pg} (below where S - stage < M, else at most)"
+            + (f"; stages {sorted(known)} marked expected to fail" if known else ""))
         if not lower:
             failures.append(f"pp={stages} M={m}: 1F1B peak {p1} not below GPipe's {pg}")
+        for st in sorted(known):
+            if st >= len(held):
+                failures.append(f"--pp-memory-xfail {stages}:{m}:{st}: pp={stages} has no "
+                                f"stage {st}")
+            elif held[st]:
+                log(f"  XPASS pp={stages} M={m} stage {st}: 1F1B peak {p1[st]} vs GPipe's "
+                    f"{pg[st]} holds, but is marked expected to fail (--pp-memory-xfail)")
+                failures.append(f"pp={stages} M={m} stage {st}: XPASS (1F1B peak {p1[st]}, "
+                                f"GPipe's {pg[st]}): remove its --pp-memory-xfail mark")
+            else:
+                log(f"  XFAIL pp={stages} M={m} stage {st}: 1F1B peak {p1[st]} not below "
+                    f"GPipe's {pg[st]} (expected to fail: --pp-memory-xfail)")
+    for mark in sorted(xfail - xfail_seen):
+        failures.append(f"--pp-memory-xfail {':'.join(map(str, mark))}: no 1F1B/GPipe memory "
+                        "comparison at that pp and M was run")
     return failures
 
 
@@ -1853,6 +1880,10 @@ def main():
     ap.add_argument("--pp-memory-scale", type=int, default=4,
                     help="with --pp: the memory comparison's batches, the stored ones tiled "
                          "this many times along the batch and the sequence")
+    ap.add_argument("--pp-memory-xfail", action="append", default=[], metavar="S:M:STAGE",
+                    help="with --pp: the memory comparison (1F1B's peak against GPipe's) on "
+                         "STAGE of pp=S micro-batches=M is a known failure: reported XFAIL, "
+                         "and a failure of the run if it holds (XPASS)")
     ap.add_argument("--bf16", action="append", default=[], choices=FIXTURES, metavar="NAME",
                     help="bf16 training (fp32 masters) against the stored PyTorch bf16 reference, "
                          "at 1 rank and ZeRO 1-3 over 2 and 4 ranks")
@@ -1896,6 +1927,9 @@ def main():
     ap.add_argument("--w-rtol", type=float, default=1e-3)
     ap.add_argument("--w-atol", type=float, default=1e-5)
     a = ap.parse_args()
+    for mark in a.pp_memory_xfail:
+        if not re.fullmatch(r"\d+:\d+:\d+", mark):
+            ap.error(f"--pp-memory-xfail {mark}: expected STAGES:MICRO_BATCHES:STAGE")
     if not (a.grads or a.adamw_step or a.train or a.dp or a.ckpt or a.zeropp or a.pp or a.bf16 or a.fp16):
         ap.error("nothing to do: give --grads, --adamw-step, --train and/or --dp NAME")
 
