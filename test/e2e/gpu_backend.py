@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
 """The CUDA backend against the CPU backend (ctest label `gpu`).
 
-For every fixture in test/models with a reference file, at the reference
+For every fixture of FIXTURES (each with its reference file), at the reference
 inputs: compiled once at 1 rank and once for ZeRO-3 over 2 ranks (stage 3,
 prefetch 2, buckets), run by the CPU zero-run and by the CUDA variant's
 zero-run with --backend cuda; the CUDA outputs must equal the CPU run's within
 rtol 1e-4 (atol 1e-5). Then GPT-2's training step (AdamW, 3 steps, 1 and 2
 ranks): the CUDA losses must equal the CPU losses within rtol 1e-4.
 
+Every output of the fixture's stored onnxruntime reference (its ort.* keys, at
+least one) must be among both runs' outputs, and the CPU run's must equal it
+within the same tolerance: the comparison then rests on a run checked against
+something independent.
+
 Skips (exit 77, with the reason) when the CUDA variant was not built (no CUDA
 toolkit) or when its zero-run finds no usable GPU. `--backend cpu` with the CPU
-zero-run as --zero-run-cuda checks this driver itself where no GPU is (ctest
-gpu-backend-driver), so the GPU test's own code cannot rot unnoticed.
+zero-run as --zero-run-cuda (ctest gpu-backend-driver) runs this driver where no
+GPU is, so the GPU test's own code cannot rot unnoticed: there the second run is
+the first one again, and its comparisons (outputs, training losses) are a smoke
+check of the driver that fails only on a crash or an error of the driver; only
+the CPU outputs against onnxruntime are checked against something independent.
 
   gpu_backend.py --zero-opt BIN --zero-run BIN --zero-run-cuda BIN
                  --models DIR --work DIR
@@ -76,7 +84,11 @@ def main():
         ins = {k[len("input."):]: v for k, v in ref.items() if k.startswith("input.")}
         path = os.path.join(a.work, f"{model}.inputs.safetensors")
         save_file(ins, path)
-        return ins, path
+        return ins, path, {k[len("ort."):]: v for k, v in ref.items() if k.startswith("ort.")}
+
+    smoke = a.backend == "cpu" and os.path.realpath(a.zero_run_cuda) == \
+        os.path.realpath(a.zero_run)
+    versus = " (the same binary and backend: a smoke check of this driver)" if smoke else ""
 
     def forward(binary, n, zrt, weights, inputs, out, backend=None):
         cmd = (mpirun(n) if n > 1 else []) + [binary, zrt, "--weights", weights,
@@ -86,7 +98,7 @@ def main():
         return run(cmd, check=False)
 
     # Probe: the smallest fixture on the GPU.
-    ins, inputs = inputs_of("mlp")
+    ins, inputs, _ = inputs_of("mlp")
     zrt, weights = compile_fixture("mlp", {k: v.shape for k, v in ins.items()}, "probe")
     probe = forward(a.zero_run_cuda, 1, zrt, weights, inputs,
                     os.path.join(a.work, "probe.out"), a.backend)
@@ -99,8 +111,10 @@ def main():
 
     for model in FIXTURES:
         if not os.path.exists(os.path.join(a.models, f"{model}.ref.safetensors")):
-            continue
-        ins, inputs = inputs_of(model)
+            sys.exit(f"FAIL: {model}: no {model}.ref.safetensors in {a.models}")
+        ins, inputs, expected = inputs_of(model)
+        if not expected:
+            sys.exit(f"FAIL: {model}.ref.safetensors holds no onnxruntime outputs (ort.*)")
         shapes = {k: v.shape for k, v in ins.items()}
         for n, pipeline in [(1, None), (2, "stage=3 dp=2 prefetch=2 bucket-bytes=65536")]:
             tag = f"{model}-np{n}"
@@ -113,14 +127,22 @@ def main():
             if r.returncode != 0:
                 sys.exit(f"FAIL: {tag} on --backend {a.backend}:\n{r.stderr}")
             cpu, gpu = load_file(cpu_out), load_file(gpu_out)
-            for name, want in cpu.items():
-                got = gpu[name]
+            for name, ref in expected.items():
+                if name not in cpu or name not in gpu:
+                    sys.exit(f"FAIL: {tag}: output '{name}' missing from the CPU run or "
+                             f"the --backend {a.backend} run")
+                if cpu[name].shape != ref.shape or \
+                        not np.allclose(cpu[name], ref, rtol=1e-4, atol=1e-5):
+                    sys.exit(f"FAIL: {tag}: output '{name}' on the CPU differs from "
+                             "onnxruntime (the stored reference)")
+                want, got = cpu[name], gpu[name]
                 if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
                     err = np.abs(got.astype(np.float64) - want).max() if got.shape == want.shape \
                         else f"shape {got.shape} vs {want.shape}"
                     sys.exit(f"FAIL: {tag}: output '{name}' on --backend {a.backend} differs "
                              f"from the CPU run ({err})")
-            print(f"PASS {tag}: --backend {a.backend} equals the CPU run (rtol 1e-4)")
+            print(f"PASS {tag}: the CPU run equals onnxruntime, and --backend {a.backend} "
+                  f"equals the CPU run (rtol 1e-4){versus}")
 
     # Training: GPT-2's step, AdamW, 3 steps of random tokens.
     steps, rows, seq = 3, 2, 8
@@ -152,7 +174,7 @@ def main():
             sys.exit(f"FAIL: training at np {n}: --backend {a.backend} losses "
                      f"{losses['cuda']} vs CPU {losses['cpu']}")
         print(f"PASS training np={n}: --backend {a.backend} losses equal the CPU's "
-              f"(rtol 1e-4): {losses['cuda']}")
+              f"(rtol 1e-4){versus}: {losses['cuda']}")
     return 0
 
 
