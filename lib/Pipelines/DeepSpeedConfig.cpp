@@ -50,12 +50,125 @@ std::string autoNote(llvm::StringRef key, llvm::StringRef value) {
   return ("note: " + key + " \"auto\" -> " + value).str();
 }
 
+/// A key of one of DeepSpeed's config models (DeepSpeedConfigModel
+/// subclasses) and its default there: `json` the default as JSON text, or
+/// null where the default is absent (None, or computed from other keys) and
+/// `absent` says what takes its place. DeepSpeed's non-strict models drop
+/// every "auto" before validation (DeepSpeedConfigModel.__init__), so the
+/// key takes this default.
+struct ModelDefault {
+  const char *key;
+  const char *json;
+  const char *absent = nullptr;
+};
+
+/// DeepSpeedZeroConfig's keys (runtime/zero/config.py), by their JSON names.
+/// reduce_bucket_size, stage3_prefetch_bucket_size and
+/// stage3_param_persistence_threshold are the Hugging Face Trainer's to fill
+/// (from the model's hidden size, which zero-opt does not know): DeepSpeed's
+/// defaults too. stage is resolveZeroAutos' own.
+constexpr ModelDefault kZeroDefaults[] = {
+    {"contiguous_gradients", "true"},
+    {"reduce_scatter", "true"},
+    {"reduce_bucket_size", "500000000"},
+    {"use_multi_rank_bucket_allreduce", "true"},
+    {"allgather_partitions", "true"},
+    {"allgather_bucket_size", "500000000"},
+    {"overlap_comm", nullptr, "true at stage 3, false below"},
+    {"load_from_fp32_weights", "true"},
+    {"elastic_checkpoint", "false"},
+    {"offload_param", nullptr, "no offload"},
+    {"offload_optimizer", nullptr, "no offload"},
+    {"zenflow", nullptr, "no ZenFlow"},
+    {"sub_group_size", "1000000000"},
+    {"cpu_offload_param", nullptr, "no offload"},
+    {"cpu_offload_use_pin_memory", nullptr, "unset"},
+    {"cpu_offload", nullptr, "no offload"},
+    {"stage3_prefetch_bucket_size", "50000000"},
+    {"stage3_param_persistence_threshold", "100000"},
+    {"stage3_model_persistence_threshold", "9223372036854775807"}, // sys.maxsize
+    {"stage3_max_live_parameters", "1000000000"},
+    {"stage3_max_reuse_distance", "1000000000"},
+    {"stage3_gather_16bit_weights_on_model_save", "false"},
+    {"stage3_module_granularity_threshold", "0"},
+    {"stage3_use_all_reduce_for_fetch_params", "false"},
+    {"stage3_allgather_sequential", "false"},
+    {"stage3_partition_stream_chunk_size", "0"},
+    {"stage3_gather_fp16_weights_on_model_save", "false"},
+    {"ignore_unused_parameters", "true"},
+    {"legacy_stage1", "false"},
+    {"round_robin_gradients", "false"},
+    {"zero_hpz_partition_size", "1"},
+    {"zero_quantized_weights", "false"},
+    {"zero_quantized_nontrainable_weights", "false"},
+    {"zero_quantized_gradients", "false"},
+    {"zeropp_loco_param", nullptr, "no LoCo"},
+    {"mics_shard_size", "-1"},
+    {"mics_hierarchical_params_gather", "false"},
+    {"memory_efficient_linear", "true"},
+    {"pipeline_loading_checkpoint", "false"},
+    {"override_module_apply", "true"},
+    {"log_trace_cache_warnings", "false"},
+    {"enable_sanity_checks", "false"},
+    {"save_muon_momentum_buffer_in_memory", "false"},
+    {"leaf_module", nullptr, "its own defaults"}};
+
+/// DeepSpeedZeroOffloadParamConfig and ...OptimizerConfig
+/// (runtime/zero/offload_config.py).
+constexpr ModelDefault kOffloadParamDefaults[] = {
+    {"device", "\"none\""},     {"nvme_path", nullptr, "none"},
+    {"buffer_count", "5"},      {"buffer_size", "100000000"},
+    {"max_in_cpu", "1000000000"}, {"pin_memory", "false"}};
+constexpr ModelDefault kOffloadOptimizerDefaults[] = {
+    {"device", "\"none\""},         {"nvme_path", nullptr, "none"},
+    {"buffer_count", "4"},          {"pin_memory", "false"},
+    {"pipeline_read", "false"},     {"pipeline_write", "false"},
+    {"fast_init", "false"},         {"ratio", "1.0"},
+    {"super_offload", "false"},     {"convert_grad_on_cpu", "true"},
+    {"cpuadam_cores_perc", "0.8"}};
+
+/// DeepSpeedFP16Config and DeepSpeedBF16Config (runtime/precision_config.py)
+/// but "enabled", the Trainer's to fill (readPrecision), and CSVConfig
+/// (monitor/config.py).
+constexpr ModelDefault kFp16Defaults[] = {
+    {"auto_cast", "false"},         {"loss_scale", "0"},
+    {"initial_scale_power", "16"},  {"loss_scale_window", "1000"},
+    {"hysteresis", "2"},            {"consecutive_hysteresis", "false"},
+    {"min_loss_scale", "1"},        {"fp16_master_weights_and_grads", "false"}};
+constexpr ModelDefault kBf16Defaults[] = {{"immediate_grad_update", "false"},
+                                          {"check_grad_overflow", "false"},
+                                          {"bf16_master_weights_and_grads", "false"},
+                                          {"bf16_optimizer_states", "false"}};
+constexpr ModelDefault kCsvMonitorDefaults[] = {
+    {"enabled", "false"}, {"output_path", "\"\""}, {"job_name", "\"DeepSpeedJobName\""}};
+
+/// Each "auto" among `defaults` in `block` (the config's `where`) becomes
+/// DeepSpeed's default, read as if the config gave it, or is dropped where
+/// that default is absent; each noted.
+void resolveModelAutos(llvm::json::Object &block, llvm::StringRef where,
+                       llvm::ArrayRef<ModelDefault> defaults,
+                       std::vector<std::string> &notes) {
+  for (const ModelDefault &d : defaults) {
+    if (!isAuto(block.get(d.key)))
+      continue;
+    const std::string key = (where + "." + d.key).str();
+    if (!d.json) {
+      block.erase(d.key);
+      notes.push_back(autoNote(key, std::string(d.absent) + " (DeepSpeed's default, as if absent)"));
+      continue;
+    }
+    block[d.key] = cantFail(llvm::json::parse(d.json));
+    notes.push_back(autoNote(key, std::string(d.json) + " (DeepSpeed's default)"));
+  }
+}
+
 /// The "auto" values of the batch sizes and zero_optimization (the ZeRO
 /// settings' reader): the batch sizes as if absent (the model's batch, one
 /// micro-batch per step unless the config says more, the ranks of
-/// --zero-pipeline dp=), the ZeRO sizes DeepSpeed's defaults (the Hugging
-/// Face Trainer derives these from the model's hidden size).
-void resolveZeroAutos(llvm::json::Object &root, std::vector<std::string> &notes) {
+/// --zero-pipeline dp=); every key of DeepSpeed's ZeRO models its default
+/// there (resolveModelAutos), the stage as if absent.
+void resolveZeroAutos(llvm::json::Object &root, bool training,
+                      std::vector<std::string> &notes) {
   if (isAuto(root.get("train_batch_size"))) {
     root.erase("train_batch_size");
     notes.push_back(autoNote("train_batch_size",
@@ -74,19 +187,20 @@ void resolveZeroAutos(llvm::json::Object &root, std::vector<std::string> &notes)
   llvm::json::Object *zo = root.getObject("zero_optimization");
   if (!zo)
     return;
-  const std::pair<const char *, int64_t> defaults[] = {
-      {"reduce_bucket_size", 500'000'000},
-      {"allgather_bucket_size", 500'000'000},
-      {"stage3_prefetch_bucket_size", 50'000'000},
-      {"stage3_param_persistence_threshold", 100'000},
-      {"stage3_max_live_parameters", 1'000'000'000},
-      {"stage3_max_reuse_distance", 1'000'000'000}};
-  for (auto [key, value] : defaults)
-    if (isAuto(zo->get(key))) {
-      (*zo)[key] = value;
-      notes.push_back(autoNote(std::string("zero_optimization.") + key,
-                               std::to_string(value) + " (DeepSpeed's default)"));
-    }
+  if (isAuto(zo->get("stage"))) {
+    zo->erase("stage");
+    notes.push_back(autoNote("zero_optimization.stage",
+                             training ? "0 (DeepSpeed's default, as if absent; "
+                                        "--zero-pipeline stage= may give another)"
+                                      : "as if absent: --zero-pipeline stage=, else a "
+                                        "forward program's 3 (DeepSpeed's 0 is no ZeRO)"));
+  }
+  resolveModelAutos(*zo, "zero_optimization", kZeroDefaults, notes);
+  if (llvm::json::Object *o = zo->getObject("offload_param"))
+    resolveModelAutos(*o, "zero_optimization.offload_param", kOffloadParamDefaults, notes);
+  if (llvm::json::Object *o = zo->getObject("offload_optimizer"))
+    resolveModelAutos(*o, "zero_optimization.offload_optimizer", kOffloadOptimizerDefaults,
+                      notes);
 }
 
 /// The "auto" values of the training keys (the training settings' reader),
@@ -94,8 +208,16 @@ void resolveZeroAutos(llvm::json::Object &root, std::vector<std::string> &notes)
 /// lr 5e-5, betas 0.9/0.999, eps 1e-8, weight decay 0, clipping 1.0, one
 /// micro-batch per step, no warmup, the schedule's peak the optimizer's lr;
 /// total_num_steps is the run's steps (zero-run --steps: -1 in the program).
-/// The batch sizes are the ZeRO reader's to note (resolveZeroAutos).
+/// The batch sizes are the ZeRO reader's to note (resolveZeroAutos). The
+/// keys of DeepSpeed's fp16, bf16 and csv_monitor models but fp16.enabled and
+/// bf16.enabled (the Trainer's, readPrecision's) take DeepSpeed's defaults
+/// (resolveModelAutos).
 void resolveTrainingAutos(llvm::json::Object &root, std::vector<std::string> &notes) {
+  const std::pair<const char *, llvm::ArrayRef<ModelDefault>> models[] = {
+      {"fp16", kFp16Defaults}, {"bf16", kBf16Defaults}, {"csv_monitor", kCsvMonitorDefaults}};
+  for (auto [name, defaults] : models)
+    if (llvm::json::Object *block = root.getObject(name))
+      resolveModelAutos(*block, name, defaults, notes);
   if (isAuto(root.get("gradient_accumulation_steps")))
     root["gradient_accumulation_steps"] = 1;
   if (isAuto(root.get("train_micro_batch_size_per_gpu")))
@@ -519,23 +641,15 @@ std::string readAio(llvm::StringRef path, const llvm::json::Value &value,
 
 } // namespace
 
-std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
-                                      std::vector<std::string> &warnings) {
-  llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
-  if (!parsed)
-    return llvm::toString(parsed.takeError());
-  resolveZeroAutos(*parsed->getAsObject(), warnings);
-  const llvm::json::Object *root = parsed->getAsObject();
+namespace {
 
-  // DeepSpeed's defaults, in elements (runtime/zero/config.py).
-  int64_t prefetchElems = 50'000'000, maxLiveElems = 1'000'000'000,
-          persistence = 100'000;
-  opts.maxReuseDistance = 1'000'000'000;
-  const int64_t kBytesPerElement = 4; // fp32 programs
-  // DeepSpeed checks train_batch_size = micro batch x accumulation x world
-  // size; with all of them given, that fixes the data-parallel size.
+/// The batch sizes: DeepSpeed checks train_batch_size = micro batch x
+/// accumulation x world size; with all of them given, that fixes the
+/// data-parallel size (opts.dp, and `fixesWorld`).
+std::string readWorldSize(llvm::StringRef path, const llvm::json::Object &root,
+                          zero::ZeroSettings &opts, bool &fixesWorld) {
   auto intKey = [&](StringRef key) -> std::optional<int64_t> {
-    const llvm::json::Value *v = root->get(key);
+    const llvm::json::Value *v = root.get(key);
     return v ? integerValue(*v) : std::nullopt;
   };
   std::optional<int64_t> batch = intKey("train_batch_size"),
@@ -543,23 +657,33 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                          accumulation = intKey("gradient_accumulation_steps");
   for (StringRef key : {"train_batch_size", "train_micro_batch_size_per_gpu",
                         "gradient_accumulation_steps"})
-    if (root->get(key) && (!intKey(key) || *intKey(key) <= 0))
+    if (root.get(key) && (!intKey(key) || *intKey(key) <= 0))
       return (path + ": " + key + " must be a positive integer").str();
-  if (batch && micro) {
-    int64_t per = *micro * accumulation.value_or(1);
-    if (per <= 0 || *batch % per != 0)
-      return (path + ": train_batch_size " + Twine(*batch) +
-              " is not a multiple of train_micro_batch_size_per_gpu x "
-              "gradient_accumulation_steps (" + Twine(per) + ")")
-          .str();
-    opts.dp = *batch / per;
-    if (!isSupportedWorldSize(opts.dp))
-      return (path + ": train_batch_size / (micro batch x accumulation) gives "
-              "a world of " + Twine(opts.dp) + " ranks; at most " +
-              Twine(kMaxWorldSize) + " are supported")
-          .str();
-  }
-  for (const auto &kv : *root) {
+  fixesWorld = batch && micro;
+  if (!fixesWorld)
+    return "";
+  int64_t per = *micro * accumulation.value_or(1);
+  if (per <= 0 || *batch % per != 0)
+    return (path + ": train_batch_size " + Twine(*batch) +
+            " is not a multiple of train_micro_batch_size_per_gpu x "
+            "gradient_accumulation_steps (" + Twine(per) + ")")
+        .str();
+  opts.dp = *batch / per;
+  if (!zero::isSupportedWorldSize(opts.dp))
+    return (path + ": train_batch_size / (micro batch x accumulation) gives "
+            "a world of " + Twine(opts.dp) + " ranks; at most " +
+            Twine(zero::kMaxWorldSize) + " are supported")
+        .str();
+  return "";
+}
+
+/// The top-level sections other than zero_optimization: the training keys
+/// are zero-opt --train's (readTrainingConfig), "aio" is checked, the batch
+/// sizes that fixed the world are used; every other is noted as unused.
+std::string checkSections(llvm::StringRef path, const llvm::json::Object &root,
+                          const zero::ZeroSettings &opts, bool fixesWorld,
+                          std::vector<std::string> &warnings) {
+  for (const auto &kv : root) {
     StringRef key = kv.first;
     // The training keys are read by zero-opt --train (readTrainingConfig);
     // gradient_accumulation_steps is its micro-batches, and the micro-batch
@@ -571,7 +695,7 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                            key == "csv_monitor" || key == "steps_per_print")) ||
         (opts.training && key == "train_micro_batch_size_per_gpu"))
       continue;
-    if (key == "zero_optimization" || (batch && micro && (key == "train_batch_size" ||
+    if (key == "zero_optimization" || (fixesWorld && (key == "train_batch_size" ||
         key == "train_micro_batch_size_per_gpu")))
       continue;
     if (key == "aio") {
@@ -587,115 +711,152 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
                         "zero_optimization settings and the batch sizes that fix "
                         "the world size shape the program)"));
   }
-  if (const llvm::json::Value *z = root->get("zero_optimization")) {
+  return "";
+}
+
+/// The stage 3 sizes in elements, DeepSpeed's defaults (runtime/zero/config.py)
+/// until the config gives them.
+struct Stage3Sizes {
+  int64_t prefetchElems = 50'000'000;
+  int64_t maxLiveElems = 1'000'000'000;
+  int64_t persistence = 100'000;
+};
+
+/// zero_optimization's deprecated cpu_offload / cpu_offload_param (`key`,
+/// whose value is `value`): DeepSpeed's spellings of offload_optimizer /
+/// offload_param {"device": "cpu"}, read as DeepSpeed reads them.
+std::string readDeprecatedOffload(llvm::StringRef path, const std::string &key,
+                                  const llvm::json::Value &value,
+                                  const llvm::json::Object &zo, zero::ZeroSettings &opts,
+                                  std::vector<std::string> &warnings) {
+  const std::string now = key == "cpu_offload" ? "offload_optimizer" : "offload_param";
+  std::optional<bool> on = value.getAsBoolean();
+  if (!on)
+    return (path + ": zero_optimization." + key + " must be true or false").str();
+  if (zo.get(now))
+    return (path + ": zero_optimization." + key + " is DeepSpeed's deprecated spelling of " +
+            now + ", which the config also gives; keep " + now + " only")
+        .str();
+  warnings.push_back("zero_optimization." + key + " is deprecated in DeepSpeed; read as " +
+                     now + (*on ? " {\"device\": \"cpu\"}" : " absent (false)"));
+  if (!*on)
+    return "";
+  const llvm::json::Value device(llvm::json::Object{{"device", "cpu"}});
+  return readOffload(path, now, device, opts, warnings);
+}
+
+/// One key of zero_optimization (`zo`) into `opts` and `sizes`: an error
+/// naming it, else empty.
+std::string readZeroKey(llvm::StringRef path, const std::string &key,
+                        const llvm::json::Value &value, const llvm::json::Object &zo,
+                        zero::ZeroSettings &opts, Stage3Sizes &sizes,
+                        std::vector<std::string> &warnings) {
+  std::optional<int64_t> v = integerValue(value);
+  auto needInt = [&]() -> std::string {
+    if (!v || *v < 0)
+      return (path + ": zero_optimization." + key + " must be a non-negative integer").str();
+    return "";
+  };
+  // The sizes read as non-negative integers, and where each goes.
+  int64_t *size = llvm::StringSwitch<int64_t *>(key)
+                      .Case("stage", &opts.stage)
+                      .Case("stage3_prefetch_bucket_size", &sizes.prefetchElems)
+                      .Case("stage3_param_persistence_threshold", &sizes.persistence)
+                      .Case("stage3_max_live_parameters", &sizes.maxLiveElems)
+                      .Case("stage3_max_reuse_distance", &opts.maxReuseDistance)
+                      .Case("reduce_bucket_size", &opts.reduceBucketElems)
+                      .Default(nullptr);
+  if (size || key == "zero_hpz_partition_size" || key == "allgather_bucket_size")
+    if (std::string e = needInt(); !e.empty())
+      return e;
+  if (size) {
+    *size = *v;
+    if (key == "stage")
+      opts.stageGiven = true;
+    if (key == "reduce_bucket_size" && !opts.training)
+      warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
+                         "forward program (there are no gradients to reduce; "
+                         "zero-opt --train uses it)");
+  } else if (key == "zero_quantized_weights" || key == "zero_quantized_gradients") {
+    std::optional<bool> on = value.getAsBoolean();
+    if (!on)
+      return (path + ": zero_optimization." + key + " must be true or false").str();
+    // ZeRO++'s formats: int8 weights, int4 gradients.
+    if (key == "zero_quantized_weights")
+      opts.quantizeWeights = *on ? 8 : 0;
+    else
+      opts.quantizeGradients = *on ? 4 : 0;
+  } else if (key == "zero_hpz_partition_size") {
+    opts.hpz = std::max<int64_t>(*v, 1);
+  } else if (key == "allgather_bucket_size") {
+    warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
+                       "setting and has no effect at stage 3, where "
+                       "stage3_prefetch_bucket_size bounds each coalesced fetch");
+  } else if (key == "offload_optimizer" || key == "offload_param") {
+    return readOffload(path, key, value, opts, warnings);
+  } else if (key == "sub_group_size") {
+    // DeepSpeed's optimizer steps sub-groups of at least this many
+    // elements (whole parameters), each swapped in whole with NVMe
+    // offload; zero-run swaps each parameter's state alone, never more.
+    if (!v || *v < 1)
+      return (path + ": zero_optimization.sub_group_size must be a positive integer").str();
+  } else if (key == "cpu_offload" || key == "cpu_offload_param") {
+    return readDeprecatedOffload(path, key, value, zo, opts, warnings);
+  } else if (const char *why = withoutEffect(key)) {
+    // DeepSpeed's run-time knobs that the compiled program settles
+    // ahead of time: checked as DeepSpeed reads them, and noted.
+    if (!value.getAsBoolean())
+      return (path + ": zero_optimization." + key + " must be true or false").str();
+    warnings.push_back("zero_optimization." + key + " has no effect: " + why);
+  } else {
+    warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
+  }
+  return "";
+}
+
+/// zero_optimization (`z`) into `opts`: each key (readZeroKey), then the
+/// stage 3 sizes as the program's prefetch and bucket bytes.
+std::string readZeroOptimization(llvm::StringRef path, const llvm::json::Value *z,
+                                 zero::ZeroSettings &opts,
+                                 std::vector<std::string> &warnings) {
+  Stage3Sizes sizes;
+  opts.maxReuseDistance = 1'000'000'000;
+  const int64_t kBytesPerElement = 4; // fp32 programs
+  if (z) {
     const llvm::json::Object *zo = z->getAsObject();
     if (!zo)
       return (path + ": zero_optimization must be an object").str();
-    for (const auto &kv : *zo) {
-      std::string key = kv.first.str();
-      std::optional<int64_t> v = integerValue(kv.second);
-      auto needInt = [&]() -> std::string {
-        if (!v || *v < 0)
-          return (path + ": zero_optimization." + key +
-                  " must be a non-negative integer")
-              .str();
-        return "";
-      };
-      if (key == "stage") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.stage = *v;
-        opts.stageGiven = true;
-      } else if (key == "stage3_prefetch_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        prefetchElems = *v;
-      } else if (key == "stage3_param_persistence_threshold") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        persistence = *v;
-      } else if (key == "stage3_max_live_parameters") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        maxLiveElems = *v;
-      } else if (key == "stage3_max_reuse_distance") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.maxReuseDistance = *v;
-      } else if (key == "zero_quantized_weights" ||
-                 key == "zero_quantized_gradients") {
-        std::optional<bool> on = kv.second.getAsBoolean();
-        if (!on)
-          return (path + ": zero_optimization." + key + " must be true or false").str();
-        // ZeRO++'s formats: int8 weights, int4 gradients.
-        if (key == "zero_quantized_weights")
-          opts.quantizeWeights = *on ? 8 : 0;
-        else
-          opts.quantizeGradients = *on ? 4 : 0;
-      } else if (key == "zero_hpz_partition_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.hpz = std::max<int64_t>(*v, 1);
-      } else if (key == "allgather_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
-                           "setting and has no effect at stage 3, where "
-                           "stage3_prefetch_bucket_size bounds each coalesced fetch");
-      } else if (key == "reduce_bucket_size") {
-        if (auto e = needInt(); !e.empty())
-          return e;
-        opts.reduceBucketElems = *v;
-        if (!opts.training)
-          warnings.push_back("zero_optimization.reduce_bucket_size has no effect on a "
-                             "forward program (there are no gradients to reduce; "
-                             "zero-opt --train uses it)");
-      } else if (key == "offload_optimizer" || key == "offload_param") {
-        if (std::string e = readOffload(path, key, kv.second, opts, warnings); !e.empty())
-          return e;
-      } else if (key == "sub_group_size") {
-        // DeepSpeed's optimizer steps sub-groups of at least this many
-        // elements (whole parameters), each swapped in whole with NVMe
-        // offload; zero-run swaps each parameter's state alone, never more.
-        if (!v || *v < 1)
-          return (path + ": zero_optimization.sub_group_size must be a positive integer").str();
-      } else if (key == "cpu_offload" || key == "cpu_offload_param") {
-        // DeepSpeed's deprecated spellings of offload_optimizer / offload_param
-        // {"device": "cpu"}, read as DeepSpeed reads them.
-        const std::string now = key == "cpu_offload" ? "offload_optimizer" : "offload_param";
-        std::optional<bool> on = kv.second.getAsBoolean();
-        if (!on)
-          return (path + ": zero_optimization." + key + " must be true or false").str();
-        if (zo->get(now))
-          return (path + ": zero_optimization." + key + " is DeepSpeed's deprecated spelling of " +
-                  now + ", which the config also gives; keep " + now + " only")
-              .str();
-        warnings.push_back("zero_optimization." + key + " is deprecated in DeepSpeed; read as " +
-                           now + (*on ? " {\"device\": \"cpu\"}" : " absent (false)"));
-        if (*on) {
-          const llvm::json::Value device(llvm::json::Object{{"device", "cpu"}});
-          if (std::string e = readOffload(path, now, device, opts, warnings); !e.empty())
-            return e;
-        }
-      } else if (const char *why = withoutEffect(key)) {
-        // DeepSpeed's run-time knobs that the compiled program settles
-        // ahead of time: checked as DeepSpeed reads them, and noted.
-        if (!kv.second.getAsBoolean())
-          return (path + ": zero_optimization." + key + " must be true or false").str();
-        warnings.push_back("zero_optimization." + key + " has no effect: " + why);
-      } else {
-        warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
-      }
-    }
+    for (const auto &kv : *zo)
+      if (std::string e = readZeroKey(path, kv.first.str(), kv.second, *zo, opts, sizes,
+                                      warnings);
+          !e.empty())
+        return e;
   }
-  opts.persistenceThreshold = persistence;
+  opts.persistenceThreshold = sizes.persistence;
   // Prefetch is bounded by bytes, not layers, as in DeepSpeed.
-  opts.prefetch = prefetchElems > 0 ? 1 << 20 : 0;
-  opts.prefetchBytes = std::min(prefetchElems, maxLiveElems) * kBytesPerElement;
+  opts.prefetch = sizes.prefetchElems > 0 ? 1 << 20 : 0;
+  opts.prefetchBytes = std::min(sizes.prefetchElems, sizes.maxLiveElems) * kBytesPerElement;
   // As DeepSpeed's coalesced fetch: one bucket is at most one prefetch
   // bucket (stage3_prefetch_bucket_size elements).
-  opts.bucketBytes = prefetchElems * kBytesPerElement;
+  opts.bucketBytes = sizes.prefetchElems * kBytesPerElement;
   return "";
+}
+
+} // namespace
+
+std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
+                                      std::vector<std::string> &warnings) {
+  llvm::Expected<llvm::json::Value> parsed = loadConfig(path);
+  if (!parsed)
+    return llvm::toString(parsed.takeError());
+  resolveZeroAutos(*parsed->getAsObject(), opts.training, warnings);
+  const llvm::json::Object *root = parsed->getAsObject();
+  bool fixesWorld = false;
+  if (std::string e = readWorldSize(path, *root, opts, fixesWorld); !e.empty())
+    return e;
+  if (std::string e = checkSections(path, *root, opts, fixesWorld, warnings); !e.empty())
+    return e;
+  return readZeroOptimization(path, root->get("zero_optimization"), opts, warnings);
 }
 
 namespace {
