@@ -986,6 +986,8 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
         warnings.push_back("data_types." + kv.first.str() + " is not supported and is ignored");
         continue;
       }
+      if (kv.second.kind() == llvm::json::Value::Null)
+        continue; // DeepSpeed's default, None: the training's own type
       std::optional<StringRef> t = kv.second.getAsString();
       if (!t || (*t != "fp32" && *t != "fp16" && *t != "bf16"))
         return (path + ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or \"bf16\"")
