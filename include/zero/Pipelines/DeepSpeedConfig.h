@@ -21,9 +21,11 @@ namespace zero {
 /// zero_optimization.{stage, stage3_prefetch_bucket_size,
 /// stage3_param_persistence_threshold, stage3_max_live_parameters,
 /// stage3_max_reuse_distance, reduce_bucket_size, allgather_bucket_size} and
-/// the batch sizes that fix the world size. Keys it does not use are reported
-/// in `warnings`. Returns an error message (naming the file and key), empty
-/// on success.
+/// the batch sizes that fix the world size. "auto" on a key of DeepSpeed's
+/// config models that the Hugging Face Trainer does not fill is DeepSpeed's
+/// default, as DeepSpeed drops it (a "note: " line in `warnings`). Keys it does
+/// not use are reported in `warnings`. Returns an error message (naming the
+/// file and key), empty on success.
 std::string readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &settings,
                                 std::vector<std::string> &warnings);
 
