@@ -14,6 +14,9 @@
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
+#include "zrt/MpiCommunicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -8,6 +8,8 @@
 #include "RunReport.h"
 
 #include "zrt/Backend.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
 
 #include <algorithm>
 #include <cctype>

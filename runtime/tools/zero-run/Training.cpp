@@ -17,6 +17,7 @@
 #include "zrt/Checksum.h"
 #include "zrt/OutputFile.h"
 #include "zrt/TensorFile.h"
+#include "zrt/Communicator.h"
 
 #include <algorithm>
 #include <cerrno>

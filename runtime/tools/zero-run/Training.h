@@ -12,6 +12,7 @@
 #include "zrt/Executor.h"
 #include "zrt/Program.h"
 #include "zrt/Status.h"
+#include "zrt/Communicator.h"
 
 #include <nlohmann/json.hpp>
 

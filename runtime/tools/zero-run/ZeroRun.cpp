@@ -32,6 +32,10 @@
 #include "zrt/TokenData.h"
 #include "zrt/TrainingData.h"
 #include "zrt/Watchdog.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
+#include "zrt/MpiCommunicator.h"
+#include "zrt/CudaBackend.h"
 
 #include <algorithm>
 #include <atomic>
