@@ -35,7 +35,7 @@ LIBRARIES = {
     "cpu": (["cpu"], ["CpuBackend.h"], ["kernels", "io"]),
     "cuda": (["cuda"], ["CudaBackend.h"], ["cpu", "kernels", "comm"]),
     "executor": (["executor"], ["Executor.h", "Watchdog.h", "Bindings.h", "TrainingData.h",
-                               "TokenData.h"], ["program", "comm", "io"]),
+                               "TokenData.h", "TrainingCheckpoint.h"], ["program", "comm", "io"]),
 }
 GENERATED = {"zrt_generated.h": "program"}
 SYSTEM_OWNERS = {"mpi.h": "comm_mpi", "cuda_runtime.h": "cuda", "cuda.h": "cuda",
