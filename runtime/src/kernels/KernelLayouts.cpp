@@ -103,6 +103,101 @@ double cubicWeight(double x, double a) {
   return 0;
 }
 
+/// The input coordinate output element `o` of a dim of `in` -> `out`
+/// elements at `scale` maps to, by p.ctm (roiBegin/roiEnd only for
+/// tf_crop_and_resize).
+Status sourceCoordinate(const ResizeParams &p, int64_t o, int64_t in, int64_t out,
+                        double scale, double roiBegin, double roiEnd, double &x) {
+  const double y = double(o);
+  const double outWidth = scale * double(in);
+  if (p.ctm == "align_corners") {
+    x = outWidth == 1 ? 0.0 : y * double(in - 1) / (outWidth - 1);
+  } else if (p.ctm == "asymmetric") {
+    x = y / scale;
+  } else if (p.ctm == "tf_crop_and_resize") {
+    x = outWidth == 1
+            ? (roiEnd - roiBegin) * double(in - 1) / 2
+            : y * (roiEnd - roiBegin) * double(in - 1) / (outWidth - 1);
+    x += roiBegin * double(in - 1);
+  } else if (p.ctm == "pytorch_half_pixel") {
+    x = outWidth == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+  } else if (p.ctm == "half_pixel_symmetric") {
+    const double adjustment = double(out) / outWidth;
+    const double offset = double(in) / 2 * (1 - adjustment);
+    x = offset + (y + 0.5) / scale - 0.5;
+  } else if (p.ctm == "half_pixel") {
+    x = (y + 0.5) / scale - 0.5;
+  } else {
+    return kernelError(
+        "Resize", "coordinate_transformation_mode", "\"" + p.ctm + "\"",
+        "half_pixel, half_pixel_symmetric, pytorch_half_pixel, "
+        "align_corners, asymmetric or tf_crop_and_resize");
+  }
+  return Status::ok();
+}
+
+/// The weights `w` of the taps from `start` (set here for nearest) of an
+/// output whose coordinate is pixel x0 plus `ratio` in (0, 1], by p.mode;
+/// `first` is the first tap's offset and `filterScale` the antialias scale.
+Status tapWeights(const ResizeParams &p, double ratio, int64_t x0, int64_t first,
+                  double filterScale, int64_t &start, std::vector<double> &w) {
+  const int64_t width = int64_t(w.size());
+  if (p.mode == "nearest") {
+    bool right;
+    if (ratio == 1)
+      right = true;
+    else if (p.nearest == "round_prefer_floor")
+      right = ratio > 0.5;
+    else if (p.nearest == "round_prefer_ceil")
+      right = ratio >= 0.5;
+    else if (p.nearest == "floor")
+      right = false;
+    else if (p.nearest == "ceil")
+      right = true;
+    else
+      return kernelError(
+          "Resize", "nearest_mode", "\"" + p.nearest + "\"",
+          "round_prefer_floor, round_prefer_ceil, floor or ceil");
+    start = x0 + (right ? 1 : 0);
+    w[0] = 1;
+  } else if (p.mode == "linear") {
+    if (p.antialias) {
+      double sum = 0;
+      for (int64_t j = 0; j < width; ++j) {
+        w[size_t(j)] = std::clamp(
+            1 - std::fabs(double(first + j) - ratio) * filterScale, 0.0, 1.0);
+        sum += w[size_t(j)];
+      }
+      for (double &v : w)
+        v /= sum;
+    } else {
+      w[0] = 1 - ratio;
+      w[1] = ratio;
+    }
+  } else if (p.mode == "cubic") {
+    if (p.antialias) {
+      double sum = 0;
+      for (int64_t j = 0; j < width; ++j) {
+        w[size_t(j)] =
+            cubicWeight(filterScale * (double(first + j) - ratio), p.cubicA);
+        sum += w[size_t(j)];
+      }
+      for (double &v : w)
+        v /= sum;
+    } else {
+      const double a = p.cubicA, r = ratio, s = 1 - ratio;
+      w[0] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
+      w[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+      w[2] = ((a + 2) * s - (a + 3)) * s * s + 1;
+      w[3] = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a;
+    }
+  } else {
+    return kernelError("Resize", "mode", "\"" + p.mode + "\"",
+                       "nearest, linear or cubic");
+  }
+  return Status::ok();
+}
+
 /// Taps of one dim of `in` -> `out` elements at `scale` (roiBegin/roiEnd only
 /// for tf_crop_and_resize).
 Status dimTaps(const ResizeParams &p, int64_t in, int64_t out, double scale,
@@ -120,7 +215,6 @@ Status dimTaps(const ResizeParams &p, int64_t in, int64_t out, double scale,
       t.index[size_t(o)] = std::min(o, std::max<int64_t>(in - 1, 0));
     return Status::ok();
   }
-  const double outWidth = scale * double(in);
   // Taps per output coordinate, and (antialias) the first tap's offset.
   int64_t width = 2, first = 0;
   const double filterScale = std::min(scale, 1.0);
@@ -142,32 +236,10 @@ Status dimTaps(const ResizeParams &p, int64_t in, int64_t out, double scale,
   t.weight.resize(size_t(out * width));
   std::vector<double> w(static_cast<size_t>(width));
   for (int64_t o = 0; o < out; ++o) {
-    const double y = double(o);
-    double x;
-    if (p.ctm == "align_corners") {
-      x = outWidth == 1 ? 0.0 : y * double(in - 1) / (outWidth - 1);
-    } else if (p.ctm == "asymmetric") {
-      x = y / scale;
-    } else if (p.ctm == "tf_crop_and_resize") {
-      x = outWidth == 1
-              ? (roiEnd - roiBegin) * double(in - 1) / 2
-              : y * (roiEnd - roiBegin) * double(in - 1) / (outWidth - 1);
-      x += roiBegin * double(in - 1);
+    double x = 0;
+    ZRT_RETURN_IF_ERROR(sourceCoordinate(p, o, in, out, scale, roiBegin, roiEnd, x));
+    if (p.ctm == "tf_crop_and_resize")
       t.outside[size_t(o)] = x < 0 || x > double(in - 1);
-    } else if (p.ctm == "pytorch_half_pixel") {
-      x = outWidth == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
-    } else if (p.ctm == "half_pixel_symmetric") {
-      const double adjustment = double(out) / outWidth;
-      const double offset = double(in) / 2 * (1 - adjustment);
-      x = offset + (y + 0.5) / scale - 0.5;
-    } else if (p.ctm == "half_pixel") {
-      x = (y + 0.5) / scale - 0.5;
-    } else {
-      return kernelError(
-          "Resize", "coordinate_transformation_mode", "\"" + p.ctm + "\"",
-          "half_pixel, half_pixel_symmetric, pytorch_half_pixel, "
-          "align_corners, asymmetric or tf_crop_and_resize");
-    }
     // The reference prefers the pixel on the left: an integer x has ratio 1
     // against the pixel before it.
     double base = std::floor(x);
@@ -178,59 +250,7 @@ Status dimTaps(const ResizeParams &p, int64_t in, int64_t out, double scale,
     }
     const int64_t x0 = int64_t(base);
     int64_t start = x0 + first;
-    if (p.mode == "nearest") {
-      bool right;
-      if (ratio == 1)
-        right = true;
-      else if (p.nearest == "round_prefer_floor")
-        right = ratio > 0.5;
-      else if (p.nearest == "round_prefer_ceil")
-        right = ratio >= 0.5;
-      else if (p.nearest == "floor")
-        right = false;
-      else if (p.nearest == "ceil")
-        right = true;
-      else
-        return kernelError(
-            "Resize", "nearest_mode", "\"" + p.nearest + "\"",
-            "round_prefer_floor, round_prefer_ceil, floor or ceil");
-      start = x0 + (right ? 1 : 0);
-      w[0] = 1;
-    } else if (p.mode == "linear") {
-      if (p.antialias) {
-        double sum = 0;
-        for (int64_t j = 0; j < width; ++j) {
-          w[size_t(j)] = std::clamp(
-              1 - std::fabs(double(first + j) - ratio) * filterScale, 0.0, 1.0);
-          sum += w[size_t(j)];
-        }
-        for (double &v : w)
-          v /= sum;
-      } else {
-        w[0] = 1 - ratio;
-        w[1] = ratio;
-      }
-    } else if (p.mode == "cubic") {
-      if (p.antialias) {
-        double sum = 0;
-        for (int64_t j = 0; j < width; ++j) {
-          w[size_t(j)] =
-              cubicWeight(filterScale * (double(first + j) - ratio), p.cubicA);
-          sum += w[size_t(j)];
-        }
-        for (double &v : w)
-          v /= sum;
-      } else {
-        const double a = p.cubicA, r = ratio, s = 1 - ratio;
-        w[0] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
-        w[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-        w[2] = ((a + 2) * s - (a + 3)) * s * s + 1;
-        w[3] = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a;
-      }
-    } else {
-      return kernelError("Resize", "mode", "\"" + p.mode + "\"",
-                         "nearest, linear or cubic");
-    }
+    ZRT_RETURN_IF_ERROR(tapWeights(p, ratio, x0, first, filterScale, start, w));
     if (p.excludeOutside && p.mode != "nearest") {
       double sum = 0;
       for (int64_t j = 0; j < width; ++j) {
