@@ -266,6 +266,69 @@ Expected<std::pair<double, double>> agreeOnLoss(Communicator &comm, const Progra
   return std::make_pair(agreed[0], agreed[1]);
 }
 
+/// What one optimizer step does, for its rates: samples and tokens (0 when
+/// unknown), the compiler's product FLOPs over every rank, and the peak the
+/// MFU is taken against (0: none).
+struct StepWork {
+  double samples = 0, tokens = 0, flops = 0, peakFlopsPerSecond = 0;
+};
+
+/// The log record of optimizer step `step`: the loss (mean over ranks) and
+/// time (slowest rank) agreed on, its rates and MFU, whether it was skipped
+/// (fp16), and the scalar outputs the program names (grad norm, lr, loss
+/// scale).
+Expected<StepRecord> stepRecord(const Executor &executor, int64_t step, double meanLoss,
+                                double seconds, bool skipped, const StepWork &work) {
+  const TrainingDesc &training = *executor.program().training;
+  StepRecord record;
+  record.step = step;
+  record.loss = meanLoss;
+  record.seconds = seconds;
+  record.samplesPerSecond = seconds > 0 ? work.samples / seconds : 0;
+  record.tokensPerSecond = seconds > 0 ? work.tokens / seconds : 0;
+  record.flopsPerSecond = seconds > 0 ? work.flops / seconds : 0;
+  if (record.flopsPerSecond > 0 && work.peakFlopsPerSecond > 0)
+    record.mfu = record.flopsPerSecond / work.peakFlopsPerSecond;
+  if (!training.skipped.empty())
+    record.skipped = skipped;
+  for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
+                              std::make_pair(&training.lr, &record.lr),
+                              std::make_pair(&training.lossScale, &record.lossScale)}) {
+    if (name->empty())
+      continue;
+    Expected<float> value = readScalarOutput(executor, *name);
+    if (!value)
+      return value.status();
+    *target = double(*value);
+  }
+  return record;
+}
+
+/// A step whose mean loss is not finite (and not an fp16 skip) stops the
+/// run: rank 0 says which step and output, nothing is saved, and
+/// --log-json keeps the steps before it.
+void reportNonFiniteLoss(Communicator &comm, TrainingLog &log, const Program &program,
+                         int64_t step, double meanLoss) {
+  log.finish();
+  if (comm.rank() != 0)
+    return;
+  const int world = comm.worldSize();
+  Status flushed = log.flush();
+  std::fprintf(stderr,
+               "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
+               "stopped: nothing is saved; --log-json, if given, holds the "
+               "steps before it\n",
+               (long long)step, std::isnan(meanLoss) ? "nan"
+                                : meanLoss > 0       ? "inf"
+                                                     : "-inf",
+               program.training->loss.c_str(), program.path.c_str(),
+               world > 1 ? (", mean over " + std::to_string(world) + " ranks").c_str()
+                         : "");
+  if (!flushed.isOk())
+    printError(comm, flushed.message());
+  std::fflush(stderr);
+}
+
 /// Runs the `total` optimizer steps of a training program, reading each
 /// step's inputs through `bindStep` when given (--data, --tokens; else they
 /// are bound already: one step from --input, or a program without inputs),
@@ -284,12 +347,13 @@ int trainSteps(Communicator &comm, Executor &executor,
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
-  const double samples = samplesPerStep(program);
-  const double tokens = tokensPerStep(program);
+  StepWork work;
+  work.samples = samplesPerStep(program);
+  work.tokens = tokensPerStep(program);
   // The compiler's count of the step's product FLOPs, every rank's.
-  double stepFlops = 0;
   for (int r = 0; r < world; ++r)
-    stepFlops += double(program.flopsOn(r));
+    work.flops += double(program.flopsOn(r));
+  work.peakFlopsPerSecond = peakFlopsPerSecond;
   // A failure keeps the steps done so far in --log-json (rank 0's).
   auto stop = [&](const Status &status) {
     log.finish();
@@ -335,24 +399,7 @@ int trainSteps(Communicator &comm, Executor &executor,
       skipped = *flag != 0;
     }
     if (!std::isfinite(meanLoss) && !skipped) {
-      log.finish();
-      if (comm.rank() == 0) {
-        Status flushed = log.flush();
-        std::fprintf(stderr,
-                     "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
-                     "stopped: nothing is saved; --log-json, if given, holds the "
-                     "steps before it\n",
-                     (long long)step, std::isnan(meanLoss) ? "nan"
-                                      : meanLoss > 0       ? "inf"
-                                                           : "-inf",
-                     training.loss.c_str(), program.path.c_str(),
-                     world > 1 ? (", mean over " + std::to_string(world) +
-                                  " ranks").c_str()
-                               : "");
-        if (!flushed.isOk())
-          printError(comm, flushed.message());
-        std::fflush(stderr);
-      }
+      reportNonFiniteLoss(comm, log, program, step, meanLoss);
       return 1;
     }
     if (checkpoint) {
@@ -360,27 +407,9 @@ int trainSteps(Communicator &comm, Executor &executor,
       if (!saved.isOk())
         return stop(saved);
     }
-    StepRecord record;
-    record.step = step;
-    record.loss = meanLoss;
-    record.seconds = seconds;
-    record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
-    record.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
-    record.flopsPerSecond = seconds > 0 ? stepFlops / seconds : 0;
-    if (record.flopsPerSecond > 0 && peakFlopsPerSecond > 0)
-      record.mfu = record.flopsPerSecond / peakFlopsPerSecond;
-    if (!training.skipped.empty())
-      record.skipped = skipped;
-    for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
-                                std::make_pair(&training.lr, &record.lr),
-                                std::make_pair(&training.lossScale, &record.lossScale)}) {
-      if (name->empty())
-        continue;
-      Expected<float> value = readScalarOutput(executor, *name);
-      if (!value)
-        return stop(value.status());
-      *target = double(*value);
-    }
+    Expected<StepRecord> record = stepRecord(executor, step, meanLoss, seconds, skipped, work);
+    if (!record)
+      return stop(record.status());
     // The evaluation runs after the step's outputs are read: its batches
     // reuse their bytes.
     std::optional<EvalRecord> evaluated;
@@ -392,7 +421,7 @@ int trainSteps(Communicator &comm, Executor &executor,
     }
     if (comm.rank() != 0)
       continue;
-    if (Status logged = log.record(record); !logged.isOk())
+    if (Status logged = log.record(*record); !logged.isOk())
       return stop(logged);
     if (evaluated)
       if (Status logged = log.recordEval(*evaluated); !logged.isOk())
