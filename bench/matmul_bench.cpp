@@ -39,9 +39,10 @@
 #include "cpu/ThreadPool.h"
 #include "cpu/kernels/PackedGemm.h"
 #include "zrt/Kernel.h"
+#include "zrt/CpuBackend.h"
 
 #include "KernelHarness.h" // TestConstants: a ConstantOperands keeping prepared forms
-#include "cpu/kernels/KernelSupport.h" // narrowHalfRow
+#include "kernels/KernelSupport.h" // narrowHalfRow
 
 #include <cblas.h>
 
@@ -102,7 +103,7 @@ struct Case {
 /// `v` rounded to bf16 (round to nearest even, as narrowHalfRow).
 std::vector<uint16_t> toBf16(const std::vector<float> &v) {
   std::vector<uint16_t> out(v.size());
-  zrt::cpu::narrowHalfRow(zrt::DType::BF16, v.data(), out.data(), int64_t(v.size()));
+  zrt::kernels::narrowHalfRow(zrt::DType::BF16, v.data(), out.data(), int64_t(v.size()));
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "math/VecMath.h"
 #include "zrt/Kernel.h"
+#include "zrt/CpuBackend.h"
 
 #include <algorithm>
 #include <chrono>

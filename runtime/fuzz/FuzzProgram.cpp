@@ -9,6 +9,7 @@
 
 #include "zrt/Kernel.h"
 #include "zrt/Program.h"
+#include "zrt/CpuBackend.h"
 
 #include <cstddef>
 #include <cstdint>

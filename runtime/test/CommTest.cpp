@@ -11,9 +11,13 @@
 
 #include "ProgramWriter.h"
 
+#include "zrt/Agreement.h"
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
+#include "zrt/MpiCommunicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -539,6 +543,121 @@ TEST(MultiRankExecutor, RunsCollectivesOverPartitionedGroups) {
   EXPECT_EQ(world->bytesSentInGroup(-1), uint64_t(size - 1) * 2 * 4);
   EXPECT_EQ(world->bytesSentInGroup(0), uint64_t(1 * 2 * 4 + 1 * 2 * 4));
   EXPECT_EQ(world->bytesSentInGroup(1), uint64_t(half - 1) * 3 * 4);
+}
+
+/// zrt/Agreement.h over the world: what each rank ends with when one rank
+/// fails, loads another program, or runs other collectives. Expected messages
+/// are written out from the ranks' roles, not from the code under test.
+TEST(Agreement, AFailedRankIsNamedOnEveryOther) {
+  int rank = world->rank(), size = world->worldSize();
+  EXPECT_TRUE(agreeOnOutcome(*world, Status::ok()).isOk());
+  Status local = rank == size - 1 ? Status::error("cannot read w.safetensors") : Status::ok();
+  Status agreed = agreeOnOutcome(*world, local);
+  ASSERT_FALSE(agreed.isOk());
+  if (rank == size - 1)
+    EXPECT_EQ(agreed.message(), "cannot read w.safetensors");
+  else
+    EXPECT_EQ(agreed.message(),
+              "stopped because rank(s) " + std::to_string(size - 1) + " failed");
+}
+
+TEST(Agreement, AnotherProgramOrWeightsLayoutIsNamed) {
+  int rank = world->rank();
+  EXPECT_TRUE(checkSameProgram(*world, "m.zrt", 0x1234, "w.safetensors", 0x99).isOk());
+  // Every rank but 0 loaded another program: each names itself and both hashes.
+  Status s = checkSameProgram(*world, "m.zrt", rank == 0 ? 0x1234 : 0x5678,
+                              "w.safetensors", 0x99);
+  if (rank == 0) {
+    EXPECT_TRUE(s.isOk()) << s.message();
+  } else {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_THAT(s.message(), HasSubstr("rank " + std::to_string(rank) +
+                                       " loaded a different program than rank 0 (m.zrt: "
+                                       "hash 0000000000005678, rank 0's: "
+                                       "0000000000001234)"));
+  }
+  // The same program, another weights layout on the last rank.
+  int last = world->worldSize() - 1;
+  s = checkSameProgram(*world, "m.zrt", 0x1234, "w.safetensors", rank == last ? 0x77 : 0x99);
+  if (rank == 0 || rank != last) {
+    EXPECT_TRUE(s.isOk()) << s.message();
+  } else {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_THAT(s.message(), HasSubstr("reads a different weights layout than rank 0 "
+                                       "(w.safetensors: hash 0000000000000077, rank 0's: "
+                                       "0000000000000099)"));
+  }
+}
+
+/// A program of world collectives: an AllReduce of `n` f32 elements, then
+/// (when `extra`) an AllGather of 8.
+Program collectiveProgram(int64_t n, bool extra) {
+  Program p;
+  p.buffers.push_back(BufferDesc{"g", DType::F32, {n}});
+  p.buffers.push_back(BufferDesc{"s", DType::F32, {8}});
+  Instruction reduce;
+  reduce.kind = OpKind::AllReduce;
+  reduce.inputs = {0};
+  reduce.loc = "grads";
+  p.instructions.push_back(reduce);
+  if (extra) {
+    Instruction gather;
+    gather.kind = OpKind::AllGather;
+    gather.inputs = {1};
+    p.instructions.push_back(gather);
+  }
+  return p;
+}
+
+TEST(Agreement, TheFirstDifferingCollectiveIsNamed) {
+  int rank = world->rank(), size = world->worldSize();
+  EXPECT_TRUE(checkCollectiveSequence(*world, collectiveProgram(16, true), "m.zrt").isOk());
+  // The last rank reduces 32 elements where the others reduce 16.
+  Status s = checkCollectiveSequence(*world, collectiveProgram(rank == size - 1 ? 32 : 16, true),
+                                     "m.zrt");
+  if (rank != 0 || size == 1) {
+    EXPECT_TRUE(s.isOk()) << s.message();
+  } else {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_THAT(s.message(),
+                HasSubstr("collective #1 of m.zrt differs between ranks: rank 0 runs "
+                          "AllReduce of 64 bytes in group -1 (instruction 0, grads), rank " +
+                          std::to_string(size - 1) +
+                          " runs AllReduce of 128 bytes in group -1 (instruction 0, grads)"));
+  }
+  // Rank 1 ends its program early.
+  s = checkCollectiveSequence(*world, collectiveProgram(16, rank != 1), "m.zrt");
+  if (rank != 0 || size == 1) {
+    EXPECT_TRUE(s.isOk()) << s.message();
+  } else {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_THAT(s.message(), HasSubstr("collective #2 of m.zrt differs between ranks: "
+                                       "rank 0 runs AllGather of 32 bytes"));
+    EXPECT_THAT(s.message(), HasSubstr("rank 1 runs none (its program ends)"));
+  }
+}
+
+TEST(Agreement, OtherCollectiveCountsAfterAStepAreNamed) {
+  int rank = world->rank(), size = world->worldSize();
+  // Each rank counts on a communicator of its own: odd ranks run one
+  // AllReduce more than the even ones.
+  std::unique_ptr<Communicator> counted = createLocalCommunicator();
+  ASSERT_TRUE(counted->setup({}, 1).isOk());
+  std::vector<float> v(4, 1.0f);
+  for (int i = 0; i < 1 + rank % 2; ++i)
+    ASSERT_TRUE(counted->allReduce(ref(v), ref(v), CommContext{}).isOk());
+  Status s = checkCollectiveCounts(*world, *counted, 3);
+  if (rank != 0 || size == 1) {
+    EXPECT_TRUE(s.isOk()) << s.message();
+  } else {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_THAT(s.message(), HasSubstr("after step 3 rank 1 has run other collectives "
+                                       "than rank 0"));
+    EXPECT_THAT(s.message(), HasSubstr("rank 0:\nAllGather 0 0\nReduceScatter 0 0\n"
+                                       "AllReduce 1 0\n"));
+    EXPECT_THAT(s.message(), HasSubstr("rank 1:\nAllGather 0 0\nReduceScatter 0 0\n"
+                                       "AllReduce 2 0\n"));
+  }
 }
 
 } // namespace

@@ -13,6 +13,8 @@
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
 #include "zrt/TensorFile.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,6 +9,7 @@
 #define ZRT_TEST_KERNELHARNESS_H
 
 #include "zrt/Kernel.h"
+#include "zrt/CpuBackend.h"
 
 #include <functional>
 #include <map>

@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/Kernel.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/CudaBackend.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -11,6 +11,7 @@
 #include "zrt/Bindings.h"
 #include "zrt/Kernel.h"
 #include "zrt/Program.h"
+#include "zrt/CpuBackend.h"
 
 #include "zrt_generated.h"
 

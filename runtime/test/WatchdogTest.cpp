@@ -10,6 +10,8 @@
 
 #include "zrt/Executor.h"
 #include "zrt/Watchdog.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

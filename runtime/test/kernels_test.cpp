@@ -9,9 +9,10 @@
 
 #include "KernelHarness.h"
 #include "zrt/Kernel.h"
+#include "zrt/CpuBackend.h"
 
 #include "cpu/CpuHalf.h"
-#include "cpu/kernels/KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "cpu/kernels/PackedGemm.h"
 #include "math/HalfMath.h"
 
@@ -2966,7 +2967,7 @@ TEST(Half, RowConversionsGiveHalfMathsBits) {
     for (size_t i = 0; i < all.size(); ++i)
       all[i] = uint16_t(i);
     std::vector<float> wide(all.size());
-    zrt::cpu::widenHalfRow(dt, all.data(), wide.data(), int64_t(all.size()));
+    zrt::kernels::widenHalfRow(dt, all.data(), wide.data(), int64_t(all.size()));
     int64_t wrong = 0;
     for (size_t i = 0; i < all.size(); ++i) {
       const float want = widenOne(dt, all[i]);
@@ -2991,14 +2992,14 @@ TEST(Half, RowConversionsGiveHalfMathsBits) {
     std::vector<float> in(bits.size());
     std::memcpy(in.data(), bits.data(), bits.size() * 4);
     std::vector<uint16_t> out(in.size());
-    zrt::cpu::narrowHalfRow(dt, in.data(), out.data(), int64_t(in.size()));
+    zrt::kernels::narrowHalfRow(dt, in.data(), out.data(), int64_t(in.size()));
     for (size_t i = 0; i < in.size(); ++i)
       if (out[i] != narrowOne(dt, in[i]) && wrong++ < 6)
         ADD_FAILURE() << "rounding 0x" << std::hex << bits[i] << ": 0x" << out[i]
                       << ", HalfMath 0x" << narrowOne(dt, in[i]);
     // Rounded in place: the widening of HalfMath's rounding.
     std::vector<float> inPlace = in;
-    zrt::cpu::roundHalfRow(dt, inPlace.data(), int64_t(inPlace.size()));
+    zrt::kernels::roundHalfRow(dt, inPlace.data(), int64_t(inPlace.size()));
     for (size_t i = 0; i < in.size(); ++i) {
       const float want = widenOne(dt, narrowOne(dt, in[i]));
       if (std::memcmp(&want, &inPlace[i], 4) != 0 && wrong++ < 9)

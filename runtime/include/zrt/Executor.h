@@ -12,6 +12,7 @@
 #define ZRT_EXECUTOR_H
 
 #include "zrt/Backend.h"
+#include "zrt/Communicator.h"
 #include "zrt/Program.h"
 #include "zrt/Status.h"
 

@@ -120,25 +120,6 @@ private:
   std::map<std::string, KernelFn> table_;
 };
 
-/// Adds every CPU kernel to `table` (runtime/src/cpu/kernels).
-void registerCpuKernels(KernelTable &table);
-
-/// The op names of the CPU kernel table, sorted.
-std::vector<std::string> cpuKernelNames();
-
-#ifdef ZRT_HAVE_CUDA
-/// Adds every CUDA kernel to `table` (runtime/src/cuda; needs no GPU to
-/// build the table, only to run it).
-void registerCudaKernels(KernelTable &table);
-
-/// The op names of the CUDA kernel table, sorted.
-std::vector<std::string> cudaKernelNames();
-
-/// The CUDA kernels that run the CPU kernel on host copies of their operands
-/// (no GPU kernel yet), sorted; a subset of cudaKernelNames().
-std::vector<std::string> cudaStagedKernelNames();
-#endif
-
 } // namespace zrt
 
 #endif // ZRT_KERNEL_H

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/Backend.h"
+#include "zrt/Communicator.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -12,8 +12,9 @@
 
 #include "CpuHalf.h"
 #include "zrt/Backend.h"
+#include "zrt/CpuBackend.h"
 
-#include "cpu/HostEvent.h"
+#include "kernels/HostEvent.h"
 #include "cpu/ThreadPool.h"
 #include "cpu/kernels/PackedGemm.h"
 

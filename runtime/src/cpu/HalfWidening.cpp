@@ -18,9 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuHalf.h"
 
-#include "KernelSlots.h"
+#include "kernels/KernelSlots.h"
 #include "kernels/KernelSupport.h"
 #include "kernels/ReduceKernels.h"
 
@@ -34,6 +35,7 @@
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }

@@ -14,8 +14,8 @@
 //   elementwise, reduction, softmax and normalisation, optimizer, data
 //   movement, gather/scatter and loss families (cuda/*.cu); Quantize and
 //   Dequantize (cuda/QuantizeKernels.cu).
-// - Kernels sharing the CPU kernels' checks (cpu::prepare*:
-//   cpu/kernels/KernelLayouts.h) and per-element math (math/WindowMath.h,
+// - Kernels sharing the CPU kernels' checks (kernels::prepare*:
+//   kernels/KernelLayouts.h) and per-element math (math/WindowMath.h,
 //   ResizeMath.h, SelectionMath.h, FusedMath.h) with loops of their own:
 //   MatMul and Gemm (cuBLAS for f32 / f64, through blasGemm below; a direct
 //   kernel otherwise: cuda/MatMulKernels.cu), Conv / ConvTranspose (im2col
@@ -33,12 +33,14 @@
 
 #include "cuda/CudaBackend.h"
 
-#include "cpu/HostEvent.h"
-#include "cpu/KernelSlots.h"
-#include "cpu/kernels/KernelSupport.h"
-#include "cpu/kernels/QuantizeLayout.h"
+#include "kernels/HostEvent.h"
+#include "kernels/KernelSlots.h"
+#include "kernels/KernelSupport.h"
+#include "kernels/QuantizeLayout.h"
 #include "cuda/CudaKernels.h"
 #include "cuda/QuantizeKernels.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/CudaBackend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -442,8 +444,8 @@ constexpr const std::array<KernelFn, kMaxStaged> &kStagedEntries =
 /// waits for the stream to report a non-finite element as the CPU does.
 Status quantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
                       const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  cpu::QuantizeLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareQuantize(in, out, attrs, l));
+  kernels::QuantizeLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareQuantize(in, out, attrs, l));
   if (!currentLaunch)
     return Status::error("Quantize: called outside a CUDA stream launch");
   cudaStream_t stream = currentLaunch->stream;
@@ -467,15 +469,15 @@ Status quantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
                             "Quantize: cudaMemcpyAsync"));
   ZRT_RETURN_IF_ERROR(
       check(cudaStreamSynchronize(stream), "Quantize: cudaStreamSynchronize"));
-  return cpu::quantizeNonFiniteError(l, int64_t(bad), value);
+  return kernels::quantizeNonFiniteError(l, int64_t(bad), value);
 }
 
 /// Dequantize (docs/kernels.md): the CPU kernel's checks, then the CUDA kernel.
 Status dequantizeKernel(const KernelContext &, const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out,
                         const AttrMap &attrs) {
-  cpu::QuantizeLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareDequantize(in, out, attrs, l));
+  kernels::QuantizeLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareDequantize(in, out, attrs, l));
   if (!currentLaunch)
     return Status::error("Dequantize: called outside a CUDA stream launch");
   return check(launchDequantize(l, static_cast<const uint8_t *>(in[0].data),

@@ -2,8 +2,8 @@
 //-*-===//
 //
 // cuda::CudaLoops: the CUDA implementation of the Loops policy that the
-// shared kernel templates (cpu/kernels/ElementwiseKernels.h, ...) run their
-// inner loops with; cpu::CpuLoops (cpu/kernels/CpuLoops.h) is the CPU one.
+// shared kernel templates (kernels/ElementwiseKernels.h, ...) run their
+// inner loops with; kernels::CpuLoops (cpu/kernels/CpuLoops.h) is the CPU one.
 // Only launch geometry lives here: the per-element math is the same functor
 // on both backends. Everything is enqueued on the CUDA stream of the current
 // launch (cuda::launchStream(), set by the CUDA backend's stream around each
@@ -17,7 +17,7 @@
 #ifndef ZRT_CUDA_CUDALOOPS_CUH
 #define ZRT_CUDA_CUDALOOPS_CUH
 
-#include "cpu/kernels/KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "cuda/CudaKernels.h"
 
 #include <cuda_runtime_api.h>
@@ -83,7 +83,7 @@ template <int N> struct DevicePlan {
 };
 
 template <int N>
-Status toDevicePlan(const char *op, const cpu::BroadcastPlan &plan,
+Status toDevicePlan(const char *op, const kernels::BroadcastPlan &plan,
                     DevicePlan<N> &out) {
   if (plan.dims.size() > size_t(kMaxDims))
     return Status::error(std::string(op) + ": broadcasting over " +
@@ -173,7 +173,7 @@ struct CudaLoops {
 
   template <typename TA, typename TB, typename TO, typename Op>
   static Status broadcast2(const KernelContext &,
-                           const cpu::BroadcastPlan &plan, const Op &op,
+                           const kernels::BroadcastPlan &plan, const Op &op,
                            const TA *pa, const TB *pb, TO *po) {
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor("broadcast kernel", stream));
@@ -187,7 +187,7 @@ struct CudaLoops {
   }
 
   template <typename U>
-  static Status where(const KernelContext &, const cpu::BroadcastPlan &plan,
+  static Status where(const KernelContext &, const kernels::BroadcastPlan &plan,
                       const uint8_t *cond, const U *px, const U *py, U *po) {
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor("Where", stream));
@@ -212,18 +212,18 @@ struct CudaLoops {
   }
 
   /// `in` broadcast to `out`'s shape (same element size), with the checks
-  /// of the CPU's cpu::broadcastCopy.
+  /// of the CPU's kernels::broadcastCopy.
   static Status broadcastCopy(const KernelContext &, const char *op,
                               const TensorRef &in, const TensorRef &out) {
-    cpu::BroadcastPlan plan;
-    ZRT_RETURN_IF_ERROR(cpu::planBroadcastCopy(op, in, out, plan));
+    kernels::BroadcastPlan plan;
+    ZRT_RETURN_IF_ERROR(kernels::planBroadcastCopy(op, in, out, plan));
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(op, stream));
     DevicePlan<1> p;
     ZRT_RETURN_IF_ERROR(toDevicePlan(op, plan, p));
     if (p.numel <= 0)
       return Status::ok();
-    cpu::dispatchBySize(dtypeSize(out.dtype), [&](auto tag) {
+    kernels::dispatchBySize(dtypeSize(out.dtype), [&](auto tag) {
       using U = typename decltype(tag)::type;
       broadcastCopyKernel<<<blocksFor(p.numel), kThreads, 0, stream>>>(
           p, in.as<U>(), out.as<U>());

@@ -1,7 +1,7 @@
 //===- FusedKernels.cu - FusedElementwise on the GPU ----------------------===//
 //
-// FusedElementwise with the CPU kernel's checks (cpu::prepareFused:
-// cpu/kernels/KernelLayouts.h): one thread per output element interprets
+// FusedElementwise with the CPU kernel's checks (kernels::prepareFused:
+// kernels/KernelLayouts.h): one thread per output element interprets
 // the op list, each op's f32 result rounded and kept in a per-thread slot
 // before the next op reads it, exactly as between two kernels (the
 // functors of math/FusedMath.h: the single-op kernels'). The program lives
@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/KernelLayouts.h"
+#include "kernels/KernelLayouts.h"
 #include "cuda/CudaLoops.cuh"
 #include "math/FusedMath.h"
 #include "math/HalfMath.h"
@@ -110,8 +110,8 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out,
                         const AttrMap &attrs) {
   const char *name = "FusedElementwise";
-  cpu::FusedProgram p;
-  ZRT_RETURN_IF_ERROR(cpu::prepareFused(in, out, attrs, p, /*halfOperands=*/false));
+  kernels::FusedProgram p;
+  ZRT_RETURN_IF_ERROR(kernels::prepareFused(in, out, attrs, p, /*halfOperands=*/false));
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor(name, stream));
   const TensorRef &y = out[0];
@@ -129,7 +129,7 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
   // written, so an op may reuse its own operand's slot).
   std::vector<int64_t> lastUse(static_cast<size_t>(numOps), -1);
   for (int64_t k = 0; k < numOps; ++k) {
-    const cpu::FusedOp &op = p.ops[size_t(k)];
+    const kernels::FusedOp &op = p.ops[size_t(k)];
     for (int64_t ref : {op.a, math::isFusedBinary(op.code) ? op.b : -1})
       if (ref >= numIn)
         lastUse[size_t(ref - numIn)] = k;
@@ -150,7 +150,7 @@ Status fusedElementwise(const KernelContext &, const std::vector<TensorRef> &in,
     }
   };
   for (int64_t k = 0; k < numOps; ++k) {
-    const cpu::FusedOp &op = p.ops[size_t(k)];
+    const kernels::FusedOp &op = p.ops[size_t(k)];
     DeviceFusedOp &d = ops[size_t(k)];
     d.code = int32_t(op.code);
     d.round = op.round == DType::F16 ? 1 : op.round == DType::BF16 ? 2 : 0;

@@ -15,7 +15,7 @@
 
 #include "cuda/CudaKernels.h"
 #include "cuda/CudaLoops.cuh"
-#include "cpu/KernelSlots.h"
+#include "kernels/KernelSlots.h"
 #include "math/HalfMath.h"
 
 #include <array>

@@ -1,7 +1,7 @@
 //===- IndexingKernels.cu - Gathers on the GPU ----------------------------===//
 //
 // Gather, GatherND, GatherElements, ScatterElements and ScatterND of
-// cpu/kernels/IndexingKernels.h (the CPU kernels' operand and index checks:
+// kernels/IndexingKernels.h (the CPU kernels' operand and index checks:
 // the indices are copied to the host, which waits for the stream, and
 // checked and normalised there exactly as on the CPU). The host turns them
 // into one offset per row, uploaded to stream-ordered scratch. Gathers: one
@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/IndexingKernels.h"
+#include "kernels/IndexingKernels.h"
 #include "cuda/CudaLoops.cuh"
 
 namespace zrt {
@@ -67,7 +67,7 @@ struct CudaIndexingLoops : CudaLoops {
   static Status readIndices(const char *op, const TensorRef &indices,
                             std::vector<int64_t> &values) {
     if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-      return cpu::indexing::readIndices(op, indices, values); // the error
+      return kernels::indexing::readIndices(op, indices, values); // the error
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(op, stream));
     std::vector<uint8_t> host(size_t(indices.bytes()));
@@ -81,7 +81,7 @@ struct CudaIndexingLoops : CudaLoops {
     }
     TensorRef onHost = indices;
     onHost.data = host.data();
-    return cpu::indexing::readIndices(op, onHost, values);
+    return kernels::indexing::readIndices(op, onHost, values);
   }
 
   static Status gatherRows(const KernelContext &,
@@ -95,7 +95,7 @@ struct CudaIndexingLoops : CudaLoops {
       return Status::ok();
     std::shared_ptr<void> scratch;
     ZRT_RETURN_IF_ERROR(uploadOffsets(stream, offsets, scratch));
-    cpu::dispatchBySize(dtypeSize(data.dtype), [&](auto tag) {
+    kernels::dispatchBySize(dtypeSize(data.dtype), [&](auto tag) {
       using U = typename decltype(tag)::type;
       gatherRowsKernel<<<blocksFor(rows * rowLen), kThreads, 0, stream>>>(
           static_cast<const int64_t *>(scratch.get()), rows, rowLen,
@@ -104,7 +104,7 @@ struct CudaIndexingLoops : CudaLoops {
     return launched(op);
   }
 
-  static Status gather(const KernelContext &ctx, const cpu::AxisSplit &split,
+  static Status gather(const KernelContext &ctx, const kernels::AxisSplit &split,
                        const std::vector<int64_t> &index, const TensorRef &data,
                        const TensorRef &y) {
     const int64_t count = int64_t(index.size());
@@ -123,7 +123,7 @@ struct CudaIndexingLoops : CudaLoops {
                                const TensorRef &data, const TensorRef &y) {
     std::vector<int64_t> offsets(index.size());
     for (size_t k = 0; k < index.size(); ++k)
-      offsets[k] = cpu::indexing::offsetWithoutAxis(indexShape, strides,
+      offsets[k] = kernels::indexing::offsetWithoutAxis(indexShape, strides,
                                                     size_t(axis), int64_t(k)) +
                    index[k] * strides[size_t(axis)];
     return gatherRows(ctx, offsets, 1, data, y);
@@ -157,7 +157,7 @@ struct CudaIndexingLoops : CudaLoops {
                                 math::ScatterReduction reduction) {
     std::vector<int64_t> offsets(index.size());
     for (size_t k = 0; k < index.size(); ++k)
-      offsets[k] = cpu::indexing::offsetWithoutAxis(indexShape, strides,
+      offsets[k] = kernels::indexing::offsetWithoutAxis(indexShape, strides,
                                                     size_t(axis), int64_t(k)) +
                    index[k] * strides[size_t(axis)];
     return scatterRows<T>(ctx, offsets, 1, updates, out, reduction);
@@ -167,7 +167,7 @@ struct CudaIndexingLoops : CudaLoops {
 } // namespace
 
 void registerCudaIndexingKernels(KernelTable &table) {
-  cpu::indexing::addIndexingKernels<CudaIndexingLoops>(table);
+  kernels::indexing::addIndexingKernels<CudaIndexingLoops>(table);
 }
 
 } // namespace cuda

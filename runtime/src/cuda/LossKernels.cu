@@ -1,7 +1,7 @@
 //===- LossKernels.cu - Cross-entropy losses on the GPU -------------------===//
 //
 // SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss of
-// cpu/kernels/LossKernels.h (the CPU kernels' operand, attribute and label
+// kernels/LossKernels.h (the CPU kernels' operand, attribute and label
 // checks: the labels are copied to the host, which waits for the stream,
 // and checked there) with math/LossMath.h:
 // - the log-sum-exp of each (n, d) over the classes: one CUDA block per row
@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/LossKernels.h"
+#include "kernels/LossKernels.h"
 #include "cuda/CudaLoops.cuh"
 #include "math/NormMath.h"
 
@@ -137,7 +137,7 @@ struct CudaLossLoops : CudaLoops {
           check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
     }
     values.resize(size_t(labels.numel()));
-    cpu::dispatchType(cpu::IndexTypes{}, labels.dtype, [&](auto tag) {
+    kernels::dispatchType(kernels::IndexTypes{}, labels.dtype, [&](auto tag) {
       using I = typename decltype(tag)::type;
       const I *p = reinterpret_cast<const I *>(host.data());
       std::copy(p, p + values.size(), values.begin());
@@ -148,8 +148,8 @@ struct CudaLossLoops : CudaLoops {
   /// The reduction kernel, after uploading the checked labels.
   template <typename T>
   static Status runNll(const char *op, cudaStream_t stream,
-                       const cpu::loss::LossShape &shape, const T *x,
-                       const T *lse, const cpu::loss::NllPlan &plan,
+                       const kernels::loss::LossShape &shape, const T *x,
+                       const T *lse, const kernels::loss::NllPlan &plan,
                        const TensorRef &loss) {
     std::shared_ptr<void> labels;
     ZRT_RETURN_IF_ERROR(
@@ -171,9 +171,9 @@ struct CudaLossLoops : CudaLoops {
 
   template <typename T>
   static Status
-  softmaxCrossEntropy(const KernelContext &, const cpu::loss::LossShape &shape,
+  softmaxCrossEntropy(const KernelContext &, const kernels::loss::LossShape &shape,
                       const TensorRef &scores, const TensorRef *logProb,
-                      const cpu::loss::NllPlan &plan, const TensorRef &loss) {
+                      const kernels::loss::NllPlan &plan, const TensorRef &loss) {
     const char *op = "SoftmaxCrossEntropyLoss";
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(op, stream));
@@ -200,8 +200,8 @@ struct CudaLossLoops : CudaLoops {
   }
 
   template <typename T>
-  static Status nll(const KernelContext &, const cpu::loss::LossShape &shape,
-                    const TensorRef &logProbs, const cpu::loss::NllPlan &plan,
+  static Status nll(const KernelContext &, const kernels::loss::LossShape &shape,
+                    const TensorRef &logProbs, const kernels::loss::NllPlan &plan,
                     const TensorRef &loss) {
     const char *op = "NegativeLogLikelihoodLoss";
     cudaStream_t stream;
@@ -213,7 +213,7 @@ struct CudaLossLoops : CudaLoops {
 } // namespace
 
 void registerCudaLossKernels(KernelTable &table) {
-  cpu::loss::addLossKernels<CudaLossLoops>(table);
+  kernels::loss::addLossKernels<CudaLossLoops>(table);
 }
 
 } // namespace cuda

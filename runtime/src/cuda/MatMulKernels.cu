@@ -1,7 +1,7 @@
 //===- MatMulKernels.cu - MatMul and Gemm on the GPU ----------------------===//
 //
-// MatMul and Gemm with the CPU kernels' checks (cpu::prepareMatMul,
-// cpu::prepareGemm: cpu/kernels/KernelLayouts.h):
+// MatMul and Gemm with the CPU kernels' checks (kernels::prepareMatMul,
+// kernels::prepareGemm: kernels/KernelLayouts.h):
 //
 // - f32 / f64 through cuBLAS (cuda::blasGemm): MatMul whenever its batch
 //   dims collapse to at most one broadcast dim (equal batches, a shared A or
@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/KernelLayouts.h"
+#include "kernels/KernelLayouts.h"
 #include "cuda/CudaLoops.cuh"
 
 #include <type_traits>
@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
 
 Status matMulKernel(const KernelContext &, const std::vector<TensorRef> &in,
                     const std::vector<TensorRef> &out, const AttrMap &) {
-  cpu::MatMulLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareMatMul(in, out, l));
+  kernels::MatMulLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareMatMul(in, out, l));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor("MatMul", stream));
@@ -128,7 +128,7 @@ Status matMulKernel(const KernelContext &, const std::vector<TensorRef> &in,
   }
   DevicePlan<2> plan;
   ZRT_RETURN_IF_ERROR(toDevicePlan("MatMul", l.plan, plan));
-  cpu::dispatchType(cpu::NumericTypes{}, a.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::NumericTypes{}, a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     matMulDirectKernel<T><<<blocksFor(batch * m * n), kThreads, 0, stream>>>(
         plan, m, n, k, a.as<T>(), b.as<T>(), y.as<T>());
@@ -138,8 +138,8 @@ Status matMulKernel(const KernelContext &, const std::vector<TensorRef> &in,
 
 Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  cpu::GemmLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareGemm(in, out, attrs, l));
+  kernels::GemmLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareGemm(in, out, attrs, l));
   const TensorRef &a = in[0], &b = in[1], &y = out[0];
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor("Gemm", stream));
@@ -157,7 +157,7 @@ Status gemmKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
                            a.as<float>(), b.as<float>(), float(l.beta),
                            y.as<float>(), 1, 0, 0, 0);
   }
-  cpu::dispatchType(cpu::NumericTypes{}, a.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::NumericTypes{}, a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemmDirectKernel<T><<<blocksFor(l.m * l.n), kThreads, 0, stream>>>(
         l.transA, l.transB, l.m, l.n, l.k, a.shape[1], b.shape[1], l.alpha,

@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/CudaBackend.h"
+#include "zrt/Communicator.h"
+#include "zrt/CudaBackend.h"
 
 #include <cstdlib>
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 //===- NormalizationKernels.cu - Softmax and norms on the GPU -------------===//
 //
 // Softmax / LogSoftmax and LayerNormalization / RMSNormalization of
-// cpu/kernels/NormalizationKernels.h (the CPU kernels' checks, attributes and
+// kernels/NormalizationKernels.h (the CPU kernels' checks, attributes and
 // Scale/B broadcasting) with the arithmetic of math/NormMath.h:
 //
 // - a row along the innermost axis (Softmax with inner = 1, every
@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/NormalizationKernels.h"
+#include "kernels/NormalizationKernels.h"
 #include "cuda/CudaLoops.cuh"
 
 namespace zrt {
@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, bool RMS>
 __global__ void __launch_bounds__(kThreads)
     normalizeKernel(int64_t rows, int64_t cols, const T *in, T *out, const T *w,
-                    const T *b, T epsilon, cpu::norm::Statistic meanOut,
-                    cpu::norm::Statistic invStdOut) {
+                    const T *b, T epsilon, kernels::norm::Statistic meanOut,
+                    kernels::norm::Statistic invStdOut) {
   __shared__ T red[kThreads];
   const int t = int(threadIdx.x);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads)
 /// The CUDA loops of norm::softmaxKernel and norm::normalizationKernel.
 struct CudaNormLoops : CudaLoops {
   template <typename T, bool Log>
-  static Status softmax(const KernelContext &, const cpu::AxisSplit &split,
+  static Status softmax(const KernelContext &, const kernels::AxisSplit &split,
                         const T *src, T *dst) {
     const char *op = Log ? "LogSoftmax" : "Softmax";
     cudaStream_t stream;
@@ -170,7 +170,7 @@ struct CudaNormLoops : CudaLoops {
   }
 
   template <typename T>
-  static Status allocateRow(int64_t count, cpu::norm::RowParameter<T> &result) {
+  static Status allocateRow(int64_t count, kernels::norm::RowParameter<T> &result) {
     ZRT_RETURN_IF_ERROR(allocate(uint64_t(count) * sizeof(T), result.storage));
     result.data = static_cast<const T *>(result.storage.get());
     return Status::ok();
@@ -179,8 +179,8 @@ struct CudaNormLoops : CudaLoops {
   template <typename T, bool RMS>
   static Status normalize(const KernelContext &, int64_t rows, int64_t cols,
                           const T *src, T *dst, const T *w, const T *b,
-                          T epsilon, cpu::norm::Statistic mean,
-                          cpu::norm::Statistic invStdDev) {
+                          T epsilon, kernels::norm::Statistic mean,
+                          kernels::norm::Statistic invStdDev) {
     const char *op = RMS ? "RMSNormalization" : "LayerNormalization";
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(op, stream));
@@ -195,7 +195,7 @@ struct CudaNormLoops : CudaLoops {
 } // namespace
 
 void registerCudaNormalizationKernels(KernelTable &table) {
-  cpu::norm::addNormalizationKernels<CudaNormLoops>(table);
+  kernels::norm::addNormalizationKernels<CudaNormLoops>(table);
 }
 
 } // namespace cuda

@@ -1,6 +1,6 @@
 //===- OptimizerKernels.cu - AdamW and SGD on the GPU ---------------------===//
 //
-// AdamW / Adam and SGD of cpu/kernels/OptimizerKernels.h (the CPU kernels'
+// AdamW / Adam and SGD of kernels/OptimizerKernels.h (the CPU kernels'
 // checks and host-side scalars: step, lr and grad_scale are read to the host,
 // which waits for the stream) with the element updates of
 // math/OptimizerMath.h, one thread per element. This file is compiled with
@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/OptimizerKernels.h"
+#include "kernels/OptimizerKernels.h"
 #include "cuda/CudaLoops.cuh"
 
 namespace zrt {
@@ -89,7 +89,7 @@ Status swapNotOnGpu(const KernelContext &, const std::vector<TensorRef> &,
 } // namespace
 
 void registerCudaOptimizerKernels(KernelTable &table) {
-  cpu::optimizer::addOptimizerKernels<CudaOptimizerLoops>(table);
+  kernels::optimizer::addOptimizerKernels<CudaOptimizerLoops>(table);
   table.add("SwapIn", swapNotOnGpu);
   table.add("SwapOut", swapNotOnGpu);
 }

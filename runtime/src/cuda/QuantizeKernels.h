@@ -2,7 +2,7 @@
 //
 // The launchers of cuda/QuantizeKernels.cu, called by CudaBackend.cpp after
 // it has checked the operands with the CPU kernel's host code
-// (cpu/kernels/QuantizeLayout.h). Pointers are device memory; everything is
+// (kernels/QuantizeLayout.h). Pointers are device memory; everything is
 // enqueued on `stream` and nothing waits for it.
 //
 //===----------------------------------------------------------------------===//

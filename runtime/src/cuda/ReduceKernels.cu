@@ -1,7 +1,7 @@
 //===- ReduceKernels.cu - Reduce* kernels on the GPU ----------------------===//
 //
 // The Reduce* kernels, ArgMax / ArgMin and CumSum of
-// cpu/kernels/ReduceKernels.h (the CPU kernels' checks and reduction layout)
+// kernels/ReduceKernels.h (the CPU kernels' checks and reduction layout)
 // with the math of math/ReduceMath.h. Reductions run in a fixed order chosen
 // from the shapes only (deterministic; no atomics):
 //
@@ -16,14 +16,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/ReduceKernels.h"
+#include "kernels/ReduceKernels.h"
 #include "cuda/CudaLoops.cuh"
 
 namespace zrt {
 namespace cuda {
 namespace {
 
-/// The layout of cpu::ReductionLayout, by value.
+/// The layout of kernels::ReductionLayout, by value.
 struct DeviceReduction {
   int keptRank = 0, reducedRank = 0;
   int64_t keptDims[kMaxDims] = {}, keptStrides[kMaxDims] = {};
@@ -53,7 +53,7 @@ struct DeviceReduction {
   }
 };
 
-Status toDevice(const char *op, const cpu::ReductionLayout &l,
+Status toDevice(const char *op, const kernels::ReductionLayout &l,
                 DeviceReduction &d) {
   if (l.keptDims.size() > size_t(kMaxDims) ||
       l.reducedDims.size() > size_t(kMaxDims))
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
 struct CudaReduceLoops {
   template <typename R, typename T>
   static Status reduce(const KernelContext &,
-                       const cpu::ReductionLayout &layout, const T *in,
+                       const kernels::ReductionLayout &layout, const T *in,
                        T *out) {
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor("Reduce", stream));
@@ -187,7 +187,7 @@ struct CudaReduceLoops {
   }
 
   template <typename T, bool IsMax>
-  static Status argExtremum(const KernelContext &, const cpu::AxisSplit &split,
+  static Status argExtremum(const KernelContext &, const kernels::AxisSplit &split,
                             bool last, const TensorRef &x, const TensorRef &y) {
     const char *op = IsMax ? "ArgMax" : "ArgMin";
     cudaStream_t stream;
@@ -201,7 +201,7 @@ struct CudaReduceLoops {
   }
 
   template <typename T>
-  static Status cumSum(const KernelContext &, const cpu::AxisSplit &split,
+  static Status cumSum(const KernelContext &, const kernels::AxisSplit &split,
                        bool exclusive, bool reverse, const TensorRef &x,
                        const TensorRef &y) {
     cudaStream_t stream;
@@ -219,7 +219,7 @@ struct CudaReduceLoops {
 } // namespace
 
 void registerCudaReduceKernels(KernelTable &table) {
-  cpu::reduce::addReduceKernels<CudaReduceLoops>(table);
+  kernels::reduce::addReduceKernels<CudaReduceLoops>(table);
 }
 
 } // namespace cuda

@@ -1,7 +1,7 @@
 //===- SelectionKernels.cu - TopK and OneHot on the GPU -------------------===//
 //
-// The CPU kernels' checks (cpu::prepareTopK, cpu::prepareOneHot:
-// cpu/kernels/KernelLayouts.h) with the GPU loops:
+// The CPU kernels' checks (kernels::prepareTopK, kernels::prepareOneHot:
+// kernels/KernelLayouts.h) with the GPU loops:
 //
 // - TopK: one CUDA block per line sorts the line's indices in scratch with a
 //   bitonic network (padded to a power of two; padding sorts last) under
@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/KernelLayouts.h"
+#include "kernels/KernelLayouts.h"
 #include "cuda/CudaLoops.cuh"
 #include "math/SelectionMath.h"
 
@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(kThreads)
 
 Status topK(const KernelContext &, const std::vector<TensorRef> &in,
             const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  cpu::TopKLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareTopK(in, out, attrs, l));
+  kernels::TopKLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareTopK(in, out, attrs, l));
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor("TopK", stream));
   const int64_t lines = l.split.outer * l.split.inner, n = l.split.axis;
@@ -89,7 +89,7 @@ Status topK(const KernelContext &, const std::vector<TensorRef> &in,
   std::shared_ptr<void> scratch;
   ZRT_RETURN_IF_ERROR(CudaLoops::allocate(uint64_t(blocks * perLine), scratch));
   const TensorRef &x = in[0];
-  cpu::dispatchType(cpu::NumericTypes{}, x.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::NumericTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     topKKernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(
         x.as<T>(), out[0].as<T>(), out[1].as<int64_t>(), 0, lines, n,
@@ -101,16 +101,16 @@ Status topK(const KernelContext &, const std::vector<TensorRef> &in,
 
 Status oneHot(const KernelContext &ctx, const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out, const AttrMap &attrs) {
-  cpu::OneHotLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareOneHot(in, out, attrs, l));
+  kernels::OneHotLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareOneHot(in, out, attrs, l));
   const TensorRef &indices = *l.indices, &values = *l.values, &y = out[0];
   const int64_t total = l.outer * l.depth * l.inner;
   if (total == 0)
     return Status::ok();
   Status status;
-  cpu::dispatchType(cpu::NumericTypes{}, indices.dtype, [&](auto itag) {
+  kernels::dispatchType(kernels::NumericTypes{}, indices.dtype, [&](auto itag) {
     using I = typename decltype(itag)::type;
-    cpu::dispatchBySize(dtypeSize(y.dtype), [&](auto vtag) {
+    kernels::dispatchBySize(dtypeSize(y.dtype), [&](auto vtag) {
       using U = typename decltype(vtag)::type;
       status = CudaLoops::forEach(
           ctx, total, 0,

@@ -1,7 +1,7 @@
 //===- ShapeKernels.cu - Data movement kernels on the GPU -----------------===//
 //
 // Copy, LocalShard, Expand, Transpose, Concat, Split, Slice, Fill, Tile,
-// Trilu, Range and Pad of cpu/kernels/ShapeKernels.h (the CPU kernels' checks
+// Trilu, Range and Pad of kernels/ShapeKernels.h (the CPU kernels' checks
 // and collapsed layouts) on the GPU: plain and 2-D copies are stream-ordered
 // cudaMemcpy* calls; Transpose, Slice, Tile and Pad one thread per output
 // element gathering from its input offset (Pad's per-dim index maps come
@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/ShapeKernels.h"
+#include "kernels/ShapeKernels.h"
 #include "cuda/CudaLoops.cuh"
 
 namespace zrt {
@@ -112,7 +112,7 @@ Status gather(const char *op, const std::vector<int64_t> &dims,
   }
   if (p.numel <= 0)
     return Status::ok();
-  cpu::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
+  kernels::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
     using U = typename decltype(tag)::type;
     gatherKernel<<<blocksFor(p.numel), kThreads, 0, stream>>>(
         p, base, x.as<U>(), y.as<U>());
@@ -178,13 +178,13 @@ struct CudaShapeLoops : CudaLoops {
     DevicePlan<1> yDims, xDims;
     yDims.rank = xDims.rank = int(y.shape.size());
     yDims.numel = y.numel();
-    const std::vector<int64_t> inStrides = cpu::contiguousStrides(x.shape);
+    const std::vector<int64_t> inStrides = kernels::contiguousStrides(x.shape);
     for (size_t d = 0; d < y.shape.size(); ++d) {
       yDims.dims[d] = y.shape[d];
       xDims.dims[d] = x.shape[d];
       xDims.strides[0][d] = inStrides[d];
     }
-    cpu::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
+    kernels::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
       using U = typename decltype(tag)::type;
       tileKernel<<<blocksFor(yDims.numel), kThreads, 0, stream>>>(
           yDims, xDims, x.as<U>(), y.as<U>());
@@ -200,7 +200,7 @@ struct CudaShapeLoops : CudaLoops {
     const int64_t n = rows * cols;
     if (n <= 0)
       return Status::ok();
-    cpu::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
+    kernels::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
       using U = typename decltype(tag)::type;
       triluKernel<<<blocksFor(n), kThreads, 0, stream>>>(
           upper, k, rowsPerMatrix, cols, n, x.as<U>(), y.as<U>());
@@ -220,7 +220,7 @@ struct CudaShapeLoops : CudaLoops {
     DevicePlan<1> yDims, mapStart, inStrides;
     yDims.rank = int(y.shape.size());
     yDims.numel = y.numel();
-    const std::vector<int64_t> strides = cpu::contiguousStrides(x.shape);
+    const std::vector<int64_t> strides = kernels::contiguousStrides(x.shape);
     std::vector<int64_t> all;
     for (size_t d = 0; d < y.shape.size(); ++d) {
       yDims.dims[d] = y.shape[d];
@@ -235,7 +235,7 @@ struct CudaShapeLoops : CudaLoops {
                                               all.size() * sizeof(int64_t),
                                               cudaMemcpyHostToDevice, stream),
                               "cudaMemcpyAsync"));
-    cpu::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
+    kernels::dispatchBySize(dtypeSize(x.dtype), [&](auto tag) {
       using U = typename decltype(tag)::type;
       U value;
       std::memcpy(&value, &fill, sizeof(U));
@@ -253,7 +253,7 @@ struct CudaShapeLoops : CudaLoops {
     ZRT_RETURN_IF_ERROR(streamFor("Fill", stream));
     if (count <= 0)
       return Status::ok();
-    cpu::dispatchBySize(es, [&](auto tag) {
+    kernels::dispatchBySize(es, [&](auto tag) {
       using U = typename decltype(tag)::type;
       // The element's bytes are the low bytes of `bits` (little-endian).
       fillKernel<<<blocksFor(count), kThreads, 0, stream>>>(
@@ -266,7 +266,7 @@ struct CudaShapeLoops : CudaLoops {
 } // namespace
 
 void registerCudaShapeKernels(KernelTable &table) {
-  cpu::shape::addShapeKernels<CudaShapeLoops>(table);
+  kernels::shape::addShapeKernels<CudaShapeLoops>(table);
 }
 
 } // namespace cuda

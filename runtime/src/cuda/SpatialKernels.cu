@@ -1,6 +1,6 @@
 //===- SpatialKernels.cu - Conv, pools, BatchNormalization and Resize -----===//
 //
-// The CPU kernels' checks (cpu/kernels/KernelLayouts.h) with the GPU loops:
+// The CPU kernels' checks (kernels/KernelLayouts.h) with the GPU loops:
 //
 // - Conv: im2col (math::im2colValue, one thread per column entry) into
 //   stream-ordered scratch, then cuBLAS over the groups (or, with one group,
@@ -15,12 +15,12 @@
 // - BatchNormalization: one thread per channel computes the CPU's affine
 //   map in double (math::batchNormCoefficients), then one thread per
 //   element applies it (the same bits).
-// - Resize: the taps computed on the host (cpu::prepareResize) are uploaded
+// - Resize: the taps computed on the host (kernels::prepareResize) are uploaded
 //   to scratch; math::ResizeFn per output element (the same bits).
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/kernels/KernelLayouts.h"
+#include "kernels/KernelLayouts.h"
 #include "cuda/CudaLoops.cuh"
 #include "math/SelectionMath.h"
 
@@ -104,7 +104,7 @@ Status colScratch(int64_t batch, int64_t colImage, int64_t &chunk,
 }
 
 template <typename T>
-Status convForward(const KernelContext &ctx, const cpu::ConvGeometry &g,
+Status convForward(const KernelContext &ctx, const kernels::ConvGeometry &g,
                    const T *x, const T *w, const T *bias, T *y) {
   const char *op = "Conv";
   const int64_t G = g.group, cg = g.inChannels / G, mg = g.outChannels / G;
@@ -170,7 +170,7 @@ Status convForward(const KernelContext &ctx, const cpu::ConvGeometry &g,
 
 template <typename T>
 Status convTransposeForward(const KernelContext &ctx,
-                            const cpu::ConvGeometry &g, const T *x, const T *w,
+                            const kernels::ConvGeometry &g, const T *x, const T *w,
                             const T *bias, T *y) {
   const char *op = "ConvTranspose";
   const int64_t G = g.group, cg = g.inChannels / G, mg = g.outChannels / G;
@@ -216,12 +216,12 @@ template <bool Transposed>
 Status convKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs, const AttrMap &attrs) {
   const char *op = Transposed ? "ConvTranspose" : "Conv";
-  cpu::ConvGeometry g;
-  ZRT_RETURN_IF_ERROR(cpu::prepareConv(op, ins, outs, attrs, Transposed, g));
+  kernels::ConvGeometry g;
+  ZRT_RETURN_IF_ERROR(kernels::prepareConv(op, ins, outs, attrs, Transposed, g));
   const TensorRef &x = ins[0], &w = ins[1], &y = outs[0];
-  const bool hasBias = cpu::hasOperand(ins, 2);
+  const bool hasBias = kernels::hasOperand(ins, 2);
   Status status;
-  cpu::dispatchType(cpu::FloatTypes{}, x.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *bias = hasBias ? ins[2].as<T>() : nullptr;
     if constexpr (Transposed)
@@ -240,8 +240,8 @@ Status convKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
 template <bool Max>
 Status poolKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs, const AttrMap &attrs) {
-  cpu::PoolLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::preparePool(Max, ins, outs, attrs, l));
+  kernels::PoolLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::preparePool(Max, ins, outs, attrs, l));
   const TensorRef &x = ins[0], &y = outs[0];
   Status status;
   auto run = [&](auto tag) {
@@ -251,20 +251,20 @@ Status poolKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
         math::PoolFn<T, Max>{l.window, x.as<T>(), y.as<T>(), l.includePad});
   };
   if constexpr (Max)
-    cpu::dispatchType(cpu::NumericTypes{}, x.dtype, run);
+    kernels::dispatchType(kernels::NumericTypes{}, x.dtype, run);
   else
-    cpu::dispatchType(cpu::FloatTypes{}, x.dtype, run);
+    kernels::dispatchType(kernels::FloatTypes{}, x.dtype, run);
   return status;
 }
 
 Status maxPoolGradKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
                          const std::vector<TensorRef> &outs, const AttrMap &attrs) {
-  cpu::PoolLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareMaxPoolGrad(ins, outs, attrs, l));
+  kernels::PoolLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareMaxPoolGrad(ins, outs, attrs, l));
   const TensorRef &dy = ins[0], &x = ins[1], &dx = outs[0];
   Status status;
   // One thread per [N, C] plane: overlapping windows add in output order.
-  cpu::dispatchType(cpu::FloatTypes{}, x.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     status = CudaLoops::forEach(
         ctx, l.planes, 0, math::MaxPoolGradFn<T>{l.window, x.as<T>(), dy.as<T>(), dx.as<T>()});
@@ -300,11 +300,11 @@ Status batchNormKernel(const KernelContext &ctx,
                        const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out,
                        const AttrMap &attrs) {
-  cpu::BatchNormLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareBatchNorm(in, out, attrs, l));
+  kernels::BatchNormLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareBatchNorm(in, out, attrs, l));
   const TensorRef &x = in[0], &y = out[0];
   Status status;
-  cpu::dispatchType(cpu::FloatTypes{}, x.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (l.channels == 0)
       return;
@@ -341,8 +341,8 @@ Status upload(cudaStream_t stream, void *dst, const void *src, size_t bytes) {
 
 Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
                     const std::vector<TensorRef> &outs, const AttrMap &attrs) {
-  cpu::ResizeLayout l;
-  ZRT_RETURN_IF_ERROR(cpu::prepareResize(ins, outs, attrs, l));
+  kernels::ResizeLayout l;
+  ZRT_RETURN_IF_ERROR(kernels::prepareResize(ins, outs, attrs, l));
   const TensorRef &x = ins[0], &y = outs[0];
   cudaStream_t stream;
   ZRT_RETURN_IF_ERROR(streamFor("Resize", stream));
@@ -350,7 +350,7 @@ Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
     return Status::ok();
   // All dims' taps in one scratch buffer: indices, weights, then flags.
   size_t taps = 0, coords = 0;
-  for (const cpu::DimTaps &t : l.taps) {
+  for (const kernels::DimTaps &t : l.taps) {
     taps += t.index.size();
     coords += t.outside.size();
   }
@@ -365,7 +365,7 @@ Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
   char *outside = base + indexBytes + weightBytes;
   math::ResizeView view = l.base;
   for (int d = 0; d < view.rank; ++d) {
-    const cpu::DimTaps &t = l.taps[size_t(d)];
+    const kernels::DimTaps &t = l.taps[size_t(d)];
     ZRT_RETURN_IF_ERROR(upload(stream, index, t.index.data(),
                                t.index.size() * sizeof(int64_t)));
     ZRT_RETURN_IF_ERROR(upload(stream, weight, t.weight.data(),
@@ -380,7 +380,7 @@ Status resizeKernel(const KernelContext &ctx, const std::vector<TensorRef> &ins,
     outside += t.outside.size();
   }
   Status status;
-  cpu::dispatchType(cpu::NumericTypes{}, x.dtype, [&](auto tag) {
+  kernels::dispatchType(kernels::NumericTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     status = CudaLoops::forEach(ctx, y.numel(), 0,
                                 math::ResizeFn<T>{view, x.as<T>(), y.as<T>()});

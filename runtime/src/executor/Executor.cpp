@@ -13,9 +13,10 @@
 
 #include "executor/ConstantOperandCache.h"
 #include "executor/LiveBytes.h"
-#include "executor/SwapFiles.h"
+#include "io/SwapFiles.h"
 
 #include "zrt/Watchdog.h"
+#include "zrt/Communicator.h"
 
 #include <algorithm>
 #include <cerrno>

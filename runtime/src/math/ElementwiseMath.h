@@ -2,7 +2,7 @@
 //
 // The functors of the elementwise kernels (docs/kernels.md, "Elementwise"):
 // one struct per op whose operator() computes one output element. They are
-// written once and used by the CPU kernels (cpu/kernels/ElementwiseKernels.h,
+// written once and used by the CPU kernels (kernels/ElementwiseKernels.h,
 // inlined into the same vectorised loops as before) and by the CUDA kernels
 // (cuda/ElementwiseKernels.cu). Everything is inline and ZRT_HD; std:: math
 // is usable in device code because nvcc compiles with
@@ -12,7 +12,7 @@
 // in the last bit between backends.
 //
 // Attributes are plain members here; reading them from an AttrMap and every
-// operand check is host code (cpu/kernels/ElementwiseKernels.h).
+// operand check is host code (kernels/ElementwiseKernels.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_MATH_ELEMENTWISEMATH_H

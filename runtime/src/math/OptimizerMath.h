@@ -7,7 +7,7 @@
 // -ffp-contract=off) and the CUDA kernels (cuda/OptimizerKernels.cu, compiled
 // with --fmad=false), so the compilers add no other FMAs and both backends
 // give the same bits. The f32 scalars are computed once on the host
-// (cpu/kernels/OptimizerKernels.h).
+// (kernels/OptimizerKernels.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_MATH_OPTIMIZERMATH_H

@@ -6,7 +6,7 @@
 // both backends produce the same bits. Everything here is inline, branch-free
 // where it sits in a loop (the CPU loops vectorise over it), and
 // __host__ __device__ when compiled by nvcc. Host-only code (attribute parsing,
-// error messages) lives in cpu/kernels/QuantizeLayout.h.
+// error messages) lives in kernels/QuantizeLayout.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_MATH_QUANTIZEMATH_H

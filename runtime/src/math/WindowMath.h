@@ -3,7 +3,7 @@
 // The sliding windows of MaxPool / AveragePool and Conv / ConvTranspose
 // (docs/kernels.md, "Convolution, pooling, resampling") over the spatial dims
 // of [N, C, D1..Dk]: a Window holds the checked geometry by value (the host
-// code that reads and checks it is cpu/kernels/KernelLayouts.h), and the
+// code that reads and checks it is kernels/KernelLayouts.h), and the
 // functions here compute one output element of a pool, one element of an
 // im2col matrix, or one output element of col2im. Shared by the CPU kernels
 // (cpu/kernels/Pool.cpp) and the CUDA ones (cuda/SpatialKernels.cu); all

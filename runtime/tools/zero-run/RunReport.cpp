@@ -8,6 +8,8 @@
 #include "RunReport.h"
 
 #include "zrt/Backend.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
 
 #include <algorithm>
 #include <cctype>
@@ -171,122 +173,115 @@ std::optional<ScheduleBubble> scheduleBubble(const Program &p, const RunStats &s
   return ScheduleBubble{span * 1e-6, std::max(0.0, 1.0 - busy / span)};
 }
 
-nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
-                            const WeightsStats &weights,
-                            const std::vector<double> &iterationSeconds,
-                            const std::vector<double> &iterationBubbles) {
+namespace {
+
+/// Per stream: time spent in kernels and collectives (busy), in waits for
+/// the other stream (waiting), and neither (idle: the stream had nothing to
+/// run), over the run's wall time, from the instruction timings.
+nlohmann::json describeStreams(const Program &p, const RunStats &stats) {
+  nlohmann::json streams = nlohmann::json::array();
+  for (size_t st = 0; st < p.streams.size(); ++st) {
+    double busy = 0, waiting = 0;
+    for (const TraceEvent &e : stats.trace) {
+      if (e.stream != st)
+        continue;
+      const OpKind kind = p.instructions[e.instruction].kind;
+      (kind == OpKind::Kernel || isCollective(kind) ? busy : waiting) +=
+          e.durationUs * 1e-6;
+    }
+    streams.push_back({{"name", p.streams[st].name},
+                       {"busy_s", busy},
+                       {"waiting_s", waiting},
+                       {"idle_s", std::max(0.0, stats.wallSeconds - busy - waiting)}});
+  }
+  return streams;
+}
+
+/// A pipeline stage (instructions that run on some ranks only): the
+/// fraction of the run this rank computed nothing, waiting for its
+/// neighbours (DeepSpeed's bubble; fill/drain predicts (S-1)/(M+S-1)), and
+/// the schedule's own bubble, into `rank`.
+void describePipeline(const Program &p, const RunStats &stats, const Communicator &comm,
+                      const std::vector<double> &iterationBubbles, nlohmann::json &rank) {
+  bool pipelined = false;
+  for (const Instruction &inst : p.instructions)
+    pipelined |= !inst.ranks.empty();
+  if (!pipelined || stats.wallSeconds <= 0)
+    return;
+  double kernels = 0;
+  for (const TraceEvent &e : stats.trace)
+    if (p.instructions[e.instruction].kind == OpKind::Kernel)
+      kernels += e.durationUs * 1e-6;
+  rank["pipeline_kernel_s"] = kernels;
+  rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
+  // The prediction: S stages, M micro-batches (the highest F<k> + 1).
+  int64_t micro = 0;
+  for (const Instruction &inst : p.instructions) {
+    std::string step = inst.attrs.getString("pipeline_step", "");
+    if (step.size() > 1 && step[0] == 'F' &&
+        std::isdigit(static_cast<unsigned char>(step[1])))
+      micro = std::max<int64_t>(micro, std::atoll(step.c_str() + 1) + 1);
+  }
+  if (p.pipelined()) {
+    micro = std::max<int64_t>(micro, 1); // a forward without micro-batches
+    const int64_t stages = p.worldSize / std::max(1, p.dataParallelSize());
+    rank["pipeline_stage"] = comm.rank() / std::max(1, p.dataParallelSize());
+    rank["pipeline_predicted_bubble"] =
+        double(stages - 1) / double(micro + stages - 1);
+  }
+  if (std::optional<ScheduleBubble> b = scheduleBubble(p, stats)) {
+    rank["pipeline_schedule_s"] = b->windowSeconds;
+    rank["pipeline_schedule_bubble"] = b->bubble;
+  }
+  if (iterationBubbles.size() > 1) {
+    rank["iteration_schedule_bubble"] = iterationBubbles;
+    rank["pipeline_schedule_bubble_median"] = upperMedian(iterationBubbles);
+  }
+}
+
+/// ZeRO-Offload to NVMe: the optimizer state (and with offload_param the
+/// parameter shards) in swap files, at most buffer_count + 1 consumers' of
+/// it resident at a time; and what the rank read from and wrote to storage
+/// (/proc/self/io: the swap files' pages, the data, the weights), into `rank`.
+void describeOffload(const Executor &executor, nlohmann::json &rank) {
   const Program &p = executor.program();
-  const RunStats &stats = executor.stats();
-  nlohmann::json rank;
-  rank["rank"] = comm.rank();
-  rank["wall_time_s"] = stats.wallSeconds;
-  // Per stream: time spent in kernels and collectives (busy), in waits for
-  // the other stream (waiting), and neither (idle: the stream had nothing to
-  // run), over the run's wall time. Needs the instruction timings, which
-  // zero-run records whenever a report is asked for.
-  if (!stats.trace.empty()) {
-    nlohmann::json streams = nlohmann::json::array();
-    for (size_t st = 0; st < p.streams.size(); ++st) {
-      double busy = 0, waiting = 0;
-      for (const TraceEvent &e : stats.trace) {
-        if (e.stream != st)
-          continue;
-        const OpKind kind = p.instructions[e.instruction].kind;
-        (kind == OpKind::Kernel || isCollective(kind) ? busy : waiting) +=
-            e.durationUs * 1e-6;
-      }
-      streams.push_back({{"name", p.streams[st].name},
-                         {"busy_s", busy},
-                         {"waiting_s", waiting},
-                         {"idle_s", std::max(0.0, stats.wallSeconds - busy - waiting)}});
+  const uint64_t offloaded = executor.offloadedBytes();
+  if (!offloaded)
+    return;
+  rank["offloaded_bytes"] = offloaded;
+  uint64_t resident = 0; // the plan's bound: the offload arena's lower_bound
+  for (const ArenaDesc &a : p.arenas)
+    if (!a.path.empty())
+      resident += a.lowerBound;
+  rank["offload_resident_bound_bytes"] = resident;
+  // The swaps: bytes, the streams' time issuing them (not overlapped), the
+  // writer thread's time in the writebacks (overlapped), and the faults
+  // that waited for storage (reads not hidden by the read-ahead).
+  const Executor::SwapStats swaps = executor.swapStats();
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  rank["offload_swap"] = {{"bytes_in", swaps.bytesIn},
+                          {"bytes_out", swaps.bytesOut},
+                          {"stream_seconds", swaps.streamSeconds},
+                          {"writer_seconds", swaps.writerSeconds},
+                          {"reader_seconds", swaps.readerSeconds},
+                          {"major_page_faults", uint64_t(usage.ru_majflt)}};
+  if (std::FILE *f = std::fopen("/proc/self/io", "r")) {
+    char line[128];
+    unsigned long long v = 0;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "read_bytes: %llu", &v) == 1)
+        rank["storage_read_bytes"] = uint64_t(v);
+      else if (std::sscanf(line, "write_bytes: %llu", &v) == 1)
+        rank["storage_write_bytes"] = uint64_t(v);
     }
-    rank["streams"] = streams;
-    // A pipeline stage (instructions that run on some ranks only): the
-    // fraction of the run this rank computed nothing, waiting for its
-    // neighbours (DeepSpeed's bubble; fill/drain predicts (S-1)/(M+S-1)).
-    bool pipelined = false;
-    for (const Instruction &inst : p.instructions)
-      pipelined |= !inst.ranks.empty();
-    if (pipelined && stats.wallSeconds > 0) {
-      double kernels = 0;
-      for (const TraceEvent &e : stats.trace)
-        if (p.instructions[e.instruction].kind == OpKind::Kernel)
-          kernels += e.durationUs * 1e-6;
-      rank["pipeline_kernel_s"] = kernels;
-      rank["pipeline_bubble"] = std::max(0.0, 1.0 - kernels / stats.wallSeconds);
-      // The prediction: S stages, M micro-batches (the highest F<k> + 1).
-      int64_t micro = 0;
-      for (const Instruction &inst : p.instructions) {
-        std::string step = inst.attrs.getString("pipeline_step", "");
-        if (step.size() > 1 && step[0] == 'F' &&
-            std::isdigit(static_cast<unsigned char>(step[1])))
-          micro = std::max<int64_t>(micro, std::atoll(step.c_str() + 1) + 1);
-      }
-      if (p.pipelined()) {
-        micro = std::max<int64_t>(micro, 1); // a forward without micro-batches
-        const int64_t stages = p.worldSize / std::max(1, p.dataParallelSize());
-        rank["pipeline_stage"] = comm.rank() / std::max(1, p.dataParallelSize());
-        rank["pipeline_predicted_bubble"] =
-            double(stages - 1) / double(micro + stages - 1);
-      }
-      if (std::optional<ScheduleBubble> b = scheduleBubble(p, stats)) {
-        rank["pipeline_schedule_s"] = b->windowSeconds;
-        rank["pipeline_schedule_bubble"] = b->bubble;
-      }
-      if (iterationBubbles.size() > 1) {
-        rank["iteration_schedule_bubble"] = iterationBubbles;
-        rank["pipeline_schedule_bubble_median"] = upperMedian(iterationBubbles);
-      }
-    }
+    std::fclose(f);
   }
-  if (iterationSeconds.size() > 1) {
-    // --repeat: every timed run, and the min and median of them.
-    rank["iteration_wall_s"] = iterationSeconds;
-    rank["wall_time_min_s"] =
-        *std::min_element(iterationSeconds.begin(), iterationSeconds.end());
-    rank["wall_time_median_s"] = upperMedian(iterationSeconds);
-  }
-  rank["peak_rss_bytes"] = peakRssBytes();
-  rank["param_bytes_resident"] = weights.residentBytes;
-  if (std::optional<nlohmann::json> states = modelStateBytes(p, comm.rank()))
-    rank["model_state_bytes"] = *states;
-  // ZeRO-Offload to NVMe: the optimizer state (and with offload_param the
-  // parameter shards) in swap files, at most buffer_count + 1 consumers'
-  // of it resident at a time; and what the rank read from and wrote to
-  // storage (/proc/self/io: the swap files' pages, the data, the weights).
-  if (const uint64_t offloaded = executor.offloadedBytes()) {
-    rank["offloaded_bytes"] = offloaded;
-    uint64_t resident = 0; // the plan's bound: the offload arena's lower_bound
-    for (const ArenaDesc &a : p.arenas)
-      if (!a.path.empty())
-        resident += a.lowerBound;
-    rank["offload_resident_bound_bytes"] = resident;
-    // The swaps: bytes, the streams' time issuing them (not overlapped), the
-    // writer thread's time in the writebacks (overlapped), and the faults
-    // that waited for storage (reads not hidden by the read-ahead).
-    const Executor::SwapStats swaps = executor.swapStats();
-    struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);
-    rank["offload_swap"] = {{"bytes_in", swaps.bytesIn},
-                            {"bytes_out", swaps.bytesOut},
-                            {"stream_seconds", swaps.streamSeconds},
-                            {"writer_seconds", swaps.writerSeconds},
-                            {"reader_seconds", swaps.readerSeconds},
-                            {"major_page_faults", uint64_t(usage.ru_majflt)}};
-    if (std::FILE *f = std::fopen("/proc/self/io", "r")) {
-      char line[128];
-      unsigned long long v = 0;
-      while (std::fgets(line, sizeof line, f)) {
-        if (std::sscanf(line, "read_bytes: %llu", &v) == 1)
-          rank["storage_read_bytes"] = uint64_t(v);
-        else if (std::sscanf(line, "write_bytes: %llu", &v) == 1)
-          rank["storage_write_bytes"] = uint64_t(v);
-      }
-      std::fclose(f);
-    }
-  }
-  rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
-  rank["weights_bytes_read"] = weights.bytesRead;
+}
+
+/// Bytes sent and calls by collective kind, and bytes sent by process
+/// group, into `rank`.
+void describeCommunication(const Program &p, const Communicator &comm, nlohmann::json &rank) {
   nlohmann::json sent, calls;
   uint64_t totalSent = 0;
   for (OpKind k : kCollectives) {
@@ -301,6 +296,11 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
   for (const auto &[group, key] : groupKeys(p))
     byGroup[key] = comm.bytesSentInGroup(group);
   rank["bytes_sent_by_group"] = byGroup;
+}
+
+/// Per arena: planned, no-reuse and lower-bound bytes, and the peak live
+/// and high-water bytes measured.
+nlohmann::json describeArenas(const Program &p, const RunStats &stats) {
   nlohmann::json arenas = nlohmann::json::array();
   for (size_t a = 0; a < p.arenas.size(); ++a) {
     nlohmann::json arena;
@@ -314,7 +314,42 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
         a < stats.highWaterBytes.size() ? stats.highWaterBytes[a] : 0;
     arenas.push_back(arena);
   }
-  rank["arenas"] = arenas;
+  return arenas;
+}
+
+} // namespace
+
+nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
+                            const WeightsStats &weights,
+                            const std::vector<double> &iterationSeconds,
+                            const std::vector<double> &iterationBubbles) {
+  const Program &p = executor.program();
+  const RunStats &stats = executor.stats();
+  nlohmann::json rank;
+  rank["rank"] = comm.rank();
+  rank["wall_time_s"] = stats.wallSeconds;
+  // The streams' and pipeline's figures need the instruction timings, which
+  // zero-run records whenever a report is asked for.
+  if (!stats.trace.empty()) {
+    rank["streams"] = describeStreams(p, stats);
+    describePipeline(p, stats, comm, iterationBubbles, rank);
+  }
+  if (iterationSeconds.size() > 1) {
+    // --repeat: every timed run, and the min and median of them.
+    rank["iteration_wall_s"] = iterationSeconds;
+    rank["wall_time_min_s"] =
+        *std::min_element(iterationSeconds.begin(), iterationSeconds.end());
+    rank["wall_time_median_s"] = upperMedian(iterationSeconds);
+  }
+  rank["peak_rss_bytes"] = peakRssBytes();
+  rank["param_bytes_resident"] = weights.residentBytes;
+  if (std::optional<nlohmann::json> states = modelStateBytes(p, comm.rank()))
+    rank["model_state_bytes"] = *states;
+  describeOffload(executor, rank);
+  rank["prepared_operand_bytes"] = executor.stats().preparedOperandBytes;
+  rank["weights_bytes_read"] = weights.bytesRead;
+  describeCommunication(p, comm, rank);
+  rank["arenas"] = describeArenas(p, stats);
   // Bytes written on communication streams (gathered parameters, bucket
   // rebuilds, staging) and their views, live at once: measured in this run,
   // and planned (the program run one instruction at a time in order).
@@ -351,6 +386,114 @@ nlohmann::json describeRun(const Program &program, const std::string &backend,
   return run;
 }
 
+namespace {
+
+/// The table of every rank's arenas: planned, no-reuse, lower-bound,
+/// peak-live and high-water bytes.
+void formatArenas(const nlohmann::json &run, std::ostringstream &os) {
+  char line[512];
+  os << "memory per arena (bytes; peak-live = most bytes of live buffers at "
+        "once, high-water = highest byte touched):\n";
+  std::snprintf(line, sizeof line, "  %-4s %-16s %14s %14s %14s %14s %14s\n",
+                "rank", "arena", "planned", "no-reuse", "lower-bound",
+                "peak-live", "high-water");
+  os << line;
+  for (const nlohmann::json &r : run["ranks"])
+    for (const nlohmann::json &a : r["arenas"]) {
+      std::snprintf(line, sizeof line,
+                    "  %-4d %-16s %14llu %14llu %14llu %14llu %14llu\n",
+                    r["rank"].get<int>(), a["name"].get<std::string>().c_str(),
+                    (unsigned long long)a["planned_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["no_reuse_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["lower_bound_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["peak_live_bytes"].get<uint64_t>(),
+                    (unsigned long long)a["high_water_bytes"].get<uint64_t>());
+      os << line;
+    }
+}
+
+/// One rank's lines: wall time and resident bytes, model states, streams,
+/// pipeline bubble, gathered bytes, bytes sent by kind and by group.
+void formatRank(const nlohmann::json &r, std::ostringstream &os) {
+  char line[512];
+  os << "  [rank " << r["rank"] << "] wall " << r["wall_time_s"].get<double>()
+     << " s, parameters resident " << humanBytes(r["param_bytes_resident"])
+     << " (+ " << humanBytes(r["prepared_operand_bytes"])
+     << " packed copies of constant operands), weights read "
+     << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
+     << humanBytes(r["peak_rss_bytes"]) << "\n";
+  if (r.contains("model_state_bytes")) {
+    const nlohmann::json &m = r["model_state_bytes"];
+    os << "  [rank " << r["rank"] << "] model states: parameters "
+       << humanBytes(m["parameters"]) << " + gradients " << humanBytes(m["gradients"])
+       << " + optimizer " << humanBytes(m["optimizer"]) << " = "
+       << humanBytes(m["total"]);
+    if (m.contains("offloaded"))
+      os << "; offloaded to NVMe: parameters "
+         << humanBytes(m["offloaded"]["parameters"]) << ", optimizer "
+         << humanBytes(m["offloaded"]["optimizer"]);
+    if (m.contains("host_arena"))
+      os << "; in host memory (offload device cpu): parameters "
+         << humanBytes(m["host_arena"]["parameters"]) << ", optimizer "
+         << humanBytes(m["host_arena"]["optimizer"]);
+    os << "\n";
+  }
+  if (r.contains("streams"))
+    for (const nlohmann::json &st : r["streams"]) {
+      std::snprintf(line, sizeof line,
+                    "  [rank %d] stream %-8s busy %.6f s, waiting %.6f s, "
+                    "idle %.6f s\n",
+                    r["rank"].get<int>(), st["name"].get<std::string>().c_str(),
+                    st["busy_s"].get<double>(), st["waiting_s"].get<double>(),
+                    st["idle_s"].get<double>());
+      os << line;
+    }
+  if (r.contains("pipeline_bubble")) {
+    std::snprintf(line, sizeof line,
+                  "  [rank %d] pipeline stage %s: kernels %.6f s of the wall time, "
+                  "bubble %.3f",
+                  r["rank"].get<int>(),
+                  r.contains("pipeline_stage")
+                      ? std::to_string(r["pipeline_stage"].get<int>()).c_str()
+                      : "?",
+                  r["pipeline_kernel_s"].get<double>(), r["pipeline_bubble"].get<double>());
+    os << line;
+    if (r.contains("pipeline_predicted_bubble")) {
+      std::snprintf(line, sizeof line, " (predicted (S-1)/(M+S-1) = %.3f)",
+                    r["pipeline_predicted_bubble"].get<double>());
+      os << line;
+    }
+    os << "\n";
+  }
+  if (r.contains("pipeline_schedule_bubble")) {
+    std::snprintf(line, sizeof line,
+                  "  [rank %d] pipeline schedule (the step less its own optimizer): %.6f s, "
+                  "bubble %.3f\n",
+                  r["rank"].get<int>(), r["pipeline_schedule_s"].get<double>(),
+                  r["pipeline_schedule_bubble"].get<double>());
+    os << line;
+  }
+  if (r.contains("peak_gathered_bytes"))
+    os << "  [rank " << r["rank"] << "] peak gathered bytes: measured "
+       << r["peak_gathered_bytes"].get<uint64_t>() << ", planned "
+       << r["planned_peak_gathered_bytes"].get<uint64_t>() << "\n";
+  os << "  [rank " << r["rank"] << "] bytes sent:";
+  for (auto it = r["bytes_sent"].begin(); it != r["bytes_sent"].end(); ++it)
+    if (it.value().get<uint64_t>() || r["collective_calls"][it.key()] != 0)
+      os << " " << it.key() << " " << humanBytes(it.value()) << " ("
+         << r["collective_calls"][it.key()] << " calls)";
+  os << " total " << humanBytes(r["bytes_sent_total"]) << "\n";
+  if (r["bytes_sent_by_group"].size() > 1) {
+    os << "  [rank " << r["rank"] << "] bytes sent by group:";
+    for (auto it = r["bytes_sent_by_group"].begin();
+         it != r["bytes_sent_by_group"].end(); ++it)
+      os << " " << it.key() << " " << humanBytes(it.value());
+    os << "\n";
+  }
+}
+
+} // namespace
+
 std::string formatReport(const nlohmann::json &run) {
   std::ostringstream os;
   char line[512];
@@ -379,101 +522,10 @@ std::string formatReport(const nlohmann::json &run) {
                     r["wall_time_median_s"].get<double>());
       os << line;
     }
-  os << "memory per arena (bytes; peak-live = most bytes of live buffers at "
-        "once, high-water = highest byte touched):\n";
-  std::snprintf(line, sizeof line, "  %-4s %-16s %14s %14s %14s %14s %14s\n",
-                "rank", "arena", "planned", "no-reuse", "lower-bound",
-                "peak-live", "high-water");
-  os << line;
-  for (const nlohmann::json &r : run["ranks"])
-    for (const nlohmann::json &a : r["arenas"]) {
-      std::snprintf(line, sizeof line,
-                    "  %-4d %-16s %14llu %14llu %14llu %14llu %14llu\n",
-                    r["rank"].get<int>(), a["name"].get<std::string>().c_str(),
-                    (unsigned long long)a["planned_bytes"].get<uint64_t>(),
-                    (unsigned long long)a["no_reuse_bytes"].get<uint64_t>(),
-                    (unsigned long long)a["lower_bound_bytes"].get<uint64_t>(),
-                    (unsigned long long)a["peak_live_bytes"].get<uint64_t>(),
-                    (unsigned long long)a["high_water_bytes"].get<uint64_t>());
-      os << line;
-    }
+  formatArenas(run, os);
   os << "per rank:\n";
-  for (const nlohmann::json &r : run["ranks"]) {
-    os << "  [rank " << r["rank"] << "] wall " << r["wall_time_s"].get<double>()
-       << " s, parameters resident " << humanBytes(r["param_bytes_resident"])
-       << " (+ " << humanBytes(r["prepared_operand_bytes"])
-       << " packed copies of constant operands), weights read "
-       << humanBytes(r["weights_bytes_read"]) << ", peak RSS "
-       << humanBytes(r["peak_rss_bytes"]) << "\n";
-    if (r.contains("model_state_bytes")) {
-      const nlohmann::json &m = r["model_state_bytes"];
-      os << "  [rank " << r["rank"] << "] model states: parameters "
-         << humanBytes(m["parameters"]) << " + gradients " << humanBytes(m["gradients"])
-         << " + optimizer " << humanBytes(m["optimizer"]) << " = "
-         << humanBytes(m["total"]);
-      if (m.contains("offloaded"))
-        os << "; offloaded to NVMe: parameters "
-           << humanBytes(m["offloaded"]["parameters"]) << ", optimizer "
-           << humanBytes(m["offloaded"]["optimizer"]);
-      if (m.contains("host_arena"))
-        os << "; in host memory (offload device cpu): parameters "
-           << humanBytes(m["host_arena"]["parameters"]) << ", optimizer "
-           << humanBytes(m["host_arena"]["optimizer"]);
-      os << "\n";
-    }
-    if (r.contains("streams"))
-      for (const nlohmann::json &st : r["streams"]) {
-        std::snprintf(line, sizeof line,
-                      "  [rank %d] stream %-8s busy %.6f s, waiting %.6f s, "
-                      "idle %.6f s\n",
-                      r["rank"].get<int>(), st["name"].get<std::string>().c_str(),
-                      st["busy_s"].get<double>(), st["waiting_s"].get<double>(),
-                      st["idle_s"].get<double>());
-        os << line;
-      }
-    if (r.contains("pipeline_bubble")) {
-      std::snprintf(line, sizeof line,
-                    "  [rank %d] pipeline stage %s: kernels %.6f s of the wall time, "
-                    "bubble %.3f",
-                    r["rank"].get<int>(),
-                    r.contains("pipeline_stage")
-                        ? std::to_string(r["pipeline_stage"].get<int>()).c_str()
-                        : "?",
-                    r["pipeline_kernel_s"].get<double>(), r["pipeline_bubble"].get<double>());
-      os << line;
-      if (r.contains("pipeline_predicted_bubble")) {
-        std::snprintf(line, sizeof line, " (predicted (S-1)/(M+S-1) = %.3f)",
-                      r["pipeline_predicted_bubble"].get<double>());
-        os << line;
-      }
-      os << "\n";
-    }
-    if (r.contains("pipeline_schedule_bubble")) {
-      std::snprintf(line, sizeof line,
-                    "  [rank %d] pipeline schedule (the step less its own optimizer): %.6f s, "
-                    "bubble %.3f\n",
-                    r["rank"].get<int>(), r["pipeline_schedule_s"].get<double>(),
-                    r["pipeline_schedule_bubble"].get<double>());
-      os << line;
-    }
-    if (r.contains("peak_gathered_bytes"))
-      os << "  [rank " << r["rank"] << "] peak gathered bytes: measured "
-         << r["peak_gathered_bytes"].get<uint64_t>() << ", planned "
-         << r["planned_peak_gathered_bytes"].get<uint64_t>() << "\n";
-    os << "  [rank " << r["rank"] << "] bytes sent:";
-    for (auto it = r["bytes_sent"].begin(); it != r["bytes_sent"].end(); ++it)
-      if (it.value().get<uint64_t>() || r["collective_calls"][it.key()] != 0)
-        os << " " << it.key() << " " << humanBytes(it.value()) << " ("
-           << r["collective_calls"][it.key()] << " calls)";
-    os << " total " << humanBytes(r["bytes_sent_total"]) << "\n";
-    if (r["bytes_sent_by_group"].size() > 1) {
-      os << "  [rank " << r["rank"] << "] bytes sent by group:";
-      for (auto it = r["bytes_sent_by_group"].begin();
-           it != r["bytes_sent_by_group"].end(); ++it)
-        os << " " << it.key() << " " << humanBytes(it.value());
-      os << "\n";
-    }
-  }
+  for (const nlohmann::json &r : run["ranks"])
+    formatRank(r, os);
   os << "totals: parameters resident " << humanBytes(run["param_bytes_resident_total"])
      << ", weights read " << humanBytes(run["weights_bytes_read_total"])
      << ", bytes sent " << humanBytes(run["bytes_sent_total"]) << "\n";

@@ -10,6 +10,7 @@
 
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
+#include "zrt/Communicator.h"
 
 #include <nlohmann/json.hpp>
 

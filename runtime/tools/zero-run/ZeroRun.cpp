@@ -21,9 +21,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Options.h"
 #include "RunReport.h"
 #include "Training.h"
 
+#include "zrt/Agreement.h"
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
 #include "zrt/Executor.h"
@@ -32,6 +34,10 @@
 #include "zrt/TokenData.h"
 #include "zrt/TrainingData.h"
 #include "zrt/Watchdog.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/Communicator.h"
+#include "zrt/MpiCommunicator.h"
+#include "zrt/CudaBackend.h"
 
 #include <algorithm>
 #include <atomic>
@@ -55,411 +61,6 @@ using namespace zrt;
 
 namespace {
 
-const char *kUsage =
-    "usage: [mpirun -np N] zero-run MODEL.zrt [options]\n"
-    "  --weights FILE.safetensors   parameters and state (each rank reads its "
-    "shards)\n"
-    "  --input NAME=FILE.npy        one program input (repeatable)\n"
-    "  --input FILE.safetensors     every tensor named like a program input\n"
-    "  --output FILE.safetensors    write the program outputs (rank 0)\n"
-    "  --report                     print time, memory and communication "
-    "figures\n"
-    "  --report-json FILE           write the same figures as JSON (rank 0)\n"
-    "  --trace FILE.json            write a Chrome/Perfetto trace of all ranks\n"
-    "  --threads N                  kernel threads per rank (default: the cores "
-    "this rank may run on)\n"
-    "  --overlap auto|on|off        communication overlaps computation (on), or the\n"
-    "                               streams take turns (off); auto: off when the\n"
-    "                               kernel threads take every core of the rank\n"
-    "  --repeat K                   run the program K times, timing each "
-    "(default 1); the report gives min and median\n"
-    "  --warmup W                   untimed runs first (default 0)\n"
-    "  --no-prepack                 keep no packed copy of constant GEMM weights\n"
-    "                               (less memory, slower products)\n"
-    "  --timeout SECONDS            end the job when one collective takes "
-    "longer (default 600; 0: wait forever)\n"
-    "  --check-collectives          compare every rank's collectives (kind, bytes, "
-    "group) with rank 0's\n"
-    "                               before the run and after every step; stop "
-    "naming the first difference\n"
-    "training programs (each run is one optimizer step):\n"
-    "  --data PATH                  a safetensors file, or a directory of them "
-    "(name order),\n"
-    "                               with an array [steps, B, ...] per program "
-    "input (B = batch x ranks)\n"
-    "  --tokens FILE                a flat file of token ids (nanoGPT's train.bin): "
-    "each step draws\n"
-    "                               B windows of the sequence length at seeded "
-    "random offsets,\n"
-    "                               the same at any world size (needs --steps)\n"
-    "  --tokens-dtype u16|u32       the file's token type (default u16)\n"
-    "  --seed S                     the windows' seed (default 0)\n"
-    "  --labels same|next           the input \"labels\": the window itself "
-    "(default; Hugging\n"
-    "                               Face models shift inside) or the next "
-    "token's window\n"
-    "  --eval-tokens FILE           evaluate on this token file (same dtype and "
-    "labels as --tokens):\n"
-    "                               the loss's forward only, dropout off, "
-    "nothing updated; every\n"
-    "                               --eval-every steps and after the last, the "
-    "mean loss of\n"
-    "                               --eval-batches fixed batches (batch e: the "
-    "windows of step e)\n"
-    "  --eval-every K               steps between evaluations (default: "
-    "--log-every's)\n"
-    "  --eval-batches E             batches per evaluation (default 8)\n"
-    "  --peak-tflops T              a rank's peak TFLOP/s for the MFU on the "
-    "progress line (default\n"
-    "                               on the CPU: threads x 2 FMA pipes x the "
-    "ISA's f32 lanes x 2 x clock)\n"
-    "  --steps N                    steps to run (default: every step of "
-    "--data; --input gives one)\n"
-    "  --log-every K                log every K steps on stdout (default: the "
-    "config's steps_per_print,\n"
-    "                               else 1; the last step always)\n"
-    "  --log-json FILE              every step's loss, grad_norm, lr and "
-    "time as JSON (rank 0)\n"
-    "  --save FILE.safetensors      the trained parameters (f32), after the "
-    "last step (rank 0)\n"
-    "  --save-optimizer FILE        the optimizer state and step counter "
-    "(rank 0)\n"
-    "  --save-dir DIR               checkpoints (parameters, optimizer state, "
-    "manifest) in DIR/step-N,\n"
-    "                               DIR/latest naming the newest; atomic\n"
-    "  --save-every K               a checkpoint every K steps (default: after "
-    "the last step)\n"
-    "  --resume DIR                 continue from DIR's newest checkpoint up to "
-    "--steps (any world\n"
-    "                               size or pipeline layout)\n"
-#ifdef ZRT_HAVE_CUDA
-    "  --backend cpu|cuda           where to run (default cpu)\n"
-#endif
-    "  --help                       this text\n"
-    "environment:\n"
-    "  ZRT_CPU_ISA=avx512bf16|avx512|avx2|generic  lower the instruction set of "
-    "the CPU kernels' products\n"
-    "                               (default: the CPU's best); bits may differ "
-    "between ISAs,\n"
-    "                               never between layouts on one\n";
-
-struct Options {
-  std::string model;
-  std::string weights;
-  std::vector<InputSource> inputs;
-  std::string output;
-  bool report = false;
-  std::string reportJson;
-  std::string trace;
-  int threads = 0;
-  double peakTflops = 0; ///< --peak-tflops; 0: the CPU's estimate
-  std::string overlap = "auto"; ///< --overlap: auto, on, off
-  int repeat = 1; ///< timed runs
-  int warmup = 0; ///< untimed runs before them
-  bool repeatGiven = false, warmupGiven = false;
-  // Training programs.
-  std::string data;       ///< --data
-  std::string tokens;     ///< --tokens
-  std::string evalTokens; ///< --eval-tokens
-  int64_t evalEvery = 0;  ///< --eval-every; 0: --log-every's value
-  int64_t evalBatches = 0; ///< --eval-batches; 0: 8
-  int tokenBytes = 2;     ///< --tokens-dtype: 2 (u16) or 4 (u32)
-  uint64_t seed = 0;      ///< --seed
-  bool nextLabels = false; ///< --labels next
-  int64_t steps = 0;      ///< --steps; 0: every step of the data
-  int64_t logEvery = 0;   ///< --log-every; 0: steps_per_print, else 1
-  std::string logJson;    ///< --log-json
-  std::string save;       ///< --save
-  std::string saveOptimizer; ///< --save-optimizer
-  std::string saveDir;    ///< --save-dir
-  int64_t saveEvery = 0;  ///< --save-every; 0: after the last step only
-  std::string resume;     ///< --resume
-  bool checkCollectives = false; ///< --check-collectives
-  bool noPrepack = false;        ///< --no-prepack
-  /// The training options given, for "only for training programs".
-  std::vector<std::string> trainingFlags;
-  double timeout = 600; ///< seconds a collective may take; 0: no limit
-  std::string backend = "cpu";
-  bool help = false;
-};
-
-/// The options that take no value, and the member each sets.
-const std::pair<const char *, bool Options::*> kFlagOptions[] = {
-    {"--help", &Options::help},
-    {"-h", &Options::help},
-    {"--report", &Options::report},
-    {"--check-collectives", &Options::checkCollectives},
-    {"--no-prepack", &Options::noPrepack},
-};
-
-/// The options whose value is kept as given.
-const std::pair<const char *, std::string Options::*> kTextOptions[] = {
-    {"--weights", &Options::weights},        {"--output", &Options::output},
-    {"--report-json", &Options::reportJson}, {"--trace", &Options::trace},
-    {"--backend", &Options::backend},
-};
-
-/// The training options that name a file or a directory.
-const std::pair<const char *, std::string Options::*> kTrainingPathOptions[] = {
-    {"--data", &Options::data},
-    {"--tokens", &Options::tokens},
-    {"--eval-tokens", &Options::evalTokens},
-    {"--log-json", &Options::logJson},
-    {"--save", &Options::save},
-    {"--save-optimizer", &Options::saveOptimizer},
-    {"--save-dir", &Options::saveDir},
-    {"--resume", &Options::resume},
-};
-
-/// The training options that take a positive count.
-const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
-    {"--steps", &Options::steps},
-    {"--log-every", &Options::logEvery},
-    {"--save-every", &Options::saveEvery},
-    {"--eval-every", &Options::evalEvery},
-    {"--eval-batches", &Options::evalBatches},
-};
-
-/// The other options that take a value, each checked by storeCheckedValue.
-const char *const kCheckedValueOptions[] = {
-    "--input",   "--threads",      "--overlap", "--timeout", "--repeat",
-    "--warmup",  "--tokens-dtype", "--seed",    "--labels", "--peak-tflops"};
-
-/// The entry of `table` for option `name`, or null.
-template <typename Entry, size_t N>
-const Entry *findOption(const Entry (&table)[N], const std::string &name) {
-  for (const Entry &entry : table)
-    if (name == entry.first)
-      return &entry;
-  return nullptr;
-}
-
-/// Whether option `name` takes a value.
-bool takesValue(const std::string &name) {
-  return findOption(kTextOptions, name) ||
-         findOption(kTrainingPathOptions, name) ||
-         findOption(kTrainingCountOptions, name) ||
-         std::find(std::begin(kCheckedValueOptions),
-                   std::end(kCheckedValueOptions),
-                   name) != std::end(kCheckedValueOptions);
-}
-
-/// A base-10 count in [lowest, highest] that is all of `text`, or nothing.
-std::optional<long long> parseCount(const std::string &text, long long lowest,
-                                    long long highest) {
-  char *end = nullptr;
-  long long n = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || n < lowest || n > highest)
-    return std::nullopt;
-  return n;
-}
-
-/// --input NAME=FILE.npy, or --input FILE.safetensors.
-Status storeInput(const std::string &value, Options &opts) {
-  size_t eq = value.find('=');
-  if (eq != std::string::npos) {
-    if (eq == 0 || eq + 1 == value.size())
-      return Status::error("--input " + value + ": expected NAME=FILE.npy");
-    std::string path = value.substr(eq + 1);
-    if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0)
-      return Status::error("--input " + value +
-                           ": NAME=FILE takes a .npy file; pass "
-                           "safetensors files without NAME=");
-    opts.inputs.push_back({value.substr(0, eq), path});
-  } else if (value.size() >= 4 &&
-             value.compare(value.size() - 4, 4, ".npy") == 0) {
-    return Status::error("--input " + value +
-                         ": .npy inputs need NAME=FILE.npy (the "
-                         "program input's name); pass --input NAME=" +
-                         value);
-  } else {
-    opts.inputs.push_back({"", value});
-  }
-  return Status::ok();
-}
-
-/// The value of --input, --overlap, --timeout, --repeat, --warmup or
-/// --threads, checked.
-Status storeCheckedValue(const std::string &arg, const std::string &value,
-                         Options &opts) {
-  if (arg == "--input")
-    return storeInput(value, opts);
-  if (arg == "--tokens-dtype" || arg == "--seed" || arg == "--labels")
-    opts.trainingFlags.push_back(arg);
-  if (arg == "--peak-tflops") {
-    opts.trainingFlags.push_back(arg);
-    char *end = nullptr;
-    const double t = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end || !std::isfinite(t) || t <= 0)
-      return Status::error("--peak-tflops " + value +
-                           ": expected a rank's peak in TFLOP/s (a positive number)");
-    opts.peakTflops = t;
-  } else if (arg == "--tokens-dtype") {
-    if (value != "u16" && value != "u32")
-      return Status::error("--tokens-dtype " + value + ": expected u16 or u32");
-    opts.tokenBytes = value == "u16" ? 2 : 4;
-  } else if (arg == "--seed") {
-    char *end = nullptr;
-    errno = 0;
-    const unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
-    if (value.empty() || *end || value[0] == '-' || errno == ERANGE)
-      return Status::error("--seed " + value + ": expected a non-negative integer");
-    opts.seed = seed;
-  } else if (arg == "--labels") {
-    if (value != "same" && value != "next")
-      return Status::error("--labels " + value + ": expected same or next");
-    opts.nextLabels = value == "next";
-  } else if (arg == "--overlap") {
-    if (value != "auto" && value != "on" && value != "off")
-      return Status::error("--overlap " + value + ": expected auto, on or off");
-    opts.overlap = value;
-  } else if (arg == "--timeout") {
-    char *end = nullptr;
-    double t = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end || !std::isfinite(t) || t < 0 || t > 1e9)
-      return Status::error("--timeout " + value +
-                           ": expected seconds (0 waits forever)");
-    opts.timeout = t;
-  } else if (arg == "--repeat" || arg == "--warmup") {
-    const bool repeat = arg == "--repeat";
-    const long long lowest = repeat ? 1 : 0;
-    std::optional<long long> n = parseCount(value, lowest, 1000000);
-    if (!n)
-      return Status::error(arg + " " + value +
-                           ": expected a count >= " + std::to_string(lowest));
-    (repeat ? opts.repeat : opts.warmup) = int(*n);
-    (repeat ? opts.repeatGiven : opts.warmupGiven) = true;
-  } else {
-    std::optional<long long> n = parseCount(value, 1, 4096);
-    if (!n)
-      return Status::error("--threads " + value +
-                           ": expected a positive count");
-    opts.threads = int(*n);
-  }
-  return Status::ok();
-}
-
-/// Stores the value of `arg`, an option that takes one.
-Status storeValue(const std::string &arg, const std::string &value,
-                  Options &opts) {
-  if (const auto *text = findOption(kTextOptions, arg)) {
-    opts.*(text->second) = value;
-    return Status::ok();
-  }
-  if (const auto *path = findOption(kTrainingPathOptions, arg)) {
-    if (value.empty())
-      return Status::error(arg + " needs a path");
-    opts.*(path->second) = value;
-    opts.trainingFlags.push_back(arg);
-    return Status::ok();
-  }
-  if (const auto *count = findOption(kTrainingCountOptions, arg)) {
-    std::optional<long long> n = parseCount(value, 1, 1ll << 40);
-    if (!n)
-      return Status::error(arg + " " + value + ": expected a positive count");
-    opts.*(count->second) = int64_t(*n);
-    opts.trainingFlags.push_back(arg);
-    return Status::ok();
-  }
-  return storeCheckedValue(arg, value, opts);
-}
-
-/// Checks that no output overwrites what the run reads, nor another output.
-Status checkOutputPaths(const Options &opts) {
-  std::vector<std::pair<std::string, std::string>> reads = {
-      {"the program", opts.model},
-      {"--weights", opts.weights},
-      {"--data", opts.data},
-      {"--tokens", opts.tokens},
-      {"--eval-tokens", opts.evalTokens}};
-  for (const auto &[name, path] : opts.inputs)
-    reads.push_back({"--input", path});
-  std::vector<std::pair<std::string, std::string>> writes = {
-      {"--output", opts.output},
-      {"--report-json", opts.reportJson},
-      {"--trace", opts.trace},
-      {"--log-json", opts.logJson},
-      {"--save", opts.save},
-      {"--save-optimizer", opts.saveOptimizer}};
-  for (size_t i = 0; i < writes.size(); ++i) {
-    const auto &[flag, path] = writes[i];
-    if (path.empty())
-      continue;
-    for (const auto &[what, source] : reads)
-      if (!source.empty() && (path == source || isSameFile(path, source)))
-        return Status::error(flag + " " + path + " is " + what +
-                             "'s file; writing it would destroy an input; "
-                             "choose another path");
-    for (size_t j = 0; j < i; ++j)
-      if (path == writes[j].second && path != "/dev/null")
-        return Status::error(flag + " and " + writes[j].first + " both name " +
-                             path + "; give each output its own file");
-  }
-  return Status::ok();
-}
-
-/// Checks that this zero-run has the --backend asked for.
-Status checkBackendName(const Options &opts) {
-  if (opts.backend != "cpu"
-#ifdef ZRT_HAVE_CUDA
-      && opts.backend != "cuda"
-#endif
-  )
-    return Status::error("--backend " + opts.backend +
-                         ": this zero-run has the backends: cpu"
-#ifdef ZRT_HAVE_CUDA
-                         ", cuda"
-#endif
-    );
-  return Status::ok();
-}
-
-/// Checks the options together, once all are parsed.
-Status checkArguments(const Options &opts) {
-  if (!opts.help && opts.model.empty())
-    return Status::error("no program given");
-  if (opts.saveEvery > 0 && opts.saveDir.empty())
-    return Status::error("--save-every needs --save-dir DIR");
-  // Outputs never overwrite what the run reads, nor each other.
-  ZRT_RETURN_IF_ERROR(checkOutputPaths(opts));
-  return checkBackendName(opts);
-}
-
-/// Parses argv; `--opt value` and `--opt=value` are both accepted.
-Status parseArguments(int argc, char **argv, Options &opts) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    if (const auto *flag = findOption(kFlagOptions, arg)) {
-      if (hasValue)
-        return Status::error(arg + " takes no value");
-      opts.*(flag->second) = true;
-    } else if (takesValue(arg)) {
-      if (!hasValue) {
-        if (i + 1 >= argc)
-          return Status::error(arg + " needs a value");
-        value = argv[++i];
-      }
-      ZRT_RETURN_IF_ERROR(storeValue(arg, value, opts));
-    } else if (arg.rfind("-", 0) == 0 && arg.size() > 1) {
-      return Status::error("unknown option " + arg);
-    } else if (opts.model.empty()) {
-      opts.model = arg;
-    } else {
-      return Status::error("unexpected argument " + arg + " (the model is " +
-                           opts.model + ")");
-    }
-  }
-  return checkArguments(opts);
-}
 
 /// Prints one rank's error line.
 void printError(const Communicator &comm, const std::string &message) {
@@ -474,17 +75,10 @@ void printError(const Communicator &comm, const std::string &message) {
 /// The pre-execution agreement: true when every rank succeeded. Otherwise
 /// every rank prints either its own error or the ranks that failed.
 bool agree(Communicator &comm, const Status &local) {
-  std::vector<int> failed = comm.failedRanks(local.isOk());
-  if (failed.empty())
+  Status agreed = agreeOnOutcome(comm, local);
+  if (agreed.isOk())
     return true;
-  if (!local.isOk()) {
-    printError(comm, local.message());
-  } else {
-    std::string ranks;
-    for (int r : failed)
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    printError(comm, "stopped because rank(s) " + ranks + " failed");
-  }
+  printError(comm, agreed.message());
   return false;
 }
 
@@ -540,135 +134,9 @@ std::string secondsString(double seconds) {
   return os.str();
 }
 
-std::string hexString(uint64_t value) {
-  char text[19];
-  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)value);
-  return text;
-}
 
-/// Checks that this rank loaded the program and the weights layout rank 0
-/// loaded: rank 0's hashes are broadcast and every rank compares its own.
-/// Ranks running different programs, even with the same world size, would
-/// otherwise wait forever in mismatched collectives.
-Status checkSameProgram(Communicator &comm, const Options &opts,
-                        uint64_t programHash, uint64_t weightsHash) {
-  uint64_t root[2] = {programHash, weightsHash};
-  ZRT_RETURN_IF_ERROR(comm.broadcastBytes(root, sizeof root, 0));
-  const std::string rank = "rank " + std::to_string(comm.rank());
-  const std::string advice = "; every rank must run the same .zrt and weights";
-  if (root[0] != programHash)
-    return Status::error(rank + " loaded a different program than rank 0 (" +
-                         opts.model + ": hash " + hexString(programHash) +
-                         ", rank 0's: " + hexString(root[0]) + ")" + advice);
-  if (root[1] != weightsHash)
-    return Status::error(rank + " reads a different weights layout than rank "
-                         "0 (" + opts.weights + ": hash " +
-                         hexString(weightsHash) + ", rank 0's: " +
-                         hexString(root[1]) + ")" + advice);
-  return Status::ok();
-}
 
-/// --check-collectives, before anything runs: every rank's sequence of
-/// collectives (kind, bytes, group, in program order) must be rank 0's; the
-/// first one that differs is named. Rank 0 returns the error.
-Status checkCollectiveSequence(Communicator &comm, const Program &program,
-                               const std::string &path) {
-  struct Desc {
-    std::string kind;
-    uint64_t bytes = 0;
-    int group = -1;
-    size_t index = 0;
-    std::string loc;
-  };
-  auto describe = [](const Desc &d) {
-    return d.kind + " of " + std::to_string(d.bytes) + " bytes in group " +
-           std::to_string(d.group) + " (instruction " + std::to_string(d.index) +
-           (d.loc.empty() ? "" : ", " + d.loc) + ")";
-  };
-  std::string mine;
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction &in = program.instructions[i];
-    if (!isCollective(in.kind) || !in.runsOn(comm.rank()))
-      continue;
-    uint64_t bytes = in.inputs.empty() ? 0 : program.buffers[in.inputs[0]].bytes();
-    mine += std::string(opKindName(in.kind)) + '\t' + std::to_string(bytes) + '\t' +
-            std::to_string(in.group) + '\t' + std::to_string(i) + '\t' + in.loc + '\n';
-  }
-  std::vector<std::string> all = comm.gatherToRoot(mine);
-  if (comm.rank() != 0)
-    return Status::ok();
-  auto parse = [](const std::string &text) {
-    std::vector<Desc> out;
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::istringstream f(line);
-      Desc d;
-      std::string bytes, group, index;
-      std::getline(f, d.kind, '\t');
-      std::getline(f, bytes, '\t');
-      std::getline(f, group, '\t');
-      std::getline(f, index, '\t');
-      std::getline(f, d.loc);
-      d.bytes = std::strtoull(bytes.c_str(), nullptr, 10);
-      d.group = std::atoi(group.c_str());
-      d.index = size_t(std::strtoull(index.c_str(), nullptr, 10));
-      out.push_back(d);
-    }
-    return out;
-  };
-  std::vector<Desc> root = parse(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    std::vector<Desc> theirs = parse(all[r]);
-    // Groups other than the world are compared among their members only:
-    // here, the world's collectives.
-    auto world = [](const std::vector<Desc> &v) {
-      std::vector<Desc> w;
-      for (const Desc &d : v)
-        if (d.group == -1)
-          w.push_back(d);
-      return w;
-    };
-    std::vector<Desc> a = world(root), b = world(theirs);
-    for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
-      bool same = k < a.size() && k < b.size() && a[k].kind == b[k].kind &&
-                  a[k].bytes == b[k].bytes;
-      if (same)
-        continue;
-      return Status::error(
-          "--check-collectives: collective #" + std::to_string(k + 1) + " of " + path +
-          " differs between ranks: rank 0 runs " +
-          (k < a.size() ? describe(a[k]) : std::string("none (its program ends)")) +
-          ", rank " + std::to_string(r) + " runs " +
-          (k < b.size() ? describe(b[k]) : std::string("none (its program ends)")) +
-          "; the ranks would hang or exchange mismatched buffers. Every rank must run "
-          "the same program");
-    }
-  }
-  return Status::ok();
-}
 
-/// --check-collectives after every step: each rank's collective calls and
-/// bytes by kind so far must be rank 0's. Rank 0 returns the error.
-Status checkCollectiveCounts(Communicator &comm, const Communicator &counted,
-                             int64_t step) {
-  std::string mine;
-  for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce,
-                   OpKind::Broadcast, OpKind::AllToAll, OpKind::Send, OpKind::Recv})
-    mine += std::string(opKindName(k)) + ' ' + std::to_string(counted.callCount(k)) + ' ' +
-            std::to_string(counted.bytesSent(k)) + '\n';
-  std::vector<std::string> all = comm.gatherToRoot(mine);
-  if (comm.rank() != 0)
-    return Status::ok();
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0])
-      return Status::error("--check-collectives: after step " + std::to_string(step) +
-                           " rank " + std::to_string(r) +
-                           " has run other collectives than rank 0 (kind, calls, bytes "
-                           "sent):\nrank 0:\n" + all[0] + "rank " + std::to_string(r) +
-                           ":\n" + all[r]);
-  return Status::ok();
-}
 
 Status writeText(const std::string &path, const std::string &text) {
   return writeFileAtomically(path, [&](int fd) {
@@ -735,56 +203,6 @@ static int defaultThreads(int localRanks) {
   return std::max(1, cores / std::max(1, localRanks));
 }
 
-/// Checks the options that depend on whether the program trains: the
-/// training options need a training program, and a training program refuses
-/// --repeat/--warmup (they would train extra steps). Errors are usage errors.
-Status checkProgramOptions(const Options &opts, const Program &program) {
-  if (!program.training) {
-    if (!opts.trainingFlags.empty()) {
-      std::vector<std::string> seen;
-      std::string flags;
-      for (const std::string &f : opts.trainingFlags)
-        if (std::find(seen.begin(), seen.end(), f) == seen.end()) {
-          seen.push_back(f);
-          flags += (flags.empty() ? "" : ", ") + f;
-        }
-      return Status::error(flags + ": only for training programs, and " +
-                           program.path + " has no training table (it is a "
-                           "forward program)");
-    }
-    return Status::ok();
-  }
-  if (opts.repeatGiven || opts.warmupGiven)
-    return Status::error(std::string(opts.repeatGiven ? "--repeat" : "--warmup") +
-                         ": " + program.path + " is a training program, where "
-                         "every run is an optimizer step, so repeated runs "
-                         "would train extra steps; use --steps N");
-  if (int(!opts.data.empty()) + int(!opts.inputs.empty()) + int(!opts.tokens.empty()) > 1)
-    return Status::error("--data, --tokens and --input each give the program's inputs; "
-                         "pass one of them");
-  if (!opts.tokens.empty() && opts.steps == 0)
-    return Status::error("--tokens " + opts.tokens + ": a token file has no last step; "
-                         "pass --steps N");
-  auto given = [&](const char *flag) {
-    return std::find(opts.trainingFlags.begin(), opts.trainingFlags.end(), flag) !=
-           opts.trainingFlags.end();
-  };
-  for (const char *flag : {"--tokens-dtype", "--seed", "--labels"})
-    if (opts.tokens.empty() && opts.evalTokens.empty() && given(flag))
-      return Status::error(std::string(flag) + ": only with --tokens FILE or --eval-tokens FILE");
-  for (const char *flag : {"--eval-every", "--eval-batches"})
-    if (opts.evalTokens.empty() && given(flag))
-      return Status::error(std::string(flag) + ": only with --eval-tokens FILE");
-  if (!opts.evalTokens.empty() && !program.evaluable())
-    return Status::error("--eval-tokens: " + program.path +
-                         " does not say which instructions compute its loss (it was "
-                         "compiled by an older zero-opt); compile it again");
-  if (!opts.inputs.empty() && opts.steps > 1)
-    return Status::error("--steps " + std::to_string(opts.steps) +
-                         " with --input: --input gives the inputs of one "
-                         "step; pass --data for more steps");
-  return Status::ok();
-}
 
 /// Samples per optimizer step: dim 0 of the first program input times the
 /// world size (B of the --data layout); 0 for a program without inputs.
@@ -848,6 +266,69 @@ Expected<std::pair<double, double>> agreeOnLoss(Communicator &comm, const Progra
   return std::make_pair(agreed[0], agreed[1]);
 }
 
+/// What one optimizer step does, for its rates: samples and tokens (0 when
+/// unknown), the compiler's product FLOPs over every rank, and the peak the
+/// MFU is taken against (0: none).
+struct StepWork {
+  double samples = 0, tokens = 0, flops = 0, peakFlopsPerSecond = 0;
+};
+
+/// The log record of optimizer step `step`: the loss (mean over ranks) and
+/// time (slowest rank) agreed on, its rates and MFU, whether it was skipped
+/// (fp16), and the scalar outputs the program names (grad norm, lr, loss
+/// scale).
+Expected<StepRecord> stepRecord(const Executor &executor, int64_t step, double meanLoss,
+                                double seconds, bool skipped, const StepWork &work) {
+  const TrainingDesc &training = *executor.program().training;
+  StepRecord record;
+  record.step = step;
+  record.loss = meanLoss;
+  record.seconds = seconds;
+  record.samplesPerSecond = seconds > 0 ? work.samples / seconds : 0;
+  record.tokensPerSecond = seconds > 0 ? work.tokens / seconds : 0;
+  record.flopsPerSecond = seconds > 0 ? work.flops / seconds : 0;
+  if (record.flopsPerSecond > 0 && work.peakFlopsPerSecond > 0)
+    record.mfu = record.flopsPerSecond / work.peakFlopsPerSecond;
+  if (!training.skipped.empty())
+    record.skipped = skipped;
+  for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
+                              std::make_pair(&training.lr, &record.lr),
+                              std::make_pair(&training.lossScale, &record.lossScale)}) {
+    if (name->empty())
+      continue;
+    Expected<float> value = readScalarOutput(executor, *name);
+    if (!value)
+      return value.status();
+    *target = double(*value);
+  }
+  return record;
+}
+
+/// A step whose mean loss is not finite (and not an fp16 skip) stops the
+/// run: rank 0 says which step and output, nothing is saved, and
+/// --log-json keeps the steps before it.
+void reportNonFiniteLoss(Communicator &comm, TrainingLog &log, const Program &program,
+                         int64_t step, double meanLoss) {
+  log.finish();
+  if (comm.rank() != 0)
+    return;
+  const int world = comm.worldSize();
+  Status flushed = log.flush();
+  std::fprintf(stderr,
+               "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
+               "stopped: nothing is saved; --log-json, if given, holds the "
+               "steps before it\n",
+               (long long)step, std::isnan(meanLoss) ? "nan"
+                                : meanLoss > 0       ? "inf"
+                                                     : "-inf",
+               program.training->loss.c_str(), program.path.c_str(),
+               world > 1 ? (", mean over " + std::to_string(world) + " ranks").c_str()
+                         : "");
+  if (!flushed.isOk())
+    printError(comm, flushed.message());
+  std::fflush(stderr);
+}
+
 /// Runs the `total` optimizer steps of a training program, reading each
 /// step's inputs through `bindStep` when given (--data, --tokens; else they
 /// are bound already: one step from --input, or a program without inputs),
@@ -866,12 +347,13 @@ int trainSteps(Communicator &comm, Executor &executor,
   const Program &program = executor.program();
   const TrainingDesc &training = *program.training;
   const int world = comm.worldSize();
-  const double samples = samplesPerStep(program);
-  const double tokens = tokensPerStep(program);
+  StepWork work;
+  work.samples = samplesPerStep(program);
+  work.tokens = tokensPerStep(program);
   // The compiler's count of the step's product FLOPs, every rank's.
-  double stepFlops = 0;
   for (int r = 0; r < world; ++r)
-    stepFlops += double(program.flopsOn(r));
+    work.flops += double(program.flopsOn(r));
+  work.peakFlopsPerSecond = peakFlopsPerSecond;
   // A failure keeps the steps done so far in --log-json (rank 0's).
   auto stop = [&](const Status &status) {
     log.finish();
@@ -917,24 +399,7 @@ int trainSteps(Communicator &comm, Executor &executor,
       skipped = *flag != 0;
     }
     if (!std::isfinite(meanLoss) && !skipped) {
-      log.finish();
-      if (comm.rank() == 0) {
-        Status flushed = log.flush();
-        std::fprintf(stderr,
-                     "zero-run: step %lld: loss is %s (output \"%s\" of %s%s); "
-                     "stopped: nothing is saved; --log-json, if given, holds the "
-                     "steps before it\n",
-                     (long long)step, std::isnan(meanLoss) ? "nan"
-                                      : meanLoss > 0       ? "inf"
-                                                           : "-inf",
-                     training.loss.c_str(), program.path.c_str(),
-                     world > 1 ? (", mean over " + std::to_string(world) +
-                                  " ranks").c_str()
-                               : "");
-        if (!flushed.isOk())
-          printError(comm, flushed.message());
-        std::fflush(stderr);
-      }
+      reportNonFiniteLoss(comm, log, program, step, meanLoss);
       return 1;
     }
     if (checkpoint) {
@@ -942,27 +407,9 @@ int trainSteps(Communicator &comm, Executor &executor,
       if (!saved.isOk())
         return stop(saved);
     }
-    StepRecord record;
-    record.step = step;
-    record.loss = meanLoss;
-    record.seconds = seconds;
-    record.samplesPerSecond = seconds > 0 ? samples / seconds : 0;
-    record.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
-    record.flopsPerSecond = seconds > 0 ? stepFlops / seconds : 0;
-    if (record.flopsPerSecond > 0 && peakFlopsPerSecond > 0)
-      record.mfu = record.flopsPerSecond / peakFlopsPerSecond;
-    if (!training.skipped.empty())
-      record.skipped = skipped;
-    for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
-                                std::make_pair(&training.lr, &record.lr),
-                                std::make_pair(&training.lossScale, &record.lossScale)}) {
-      if (name->empty())
-        continue;
-      Expected<float> value = readScalarOutput(executor, *name);
-      if (!value)
-        return stop(value.status());
-      *target = double(*value);
-    }
+    Expected<StepRecord> record = stepRecord(executor, step, meanLoss, seconds, skipped, work);
+    if (!record)
+      return stop(record.status());
     // The evaluation runs after the step's outputs are read: its batches
     // reuse their bytes.
     std::optional<EvalRecord> evaluated;
@@ -974,7 +421,7 @@ int trainSteps(Communicator &comm, Executor &executor,
     }
     if (comm.rank() != 0)
       continue;
-    if (Status logged = log.record(record); !logged.isOk())
+    if (Status logged = log.record(*record); !logged.isOk())
       return stop(logged);
     if (evaluated)
       if (Status logged = log.recordEval(*evaluated); !logged.isOk())
@@ -1150,7 +597,8 @@ int openProgramOnEveryRank(RankRun &run) {
   uint64_t weightsHash = run.weightsFile
                              ? weightsLayoutHash(*run.program, *run.weightsFile)
                              : kHashSeed;
-  status = checkSameProgram(comm, opts, run.program->contentHash, weightsHash);
+  status = checkSameProgram(comm, opts.model, run.program->contentHash, opts.weights,
+                            weightsHash);
   return agree(comm, status) ? 0 : 1;
 }
 
@@ -1600,7 +1048,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   Status status = parseArguments(argc, argv, opts);
   if (opts.help && status.isOk()) {
     if (comm.rank() == 0)
-      std::fputs(kUsage, stdout);
+      std::fputs(kZeroRunUsage, stdout);
     return 0;
   }
   if (!status.isOk()) {

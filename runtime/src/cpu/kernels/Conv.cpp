@@ -14,10 +14,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelLayouts.h"
+#include "cpu/kernels/CpuKernels.h"
+#include "kernels/KernelLayouts.h"
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 /// Elements of unfolded patches worth one tile (1 MiB in f32: wide enough
@@ -252,99 +254,6 @@ Status convTransposeKernel(const KernelContext &ctx,
 
 } // namespace
 
-Status prepareConv(const char *op, const std::vector<TensorRef> &ins,
-                   const std::vector<TensorRef> &outs, const AttrMap &attrs,
-                   bool transposed, ConvGeometry &g) {
-  ZRT_RETURN_IF_ERROR(checkArity(op, ins, outs, 2, 3, 1, 1));
-  const TensorRef &x = ins[0], &w = ins[1], &y = outs[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", w, "input W"));
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", y, "output"));
-  if (x.rank() < 3 || w.rank() != x.rank() || y.rank() != x.rank())
-    return kernelError(op, "operand ranks",
-                       shapeString(x.shape) + ", " + shapeString(w.shape) +
-                           " -> " + shapeString(y.shape),
-                       "X [N, C, D1, ...], W and Y of the same rank >= 3");
-  const size_t k = size_t(x.rank() - 2);
-  if (k > size_t(math::kMaxWindowDims))
-    return kernelError(op, "spatial dims", std::to_string(k),
-                       "at most " + std::to_string(math::kMaxWindowDims));
-  g.batch = x.shape[0];
-  g.inChannels = x.shape[1];
-  g.group = attrs.getInt("group", 1);
-  std::vector<int64_t> pads;
-  readWindowAttrs(attrs, k, g.strides, g.dilations, pads);
-  if (g.strides.size() != k || g.dilations.size() != k || pads.size() != 2 * k)
-    return kernelError(op, "strides/dilations/pads entries",
-                       std::to_string(g.strides.size()) + "/" +
-                           std::to_string(g.dilations.size()) + "/" +
-                           std::to_string(pads.size()),
-                       std::to_string(k) + "/" + std::to_string(k) + "/" +
-                           std::to_string(2 * k));
-  for (size_t i = 0; i < k; ++i)
-    if (g.strides[i] < 1 || g.dilations[i] < 1)
-      return kernelError(
-          op, "stride or dilation of spatial dim " + std::to_string(i),
-          std::to_string(g.strides[i]) + ", " + std::to_string(g.dilations[i]),
-          "positive values");
-  if (g.group < 1 || g.inChannels % g.group)
-    return kernelError(op, "group", std::to_string(g.group),
-                       "a positive divisor of the " +
-                           std::to_string(g.inChannels) + " input channels");
-  g.outChannels = transposed ? w.shape[1] * g.group : w.shape[0];
-  const int64_t wChannels = transposed ? w.shape[0] : w.shape[1] * g.group;
-  if (wChannels != g.inChannels || (!transposed && g.outChannels % g.group))
-    return kernelError(op, "W's shape", shapeString(w.shape),
-                       transposed
-                           ? "[C, M/group, K1, ...] with C = X's channels"
-                           : "[M, C/group, K1, ...] with M divisible by group");
-  std::vector<int64_t> expected{g.batch, g.outChannels};
-  for (size_t i = 0; i < k; ++i) {
-    const int64_t in = x.shape[2 + i], kern = w.shape[2 + i];
-    const int64_t extent = (kern - 1) * g.dilations[i] + 1;
-    const int64_t begin = pads[i], end = pads[k + i];
-    if (!transposed && (begin < 0 || end < 0))
-      return kernelError(op, "pads",
-                         std::to_string(begin) + ", " + std::to_string(end),
-                         "non-negative values");
-    int64_t o = transposed ? g.strides[i] * (in - 1) + extent - begin - end
-                           : (in + begin + end - extent) / g.strides[i] + 1;
-    if (!transposed && in + begin + end < extent)
-      o = 0;
-    expected.push_back(o);
-    g.in.push_back(in);
-    g.kernel.push_back(kern);
-    g.padBegin.push_back(begin);
-    g.inSize *= in;
-    g.kernelSize *= kern;
-  }
-  ZRT_RETURN_IF_ERROR(checkShape(op, "output", y, expected));
-  g.out.assign(expected.begin() + 2, expected.end());
-  g.outSize = productOf(expected, 2, expected.size());
-  if (hasOperand(ins, 2)) {
-    ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", ins[2], "input B"));
-    ZRT_RETURN_IF_ERROR(checkShape(op, "input B", ins[2], {g.outChannels}));
-  }
-  if (!dispatchType(FloatTypes{}, x.dtype, [](auto) {}))
-    return dtypeError(op, "input X", x.dtype, FloatTypes{});
-  return Status::ok();
-}
-
-math::Window ConvGeometry::window() const {
-  math::Window w;
-  w.dims = int(in.size());
-  for (size_t d = 0; d < in.size(); ++d) {
-    w.in[d] = in[d];
-    w.out[d] = out[d];
-    w.kernel[d] = kernel[d];
-    w.stride[d] = strides[d];
-    w.dilation[d] = dilations[d];
-    w.padBegin[d] = padBegin[d];
-  }
-  w.inSize = inSize;
-  w.outSize = outSize;
-  w.kernelSize = kernelSize;
-  return w;
-}
 
 void registerConvKernels(KernelTable &table) {
   table.add("Conv", convKernel);

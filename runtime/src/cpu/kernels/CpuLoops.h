@@ -14,10 +14,11 @@
 #ifndef ZRT_CPU_KERNELS_CPULOOPS_H
 #define ZRT_CPU_KERNELS_CPULOOPS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 
 /// out[i] = fn(in[i]), compiled per CPU flavour.
 template <typename Op, typename T, typename TO>

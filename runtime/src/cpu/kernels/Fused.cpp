@@ -24,9 +24,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "ElementwiseKernels.h"
-#include "KernelLayouts.h"
+#include "kernels/ElementwiseKernels.h"
+#include "kernels/KernelLayouts.h"
 #include "math/FusedMath.h"
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 /// Elements per block: every op of the program runs over one block at a
@@ -64,7 +66,6 @@ void runBinaryBlock(int64_t code, Operand x, Operand y, float *dst, int64_t n) {
   });
 }
 
-bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 Status fusedElementwiseKernel(const KernelContext &ctx,
                               const std::vector<TensorRef> &in,
@@ -194,104 +195,6 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
 }
 
 } // namespace
-
-Status prepareFused(const std::vector<TensorRef> &in,
-                    const std::vector<TensorRef> &out, const AttrMap &attrs,
-                    FusedProgram &p, bool halfOperands) {
-  const char *name = "FusedElementwise";
-  ZRT_RETURN_IF_ERROR(checkArity(name, in, out, 0, size_t(-1), 1, 1));
-  const TensorRef &y = out[0];
-  auto typeOk = [&](DType t) {
-    return t == DType::F32 || (halfOperands && isHalf(t));
-  };
-  for (size_t i = 0; i < in.size(); ++i)
-    if (!typeOk(in[i].dtype))
-      return halfOperands ? dtypeError(name, "input " + std::to_string(i), in[i].dtype,
-                                       TypeList<float, Float16, BFloat16>{})
-                          : dtypeError(name, "input " + std::to_string(i), in[i].dtype,
-                                       TypeList<float>{});
-  if (!typeOk(y.dtype))
-    return halfOperands
-               ? dtypeError(name, "output", y.dtype, TypeList<float, Float16, BFloat16>{})
-               : dtypeError(name, "output", y.dtype, TypeList<float>{});
-
-  const std::vector<int64_t> code = attrs.getInts("ops");
-  const std::vector<double> constants =
-      attrs.has("constants") ? attrs.entries().at("constants").floats
-                             : std::vector<double>();
-  if (code.empty() || code.size() % 3 != 0)
-    return kernelError(name, "bad attribute ops",
-                       std::to_string(code.size()) + " integers",
-                       "3 per op, at least one op");
-  const int64_t numIn = int64_t(in.size());
-  const int64_t numOps = int64_t(code.size() / 3);
-  std::vector<FusedOp> &ops = p.ops;
-  ops.assign(size_t(numOps), FusedOp());
-  auto validRef = [&](int64_t ref, int64_t op) {
-    if (ref < 0)
-      return -ref - 1 < int64_t(constants.size());
-    return ref < numIn + op;
-  };
-  for (int64_t k = 0; k < numOps; ++k) {
-    FusedOp &op = ops[size_t(k)];
-    op.code = code[size_t(3 * k)];
-    op.a = code[size_t(3 * k + 1)];
-    op.b = code[size_t(3 * k + 2)];
-    const std::string where = "op " + std::to_string(k);
-    if (op.code < 0 || op.code >= math::kFusedNumOpcodes)
-      return kernelError(name, "unknown opcode",
-                         where + ": " + std::to_string(op.code),
-                         "0 to " + std::to_string(math::kFusedNumOpcodes - 1));
-    if (!validRef(op.a, k) ||
-        (math::isFusedBinary(op.code) && !validRef(op.b, k)))
-      return kernelError(name, "bad operand",
-                         where + ": " + std::to_string(op.a) + ", " +
-                             std::to_string(op.b),
-                         "an input, an earlier op's result or a constant");
-    if (op.code == math::kFusedPow && op.b >= 0)
-      return kernelError(name, "Pow exponent is not a constant", where,
-                         "a constant (negative operand)");
-  }
-
-  p.plans.assign(size_t(numIn), BroadcastPlan());
-  for (int64_t i = 0; i < numIn; ++i)
-    ZRT_RETURN_IF_ERROR(planBroadcast(name, y.shape, {&in[size_t(i)].shape},
-                                      p.plans[size_t(i)]));
-  p.constants.resize(constants.size());
-  for (size_t c = 0; c < constants.size(); ++c)
-    p.constants[c] = float(constants[c]);
-  const bool hasTypes = attrs.has("op_types"), hasRound = attrs.has("round_to");
-  if (hasTypes && hasRound)
-    return kernelError(name, "both op_types and round_to", "", "one of them");
-  if (hasRound) {
-    const std::string round = attrs.getString("round_to", "");
-    DType t = DType::F32;
-    if (round == "bf16")
-      t = DType::BF16;
-    else if (round == "f16")
-      t = DType::F16;
-    else
-      return kernelError(name, "bad attribute round_to", round, "bf16 or f16");
-    for (FusedOp &op : ops)
-      op.round = t;
-  }
-  if (hasTypes) {
-    const std::vector<int64_t> types = attrs.getInts("op_types");
-    if (int64_t(types.size()) != numOps)
-      return kernelError(name, "bad attribute op_types",
-                         std::to_string(types.size()) + " integers",
-                         "one per op (" + std::to_string(numOps) + ")");
-    for (int64_t k = 0; k < numOps; ++k) {
-      const int64_t t = types[size_t(k)];
-      if (t < 0 || t > 2)
-        return kernelError(name, "bad attribute op_types",
-                           "op " + std::to_string(k) + ": " + std::to_string(t),
-                           "0 (f32), 1 (f16) or 2 (bf16)");
-      ops[size_t(k)].round = t == 1 ? DType::F16 : t == 2 ? DType::BF16 : DType::F32;
-    }
-  }
-  return Status::ok();
-}
 
 void registerFusedKernels(KernelTable &table) {
   table.add("FusedElementwise", fusedElementwiseKernel);

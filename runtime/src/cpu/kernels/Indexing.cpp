@@ -8,11 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "IndexingKernels.h"
+#include "kernels/IndexingKernels.h"
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 using indexing::checkElementsShapes;

@@ -10,12 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "LossKernels.h"
+#include "kernels/LossKernels.h"
 #include "math/NormMath.h"
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 using loss::LossShape;

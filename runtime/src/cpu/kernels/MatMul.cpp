@@ -17,7 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelLayouts.h"
+#include "cpu/kernels/CpuKernels.h"
+#include "kernels/KernelLayouts.h"
 #include "PackedGemm.h"
 
 #include <cblas.h>
@@ -27,6 +28,7 @@
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 // The tile grid of runProducts: f64 and integer products only (every f32
@@ -651,11 +653,6 @@ void runAnyProducts(const KernelContext &ctx, int64_t count,
   runProducts<T>(ctx, count, problemAt);
 }
 
-/// The element types of MatMul and Gemm: the numeric ones, and f16 / bf16
-/// as their bits (uint16_t) computing in f32 (runPackedProducts,
-/// runBf16PairProducts).
-using ProductTypes =
-    TypeList<float, double, int32_t, int64_t, int8_t, uint8_t, Float16, BFloat16>;
 
 /// Storage of an element type in a product: half types as their bits.
 template <typename T> struct ProductStorage { using type = T; };
@@ -823,92 +820,6 @@ template void gemmOnThisThread<float>(bool, bool, int64_t, int64_t, int64_t,
 template void gemmOnThisThread<double>(bool, bool, int64_t, int64_t, int64_t,
                                        const double *, int64_t, const double *,
                                        int64_t, double *, int64_t);
-
-Status prepareMatMul(const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, MatMulLayout &l,
-                     bool halfTypes) {
-  ZRT_RETURN_IF_ERROR(checkArity("MatMul", in, out, 2, 2, 1, 1));
-  const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", b, "input B"));
-  ZRT_RETURN_IF_ERROR(checkSameDType("MatMul", a, "input A", y, "output"));
-  if (a.rank() == 0 || b.rank() == 0)
-    return kernelError("MatMul", "scalar operand",
-                       shapeString(a.shape) + " and " + shapeString(b.shape),
-                       "operands of rank >= 1");
-  // Promote 1-D operands: A [K] -> [1, K], B [K] -> [K, 1].
-  const bool aVector = a.rank() == 1, bVector = b.rank() == 1;
-  l.m = aVector ? 1 : a.shape[size_t(a.rank() - 2)];
-  l.k = a.shape.back();
-  const int64_t kb = bVector ? b.shape[0] : b.shape[size_t(b.rank() - 2)];
-  l.n = bVector ? 1 : b.shape.back();
-  if (l.k != kb)
-    return kernelError("MatMul", "inner dimensions differ",
-                       shapeString(a.shape) + " x " + shapeString(b.shape),
-                       "A's last dim equal to B's second-to-last");
-  l.aBatch.assign(a.shape.begin(), a.shape.end() - (aVector ? 1 : 2));
-  l.bBatch.assign(b.shape.begin(), b.shape.end() - (bVector ? 1 : 2));
-  const size_t dropped = (aVector ? 0 : 1) + (bVector ? 0 : 1);
-  if (y.shape.size() < dropped)
-    return kernelError("MatMul", "output rank too small", shapeString(y.shape),
-                       "rank >= " + std::to_string(dropped));
-  l.batch.assign(y.shape.begin(), y.shape.end() - dropped);
-  std::vector<int64_t> expected = l.batch;
-  if (!aVector)
-    expected.push_back(l.m);
-  if (!bVector)
-    expected.push_back(l.n);
-  ZRT_RETURN_IF_ERROR(checkShape("MatMul", "output", y, expected));
-  ZRT_RETURN_IF_ERROR(
-      planBroadcast("MatMul", l.batch, {&l.aBatch, &l.bBatch}, l.plan));
-
-  if (halfTypes ? !dispatchType(ProductTypes{}, a.dtype, [](auto) {})
-                : !dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
-    return halfTypes ? dtypeError("MatMul", "input A", a.dtype, ProductTypes{})
-                     : dtypeError("MatMul", "input A", a.dtype, NumericTypes{});
-  return Status::ok();
-}
-
-Status prepareGemm(const std::vector<TensorRef> &in,
-                   const std::vector<TensorRef> &out, const AttrMap &attrs,
-                   GemmLayout &l, bool halfTypes) {
-  ZRT_RETURN_IF_ERROR(checkArity("Gemm", in, out, 2, 3, 1, 1));
-  const TensorRef &a = in[0], &b = in[1], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", b, "input B"));
-  ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", y, "output"));
-  l.transA = attrs.getInt("transA", 0) != 0;
-  l.transB = attrs.getInt("transB", 0) != 0;
-  l.alpha = attrs.getFloat("alpha", 1.0);
-  l.beta = attrs.getFloat("beta", 1.0);
-  if (a.rank() != 2 || b.rank() != 2)
-    return kernelError("Gemm", "operands must be matrices",
-                       shapeString(a.shape) + " and " + shapeString(b.shape),
-                       "rank 2 and rank 2");
-  l.m = l.transA ? a.shape[1] : a.shape[0];
-  l.k = l.transA ? a.shape[0] : a.shape[1];
-  const int64_t kb = l.transB ? b.shape[1] : b.shape[0];
-  l.n = l.transB ? b.shape[0] : b.shape[1];
-  if (l.k != kb)
-    return kernelError("Gemm", "inner dimensions differ",
-                       shapeString(a.shape) + " x " + shapeString(b.shape) +
-                           (l.transA ? " transA" : "") +
-                           (l.transB ? " transB" : ""),
-                       "equal K");
-  ZRT_RETURN_IF_ERROR(checkShape("Gemm", "output", y, {l.m, l.n}));
-  l.hasC = hasOperand(in, 2) && l.beta != 0.0;
-  if (l.hasC) {
-    ZRT_RETURN_IF_ERROR(checkSameDType("Gemm", a, "input A", in[2], "input C"));
-    // The checks of the broadcast copy of C to Y the kernels start with.
-    BroadcastPlan plan;
-    ZRT_RETURN_IF_ERROR(planBroadcastCopy("Gemm", in[2], y, plan));
-  } else {
-    l.beta = 0.0;
-  }
-  if (halfTypes ? !dispatchType(ProductTypes{}, a.dtype, [](auto) {})
-                : !dispatchType(NumericTypes{}, a.dtype, [](auto) {}))
-    return halfTypes ? dtypeError("Gemm", "input A", a.dtype, ProductTypes{})
-                     : dtypeError("Gemm", "input A", a.dtype, NumericTypes{});
-  return Status::ok();
-}
 
 void registerMatMulKernels(KernelTable &table) {
   table.add("MatMul", matMulKernel);

@@ -8,15 +8,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "KernelLayouts.h"
-#include "NormalizationKernels.h"
+#include "kernels/KernelLayouts.h"
+#include "kernels/NormalizationKernels.h"
 #include "math/SelectionMath.h"
 
 #include <memory>
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -210,32 +212,6 @@ Status batchNormKernel(const KernelContext &ctx,
 }
 
 } // namespace
-
-Status prepareBatchNorm(const std::vector<TensorRef> &in,
-                        const std::vector<TensorRef> &out, const AttrMap &attrs,
-                        BatchNormLayout &l) {
-  const char *op = "BatchNormalization";
-  ZRT_RETURN_IF_ERROR(checkArity(op, in, out, 5, 5, 1, 1));
-  const TensorRef &x = in[0], &y = out[0];
-  ZRT_RETURN_IF_ERROR(checkSameDType(op, x, "input X", y, "output"));
-  if (x.rank() < 2)
-    return kernelError(op, "rank of X", shapeString(x.shape),
-                       "[N, C, ...] (rank >= 2)");
-  ZRT_RETURN_IF_ERROR(checkShape(op, "output", y, x.shape));
-  l.channels = x.shape[1];
-  static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
-  for (int i = 1; i < 5; ++i) {
-    ZRT_RETURN_IF_ERROR(
-        checkShape(op, names[i - 1], in[size_t(i)], {l.channels}));
-    ZRT_RETURN_IF_ERROR(
-        checkSameDType(op, x, "input X", in[size_t(i)], names[i - 1]));
-  }
-  l.epsilon = attrs.getFloat("epsilon", 1e-5);
-  l.inner = productOf(x.shape, 2, x.shape.size());
-  if (!dispatchType(FloatTypes{}, x.dtype, [](auto) {}))
-    return dtypeError(op, "input X", x.dtype, FloatTypes{});
-  return Status::ok();
-}
 
 void registerNormalizationKernels(KernelTable &table) {
   norm::addNormalizationKernels<CpuNormLoops>(table);

@@ -22,10 +22,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "OptimizerKernels.h"
+#include "kernels/OptimizerKernels.h"
 
-#include "executor/SwapFiles.h"
+#include "io/SwapFiles.h"
 
 #include <unistd.h>
 
@@ -33,6 +34,7 @@
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 /// Like ZRT_HOT_LOOP, with FMA in the vector clones: std::fma is a single
@@ -144,7 +146,7 @@ Status swapInKernel(const KernelContext &, const std::vector<TensorRef> &in,
 
 /// SwapOut() -> state...: the updated state's pages leave memory: their
 /// writes to the swap file are queued (the kernel does them while the next
-/// instructions run) and they are unmapped (executor/SwapFiles.h).
+/// instructions run) and they are unmapped (io/SwapFiles.h).
 Status swapOutKernel(const KernelContext &, const std::vector<TensorRef> &,
                      const std::vector<TensorRef> &out, const AttrMap &) {
   for (const TensorRef &t : out)

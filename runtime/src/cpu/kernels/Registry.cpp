@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "cpu/kernels/CpuKernels.h"
+#include "kernels/KernelSupport.h"
+#include "zrt/CpuBackend.h"
 
 namespace zrt {
 

@@ -10,13 +10,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelLayouts.h"
+#include "cpu/kernels/CpuKernels.h"
+#include "kernels/KernelLayouts.h"
 #include "math/SelectionMath.h"
 
 #include <numeric>
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 Status topKKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
@@ -92,68 +94,6 @@ Status oneHotKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
 }
 
 } // namespace
-
-Status prepareTopK(const std::vector<TensorRef> &in,
-                   const std::vector<TensorRef> &out, const AttrMap &attrs,
-                   TopKLayout &l) {
-  ZRT_RETURN_IF_ERROR(checkArity("TopK", in, out, 1, 2, 2, 2));
-  const TensorRef &x = in[0], &values = out[0], &indices = out[1];
-  ZRT_RETURN_IF_ERROR(
-      checkSameDType("TopK", x, "input X", values, "output Values"));
-  if (indices.dtype != DType::I64)
-    return kernelError("TopK", "dtype of output Indices",
-                       dtypeName(indices.dtype), "i64");
-  const int64_t axis = attrs.getInt("axis", x.rank() - 1);
-  ZRT_RETURN_IF_ERROR(splitAtAxis("TopK", x.shape, axis, l.split));
-  l.k = attrs.getInt("k", -1);
-  if (l.k < 0 || l.k > l.split.axis)
-    return kernelError("TopK", "k", std::to_string(l.k),
-                       "0 <= k <= " + std::to_string(l.split.axis) +
-                           " (the axis' size)");
-  std::vector<int64_t> expected = x.shape;
-  if (x.rank() > 0)
-    expected[size_t(axis)] = l.k;
-  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Values", values, expected));
-  ZRT_RETURN_IF_ERROR(checkShape("TopK", "output Indices", indices, expected));
-  l.largest = attrs.getInt("largest", 1) != 0;
-  if (!dispatchType(NumericTypes{}, x.dtype, [](auto) {}))
-    return dtypeError("TopK", "input X", x.dtype, NumericTypes{});
-  return Status::ok();
-}
-
-Status prepareOneHot(const std::vector<TensorRef> &in,
-                     const std::vector<TensorRef> &out, const AttrMap &attrs,
-                     OneHotLayout &l) {
-  ZRT_RETURN_IF_ERROR(checkArity("OneHot", in, out, 2, 3, 1, 1));
-  // (indices, values) as the compiler emits them; (indices, depth, values)
-  // as ONNX lists them.
-  const TensorRef &indices = in[0], &values = in.size() == 3 ? in[2] : in[1];
-  const TensorRef &y = out[0];
-  ZRT_RETURN_IF_ERROR(
-      checkSameDType("OneHot", values, "input values", y, "output"));
-  if (values.numel() != 2)
-    return kernelError("OneHot", "values' element count",
-                       std::to_string(values.numel()), "2 (off, on)");
-  const int64_t depth = attrs.getInt("depth", -1);
-  const int64_t axis = attrs.getInt("axis", indices.rank());
-  if (axis < 0 || axis > indices.rank())
-    return kernelError("OneHot", "axis", std::to_string(axis),
-                       "0 <= axis <= " + std::to_string(indices.rank()));
-  std::vector<int64_t> expected = indices.shape;
-  expected.insert(expected.begin() + axis, depth);
-  if (depth < 1)
-    return kernelError("OneHot", "depth", std::to_string(depth),
-                       "a positive size");
-  ZRT_RETURN_IF_ERROR(checkShape("OneHot", "output", y, expected));
-  if (!dispatchType(NumericTypes{}, indices.dtype, [](auto) {}))
-    return dtypeError("OneHot", "input indices", indices.dtype, NumericTypes{});
-  l.indices = &indices;
-  l.values = &values;
-  l.depth = depth;
-  l.outer = productOf(indices.shape, 0, size_t(axis));
-  l.inner = productOf(indices.shape, size_t(axis), indices.shape.size());
-  return Status::ok();
-}
 
 void registerSelectionKernels(KernelTable &table) {
   table.add("TopK", topKKernel);

@@ -8,11 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/kernels/CpuKernels.h"
 #include "CpuLoops.h"
-#include "ShapeKernels.h"
+#include "kernels/ShapeKernels.h"
 
 namespace zrt {
 namespace cpu {
+using namespace kernels;
 namespace {
 
 /// dst[i] = src[i] for i < n (disjoint); a loop rather than memcpy for the

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "executor/SwapFiles.h"
+#include "io/SwapFiles.h"
 
 #include <atomic>
 #include <chrono>

@@ -7,8 +7,8 @@
 // stream can only wait for an event that has already been recorded.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_HOSTEVENT_H
-#define ZRT_CPU_HOSTEVENT_H
+#ifndef ZRT_KERNELS_HOSTEVENT_H
+#define ZRT_KERNELS_HOSTEVENT_H
 
 #include "zrt/Backend.h"
 
@@ -55,4 +55,4 @@ private:
 
 } // namespace zrt
 
-#endif // ZRT_CPU_HOSTEVENT_H
+#endif // ZRT_KERNELS_HOSTEVENT_H

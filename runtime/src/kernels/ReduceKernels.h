@@ -13,14 +13,14 @@
 // math/ReduceMath.h, so both backends check operands identically.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_REDUCEKERNELS_H
-#define ZRT_CPU_KERNELS_REDUCEKERNELS_H
+#ifndef ZRT_KERNELS_REDUCEKERNELS_H
+#define ZRT_KERNELS_REDUCEKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/ReduceMath.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 /// The input as kept/reduced dim groups, ready for the two loop shapes.
 struct ReductionLayout {
@@ -40,18 +40,6 @@ struct ReductionLayout {
 /// on an axis out of range.
 Status planReduction(const char *op, const std::vector<int64_t> &shape,
                      std::vector<int64_t> axes, ReductionLayout &layout);
-
-/// ReduceSum, ReduceMean or ReduceSumSquare (`op`) on an f16/bf16 input whose
-/// innermost dims are kept (a bias gradient: rows added up): the vector-mode
-/// loop of the f32 kernel on rows widened a tile at a time, the result
-/// rounded once, so the bits of the f32 kernel on the widened input with no
-/// widened copy. Returns false, doing nothing, for any other op, dtype or
-/// layout (the caller widens the operands); else true, with the kernel's
-/// status in `status`.
-bool reduceHalfKeptRows(const std::string &op, const KernelContext &ctx,
-                        const std::vector<TensorRef> &in,
-                        const std::vector<TensorRef> &out, const AttrMap &attrs,
-                        Status &status);
 
 namespace reduce {
 
@@ -176,7 +164,7 @@ template <typename Loops> void addReduceKernels(KernelTable &table) {
 }
 
 } // namespace reduce
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_REDUCEKERNELS_H
+#endif // ZRT_KERNELS_REDUCEKERNELS_H

@@ -16,8 +16,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "zrt/Backend.h"
+#include "zrt/Communicator.h"
+#include "zrt/MpiCommunicator.h"
 
-#include "cpu/kernels/KernelSupport.h"
+#include "math/HalfMath.h"
 
 #include <mpi.h>
 
@@ -37,15 +39,15 @@ void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<const uint16_t *>(in);
   auto *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = cpu::floatToHalf(cpu::halfToFloat(a[i]) + cpu::halfToFloat(b[i]));
+    b[i] = math::floatToHalf(math::halfToFloat(a[i]) + math::halfToFloat(b[i]));
 }
 
 void sumBF16(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<const uint16_t *>(in);
   auto *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = cpu::floatToBfloat16(cpu::bfloat16ToFloat(a[i]) +
-                                cpu::bfloat16ToFloat(b[i]));
+    b[i] = math::floatToBfloat16(math::bfloat16ToFloat(a[i]) +
+                                math::bfloat16ToFloat(b[i]));
 }
 
 bool overlaps(const void *a, uint64_t na, const void *b, uint64_t nb) {

@@ -17,16 +17,16 @@
 // updates apply in index order on both (math/ScatterMath.h).
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_INDEXINGKERNELS_H
-#define ZRT_CPU_KERNELS_INDEXINGKERNELS_H
+#ifndef ZRT_KERNELS_INDEXINGKERNELS_H
+#define ZRT_KERNELS_INDEXINGKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 
 #include <unordered_map>
 #include "math/ScatterMath.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 namespace indexing {
 
 /// Reads `indices` (I64 or I32) as int64 values.
@@ -350,7 +350,7 @@ template <typename Loops> void addIndexingKernels(KernelTable &table) {
 }
 
 } // namespace indexing
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_INDEXINGKERNELS_H
+#endif // ZRT_KERNELS_INDEXINGKERNELS_H

@@ -12,8 +12,8 @@
 // streams.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_EXECUTOR_SWAPFILES_H
-#define ZRT_EXECUTOR_SWAPFILES_H
+#ifndef ZRT_IO_SWAPFILES_H
+#define ZRT_IO_SWAPFILES_H
 
 #include <cstddef>
 
@@ -42,4 +42,4 @@ SwapCounters swapCounters();
 
 } // namespace zrt
 
-#endif // ZRT_EXECUTOR_SWAPFILES_H
+#endif // ZRT_IO_SWAPFILES_H

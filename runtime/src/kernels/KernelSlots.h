@@ -9,8 +9,8 @@
 // kernel table (each table gets the same kernel for an op).
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELSLOTS_H
-#define ZRT_CPU_KERNELSLOTS_H
+#ifndef ZRT_KERNELS_KERNELSLOTS_H
+#define ZRT_KERNELS_KERNELSLOTS_H
 
 #include "zrt/Kernel.h"
 
@@ -68,4 +68,4 @@ private:
 
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELSLOTS_H
+#endif // ZRT_KERNELS_KERNELSLOTS_H

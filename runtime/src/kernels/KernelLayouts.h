@@ -13,10 +13,10 @@
 // math/WindowMath.h, ResizeMath.h, SelectionMath.h and FusedMath.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_KERNELLAYOUTS_H
-#define ZRT_CPU_KERNELS_KERNELLAYOUTS_H
+#ifndef ZRT_KERNELS_KERNELLAYOUTS_H
+#define ZRT_KERNELS_KERNELLAYOUTS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/ResizeMath.h"
 #include "math/WindowMath.h"
 
@@ -24,7 +24,7 @@
 #include <vector>
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 //===----------------------------------------------------------------------===//
 // Conv, ConvTranspose (Conv.cpp)
@@ -175,6 +175,12 @@ struct MatMulLayout {
   BroadcastPlan plan;
 };
 
+/// The element types of MatMul and Gemm: the numeric ones, and f16 / bf16
+/// as their bits (uint16_t) computing in f32 (runPackedProducts,
+/// runBf16PairProducts).
+using ProductTypes =
+    TypeList<float, double, int32_t, int64_t, int8_t, uint8_t, Float16, BFloat16>;
+
 /// Checks MatMul (numeric, numpy rules; f16 and bf16 too with `halfTypes`,
 /// which the CPU kernels compute in f32).
 Status prepareMatMul(const std::vector<TensorRef> &in,
@@ -194,7 +200,7 @@ Status prepareGemm(const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, const AttrMap &attrs,
                    GemmLayout &l, bool halfTypes = false);
 
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_KERNELLAYOUTS_H
+#endif // ZRT_KERNELS_KERNELLAYOUTS_H

@@ -1,16 +1,17 @@
-//===- KernelSupport.h - Shared helpers of the CPU kernels ------*- C++ -*-===//
+//===- KernelSupport.h - Shared helpers of both backends' kernels -*- C++ -*-===//
 //
-// Internal to runtime/src/cpu/kernels. It maps the program's dtypes to C++
-// element types and dispatches a generic lambda on them, formats kernel errors
-// in the common "<Op>: <what> (got ..., expected ...)" shape, plans numpy-style
-// broadcasting (collapsed dims plus per-input element strides) and walks such a
-// plan row by row, splits shapes around an axis, splits flat ranges across the
-// KernelContext's threads, and picks the vectorisable f32 exp, log, tanh, erf
-// and sigmoid of math/VecMath.h for the transcendental-heavy kernels.
+// Internal to the runtime's backends (cpu/, cuda/). It maps the program's
+// dtypes to C++ element types and dispatches a generic lambda on them, formats
+// kernel errors in the common "<Op>: <what> (got ..., expected ...)" shape,
+// plans numpy-style broadcasting (collapsed dims plus per-input element
+// strides) and walks such a plan row by row, splits shapes around an axis,
+// splits flat ranges across the KernelContext's threads, and picks the
+// vectorisable f32 exp, log, tanh, erf and sigmoid of math/VecMath.h for the
+// transcendental-heavy kernels.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_KERNELSUPPORT_H
-#define ZRT_CPU_KERNELS_KERNELSUPPORT_H
+#ifndef ZRT_KERNELS_KERNELSUPPORT_H
+#define ZRT_KERNELS_KERNELSUPPORT_H
 
 #include "math/ElementwiseMath.h"
 #include "math/HalfMath.h"
@@ -27,7 +28,7 @@
 #include <vector>
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 //===----------------------------------------------------------------------===//
 // Element types
@@ -72,6 +73,9 @@ template <> struct DTypeOf<bool> {
 };
 
 /// Converts any supported element type to double (half types via float).
+/// Whether `t` is one of the 16-bit floating types (f16, bf16).
+inline bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
+
 template <typename T> ZRT_HD inline double toDouble(T v) {
   if constexpr (std::is_same_v<T, Float16>)
     return halfToFloat(v.bits);
@@ -568,42 +572,7 @@ template <typename T> inline T maxOf(const T *in, int64_t n) {
   return best;
 }
 
-//===----------------------------------------------------------------------===//
-// Matrix products on the calling thread (MatMul.cpp)
-//===----------------------------------------------------------------------===//
-
-/// Makes OpenBLAS run every call on the calling thread: kernels parallelise
-/// over tiles of their own, chosen from the shapes.
-void useSingleThreadedBlas();
-
-/// C = op(A) op(B), row-major, C is m x n (not read); f32 and f64 through
-/// OpenBLAS. Call useSingleThreadedBlas() first.
-template <typename T>
-void gemmOnThisThread(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                      const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
-                      int64_t ldc);
-
-//===----------------------------------------------------------------------===//
-// Registration, one function per kernel family
-//===----------------------------------------------------------------------===//
-
-void registerBinaryKernels(KernelTable &table);
-void registerUnaryKernels(KernelTable &table);
-void registerMatMulKernels(KernelTable &table);
-void registerReduceKernels(KernelTable &table);
-void registerNormalizationKernels(KernelTable &table);
-void registerShapeKernels(KernelTable &table);
-void registerIndexingKernels(KernelTable &table);
-void registerLossKernels(KernelTable &table);
-void registerOptimizerKernels(KernelTable &table);
-void registerQuantizeKernels(KernelTable &table);
-void registerConvKernels(KernelTable &table);
-void registerPoolKernels(KernelTable &table);
-void registerResizeKernels(KernelTable &table);
-void registerSelectionKernels(KernelTable &table);
-void registerFusedKernels(KernelTable &table);
-
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_KERNELSUPPORT_H
+#endif // ZRT_KERNELS_KERNELSUPPORT_H

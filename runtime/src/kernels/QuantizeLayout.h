@@ -8,8 +8,8 @@
 // math/QuantizeMath.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_QUANTIZELAYOUT_H
-#define ZRT_CPU_KERNELS_QUANTIZELAYOUT_H
+#ifndef ZRT_KERNELS_QUANTIZELAYOUT_H
+#define ZRT_KERNELS_QUANTIZELAYOUT_H
 
 #include "math/QuantizeMath.h"
 #include "zrt/Kernel.h"
@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 /// The sizes of one instruction (math/QuantizeMath.h).
 using QuantizeLayout = qmath::Layout;
@@ -36,7 +36,7 @@ Status prepareDequantize(const std::vector<TensorRef> &in,
 /// Quantize's error for x's non-finite element `index` of value `x`.
 Status quantizeNonFiniteError(const QuantizeLayout &l, int64_t index, float x);
 
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_QUANTIZELAYOUT_H
+#endif // ZRT_KERNELS_QUANTIZELAYOUT_H

@@ -20,14 +20,14 @@
 // it serves every dtype.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_SHAPEKERNELS_H
-#define ZRT_CPU_KERNELS_SHAPEKERNELS_H
+#ifndef ZRT_KERNELS_SHAPEKERNELS_H
+#define ZRT_KERNELS_SHAPEKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/ShapeMath.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 /// The bits of attribute `name` (a float, or an int for exact i64 values;
 /// 0 when absent) converted to `dtype`.
@@ -508,7 +508,7 @@ template <typename Loops> void addShapeKernels(KernelTable &table) {
 }
 
 } // namespace shape
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_SHAPEKERNELS_H
+#endif // ZRT_KERNELS_SHAPEKERNELS_H

@@ -15,16 +15,16 @@
 // result goes to the device with write().
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
-#define ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
+#ifndef ZRT_KERNELS_OPTIMIZERKERNELS_H
+#define ZRT_KERNELS_OPTIMIZERKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/OptimizerMath.h"
 
 #include <cmath>
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 namespace optimizer {
 
 /// An attribute given as a float or an int (the compiler may write either).
@@ -405,7 +405,7 @@ template <typename Loops> void addOptimizerKernels(KernelTable &table) {
 }
 
 } // namespace optimizer
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_OPTIMIZERKERNELS_H
+#endif // ZRT_KERNELS_OPTIMIZERKERNELS_H

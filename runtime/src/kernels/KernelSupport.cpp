@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 
 //===----------------------------------------------------------------------===//
 // Scalars and fills
@@ -346,5 +346,5 @@ Status broadcastCopy(const KernelContext &ctx, const char *op,
   return Status::ok();
 }
 
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt

@@ -13,16 +13,16 @@
 // (cuda/NormalizationKernels.cu) implement them with math/NormMath.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_NORMALIZATIONKERNELS_H
-#define ZRT_CPU_KERNELS_NORMALIZATIONKERNELS_H
+#ifndef ZRT_KERNELS_NORMALIZATIONKERNELS_H
+#define ZRT_KERNELS_NORMALIZATIONKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/NormMath.h"
 
 #include <memory>
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 namespace norm {
 
 /// An affine parameter (scale or bias) as one value per normalised element:
@@ -161,7 +161,7 @@ template <typename Loops> void addNormalizationKernels(KernelTable &table) {
 }
 
 } // namespace norm
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_NORMALIZATIONKERNELS_H
+#endif // ZRT_KERNELS_NORMALIZATIONKERNELS_H

@@ -13,14 +13,14 @@
 // implement them with math/LossMath.h and math/NormMath.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_LOSSKERNELS_H
-#define ZRT_CPU_KERNELS_LOSSKERNELS_H
+#ifndef ZRT_KERNELS_LOSSKERNELS_H
+#define ZRT_KERNELS_LOSSKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/LossMath.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 namespace loss {
 
 /// Scores viewed as [N, C, D] (D = product of the trailing dims).
@@ -164,7 +164,7 @@ template <typename Loops> void addLossKernels(KernelTable &table) {
 }
 
 } // namespace loss
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_LOSSKERNELS_H
+#endif // ZRT_KERNELS_LOSSKERNELS_H

@@ -11,14 +11,14 @@
 // messages. The per-element math is math/ElementwiseMath.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZRT_CPU_KERNELS_ELEMENTWISEKERNELS_H
-#define ZRT_CPU_KERNELS_ELEMENTWISEKERNELS_H
+#ifndef ZRT_KERNELS_ELEMENTWISEKERNELS_H
+#define ZRT_KERNELS_ELEMENTWISEKERNELS_H
 
-#include "KernelSupport.h"
+#include "kernels/KernelSupport.h"
 #include "math/ElementwiseMath.h"
 
 namespace zrt {
-namespace cpu {
+namespace kernels {
 namespace elementwise {
 
 //===----------------------------------------------------------------------===//
@@ -649,7 +649,7 @@ template <typename Loops> void addBinaryKernels(KernelTable &table) {
 }
 
 } // namespace elementwise
-} // namespace cpu
+} // namespace kernels
 } // namespace zrt
 
-#endif // ZRT_CPU_KERNELS_ELEMENTWISEKERNELS_H
+#endif // ZRT_KERNELS_ELEMENTWISEKERNELS_H
