@@ -97,6 +97,19 @@ struct Executor::Impl {
 
   /// Everything local to this rank; may fail on some ranks only.
   Status init();
+  /// init's steps, in its order. The arenas (swap files mapped, the others
+  /// allocated), the buffers in them, the constants copied into theirs.
+  Status allocateArenas();
+  /// The constant operand cache (host memory, options.prepareConstants), the
+  /// streams (each given the cache) and the events.
+  Status createStreamsAndEvents();
+  /// Each instruction this rank executes as a Step of its stream, on the
+  /// channel `channelOf` its stream (a point-to-point one on channel 0);
+  /// returns their indices, in program order.
+  std::vector<size_t> buildSteps(int rank, const std::vector<int> &channelOf);
+  /// With options.trackMemory: the live-bytes tracker and the planned peak
+  /// of gathered bytes of the instructions `executed`.
+  void startMemoryTracking(const std::vector<size_t> &executed);
   /// The collective part: the communicator's groups and channels.
   Status connect(int numChannels);
   void runStream(size_t stream, std::chrono::steady_clock::time_point start);
@@ -198,17 +211,69 @@ Expected<void *> Executor::Impl::mapSwapFile(size_t index) {
   return base;
 }
 
-Status Executor::Impl::init() {
-  const Program &p = program;
-  int rank = comm.rank();
-  if (p.worldSize != comm.worldSize())
-    return Status::error(p.path + ": the program was compiled for " +
-                         std::to_string(p.worldSize) + " ranks but runs on " +
-                         std::to_string(comm.worldSize()));
-  ZRT_RETURN_IF_ERROR(validateProgram(p, &backend.kernels()));
-  ZRT_RETURN_IF_ERROR(checkEventOrder(p, rank));
-  evaluable = p.evaluable();
+namespace {
+/// One communication channel per stream of `p` that issues collectives, in
+/// the order of their first collective: the channel of each stream, or -1;
+/// their number in `numChannels`.
+std::vector<int> collectiveChannels(const Program &p, int &numChannels) {
+  std::vector<int> channelOf(p.streams.size(), -1);
+  numChannels = 0;
+  for (const Instruction &inst : p.instructions)
+    if (isCollective(inst.kind) && channelOf[inst.stream] < 0)
+      channelOf[inst.stream] = numChannels++;
+  return channelOf;
+}
 
+/// Whether `rank` is a member of each of `p`'s groups.
+std::vector<bool> groupMembership(const Program &p, int rank) {
+  std::vector<bool> member(p.groups.size(), false);
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    for (int r : p.groups[g].ranks)
+      member[g] = member[g] || r == rank;
+  return member;
+}
+
+/// Where each event is recorded on a communication stream: the position of
+/// its Record among that stream's `steps`, or -1 (options.serializeStreams).
+std::vector<int64_t> commRecordPositions(const Program &p,
+                                         const std::vector<std::vector<Step>> &steps) {
+  std::vector<int64_t> pos(p.numEvents, -1);
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (p.streams[s].kind == StreamKind::Comm)
+      for (size_t k = 0; k < steps[s].size(); ++k)
+        if (steps[s][k].inst->kind == OpKind::Record && steps[s][k].inst->event >= 0)
+          pos[size_t(steps[s][k].inst->event)] = int64_t(k);
+  return pos;
+}
+
+/// Per arena, the end of the last of its bytes that a buffer this rank
+/// touches occupies: the operands of the instructions `executed`, the
+/// constants, the globals and the inputs.
+std::vector<uint64_t> highWaterBytes(const Program &p,
+                                     const std::vector<size_t> &executed) {
+  std::vector<uint64_t> highWater(p.arenas.size(), 0);
+  auto touch = [&](uint32_t b) {
+    const BufferDesc &d = p.buffers[b];
+    highWater[d.arena] = std::max(highWater[d.arena], d.offset + d.bytes());
+  };
+  for (size_t i : executed) {
+    for (uint32_t b : p.instructions[i].inputs)
+      touch(b);
+    for (uint32_t b : p.instructions[i].outputs)
+      touch(b);
+  }
+  for (const ConstantDesc &c : p.constants)
+    touch(c.buffer);
+  for (const GlobalDesc &g : p.globals)
+    touch(g.buffer);
+  for (const BindingDesc &b : p.inputs)
+    touch(b.buffer);
+  return highWater;
+}
+} // namespace
+
+Status Executor::Impl::allocateArenas() {
+  const Program &p = program;
   Allocator &alloc = backend.allocator();
   arenaBase.assign(p.arenas.size(), nullptr);
   swapFds.assign(p.arenas.size(), -1);
@@ -235,14 +300,12 @@ Status Executor::Impl::init() {
     if (!c.data.empty()) // an empty vector's data() may be null
       ZRT_RETURN_IF_ERROR(alloc.copyFromHost(buffers[c.buffer].data,
                                              c.data.data(), c.data.size()));
+  return Status::ok();
+}
 
-  // One communication channel per stream that issues collectives.
-  std::vector<int> channelOf(p.streams.size(), -1);
-  numChannels = 0;
-  for (const Instruction &inst : p.instructions)
-    if (isCollective(inst.kind) && channelOf[inst.stream] < 0)
-      channelOf[inst.stream] = numChannels++;
-  if (alloc.hostAccessible() && options.prepareConstants)
+Status Executor::Impl::createStreamsAndEvents() {
+  const Program &p = program;
+  if (backend.allocator().hostAccessible() && options.prepareConstants)
     constants = std::make_unique<ConstantOperandCache>(p, arenaBase);
   for (size_t s = 0; s < p.streams.size(); ++s) {
     Expected<std::unique_ptr<Stream>> stream =
@@ -258,12 +321,14 @@ Status Executor::Impl::init() {
       return event.status();
     events.push_back(std::move(*event));
   }
+  return Status::ok();
+}
 
+std::vector<size_t> Executor::Impl::buildSteps(int rank,
+                                               const std::vector<int> &channelOf) {
+  const Program &p = program;
   // Collectives run on the members of their group only (group -1: all).
-  std::vector<bool> member(p.groups.size(), false);
-  for (size_t g = 0; g < p.groups.size(); ++g)
-    for (int r : p.groups[g].ranks)
-      member[g] = member[g] || r == rank;
+  const std::vector<bool> member = groupMembership(p, rank);
   steps.assign(p.streams.size(), {});
   std::vector<size_t> executed;
   for (size_t i = 0; i < p.instructions.size(); ++i) {
@@ -293,46 +358,44 @@ Status Executor::Impl::init() {
     steps[inst.stream].push_back(std::move(step));
     executed.push_back(i);
   }
-  // Where each event is recorded on a communication stream: the position
-  // of its Record there (options.serializeStreams).
-  commRecordPos.assign(p.numEvents, -1);
-  for (size_t s = 0; s < steps.size(); ++s)
-    if (p.streams[s].kind == StreamKind::Comm)
-      for (size_t k = 0; k < steps[s].size(); ++k)
-        if (steps[s][k].inst->kind == OpKind::Record && steps[s][k].inst->event >= 0)
-          commRecordPos[size_t(steps[s][k].inst->event)] = int64_t(k);
+  return executed;
+}
 
-  stats.highWaterBytes.assign(p.arenas.size(), 0);
-  auto touch = [&](uint32_t b) {
-    const BufferDesc &d = p.buffers[b];
-    stats.highWaterBytes[d.arena] =
-        std::max(stats.highWaterBytes[d.arena], d.offset + d.bytes());
-  };
-  for (size_t i : executed) {
-    for (uint32_t b : p.instructions[i].inputs)
-      touch(b);
-    for (uint32_t b : p.instructions[i].outputs)
-      touch(b);
+void Executor::Impl::startMemoryTracking(const std::vector<size_t> &executed) {
+  const Program &p = program;
+  liveBytes = std::make_unique<LiveBytesTracker>(p, executed);
+  // In program order: a figure of the program, so taken with the main
+  // plan's offsets (in the in-order plan a prefetched gather may share
+  // bytes with a block still live in program order).
+  Program main;
+  if (p.inOrderPlanInUse) {
+    main = p;
+    main.useInOrderPlan(false);
   }
-  for (const ConstantDesc &c : p.constants)
-    touch(c.buffer);
-  for (const GlobalDesc &g : p.globals)
-    touch(g.buffer);
-  for (const BindingDesc &b : p.inputs)
-    touch(b.buffer);
-  if (options.trackMemory) {
-    liveBytes = std::make_unique<LiveBytesTracker>(p, executed);
-    // In program order: a figure of the program, so taken with the main
-    // plan's offsets (in the in-order plan a prefetched gather may share
-    // bytes with a block still live in program order).
-    Program main;
-    if (p.inOrderPlanInUse) {
-      main = p;
-      main.useInOrderPlan(false);
-    }
-    stats.plannedPeakGatheredBytes =
-        plannedPeakGatheredBytes(p.inOrderPlanInUse ? main : p, executed);
-  }
+  stats.plannedPeakGatheredBytes =
+      plannedPeakGatheredBytes(p.inOrderPlanInUse ? main : p, executed);
+}
+
+Status Executor::Impl::init() {
+  const Program &p = program;
+  int rank = comm.rank();
+  if (p.worldSize != comm.worldSize())
+    return Status::error(p.path + ": the program was compiled for " +
+                         std::to_string(p.worldSize) + " ranks but runs on " +
+                         std::to_string(comm.worldSize()));
+  ZRT_RETURN_IF_ERROR(validateProgram(p, &backend.kernels()));
+  ZRT_RETURN_IF_ERROR(checkEventOrder(p, rank));
+  evaluable = p.evaluable();
+
+  ZRT_RETURN_IF_ERROR(allocateArenas());
+  // One communication channel per stream that issues collectives.
+  const std::vector<int> channelOf = collectiveChannels(p, numChannels);
+  ZRT_RETURN_IF_ERROR(createStreamsAndEvents());
+  const std::vector<size_t> executed = buildSteps(rank, channelOf);
+  commRecordPos = commRecordPositions(p, steps);
+  stats.highWaterBytes = highWaterBytes(p, executed);
+  if (options.trackMemory)
+    startMemoryTracking(executed);
   return Status::ok();
 }
 

@@ -156,31 +156,21 @@ bool peekVersion(const uint8_t *data, size_t size, uint32_t &version) {
   return true;
 }
 
-Expected<Program> convert(const fb::Program &fp, const std::string &name) {
-  Program p;
-  p.path = name;
-  p.version = fp.version();
-  p.worldSize = fp.world_size();
-  p.pipelineDp = fp.pipeline_dp();
-  p.numEvents = fp.num_events();
-  auto badDType = [&](const std::string &what, int dt) {
-    return Status::error(name + ": " + what + " has unknown dtype " +
-                         std::to_string(dt) + " (known: 0-" +
-                         std::to_string(int(fb::DType_MAX)) + ")");
-  };
+/// The error of a table entry (`what`) whose dtype `dt` is none of fb::DType's.
+Status badDType(const std::string &name, const std::string &what, int dt) {
+  return Status::error(name + ": " + what + " has unknown dtype " +
+                       std::to_string(dt) + " (known: 0-" +
+                       std::to_string(int(fb::DType_MAX)) + ")");
+}
 
-  if (auto *arenas = fp.arenas())
-    for (const fb::Arena *a : *arenas)
-      p.arenas.push_back(
-          {str(a->name()), a->size(), a->no_reuse_size(), a->lower_bound(),
-           a->in_order_size(), str(a->path()), a->host()});
-
+/// Appends the file's buffers to `p`; fails on the first of unknown dtype.
+Status convertBuffers(const fb::Program &fp, const std::string &name, Program &p) {
   if (auto *buffers = fp.buffers()) {
     for (const fb::Buffer *b : *buffers) {
       BufferDesc d;
       d.name = str(b->name());
       if (b->dtype() < fb::DType_MIN || b->dtype() > fb::DType_MAX)
-        return badDType("buffer " + std::to_string(p.buffers.size()), b->dtype());
+        return badDType(name, "buffer " + std::to_string(p.buffers.size()), b->dtype());
       d.dtype = DType(b->dtype());
       d.shape = vec<int64_t>(b->shape());
       d.arena = b->arena();
@@ -189,24 +179,20 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       p.buffers.push_back(std::move(d));
     }
   }
+  return Status::ok();
+}
 
-  if (auto *constants = fp.constants()) {
-    for (const fb::Constant *c : *constants) {
-      ConstantDesc d;
-      d.buffer = c->buffer();
-      if (c->data())
-        d.data.assign(c->data()->begin(), c->data()->end());
-      p.constants.push_back(std::move(d));
-    }
-  }
-
+/// Appends the file's globals to `p`; fails on the first of unknown dtype,
+/// role or held gradient's dtype (checked in that order).
+Status convertGlobals(const fb::Program &fp, const std::string &name, Program &p) {
   if (auto *globals = fp.globals()) {
     for (const fb::Global *g : *globals) {
       GlobalDesc d;
       d.name = str(g->name());
       d.tensor = str(g->tensor());
       if (g->dtype() < fb::DType_MIN || g->dtype() > fb::DType_MAX)
-        return badDType("global " + std::to_string(p.globals.size()) + " \"" +
+        return badDType(name,
+                        "global " + std::to_string(p.globals.size()) + " \"" +
                             d.name + "\"",
                         g->dtype());
       d.dtype = DType(g->dtype());
@@ -223,7 +209,8 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       d.role = GlobalRole(g->role());
       if (const fb::HeldGradient *h = g->gradient()) {
         if (h->dtype() < fb::DType_MIN || h->dtype() > fb::DType_MAX)
-          return badDType("the gradient of global " + std::to_string(p.globals.size()) +
+          return badDType(name,
+                          "the gradient of global " + std::to_string(p.globals.size()) +
                               " \"" + d.name + "\"",
                           h->dtype());
         d.gradient = HeldGradient{DType(h->dtype()), h->numel()};
@@ -232,28 +219,12 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       p.globals.push_back(std::move(d));
     }
   }
+  return Status::ok();
+}
 
-  if (auto *streams = fp.streams()) {
-    for (const fb::Stream *s : *streams) {
-      if (s->kind() < fb::StreamKind_MIN || s->kind() > fb::StreamKind_MAX)
-        return Status::error(name + ": stream " +
-                             std::to_string(p.streams.size()) +
-                             " has unknown kind " + std::to_string(s->kind()));
-      p.streams.push_back({str(s->name()), StreamKind(s->kind())});
-    }
-  }
-
-  if (auto *groups = fp.groups())
-    for (const fb::ProcessGroup *g : *groups)
-      p.groups.push_back(
-          {str(g->name()), vec<int>(g->ranks()), g->group_size()});
-
-  for (auto [from, to] : {std::make_pair(fp.inputs(), &p.inputs),
-                          std::make_pair(fp.outputs(), &p.outputs)})
-    if (from)
-      for (const fb::Binding *b : *from)
-        to->push_back({str(b->name()), b->buffer()});
-
+/// Appends the file's instructions to `p`, each with its kind (classifyOp)
+/// and attributes.
+void convertInstructions(const fb::Program &fp, Program &p) {
   if (auto *instructions = fp.instructions()) {
     p.instructions.reserve(instructions->size());
     for (const fb::Instruction *i : *instructions) {
@@ -281,20 +252,79 @@ Expected<Program> convert(const fb::Program &fp, const std::string &name) {
       p.instructions.push_back(std::move(d));
     }
   }
+}
 
-  if (const fb::Training *t = fp.training()) {
-    TrainingDesc d;
-    d.loss = str(t->loss());
-    d.gradNorm = str(t->grad_norm());
-    d.lr = str(t->lr());
-    d.accumulationSteps = t->accumulation_steps();
-    d.optimizer = str(t->optimizer());
-    d.lossScale = str(t->loss_scale());
-    d.stepsPerPrint = t->steps_per_print();
-    d.csvMonitor = str(t->csv_monitor());
-    d.skipped = str(t->skipped());
-    p.training = std::move(d);
+/// The training table of a training program.
+TrainingDesc convertTraining(const fb::Training &t) {
+  TrainingDesc d;
+  d.loss = str(t.loss());
+  d.gradNorm = str(t.grad_norm());
+  d.lr = str(t.lr());
+  d.accumulationSteps = t.accumulation_steps();
+  d.optimizer = str(t.optimizer());
+  d.lossScale = str(t.loss_scale());
+  d.stepsPerPrint = t.steps_per_print();
+  d.csvMonitor = str(t.csv_monitor());
+  d.skipped = str(t.skipped());
+  return d;
+}
+
+/// The file's root table as a Program: its tables in file order (arenas,
+/// buffers, constants, globals, streams, groups, bindings, instructions,
+/// training), failing at the first entry of an unknown dtype, role or kind.
+Expected<Program> convert(const fb::Program &fp, const std::string &name) {
+  Program p;
+  p.path = name;
+  p.version = fp.version();
+  p.worldSize = fp.world_size();
+  p.pipelineDp = fp.pipeline_dp();
+  p.numEvents = fp.num_events();
+
+  if (auto *arenas = fp.arenas())
+    for (const fb::Arena *a : *arenas)
+      p.arenas.push_back(
+          {str(a->name()), a->size(), a->no_reuse_size(), a->lower_bound(),
+           a->in_order_size(), str(a->path()), a->host()});
+
+  ZRT_RETURN_IF_ERROR(convertBuffers(fp, name, p));
+
+  if (auto *constants = fp.constants()) {
+    for (const fb::Constant *c : *constants) {
+      ConstantDesc d;
+      d.buffer = c->buffer();
+      if (c->data())
+        d.data.assign(c->data()->begin(), c->data()->end());
+      p.constants.push_back(std::move(d));
+    }
   }
+
+  ZRT_RETURN_IF_ERROR(convertGlobals(fp, name, p));
+
+  if (auto *streams = fp.streams()) {
+    for (const fb::Stream *s : *streams) {
+      if (s->kind() < fb::StreamKind_MIN || s->kind() > fb::StreamKind_MAX)
+        return Status::error(name + ": stream " +
+                             std::to_string(p.streams.size()) +
+                             " has unknown kind " + std::to_string(s->kind()));
+      p.streams.push_back({str(s->name()), StreamKind(s->kind())});
+    }
+  }
+
+  if (auto *groups = fp.groups())
+    for (const fb::ProcessGroup *g : *groups)
+      p.groups.push_back(
+          {str(g->name()), vec<int>(g->ranks()), g->group_size()});
+
+  for (auto [from, to] : {std::make_pair(fp.inputs(), &p.inputs),
+                          std::make_pair(fp.outputs(), &p.outputs)})
+    if (from)
+      for (const fb::Binding *b : *from)
+        to->push_back({str(b->name()), b->buffer()});
+
+  convertInstructions(fp, p);
+
+  if (const fb::Training *t = fp.training())
+    p.training = convertTraining(*t);
   return p;
 }
 

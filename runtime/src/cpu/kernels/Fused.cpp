@@ -66,6 +66,137 @@ void runBinaryBlock(int64_t code, Operand x, Operand y, float *dst, int64_t n) {
   });
 }
 
+/// How fusedElementwiseKernel reads each input: one value, the output's own
+/// layout, or gathered per block. A 16-bit input is widened (exactly) as it
+/// is read: a block at a time into a scratch block (a scalar once, into
+/// `scalars`).
+struct FusedInputs {
+  std::vector<int> kind; // 0 scalar, 1 contiguous, 2 gathered
+  int numStaged = 0;     // inputs read through a scratch block
+  std::vector<int> stagedSlot; // an input's scratch block, or -1
+  std::vector<float> scalars;  // a scalar input's value, as f32
+};
+
+/// The FusedInputs of inputs `in` of an output of `numel` elements.
+FusedInputs classifyInputs(const std::vector<TensorRef> &in, int64_t numel) {
+  const int64_t numIn = int64_t(in.size());
+  FusedInputs r;
+  r.kind.resize(static_cast<size_t>(numIn));
+  r.stagedSlot.assign(size_t(numIn), -1);
+  r.scalars.assign(size_t(numIn), 0.0f);
+  for (int64_t i = 0; i < numIn; ++i) {
+    const TensorRef &t = in[size_t(i)];
+    if (t.numel() == 1) {
+      r.kind[size_t(i)] = 0;
+      if (isHalf(t.dtype))
+        widenHalfRow(t.dtype, t.as<uint16_t>(), &r.scalars[size_t(i)], 1);
+      else
+        r.scalars[size_t(i)] = *t.as<float>();
+      continue;
+    }
+    r.kind[size_t(i)] = t.numel() == numel ? 1 : 2;
+    if (r.kind[size_t(i)] == 2 || isHalf(t.dtype))
+      r.stagedSlot[size_t(i)] = r.numStaged++;
+  }
+  return r;
+}
+
+/// Fills the scratch blocks (`staged`, kBlock floats apart) of the inputs
+/// read through one for the block of `n` elements from `begin`: a 16-bit
+/// input of the output's layout widened, a gathered one copied (or widened)
+/// a row of its broadcast `plans` at a time.
+void stageBlockInputs(const std::vector<TensorRef> &in,
+                      const std::vector<BroadcastPlan> &plans,
+                      const FusedInputs &inputs, float *staged, int64_t begin,
+                      int64_t n) {
+  const int64_t numIn = int64_t(in.size());
+  for (int64_t i = 0; i < numIn; ++i) {
+    if (inputs.stagedSlot[size_t(i)] < 0)
+      continue;
+    const TensorRef &t = in[size_t(i)];
+    float *dst = staged + inputs.stagedSlot[size_t(i)] * kBlock;
+    if (inputs.kind[size_t(i)] == 1) { // a 16-bit input of the output's layout
+      widenHalfRow(t.dtype, t.as<uint16_t>() + begin, dst, n);
+      continue;
+    }
+    const BroadcastPlan &plan = plans[size_t(i)];
+    const int64_t stride = plan.innerStride(0);
+    forEachBroadcastRow(plan, begin, begin + n,
+                        [&](int64_t o, const int64_t *off, int64_t len) {
+                          float *d = dst + (o - begin);
+                          if (isHalf(t.dtype)) {
+                            const uint16_t *s = t.as<uint16_t>() + off[0];
+                            if (stride == 0) {
+                              float v;
+                              widenHalfRow(t.dtype, s, &v, 1);
+                              std::fill(d, d + len, v);
+                            } else {
+                              widenHalfRow(t.dtype, s, d, len);
+                            }
+                            return;
+                          }
+                          const float *s = t.as<float>() + off[0];
+                          if (stride == 0)
+                            std::fill(d, d + len, *s);
+                          else
+                            std::memcpy(d, s, size_t(len) * sizeof(float));
+                        });
+  }
+}
+
+/// Runs the program's ops, in order, over the block of `n` elements from
+/// `begin` (its staged inputs already in `staged`): each op's result into
+/// its block of `results`, the last op's into y (rounded once if 16-bit).
+void runBlockOps(const FusedProgram &program, const std::vector<TensorRef> &in,
+                 const FusedInputs &inputs, const TensorRef &y, float *results,
+                 const float *staged, int64_t begin, int64_t n) {
+  const int64_t numIn = int64_t(in.size());
+  const int64_t numOps = int64_t(program.ops.size());
+  const std::vector<FusedOp> &ops = program.ops;
+  const std::vector<float> &constantValues = program.constants;
+  const bool halfOut = isHalf(y.dtype);
+  auto operand = [&](int64_t ref) -> Operand {
+    if (ref < 0)
+      return {&constantValues[size_t(-ref - 1)], 0};
+    if (ref < numIn) {
+      const int k = inputs.kind[size_t(ref)];
+      if (k == 0)
+        return {&inputs.scalars[size_t(ref)], 0};
+      if (inputs.stagedSlot[size_t(ref)] >= 0)
+        return {staged + inputs.stagedSlot[size_t(ref)] * kBlock, 1};
+      return {in[size_t(ref)].as<float>() + begin, 1};
+    }
+    return {results + (ref - numIn) * kBlock, 1};
+  };
+  for (int64_t k = 0; k < numOps; ++k) {
+    const FusedOp &op = ops[size_t(k)];
+    const bool last = k + 1 == numOps;
+    float *dst = last && !halfOut ? y.as<float>() + begin : results + k * kBlock;
+    const Operand x = operand(op.a);
+    if (math::isFusedBinary(op.code) && op.code != math::kFusedPow) {
+      runBinaryBlock(op.code, x, operand(op.b), dst, n);
+    } else {
+      const float exponent =
+          op.code == math::kFusedPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
+      if (x.stride == 0) {
+        // A single value (a scalar input or constant): once, then filled.
+        float v = 0;
+        runUnaryBlock(op.code, exponent, x.data, &v, 1);
+        std::fill(dst, dst + n, v);
+      } else {
+        runUnaryBlock(op.code, exponent, x.data, dst, n);
+      }
+    }
+    if (last) {
+      // The output, stored in its type (rounded once if 16-bit).
+      if (halfOut)
+        narrowHalfRow(y.dtype, dst, y.as<uint16_t>() + begin, n);
+    } else if (op.round != DType::F32) {
+      // A 16-bit result: as the 16-bit kernel would store it.
+      roundHalfRow(op.round, dst, n);
+    }
+  }
+}
 
 Status fusedElementwiseKernel(const KernelContext &ctx,
                               const std::vector<TensorRef> &in,
@@ -74,35 +205,9 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
   FusedProgram program;
   ZRT_RETURN_IF_ERROR(prepareFused(in, out, attrs, program, /*halfOperands=*/true));
   const TensorRef &y = out[0];
-  const int64_t numIn = int64_t(in.size());
   const int64_t numOps = int64_t(program.ops.size());
-  const std::vector<FusedOp> &ops = program.ops;
-  const std::vector<BroadcastPlan> &plans = program.plans;
-  const std::vector<float> &constantValues = program.constants;
-
-  // Inputs: one value, the output's own layout, or gathered per block. A
-  // 16-bit input is widened (exactly) as it is read: a block at a time into
-  // a scratch block (a scalar once, into `scalars`).
   const int64_t numel = y.numel();
-  std::vector<int> kind(static_cast<size_t>(numIn)); // 0 scalar, 1 contiguous, 2 gathered
-  int numStaged = 0; // inputs read through a scratch block
-  std::vector<int> stagedSlot(size_t(numIn), -1);
-  std::vector<float> scalars(size_t(numIn), 0.0f);
-  for (int64_t i = 0; i < numIn; ++i) {
-    const TensorRef &t = in[size_t(i)];
-    if (t.numel() == 1) {
-      kind[size_t(i)] = 0;
-      if (isHalf(t.dtype))
-        widenHalfRow(t.dtype, t.as<uint16_t>(), &scalars[size_t(i)], 1);
-      else
-        scalars[size_t(i)] = *t.as<float>();
-      continue;
-    }
-    kind[size_t(i)] = t.numel() == numel ? 1 : 2;
-    if (kind[size_t(i)] == 2 || isHalf(t.dtype))
-      stagedSlot[size_t(i)] = numStaged++;
-  }
-  const bool halfOut = isHalf(y.dtype);
+  const FusedInputs inputs = classifyInputs(in, numel);
 
   const int64_t numBlocks = (numel + kBlock - 1) / kBlock;
   // Blocks per parallel chunk: the transcendental grain (4096 elements).
@@ -110,85 +215,14 @@ Status fusedElementwiseKernel(const KernelContext &ctx,
   parallelRange(ctx, numBlocks, grain, [&](int64_t firstBlock,
                                            int64_t lastBlock) {
     // Scratch: one block per op result and per staged input.
-    std::vector<float> scratch(size_t((numOps + numStaged) * kBlock));
+    std::vector<float> scratch(size_t((numOps + inputs.numStaged) * kBlock));
     float *results = scratch.data();
     float *staged = scratch.data() + numOps * kBlock;
     for (int64_t blk = firstBlock; blk < lastBlock; ++blk) {
       const int64_t begin = blk * kBlock;
       const int64_t n = std::min(numel, begin + kBlock) - begin;
-      for (int64_t i = 0; i < numIn; ++i) {
-        if (stagedSlot[size_t(i)] < 0)
-          continue;
-        const TensorRef &t = in[size_t(i)];
-        float *dst = staged + stagedSlot[size_t(i)] * kBlock;
-        if (kind[size_t(i)] == 1) { // a 16-bit input of the output's layout
-          widenHalfRow(t.dtype, t.as<uint16_t>() + begin, dst, n);
-          continue;
-        }
-        const BroadcastPlan &plan = plans[size_t(i)];
-        const int64_t stride = plan.innerStride(0);
-        forEachBroadcastRow(plan, begin, begin + n,
-                            [&](int64_t o, const int64_t *off, int64_t len) {
-                              float *d = dst + (o - begin);
-                              if (isHalf(t.dtype)) {
-                                const uint16_t *s = t.as<uint16_t>() + off[0];
-                                if (stride == 0) {
-                                  float v;
-                                  widenHalfRow(t.dtype, s, &v, 1);
-                                  std::fill(d, d + len, v);
-                                } else {
-                                  widenHalfRow(t.dtype, s, d, len);
-                                }
-                                return;
-                              }
-                              const float *s = t.as<float>() + off[0];
-                              if (stride == 0)
-                                std::fill(d, d + len, *s);
-                              else
-                                std::memcpy(d, s, size_t(len) * sizeof(float));
-                            });
-      }
-      auto operand = [&](int64_t ref) -> Operand {
-        if (ref < 0)
-          return {&constantValues[size_t(-ref - 1)], 0};
-        if (ref < numIn) {
-          const int k = kind[size_t(ref)];
-          if (k == 0)
-            return {&scalars[size_t(ref)], 0};
-          if (stagedSlot[size_t(ref)] >= 0)
-            return {staged + stagedSlot[size_t(ref)] * kBlock, 1};
-          return {in[size_t(ref)].as<float>() + begin, 1};
-        }
-        return {results + (ref - numIn) * kBlock, 1};
-      };
-      for (int64_t k = 0; k < numOps; ++k) {
-        const FusedOp &op = ops[size_t(k)];
-        const bool last = k + 1 == numOps;
-        float *dst = last && !halfOut ? y.as<float>() + begin : results + k * kBlock;
-        const Operand x = operand(op.a);
-        if (math::isFusedBinary(op.code) && op.code != math::kFusedPow) {
-          runBinaryBlock(op.code, x, operand(op.b), dst, n);
-        } else {
-          const float exponent =
-              op.code == math::kFusedPow ? constantValues[size_t(-op.b - 1)] : 0.0f;
-          if (x.stride == 0) {
-            // A single value (a scalar input or constant): once, then filled.
-            float v = 0;
-            runUnaryBlock(op.code, exponent, x.data, &v, 1);
-            std::fill(dst, dst + n, v);
-          } else {
-            runUnaryBlock(op.code, exponent, x.data, dst, n);
-          }
-        }
-        if (last) {
-          // The output, stored in its type (rounded once if 16-bit).
-          if (halfOut)
-            narrowHalfRow(y.dtype, dst, y.as<uint16_t>() + begin, n);
-        } else if (op.round != DType::F32) {
-          // A 16-bit result: as the 16-bit kernel would store it.
-          roundHalfRow(op.round, dst, n);
-        }
-      }
+      stageBlockInputs(in, program.plans, inputs, staged, begin, n);
+      runBlockOps(program, in, inputs, y, results, staged, begin, n);
     }
   });
   return Status::ok();

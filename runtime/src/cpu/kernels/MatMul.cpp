@@ -357,6 +357,220 @@ void packHalfB(DType dt, const uint16_t *b, int64_t ldb, bool transB, int64_t k,
   }
 }
 
+/// packB for f32 operands (S = float), packHalfB for 16-bit ones (S =
+/// uint16_t, their bits; `dt` says which).
+template <typename S>
+void packAnyB(DType dt, const S *b, int64_t ldb, bool transB, int64_t k, int64_t n,
+              int64_t p0, int64_t p1, float *dst) {
+  if constexpr (std::is_same_v<S, uint16_t>)
+    packHalfB(dt, b, ldb, transB, k, n, p0, p1, dst);
+  else
+    packB(b, ldb, transB, k, n, p0, p1, dst);
+}
+
+/// B of the product `first` packed whole, once, and kept by the executor,
+/// when it is a constant of the program (`constantB`) and the only product
+/// (count 1); else null.
+template <typename S>
+const float *constantPackedB(const KernelContext &ctx, int64_t count,
+                             const GemmProblem<S> &first, const TensorRef *constantB,
+                             DType dt) {
+  if (!(count == 1 && constantB && ctx.constants &&
+        ctx.constants->isConstant(*constantB)))
+    return nullptr;
+  const int64_t n = first.n, k = first.k;
+  const int64_t panels = packedPanels(n);
+  const std::string layout =
+      "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(k) +
+      " n=" + std::to_string(n) + " ldb=" + std::to_string(first.ldb) +
+      " t=" + std::to_string(int(first.transB)) + " " + dtypeName(dt);
+  return static_cast<const float *>(ctx.constants->prepared(
+      *constantB, layout, packedFloats(k, n) * sizeof(float),
+      [&](void *dst) {
+        parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
+          packAnyB(dt, first.b, first.ldb, first.transB, k, n, p0, p1,
+                   static_cast<float *>(dst));
+        });
+      }));
+}
+
+/// Every product's 16-bit B (k x n, not transposed) widened whole, on the
+/// context's threads, into a buffer of the calling thread: [count][k][n].
+template <typename ProblemAt>
+float *widenWholeB(const KernelContext &ctx, int64_t count, const ProblemAt &problemAt,
+                   int64_t k, int64_t n, DType dt) {
+  thread_local std::vector<float> whole;
+  const size_t floats = size_t(count * k * n);
+  if (whole.size() < floats)
+    whole.resize(floats);
+  float *wideB = whole.data();
+  parallelRange(ctx, count * k, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t t = b; t < e; ++t) {
+                    const GemmProblem<uint16_t> p = problemAt(t / k);
+                    widenHalfRow(dt, p.b + (t % k) * p.ldb, wideB + t * n, n);
+                  }
+                });
+  return wideB;
+}
+
+/// Every product's 16-bit A (m x k, as `first`'s) widened whole, on the
+/// context's threads, into a buffer of the calling thread: product i's A as
+/// [m][k] (or [k][m] when transposed).
+template <typename ProblemAt>
+float *widenWholeA(const KernelContext &ctx, int64_t count, const ProblemAt &problemAt,
+                   const GemmProblem<uint16_t> &first, DType dt) {
+  const int64_t m = first.m, k = first.k;
+  thread_local std::vector<float> whole;
+  const size_t floats = size_t(count * m * k);
+  if (whole.size() < floats)
+    whole.resize(floats);
+  float *wideA = whole.data();
+  // Product i's A as [m][k] (or [k][m] when transposed).
+  const int64_t lines = first.transA ? k : m;
+  const int64_t len = first.transA ? m : k;
+  parallelRange(ctx, count * lines,
+                std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t t = b; t < e; ++t) {
+                    const GemmProblem<uint16_t> p = problemAt(t / lines);
+                    widenHalfRow(dt, p.a + (t % lines) * p.lda, wideA + t * len, len);
+                  }
+                });
+  return wideA;
+}
+
+/// How runPackedProducts cuts its `count` products of one shape (m x n x k)
+/// into tasks, and the operands every task shares.
+struct PackedRun {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t panels = 0;
+  /// B packed whole (a constant of the program), or null.
+  const float *packed = nullptr;
+  /// B read as it lies (f32), or from wideB (16-bit).
+  bool unpacked = false;
+  /// 16-bit operands widened whole (every product's), or null.
+  const float *wideB = nullptr, *wideA = nullptr;
+  int64_t taskRows = 0, rowChunks = 0, perProduct = 0;
+  DType dt = DType::F32;
+};
+
+/// One task's tile of C: rows [i0, i1) and columns [j0, j0 + cols) (panel
+/// `panel`, row chunk `chunk`) of product `product`.
+struct PackedTile {
+  int64_t product, panel, chunk;
+  int64_t i0, i1, j0, cols;
+};
+
+/// A task's tile of a 16-bit product `p`, over B's panel `panelOf` (or the
+/// widened B): its rows of A widened into `aRows` (unless already there,
+/// `widenedTask`, or A is widened whole), the tile computed in f32 into
+/// `cTile` from C's widened initial value, then rounded into C.
+void runHalfTile(const PackedRun &run, const GemmProblem<uint16_t> &p,
+                 const PackedTile &t, const float *panelOf, float *aRows,
+                 int64_t &widenedTask, float *cTile) {
+  const int64_t k = run.k, m = run.m, n = run.n;
+  const DType dt = run.dt;
+  const int64_t rows = t.i1 - t.i0;
+  // The task's rows of A, widened: [rows][k], or [k][rows] when
+  // A is transposed (or those of the whole widened A).
+  const float *aTask = aRows;
+  int64_t aRowStride = p.transA ? 1 : k, aColStride = p.transA ? rows : 1;
+  if (run.wideA) {
+    const float *base = run.wideA + t.product * m * k;
+    aTask = p.transA ? base + t.i0 : base + t.i0 * k;
+    aColStride = p.transA ? m : 1;
+  } else if (t.product * run.rowChunks + t.chunk != widenedTask) {
+    if (p.transA)
+      for (int64_t q = 0; q < k; ++q)
+        widenHalfRow(dt, p.a + q * p.lda + t.i0, aRows + q * rows, rows);
+    else
+      for (int64_t i = 0; i < rows; ++i)
+        widenHalfRow(dt, p.a + (t.i0 + i) * p.lda, aRows + i * k, k);
+    widenedTask = t.product * run.rowChunks + t.chunk;
+  }
+  const float beta = widenCTile(dt, p, t.i0, rows, t.j0, t.cols, cTile);
+  if (run.wideB)
+    unpackedGemmBlock(0, rows, t.cols, k, float(p.alpha), aTask, aRowStride,
+                      aColStride, run.wideB + t.product * k * n + t.j0, n, beta, cTile,
+                      kPanelCols);
+  else
+    packedGemmBlock(0, rows, 0, 1, t.cols, k, float(p.alpha), aTask,
+                    aRowStride, aColStride, panelOf, beta, cTile,
+                    kPanelCols);
+  for (int64_t i = 0; i < rows; ++i)
+    narrowHalfRow(dt, cTile + i * kPanelCols, p.c + (t.i0 + i) * p.ldc + t.j0,
+                  t.cols);
+}
+
+/// A task's tile of an f32 product `p`, into C (from C's initial value, if
+/// any): over B packed whole, B as it lies, or B's panel `panelOf`.
+void runF32Tile(const PackedRun &run, const GemmProblem<float> &p, const PackedTile &t,
+                const float *panelOf) {
+  const int64_t k = run.k, n = run.n;
+  const int64_t i0 = t.i0, i1 = t.i1, j0 = t.j0, cols = t.cols;
+  const float *b = p.b;
+  const int64_t aRowStride = p.transA ? 1 : p.lda;
+  const int64_t aColStride = p.transA ? p.lda : 1;
+  const float beta = p.cInit ? float(p.beta) : 0.0f;
+  p.initTile(i0, i1, j0, j0 + cols);
+  if (run.packed) {
+    packedGemmBlock(i0, i1, t.panel, t.panel + 1, n, k, float(p.alpha),
+                    p.a, aRowStride, aColStride, run.packed, beta, p.c,
+                    p.ldc);
+    return;
+  }
+  if (run.unpacked) {
+    unpackedGemmBlock(i0, i1, cols, k, float(p.alpha), p.a, aRowStride,
+                      aColStride, b + j0, p.ldb, beta, p.c + j0, p.ldc);
+    return;
+  }
+  packedGemmBlock(i0, i1, 0, 1, cols, k, float(p.alpha), p.a,
+                  aRowStride, aColStride, panelOf, beta, p.c + j0,
+                  p.ldc);
+}
+
+/// Runs tasks [begin, end) of `run` on this thread. Task t: product t /
+/// perProduct; in it, panel r / rowChunks, rows chunk r % rowChunks
+/// (consecutive tasks share a panel while it is in cache). Unless B is
+/// packed whole or read unpacked, a task packs its panel of B into a buffer
+/// of this thread, unless the previous task left it there.
+template <typename S, typename ProblemAt>
+void runPackedTasks(const PackedRun &run, const ProblemAt &problemAt, int64_t begin,
+                    int64_t end) {
+  constexpr bool kHalf = std::is_same_v<S, uint16_t>;
+  const int64_t m = run.m, n = run.n, k = run.k;
+  const int64_t taskRows = run.taskRows;
+  float *panelData = run.packed || run.unpacked ? nullptr : panelScratch(k);
+  int64_t packedTask = -1; // product * panels + panel in panelData
+  int64_t widenedTask = -1; // product * rowChunks + chunk in aRows
+  float *aRows =
+      kHalf && !run.wideA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
+  float *cTile = kHalf ? halfScratch(1, size_t(taskRows * kPanelCols)) : nullptr;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t product = t / run.perProduct, r = t % run.perProduct;
+    const int64_t panel = r / run.rowChunks, chunk = r % run.rowChunks;
+    const GemmProblem<S> p = problemAt(product);
+    const int64_t i0 = chunk * taskRows;
+    const int64_t i1 = std::min(m, i0 + taskRows);
+    const int64_t j0 = panel * kPanelCols;
+    const int64_t cols = std::min(n, j0 + kPanelCols) - j0;
+    const S *b = p.b;
+    if (!run.packed && !run.unpacked && product * run.panels + panel != packedTask) {
+      // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
+      packAnyB(run.dt, b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols,
+               0, 1, panelData);
+      packedTask = product * run.panels + panel;
+    }
+    const float *panelOf = run.packed ? run.packed + panel * k * kPanelCols : panelData;
+    const PackedTile tile{product, panel, chunk, i0, i1, j0, cols};
+    if constexpr (kHalf)
+      runHalfTile(run, p, tile, panelOf, aRows, widenedTask, cTile);
+    else
+      runF32Tile(run, p, tile, panelOf);
+  }
+}
+
 /// Runs `count` products of one shape (`problemAt(i)` gives the i-th) over
 /// B's packed panels (see PackedGemm.h), on the context's threads: f32
 /// operands (S = float), or f16 ones (S = uint16_t, their bits; `dt` says
@@ -387,167 +601,43 @@ void runPackedProducts(const KernelContext &ctx, int64_t count,
   const int64_t m = first.m, n = first.n, k = first.k;
   if (m == 0 || n == 0)
     return;
-  auto pack = [&](const S *b, int64_t ldb, bool transB, int64_t kk, int64_t nn,
-                  int64_t p0, int64_t p1, float *dst) {
-    if constexpr (kHalf)
-      packHalfB(dt, b, ldb, transB, kk, nn, p0, p1, dst);
-    else
-      packB(b, ldb, transB, kk, nn, p0, p1, dst);
-  };
-  const int64_t panels = packedPanels(n);
-  const float *packed = nullptr;
-  if (count == 1 && constantB && ctx.constants &&
-      ctx.constants->isConstant(*constantB)) {
-    const std::string layout =
-        "gemm-b" + std::to_string(kPanelCols) + " k=" + std::to_string(k) +
-        " n=" + std::to_string(n) + " ldb=" + std::to_string(first.ldb) +
-        " t=" + std::to_string(int(first.transB)) + " " + dtypeName(dt);
-    packed = static_cast<const float *>(ctx.constants->prepared(
-        *constantB, layout, packedFloats(k, n) * sizeof(float),
-        [&](void *dst) {
-          parallelRange(ctx, panels, 1, [&](int64_t p0, int64_t p1) {
-            pack(first.b, first.ldb, first.transB, k, n, p0, p1,
-                 static_cast<float *>(dst));
-          });
-        }));
-  }
+  PackedRun run;
+  run.m = m;
+  run.n = n;
+  run.k = k;
+  run.dt = dt;
+  run.panels = packedPanels(n);
+  run.packed = constantPackedB(ctx, count, first, constantB, dt);
   // A small f32 B that is not transposed (an attention product's K^T or V)
   // is read as it lies: it stays in cache, and packing would cost as much as
   // the product. The same operations, so the same bits.
   // A 16-bit one of the same size is widened whole first (every product's,
   // as A below), then read the same way.
-  const bool smallB = !packed && !first.transB &&
+  const bool smallB = !run.packed && !first.transB &&
                       double(k) * double(n) * sizeof(float) <= kUnpackedBMaxBytes &&
                       unpackedBSupported(n);
-  const bool unpacked =
+  run.unpacked =
       smallB && (!kHalf || double(count) * double(k) * double(n) * 4.0 <= kHalfWholeABytes);
-  float *wideB = nullptr;
   if constexpr (kHalf) {
-    if (unpacked) {
-      thread_local std::vector<float> whole;
-      const size_t floats = size_t(count * k * n);
-      if (whole.size() < floats)
-        whole.resize(floats);
-      wideB = whole.data();
-      parallelRange(ctx, count * k, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
-                    [&](int64_t b, int64_t e) {
-                      for (int64_t t = b; t < e; ++t) {
-                        const GemmProblem<S> p = problemAt(t / k);
-                        widenHalfRow(dt, p.b + (t % k) * p.ldb, wideB + t * n, n);
-                      }
-                    });
-    }
-  }
-  // 16-bit A: widened whole once (every product's, on the context's
-  // threads, into a buffer of the calling thread) when that is at most
-  // kHalfWholeABytes; else each task widens its own rows (a long K).
-  float *wideA = nullptr;
-  if constexpr (kHalf) {
-    if (double(count) * double(m) * double(k) * 4.0 <= kHalfWholeABytes) {
-      thread_local std::vector<float> whole;
-      const size_t floats = size_t(count * m * k);
-      if (whole.size() < floats)
-        whole.resize(floats);
-      wideA = whole.data();
-      // Product i's A as [m][k] (or [k][m] when transposed).
-      const int64_t lines = first.transA ? k : m;
-      const int64_t len = first.transA ? m : k;
-      parallelRange(ctx, count * lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
-                    [&](int64_t b, int64_t e) {
-                      for (int64_t t = b; t < e; ++t) {
-                        const GemmProblem<S> p = problemAt(t / lines);
-                        widenHalfRow(dt, p.a + (t % lines) * p.lda, wideA + t * len, len);
-                      }
-                    });
-    }
+    if (run.unpacked)
+      run.wideB = widenWholeB(ctx, count, problemAt, k, n, dt);
+    // 16-bit A: widened whole once (every product's, on the context's
+    // threads, into a buffer of the calling thread) when that is at most
+    // kHalfWholeABytes; else each task widens its own rows (a long K).
+    if (double(count) * double(m) * double(k) * 4.0 <= kHalfWholeABytes)
+      run.wideA = widenWholeA(ctx, count, problemAt, first, dt);
   }
   // An f16 A too large to widen whole is widened a task's rows at a time.
-  const int64_t taskRows = kHalf && !wideA ? halfTaskRows(k) : kPackedTaskRows;
-  const int64_t rowChunks = (m + taskRows - 1) / taskRows;
-  const int64_t perProduct = panels * rowChunks;
+  run.taskRows = kHalf && !run.wideA ? halfTaskRows(k) : kPackedTaskRows;
+  run.rowChunks = (m + run.taskRows - 1) / run.taskRows;
+  run.perProduct = run.panels * run.rowChunks;
   const double taskMacs =
-      double(std::min(m, taskRows)) * double(kPanelCols) * double(k);
-  // Task t: product t / perProduct; in it, panel r / rowChunks, rows chunk
-  // r % rowChunks (consecutive tasks share a panel while it is in cache).
+      double(std::min(m, run.taskRows)) * double(kPanelCols) * double(k);
   parallelRange(
-      ctx, count * perProduct,
+      ctx, count * run.perProduct,
       std::max<int64_t>(1, int64_t(kMinParallelGemm / std::max(taskMacs, 1.0))),
       [&](int64_t begin, int64_t end) {
-        float *panelData = packed || unpacked ? nullptr : panelScratch(k);
-        int64_t packedTask = -1; // product * panels + panel in panelData
-        int64_t widenedTask = -1; // product * rowChunks + chunk in aRows
-        float *aRows =
-            kHalf && !wideA ? halfScratch(0, size_t(taskRows * k)) : nullptr;
-        float *cTile = kHalf ? halfScratch(1, size_t(taskRows * kPanelCols)) : nullptr;
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t product = t / perProduct, r = t % perProduct;
-          const int64_t panel = r / rowChunks, chunk = r % rowChunks;
-          const GemmProblem<S> p = problemAt(product);
-          const int64_t i0 = chunk * taskRows;
-          const int64_t i1 = std::min(m, i0 + taskRows);
-          const int64_t j0 = panel * kPanelCols;
-          const int64_t cols = std::min(n, j0 + kPanelCols) - j0;
-          const S *b = p.b;
-          if (!packed && !unpacked && product * panels + panel != packedTask) {
-            // Columns [j0, j0 + cols) of op(B) as a K x cols matrix.
-            pack(b + (p.transB ? j0 * p.ldb : j0), p.ldb, p.transB, k, cols,
-                 0, 1, panelData);
-            packedTask = product * panels + panel;
-          }
-          const float *panelOf = packed ? packed + panel * k * kPanelCols : panelData;
-          if constexpr (kHalf) {
-            const int64_t rows = i1 - i0;
-            // The task's rows of A, widened: [rows][k], or [k][rows] when
-            // A is transposed (or those of the whole widened A).
-            const float *aTask = aRows;
-            int64_t aRowStride = p.transA ? 1 : k, aColStride = p.transA ? rows : 1;
-            if (wideA) {
-              const float *base = wideA + product * m * k;
-              aTask = p.transA ? base + i0 : base + i0 * k;
-              aColStride = p.transA ? m : 1;
-            } else if (product * rowChunks + chunk != widenedTask) {
-              if (p.transA)
-                for (int64_t q = 0; q < k; ++q)
-                  widenHalfRow(dt, p.a + q * p.lda + i0, aRows + q * rows, rows);
-              else
-                for (int64_t i = 0; i < rows; ++i)
-                  widenHalfRow(dt, p.a + (i0 + i) * p.lda, aRows + i * k, k);
-              widenedTask = product * rowChunks + chunk;
-            }
-            const float beta = widenCTile(dt, p, i0, rows, j0, cols, cTile);
-            if (wideB)
-              unpackedGemmBlock(0, rows, cols, k, float(p.alpha), aTask, aRowStride,
-                                aColStride, wideB + product * k * n + j0, n, beta, cTile,
-                                kPanelCols);
-            else
-              packedGemmBlock(0, rows, 0, 1, cols, k, float(p.alpha), aTask,
-                              aRowStride, aColStride, panelOf, beta, cTile,
-                              kPanelCols);
-            for (int64_t i = 0; i < rows; ++i)
-              narrowHalfRow(dt, cTile + i * kPanelCols, p.c + (i0 + i) * p.ldc + j0,
-                            cols);
-            continue;
-          } else {
-            const int64_t aRowStride = p.transA ? 1 : p.lda;
-            const int64_t aColStride = p.transA ? p.lda : 1;
-            const float beta = p.cInit ? float(p.beta) : 0.0f;
-            p.initTile(i0, i1, j0, j0 + cols);
-            if (packed) {
-              packedGemmBlock(i0, i1, panel, panel + 1, n, k, float(p.alpha),
-                              p.a, aRowStride, aColStride, packed, beta, p.c,
-                              p.ldc);
-              continue;
-            }
-            if (unpacked) {
-              unpackedGemmBlock(i0, i1, cols, k, float(p.alpha), p.a, aRowStride,
-                                aColStride, b + j0, p.ldb, beta, p.c + j0, p.ldc);
-              continue;
-            }
-            packedGemmBlock(i0, i1, 0, 1, cols, k, float(p.alpha), p.a,
-                            aRowStride, aColStride, panelOf, beta, p.c + j0,
-                            p.ldc);
-          }
-        }
+        runPackedTasks<S>(run, problemAt, begin, end);
       });
 }
 
