@@ -182,6 +182,11 @@ private:
   LogicalResult importGraphInputs();
   LogicalResult importNodes(const google::protobuf::RepeatedPtrField<::onnx::NodeProto> &nodes,
                             const llvm::StringMap<int64_t> &opsets, int depth);
+  LogicalResult checkNodeOutputs(const ::onnx::NodeProto &node, Location loc);
+  LogicalResult checkOpset(const ::onnx::NodeProto &node, Location loc, int64_t opset);
+  LogicalResult checkInputs(const ::onnx::NodeProto &node, Location loc, int64_t opset);
+  LogicalResult bindResults(const ::onnx::NodeProto &node, Location loc,
+                            const NodeContext &nc);
   LogicalResult importNode(const ::onnx::NodeProto &node,
                            const llvm::StringMap<int64_t> &opsets, int depth);
   LogicalResult inlineFunction(const ::onnx::NodeProto &node,
@@ -1082,15 +1087,10 @@ LogicalResult GraphImporter::inlineFunction(const ::onnx::NodeProto &call,
   return importNodes(body, opsets, depth + 1);
 }
 
-LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
-                                        const llvm::StringMap<int64_t> &opsets,
-                                        int depth) {
-  ++nodeCounter_;
-  std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
-  Location loc = nodeLoc(node);
-  std::string name = cast<NameLoc>(loc).getName().str();
-  // ONNX graphs are SSA: a second producer of a value would silently replace
-  // the first for every later reader.
+/// ONNX graphs are SSA: a second producer of a value would silently replace
+/// the first for every later reader. Fails on an output of `node` that is
+/// already produced, an initializer, a graph input, or listed twice.
+LogicalResult GraphImporter::checkNodeOutputs(const ::onnx::NodeProto &node, Location loc) {
   for (int i = 0; i < node.output_size(); ++i) {
     const std::string &out = node.output(i);
     if (out.empty())
@@ -1110,33 +1110,12 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
       if (node.output(j) == out)
         return fail("listed twice among the node's outputs");
   }
-  // Model-local functions (exporters put decompositions there) are inlined.
-  // Their body nodes produce the call's outputs (and check them); the call
-  // node is then recorded as their producer.
-  for (const auto &fn : model_->functions())
-    if (fn.name() == node.op_type() && fn.domain() == node.domain()) {
-      if (failed(inlineFunction(node, fn, depth)))
-        return failure();
-      for (const std::string &out : node.output())
-        if (!out.empty())
-          producers_[out] = name;
-      return success();
-    }
-  for (const std::string &out : node.output())
-    if (!out.empty())
-      producers_[out] = name;
+  return success();
+}
 
-  auto opsetIt = opsets.find(domain);
-  int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
-  const auto &table = getOpImporters();
-  auto importer = table.find(node.op_type());
-  if (!domain.empty() || importer == table.end()) {
-    mlir::emitError(loc) << "unsupported operator " << node.op_type()
-                         << " (domain '" << (node.domain().empty() ? "ai.onnx" : node.domain())
-                         << "', opset " << opset
-                         << "); docs/ops.md lists the supported operators";
-    return failure();
-  }
+/// The default domain's opset must be one this importer supports.
+LogicalResult GraphImporter::checkOpset(const ::onnx::NodeProto &node, Location loc,
+                                        int64_t opset) {
   if (opset < kMinOpset) {
     mlir::emitError(loc) << node.op_type() << ": the model uses opset " << opset
                          << " of the default domain; zero-opt accepts opsets "
@@ -1152,6 +1131,14 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
                          << "); re-export with opset_version <= " << kMaxOpset;
     return failure();
   }
+  return success();
+}
+
+/// Every input of `node` is produced earlier (a tensor, or a sequence where
+/// the op reads one), and ONNX's schema's required and variadic inputs are
+/// present.
+LogicalResult GraphImporter::checkInputs(const ::onnx::NodeProto &node, Location loc,
+                                         int64_t opset) {
   // Which inputs are sequences: input 0 of the ops that read one, none of
   // any other op's.
   static const llvm::StringSet<> readsSequence = {
@@ -1206,9 +1193,13 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
       return failure();
     }
   }
-  NodeContext nc(*this, node, opset, loc);
-  if (failed(importer->second(nc)))
-    return failure();
+  return success();
+}
+
+/// Records the imported results (or sequences) of `node` under its output
+/// names; an output the importer did not produce is unsupported.
+LogicalResult GraphImporter::bindResults(const ::onnx::NodeProto &node, Location loc,
+                                         const NodeContext &nc) {
   for (int i = 0; i < node.output_size(); ++i) {
     const std::string &out = node.output(i);
     if (out.empty())
@@ -1226,6 +1217,52 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
     values_[out] = nc.results[i];
   }
   return success();
+}
+
+LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
+                                        const llvm::StringMap<int64_t> &opsets,
+                                        int depth) {
+  ++nodeCounter_;
+  std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  Location loc = nodeLoc(node);
+  std::string name = cast<NameLoc>(loc).getName().str();
+  if (failed(checkNodeOutputs(node, loc)))
+    return failure();
+  // Model-local functions (exporters put decompositions there) are inlined.
+  // Their body nodes produce the call's outputs (and check them); the call
+  // node is then recorded as their producer.
+  for (const auto &fn : model_->functions())
+    if (fn.name() == node.op_type() && fn.domain() == node.domain()) {
+      if (failed(inlineFunction(node, fn, depth)))
+        return failure();
+      for (const std::string &out : node.output())
+        if (!out.empty())
+          producers_[out] = name;
+      return success();
+    }
+  for (const std::string &out : node.output())
+    if (!out.empty())
+      producers_[out] = name;
+
+  auto opsetIt = opsets.find(domain);
+  int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
+  const auto &table = getOpImporters();
+  auto importer = table.find(node.op_type());
+  if (!domain.empty() || importer == table.end()) {
+    mlir::emitError(loc) << "unsupported operator " << node.op_type()
+                         << " (domain '" << (node.domain().empty() ? "ai.onnx" : node.domain())
+                         << "', opset " << opset
+                         << "); docs/ops.md lists the supported operators";
+    return failure();
+  }
+  if (failed(checkOpset(node, loc, opset)))
+    return failure();
+  if (failed(checkInputs(node, loc, opset)))
+    return failure();
+  NodeContext nc(*this, node, opset, loc);
+  if (failed(importer->second(nc)))
+    return failure();
+  return bindResults(node, loc, nc);
 }
 
 LogicalResult GraphImporter::importNodes(

@@ -1117,6 +1117,61 @@ FailureOr<std::optional<SmallVector<double>>> constFloatsInput(NodeContext &ctx,
   return std::optional<SmallVector<double>>(std::move(out));
 }
 
+/// The dims Resize's scales, sizes and roi entries refer to: opset 18's
+/// axes, normalized, or every dim.
+FailureOr<Ints> resizeAxes(NodeContext &ctx, int64_t rank) {
+  Ints axes;
+  if (auto a = ctx.attrInts("axes")) {
+    FailureOr<Ints> n = normalizeAxes(ctx, *a, rank);
+    if (failed(n))
+      return failure();
+    if (n->size() != a->size()) {
+      ctx.emitError() << "axes has duplicates";
+      return failure();
+    }
+    axes = *a;
+    for (int64_t &v : axes)
+      v = v < 0 ? v + rank : v;
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  return axes;
+}
+
+/// Resize's output sizes and scales from its `given` sizes of the `axes`
+/// dims of `in`, by keep_aspect_ratio_policy (stretch, not_larger,
+/// not_smaller).
+LogicalResult resizeFromSizes(NodeContext &ctx, ArrayRef<int64_t> in, ArrayRef<int64_t> axes,
+                              ArrayRef<int64_t> given, StringRef policy,
+                              SmallVector<double> &scales, Ints &sizes) {
+  const size_t n = axes.size();
+  for (size_t i = 0; i < n; ++i)
+    if (given[i] < 1 || in[axes[i]] < 1) {
+      ctx.emitError() << "sizes must be positive (and the resized dims non-empty)";
+      return failure();
+    }
+  if (policy == "stretch") {
+    for (size_t i = 0; i < n; ++i) {
+      sizes[axes[i]] = given[i];
+      scales[axes[i]] = double(given[i]) / double(in[axes[i]]);
+    }
+  } else {
+    // One scale for every resized dim: the largest that fits (not_larger)
+    // or the smallest that covers (not_smaller).
+    double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0;
+    for (size_t i = 0; i < n; ++i) {
+      double r = double(given[i]) / double(in[axes[i]]);
+      common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      scales[axes[i]] = common;
+      sizes[axes[i]] = int64_t(common * double(in[axes[i]]) + 0.5); // half up
+    }
+  }
+  return success();
+}
+
 LogicalResult importResize(NodeContext &ctx) {
   RankedTensorType xt = ctx.inputType(0);
   int64_t rank = xt.getRank();
@@ -1134,22 +1189,10 @@ LogicalResult importResize(NodeContext &ctx) {
     return failure();
   }
   // The dims the scales/sizes/roi entries refer to (opset 18's axes).
-  Ints axes;
-  if (auto a = ctx.attrInts("axes")) {
-    FailureOr<Ints> n = normalizeAxes(ctx, *a, rank);
-    if (failed(n))
-      return failure();
-    if (n->size() != a->size()) {
-      ctx.emitError() << "axes has duplicates";
-      return failure();
-    }
-    axes = *a;
-    for (int64_t &v : axes)
-      v = v < 0 ? v + rank : v;
-  } else {
-    for (int64_t d = 0; d < rank; ++d)
-      axes.push_back(d);
-  }
+  FailureOr<Ints> axesOr = resizeAxes(ctx, rank);
+  if (failed(axesOr))
+    return failure();
+  const Ints &axes = *axesOr;
   // roi only matters to tf_crop_and_resize; scales and sizes may be empty
   // tensors standing for "absent".
   auto absentIfEmpty = [&](size_t i, StringRef what)
@@ -1206,30 +1249,8 @@ LogicalResult importResize(NodeContext &ctx) {
       scales[a] = sc;
       sizes[a] = int64_t(std::floor(double(in[a]) * extent * sc));
     }
-  } else {
-    for (size_t i = 0; i < n; ++i)
-      if ((**sizesIn)[i] < 1 || in[axes[i]] < 1) {
-        ctx.emitError() << "sizes must be positive (and the resized dims non-empty)";
-        return failure();
-      }
-    if (policy == "stretch") {
-      for (size_t i = 0; i < n; ++i) {
-        sizes[axes[i]] = (**sizesIn)[i];
-        scales[axes[i]] = double((**sizesIn)[i]) / double(in[axes[i]]);
-      }
-    } else {
-      // One scale for every resized dim: the largest that fits (not_larger)
-      // or the smallest that covers (not_smaller).
-      double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0;
-      for (size_t i = 0; i < n; ++i) {
-        double r = double((**sizesIn)[i]) / double(in[axes[i]]);
-        common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
-      }
-      for (size_t i = 0; i < n; ++i) {
-        scales[axes[i]] = common;
-        sizes[axes[i]] = int64_t(common * double(in[axes[i]]) + 0.5); // half up
-      }
-    }
+  } else if (failed(resizeFromSizes(ctx, in, axes, **sizesIn, policy, scales, sizes))) {
+    return failure();
   }
   SmallVector<NamedAttribute> attrs{
       ctx.builder().getNamedAttr("scales", ctx.builder().getDenseF64ArrayAttr(scales)),

@@ -162,30 +162,16 @@ SmallVector<Value> readsOf(Operation *op) {
   return reads;
 }
 
-/// The layers of a model without module paths: the segments between its
-/// single-activation cut points (the rule is in Layers.h).
-zero::LayerStructure fromCutPoints(Block &body) {
-  zero::LayerStructure result;
-  result.segments = true;
-  Operation *term = body.getTerminator();
-  SmallVector<Operation *> ops;
-  for (Operation &op : body) {
-    // Already cut, or a training step: the fallback needs the forward.
-    if (attrs::kPipelineStage.isSetOn(op) || attrs::kPhase.isSetOn(op))
-      return zero::LayerStructure();
-    if (&op != term)
-      ops.push_back(&op);
-  }
-  const int64_t n = int64_t(ops.size());
-  llvm::DenseMap<Operation *, int64_t> position;
-  for (auto [i, op] : llvm::enumerate(ops))
-    position[op] = int64_t(i);
-  auto topLevel = [&](Operation *op) {
-    while (op->getBlock() != &body)
-      op = op->getParentOp();
-    return op;
-  };
-  // Free ops: loads, constants and what is computed from them only.
+/// The op of `body` that holds `op` (op itself when it is in `body`).
+Operation *topLevelIn(Block &body, Operation *op) {
+  while (op->getBlock() != &body)
+    op = op->getParentOp();
+  return op;
+}
+
+/// Free ops of `ops` (the ops of `body` but its terminator): loads,
+/// constants and what is computed from them only.
+llvm::DenseSet<Operation *> freeOps(Block &body, ArrayRef<Operation *> ops) {
   llvm::DenseSet<Operation *> free;
   for (Operation *op : ops) {
     bool isFree = isa<ml_program::GlobalLoadOp>(op) ||
@@ -199,13 +185,21 @@ zero::LayerStructure fromCutPoints(Block &body) {
     if (isFree)
       free.insert(op);
   }
-  // crossing[i]: the non-free values defined at or before op i and used
-  // after it (the return at position n).
+  return free;
+}
+
+/// crossing[i]: the non-free values defined at or before op i of `ops` and
+/// used after it (the return at position n).
+std::vector<int64_t> crossingCounts(Block &body, ArrayRef<Operation *> ops,
+                                    const llvm::DenseSet<Operation *> &free,
+                                    const llvm::DenseMap<Operation *, int64_t> &position) {
+  const int64_t n = int64_t(ops.size());
+  Operation *term = body.getTerminator();
   std::vector<int64_t> crossing(size_t(n) + 1, 0);
   auto addLiveRange = [&](Value v, int64_t def) {
     int64_t last = def;
     for (Operation *user : v.getUsers()) {
-      Operation *top = topLevel(user);
+      Operation *top = topLevelIn(body, user);
       last = std::max(last, top == term ? n : position.lookup(top));
     }
     // v crosses the points after ops max(def, 0) .. last-1.
@@ -220,24 +214,17 @@ zero::LayerStructure fromCutPoints(Block &body) {
   for (Operation *op : ops)
     if (!free.contains(op))
       for (Value v : op->getResults())
-        addLiveRange(v, position[op]);
+        addLiveRange(v, position.lookup(op));
   for (int64_t i = 1; i <= n; ++i)
     crossing[size_t(i)] += crossing[size_t(i) - 1];
-  // Segments of non-free ops, cut after op i where one value crosses.
-  SmallVector<Operation *> nonFree;
-  for (Operation *op : ops)
-    if (!free.contains(op))
-      nonFree.push_back(op);
-  if (nonFree.empty())
-    return zero::LayerStructure();
-  std::vector<SmallVector<Operation *>> segments(1);
-  for (auto [k, op] : llvm::enumerate(nonFree)) {
-    segments.back().push_back(op);
-    if (k + 1 < nonFree.size() && crossing[size_t(position[op])] == 1)
-      segments.emplace_back();
-  }
-  // The parameters each segment's ops read (directly, through free ops, or
-  // from a load inside their regions).
+  return crossing;
+}
+
+/// The parameters each segment's ops read (directly, through free ops, or
+/// from a load inside their regions).
+std::vector<llvm::SetVector<Operation *>>
+segmentGlobals(Block &body, const std::vector<SmallVector<Operation *>> &segments,
+               const llvm::DenseSet<Operation *> &free) {
   std::vector<llvm::SetVector<Operation *>> globals(segments.size());
   for (auto [k, segment] : llvm::enumerate(segments))
     for (Operation *op : segment) {
@@ -257,6 +244,43 @@ zero::LayerStructure fromCutPoints(Block &body) {
           llvm::append_range(work, readsOf(def));
       }
     }
+  return globals;
+}
+
+/// The layers of a model without module paths: the segments between its
+/// single-activation cut points (the rule is in Layers.h).
+zero::LayerStructure fromCutPoints(Block &body) {
+  zero::LayerStructure result;
+  result.segments = true;
+  Operation *term = body.getTerminator();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body) {
+    // Already cut, or a training step: the fallback needs the forward.
+    if (attrs::kPipelineStage.isSetOn(op) || attrs::kPhase.isSetOn(op))
+      return zero::LayerStructure();
+    if (&op != term)
+      ops.push_back(&op);
+  }
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = int64_t(i);
+  // Free ops: loads, constants and what is computed from them only.
+  llvm::DenseSet<Operation *> free = freeOps(body, ops);
+  std::vector<int64_t> crossing = crossingCounts(body, ops, free, position);
+  // Segments of non-free ops, cut after op i where one value crosses.
+  SmallVector<Operation *> nonFree;
+  for (Operation *op : ops)
+    if (!free.contains(op))
+      nonFree.push_back(op);
+  if (nonFree.empty())
+    return zero::LayerStructure();
+  std::vector<SmallVector<Operation *>> segments(1);
+  for (auto [k, op] : llvm::enumerate(nonFree)) {
+    segments.back().push_back(op);
+    if (k + 1 < nonFree.size() && crossing[size_t(position[op])] == 1)
+      segments.emplace_back();
+  }
+  std::vector<llvm::SetVector<Operation *>> globals = segmentGlobals(body, segments, free);
   // Segments without parameters join the next one (trailing ones the last
   // one with parameters); none with parameters: one layer.
   std::vector<int64_t> layerOfSegment(segments.size(), 0);
@@ -286,7 +310,7 @@ zero::LayerStructure fromCutPoints(Block &body) {
     }
     std::optional<int> first;
     for (Operation *user : op->getUsers()) {
-      auto it = result.layerOf.find(topLevel(user));
+      auto it = result.layerOf.find(topLevelIn(body, user));
       if (it != result.layerOf.end())
         first = std::min(first.value_or(it->second), it->second);
     }
