@@ -5,6 +5,7 @@
 #   test: numpy + onnx + onnxruntime + safetensors + onnxconverter-common (what test
 #         drivers need; the last converts fixtures to fp16 for the 16-bit tests)
 #   full: also torch + transformers (what test/models/export.py needs)
+# Either way test/kit (the drivers' zerokit package) goes on its path.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${ZERO_PYENV:-$ROOT/build/pyenv}"
@@ -22,4 +23,9 @@ done
 if ((${#need[@]})); then
   "$VENV/bin/pip" install -q --disable-pip-version-check "${need[@]}"
 fi
+# The test kit (test/kit/zerokit: Open MPI's environment, running the tools),
+# importable by every driver and benchmark run with this Python: a .pth file
+# naming test/kit, written each time (it follows the checkout).
+site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$ROOT/test/kit" > "$site/zerokit.pth"
 echo "$VENV"

@@ -1,0 +1,13 @@
+"""The test kit: what the end-to-end drivers, property tests, fixture probes and
+benchmarks share for running zero-opt and zero-run.
+
+  zerokit.mpi    Open MPI's environment (the only place under test/ and bench/
+                 that sets an OMPI_ variable; test/Structure/mpi-env.test checks
+                 it) and the mpirun command line.
+  zerokit.tools  running a tool: in a session directory of its own (call), or
+                 failing the driver when it fails (run).
+  zerokit.data   data the drivers share (the GPL-3 byte tokens).
+
+scripts/setup-pyenv.sh puts test/kit on the test virtualenv's path (a .pth
+file), so `from zerokit import mpi, tools` works in build/pyenv/bin/python.
+"""
