@@ -32,15 +32,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_e2e import ENV, Fail, Skip, Tools, log, read_train_ref, run  # noqa: E402
+from train_e2e import ENV, Fail, Skip, Tools, log, read_train_ref, run
+from zerokit import mpi, tools
 
 RANKS = 2
 
@@ -65,15 +64,10 @@ class Case:
             self.failures.append(what)
 
     def mpirun(self, args, env=None, timeout=120):
-        sess = tempfile.mkdtemp(prefix="ompi-")
-        e = dict(ENV, OMPI_MCA_orte_tmpdir_base=sess, **(env or {}))
-        cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe"] + args
+        cmd = mpi.mpirun(RANKS, args)
         log("  $ " + " ".join(map(str, cmd)))
         t0 = time.time()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
-        finally:
-            shutil.rmtree(sess, ignore_errors=True)
+        r = tools.call(cmd, dict(ENV, **(env or {})), timeout=timeout)
         return r, time.time() - t0
 
     def zrun(self, prog, extra, env=None, timeout=120):
@@ -266,13 +260,13 @@ def output_cases(c, prog):
 def lock_case(c, prog, long_steps):
     held = c.work / "held"
     shutil.rmtree(held, ignore_errors=True)
-    sess = tempfile.mkdtemp(prefix="ompi-")
-    cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe", c.tools.zero_run, str(prog[0]),
-           "--weights", str(prog[1]), "--data", str(c.long_data), "--steps", str(long_steps),
-           "--save-dir", str(held), "--save-every", "50", "--log-every", "1000"]
+    session = mpi.with_session(ENV)
+    cmd = mpi.mpirun(RANKS, [c.tools.zero_run, str(prog[0]), "--weights", str(prog[1]), "--data",
+                             str(c.long_data), "--steps", str(long_steps), "--save-dir",
+                             str(held), "--save-every", "50", "--log-every", "1000"])
     log("  $ " + " ".join(cmd) + " &")
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=dict(ENV, OMPI_MCA_orte_tmpdir_base=sess))
+                             env=session)
     lockfile = held / ".zero-run.lock"
     t0 = time.time()
     while time.time() - t0 < 60 and not (lockfile.exists() and lockfile.read_text().strip()):
@@ -285,7 +279,7 @@ def lock_case(c, prog, long_steps):
             r, ["is in use by another zero-run", f"pid {pid}"], forbid=["step 1/"])
     c.check(still, "the first job was still running when the second was refused")
     out, _ = first.communicate(timeout=300)
-    shutil.rmtree(sess, ignore_errors=True)
+    shutil.rmtree(session[mpi.SESSION_DIR], ignore_errors=True)
     v = c.ckpt_tool("verify", held)
     c.check(first.returncode == 0 and v.returncode == 0,
             "the first job finished and its last checkpoint verifies",
@@ -306,7 +300,7 @@ def failing_log_case(c, name, cfg0, data):
 
 def watchdog_case(c, prog, long_steps):
     script = c.work / "stop-rank1.sh"
-    script.write_text('#!/bin/sh\nrank="${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}"\n'
+    script.write_text(f'#!/bin/sh\nrank="{mpi.SH_RANK}"\n'
                       'if [ "$rank" = 1 ]; then (sleep 2; kill -STOP $$) >/dev/null 2>&1 & fi\n'
                       f'exec {c.tools.zero_run} "$@"\n')
     script.chmod(0o755)

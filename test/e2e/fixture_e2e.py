@@ -22,35 +22,22 @@ import json
 import re
 import os
 import shlex
-import subprocess
 import sys
 
 import numpy as np
 from safetensors.numpy import load_file
 
+from zerokit import mpi, tools
 
-ENV = dict(os.environ)
+
 # Tests oversubscribe the cores (2-4 ranks, each with a compute and a
 # communication thread): let Open MPI's progress loop yield instead of spin.
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-
-
-def mpi_env():
-    """ENV with a session directory of this mpirun's own: concurrent mpiruns
-    sharing one TMPDIR race to create Open MPI's session directory there
-    ("mkdir ... ompi.HOST.UID: File exists")."""
-    import tempfile
-    env = dict(ENV)
-    env["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
-    return env
+ENV = mpi.env(yield_when_idle=True)
 
 
 def run(cmd, **kw):
-    env = mpi_env() if cmd and cmd[0] == "mpirun" else ENV
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
-    if env is not ENV:
-        import shutil
-        shutil.rmtree(env["OMPI_MCA_orte_tmpdir_base"], ignore_errors=True)
+    # An mpirun gets a session directory of its own (zerokit.mpi.session).
+    r = tools.call(cmd, ENV, session=mpi.is_mpirun(cmd), **kw)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r
@@ -157,8 +144,8 @@ def main():
         sys.exit("FAIL: zero-opt's pipeline report with replicas gives no gathered bytes "
                  "per stage")
 
-    run_cmd = ["mpirun", "-np", str(a.np), "--oversubscribe", a.zero_run, zrt,
-               "--weights", weights, "--output", out, "--report-json", report]
+    run_cmd = mpi.mpirun(a.np, [a.zero_run, zrt, "--weights", weights, "--output", out,
+                                "--report-json", report])
     if a.trace:
         run_cmd += ["--trace", os.path.join(a.work, "trace.json")]
     run_cmd += a.zero_run_args.split()

@@ -34,6 +34,8 @@ import sys
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from zerokit import mpi
+
 SKIP = 77
 FIXTURES = ["mlp", "gpt2", "gpt2_ts17", "bert", "llama", "vit", "whisper", "moe"]
 
@@ -46,7 +48,7 @@ def run(cmd, check=True):
 
 
 def mpirun(n):
-    return ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+    return mpi.mpirun(n, bind_to="none")
 
 
 def main():

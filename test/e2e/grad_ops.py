@@ -58,13 +58,14 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
+
+from zerokit import mpi, tools
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -76,8 +77,7 @@ REGEN = "build/pyenv/bin/python test/e2e/grad_ops.py --write-ref"
 # Op types whose cases are kept but skipped (reason printed): no importer support yet.
 UNSUPPORTED: dict[str, str] = {}
 
-ENV = dict(os.environ)
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+ENV = mpi.env(yield_when_idle=True)
 
 
 def log(*a):
@@ -1244,13 +1244,7 @@ def validate_with_ort(name, c, path):
 
 
 def run(cmd):
-    env = dict(ENV)
-    sess = tempfile.mkdtemp(prefix="ompi-")
-    env["OMPI_MCA_orte_tmpdir_base"] = sess
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, env=env)
-    finally:
-        shutil.rmtree(sess, ignore_errors=True)
+    return tools.call(cmd, ENV)
 
 
 def invalid_case(a, problems):

@@ -26,12 +26,8 @@ checks.
 """
 import argparse
 import json
-import os
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +35,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
-ENV = dict(os.environ)
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+from zerokit import mpi, tools
+
+ENV = mpi.env(yield_when_idle=True)
 U16 = 2.0 ** -11  # fp16's unit roundoff
 # Nodes the fp16 conversion keeps in fp32, per fixture, and why: without them the
 # converter writes a model onnxruntime refuses. Each named node must exist.
@@ -131,15 +128,8 @@ class Driver:
         self.a, self.work = a, Path(a.work)
         self.failures, self.checks = [], 0
 
-    def run(self, cmd, mpi=False):
-        env = dict(ENV)
-        sess = None
-        if mpi:
-            sess = tempfile.mkdtemp(prefix="ompi-")
-            env["OMPI_MCA_orte_tmpdir_base"] = sess
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
-        if sess:
-            shutil.rmtree(sess, ignore_errors=True)
+    def run(self, cmd, session=False):
+        r = tools.call(cmd, ENV, session=session)
         if r.returncode:
             raise RuntimeError(f"{' '.join(map(str, cmd))}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
         return r
@@ -236,9 +226,9 @@ class Driver:
                           "--zero-pipeline=stage=3 dp=2", "--emit=zrt", "-o", zrt2,
                           "--weights-out", w2])
                 o2 = w / f"out_{kind}_z3.safetensors"
-                self.run(["mpirun", "-np", "2", "--oversubscribe", self.a.zero_run, zrt2,
-                          "--weights", w2, "--input", w / f"in_{kind}.safetensors",
-                          "--output", o2], mpi=True)
+                self.run(mpi.mpirun(2, [self.a.zero_run, zrt2, "--weights", w2, "--input",
+                                        w / f"in_{kind}.safetensors", "--output", o2]),
+                         session=True)
                 z = read_st(o2)
                 same = all(k in z and z[k][1].tobytes() == outs[1][k][1].tobytes()
                            for k in want)
@@ -268,8 +258,8 @@ class Driver:
             cmd = [self.a.zero_run, zrt, "--weights", wts, "--input", w / "in.safetensors",
                    "--output", o, "--threads", 3 if tag == "t3" else 1]
             if ranks > 1:
-                cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
-            self.run(cmd, mpi=ranks > 1)
+                cmd = mpi.mpirun(ranks, cmd)
+            self.run(cmd, session=ranks > 1)
             outs[tag] = read_st(o)
         print(f"== {name} (exported in 16 bits)")
         names = [k[len("torch32."):] for k in ref if k.startswith("torch32.")]

@@ -38,7 +38,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
 
-from e2e_run import env, run
+from zerokit import mpi
+from zerokit.tools import run
 
 
 def wide_model(path, layers, width):
@@ -123,7 +124,7 @@ def main():
         if save:
             cmd += ["--save", out["w"], "--save-optimizer", out["opt"]]
         if world > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(world)] + cmd
+            cmd = mpi.mpirun(world, cmd)
         run(cmd)
         return out
 
@@ -173,7 +174,7 @@ def main():
         cmd[cmd.index(data)] = many
         cmd[cmd.index("--steps") + 1] = str(steps * 40)
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=env())
+                             env=mpi.with_session(mpi.env(root=True)))
         latest = os.path.join(ck, "latest")
         deadline = time.time() + 120
         while time.time() < deadline and p.poll() is None:

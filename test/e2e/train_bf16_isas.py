@@ -18,8 +18,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_run import run  # noqa: E402
+from zerokit.tools import run
 
 ORDER = ["generic", "avx2", "avx512", "avx512bf16"]
 

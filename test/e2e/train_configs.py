@@ -34,7 +34,9 @@ import sys
 import numpy as np
 import onnx
 
-from e2e_run import GPL3, gpl3_split, run
+from zerokit import mpi
+from zerokit.data import GPL3, gpl3_split
+from zerokit.tools import run, zero_opt
 
 
 HF_FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
@@ -188,14 +190,13 @@ def main():
         # ZeRO++'s hpZ needs the data-parallel ranks; the rest run dp = ranks.
         batch = global_batch // ranks // accumulation
         prog = os.path.join(w, name + ".zrt")
-        run([a.zero_opt, model, f"--input-shape=input_ids={batch}x{S}",
-             f"--input-shape=labels={batch}x{S}", "--train", "--config", path,
-             "--zero-pipeline", f"dp={ranks}", *extra, "--emit=zrt", "-o", prog,
-             "--weights-out", os.path.join(w, name + ".init.safetensors")])
+        run(zero_opt(a.zero_opt, model, {"input_ids": (batch, S), "labels": (batch, S)},
+                     ["--train", "--config", path, "--zero-pipeline", f"dp={ranks}", *extra],
+                     prog, os.path.join(w, name + ".init.safetensors")))
         log, report = os.path.join(w, name + "-log.json"), os.path.join(w, name + "-report.json")
-        base = ["mpirun", "--oversubscribe", "-np", str(ranks), a.zero_run, prog, "--weights",
-                os.path.join(w, name + ".init.safetensors"), "--tokens", tokens, "--seed", "1",
-                "--steps", str(steps), "--threads", "1"]
+        base = mpi.mpirun(ranks, [a.zero_run, prog, "--weights",
+                                  os.path.join(w, name + ".init.safetensors"), "--tokens",
+                                  tokens, "--seed", "1", "--steps", str(steps), "--threads", "1"])
         run(base + ["--log-json", log, "--report-json", report, "--eval-tokens", held,
                     "--eval-every", "20", "--eval-batches", "2"])
         plain = os.path.join(w, name + "-plain.json")

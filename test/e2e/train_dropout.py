@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -39,12 +37,13 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
 
+from zerokit import mpi, tools
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 P = 0.3
 R, C = 64, 96
 
-ENV = dict(os.environ)
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+ENV = mpi.env(yield_when_idle=True)
 
 
 class Fail(Exception):
@@ -78,7 +77,7 @@ def model(path: Path, w_shape, r_shape, dropouts=1):
 
 
 def run(cmd):
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV)
+    p = tools.call(cmd, ENV, session=False)
     if p.returncode != 0:
         raise Fail(f"{' '.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout}{p.stderr}")
     return p.stdout

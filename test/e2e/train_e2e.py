@@ -99,6 +99,8 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from zerokit import mpi, tools as kit_tools
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SKIP = 77
@@ -109,8 +111,7 @@ TRAIN_DEFAULTS = dict(steps=20, accum=2, clip=1.0, eps=1e-6, seed=1234)
 TRAIN_REF = "{}_loss.train.ref.safetensors"
 REGEN_TRAIN_REF = "build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref {}"
 
-ENV = dict(os.environ)
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+ENV = mpi.env(yield_when_idle=True)
 
 
 class Skip(Exception):
@@ -132,15 +133,9 @@ def log(*a):
 def run(cmd, what):
     """Runs cmd; Fail with its output on a non-zero exit. zero-run gets an Open MPI
     session directory of its own (concurrent jobs sharing one TMPDIR race)."""
-    env = dict(ENV)
-    sess = tempfile.mkdtemp(prefix="ompi-")
-    env["OMPI_MCA_orte_tmpdir_base"] = sess
     log("  $ " + " ".join(_q(c) for c in cmd))
     t0 = time.time()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    finally:
-        shutil.rmtree(sess, ignore_errors=True)
+    r = kit_tools.call(cmd, ENV)
     dt = time.time() - t0
     if r.returncode != 0:
         out = (r.stdout + r.stderr).strip()
@@ -176,7 +171,7 @@ class Tools:
     def zrun(self, zrt, args):
         cmd = [self.zero_run, str(zrt)] + args
         if self.np:
-            cmd = ["mpirun", "-np", str(self.np), "--oversubscribe"] + cmd
+            cmd = mpi.mpirun(self.np, cmd)
         return run(cmd, "zero-run")
 
 
@@ -611,7 +606,7 @@ def mode_dp(a, tools, name, work):
         else:
             cmd += ["--trace", str(work / f"trace_{tag}.json")]
         if ranks > 1:
-            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+            cmd = mpi.mpirun(ranks, cmd)
         run(cmd, "zero-run")
         return read_log(lp, steps), load_file(str(sp))
 
@@ -847,8 +842,7 @@ def mode_pp(a, tools, name, work):
                "--report-json", str(rp),
                "--save-optimizer", str(work / f"opt_{tag}.safetensors")]
         if ranks > 1:
-            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd + [
-                "--trace", str(work / f"trace_{tag}.json")]
+            cmd = mpi.mpirun(ranks, cmd + ["--trace", str(work / f"trace_{tag}.json")])
         run(cmd, "zero-run")
         if ranks > 1:
             trace = json.loads((work / f"trace_{tag}.json").read_text())
@@ -1131,9 +1125,9 @@ def mode_zeropp(a, tools, name, work):
                       ["--config", str(cp), f"--zero-pipeline={pipeline}"], zrt, w)
         lp, sp = work / f"log_{tag}.json", work / f"final_{tag}.safetensors"
         rp = work / f"report_{tag}.json"
-        run(["mpirun", "-np", str(ranks * stages), "--oversubscribe", tools.zero_run, str(zrt),
-             "--weights", str(w), "--data", str(data_path), "--steps", str(steps),
-             "--log-json", str(lp), "--save", str(sp), "--report-json", str(rp)],
+        run(mpi.mpirun(ranks * stages, [tools.zero_run, str(zrt), "--weights", str(w), "--data",
+                                        str(data_path), "--steps", str(steps), "--log-json",
+                                        str(lp), "--save", str(sp), "--report-json", str(rp)]),
             "zero-run")
         return (read_log(lp, steps), load_file(str(sp)),
                 json.loads(rp.read_text())["ranks"], load_file(str(w)))
@@ -1289,12 +1283,11 @@ def mode_ckpt(a, tools, name, work):
     def zrun(ranks, prog, tag, extra, env=None, expect_fail=False):
         zrt, w = prog
         lp, sp = work / f"log_{tag}.json", work / f"final_{tag}.safetensors"
-        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", tools.zero_run, str(zrt),
-               "--weights", str(w), "--data", str(data_path), "--log-json", str(lp),
-               "--save", str(sp)] + extra
+        cmd = mpi.mpirun(ranks, [tools.zero_run, str(zrt), "--weights", str(w), "--data",
+                                 str(data_path), "--log-json", str(lp), "--save", str(sp)] + extra)
         if expect_fail:
             log("  $ " + " ".join(_q(c) for c in cmd) + "   (expected to fail)")
-            r = subprocess.run(cmd, capture_output=True, text=True, env=dict(ENV, **(env or {})))
+            r = kit_tools.call(cmd, dict(ENV, **(env or {})), session=False)
             return r
         run(cmd, "zero-run")
         return read_log(lp, len(json.loads(lp.read_text()))), load_file(str(sp))
@@ -1462,7 +1455,7 @@ def train_variant(a, tools, name, work, cfg, data, data_path, tag, ranks, stage=
     cmd = [tools.zero_run, str(zrt), "--weights", str(w), "--data", str(data_path),
            "--log-json", str(lp)] + list(run_args)
     if ranks > 1:
-        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
+        cmd = mpi.mpirun(ranks, cmd)
     run(cmd, "zero-run")
     return json.loads(lp.read_text())
 

@@ -33,7 +33,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
-from e2e_run import GPL3, gpl3_split, run
+from zerokit import mpi
+from zerokit.data import GPL3, gpl3_split
+from zerokit.tools import run, zero_opt
 from train_tokens import window
 
 
@@ -93,9 +95,9 @@ def main():
     def compile_(name, batch, extra=(), onnx_model=model, inputs=("input_ids", "labels"),
                  opt="adamw lr=3e-3"):
         out = os.path.join(w, name + ".zrt")
-        run([a.zero_opt, onnx_model, *[f"--input-shape={i}={batch}x{S}" for i in inputs],
-             "--train", "--optimizer", opt, *extra, "--emit=zrt", "-o", out,
-             "--weights-out", os.path.join(w, name + ".init.safetensors")])
+        run(zero_opt(a.zero_opt, onnx_model, {i: (batch, S) for i in inputs},
+                     ["--train", "--optimizer", opt, *extra], out,
+                     os.path.join(w, name + ".init.safetensors")))
         return out
 
     one = compile_("one", B)
@@ -106,7 +108,7 @@ def main():
     def train(prog, log, *extra, np_=1, weights=init):
         cmd = [zr, prog, "--weights", weights, "--log-json", os.path.join(w, log), *extra]
         if np_ > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(np_)] + cmd + ["--threads", "1"]
+            cmd = mpi.mpirun(np_, cmd + ["--threads", "1"])
         run(cmd)
         return logs(os.path.join(w, log))
 

@@ -32,7 +32,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
 
-from e2e_run import run
+from zerokit import mpi
+from zerokit.tools import run, zero_opt
 
 STEPS, B, IN, OUT = 16, 8, 8, 4
 SCHED = {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1, "decay_lr_rate": 0.5,
@@ -163,15 +164,15 @@ def main():
     for ranks in (1, 2):
         prog = os.path.join(w, f"ls{ranks}.zrt")
         batch = B // ranks
-        run([a.zero_opt, onnx_path, f"--input-shape=x={batch}x{IN}",
-             f"--input-shape=y={batch}x{OUT}", "--train", "--config", cfg,
-             "--zero-pipeline", f"dp={ranks} stage={2 if ranks > 1 else 0}",
-             "--emit=zrt", "-o", prog, "--weights-out", os.path.join(w, "init.safetensors")])
+        run(zero_opt(a.zero_opt, onnx_path, {"x": (batch, IN), "y": (batch, OUT)},
+                     ["--train", "--config", cfg, "--zero-pipeline",
+                      f"dp={ranks} stage={2 if ranks > 1 else 0}"],
+                     prog, os.path.join(w, "init.safetensors")))
         log, saved = os.path.join(w, f"log{ranks}.json"), os.path.join(w, f"w{ranks}.safetensors")
         cmd = [a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
                "--log-json", log, "--save", saved]
         if ranks > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd + ["--threads", "1"]
+            cmd = mpi.mpirun(ranks, cmd + ["--threads", "1"])
         run(cmd)
         logs[ranks] = json.load(open(log))
         got = load_file(saved)
@@ -197,9 +198,8 @@ def main():
                    "scheduler": {"type": "LRRangeTest", "params": RANGE}}, f)
     W, b, lrs = reference(LRRangeTest(RANGE), W0, b0, xs, ys, betas=(0.9, 0.999))
     prog = os.path.join(w, "range.zrt")
-    run([a.zero_opt, onnx_path, f"--input-shape=x={B}x{IN}", f"--input-shape=y={B}x{OUT}",
-         "--train", "--config", cfg, "--emit=zrt", "-o", prog, "--weights-out",
-         os.path.join(w, "init.safetensors")])
+    run(zero_opt(a.zero_opt, onnx_path, {"x": (B, IN), "y": (B, OUT)},
+                 ["--train", "--config", cfg], prog, os.path.join(w, "init.safetensors")))
     log, saved = os.path.join(w, "range.json"), os.path.join(w, "range.safetensors")
     run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
          "--log-json", log, "--save", saved])

@@ -26,7 +26,8 @@ import numpy as np
 import onnx
 from onnx import shape_inference
 
-from e2e_run import run
+from zerokit import mpi
+from zerokit.tools import run, zero_opt
 
 
 def forward_flops(path, batch, seq):
@@ -71,9 +72,9 @@ def main():
 
     def compile_(name, batch, extra=()):
         out = os.path.join(w, name + ".zrt")
-        run([a.zero_opt, model, f"--input-shape=input_ids={batch}x{S}",
-             f"--input-shape=labels={batch}x{S}", "--train", "--optimizer", "adamw lr=1e-3",
-             *extra, "--emit=zrt", "-o", out, "--weights-out", os.path.join(w, "init.safetensors")])
+        run(zero_opt(a.zero_opt, model, {"input_ids": (batch, S), "labels": (batch, S)},
+                     ["--train", "--optimizer", "adamw lr=1e-3", *extra], out,
+                     os.path.join(w, "init.safetensors")))
         return out
 
     def train(prog, name, *extra, np_=1):
@@ -81,7 +82,7 @@ def main():
         cmd = [a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
                "--log-json", log, *extra]
         if np_ > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(np_)] + cmd + ["--threads", "1"]
+            cmd = mpi.mpirun(np_, cmd + ["--threads", "1"])
         r = run(cmd)
         return json.load(open(log)), r.stdout
 

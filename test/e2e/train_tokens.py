@@ -30,7 +30,8 @@ import sys
 import numpy as np
 from safetensors.numpy import save_file
 
-from e2e_run import run
+from zerokit import mpi
+from zerokit.tools import run, zero_opt
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 M64 = (1 << 64) - 1
@@ -76,10 +77,9 @@ def main():
 
     def compile_(name, batch, extra=()):
         out = os.path.join(w, name + ".zrt")
-        run([a.zero_opt, model, f"--input-shape=input_ids={batch}x{S}",
-             f"--input-shape=labels={batch}x{S}", "--train", "--optimizer", opt,
-             *extra, "--emit=zrt", "-o", out, "--weights-out",
-             os.path.join(w, name + ".init.safetensors")])
+        run(zero_opt(a.zero_opt, model, {"input_ids": (batch, S), "labels": (batch, S)},
+                     ["--train", "--optimizer", opt, *extra], out,
+                     os.path.join(w, name + ".init.safetensors")))
         return out
 
     one = compile_("one", B)
@@ -89,7 +89,7 @@ def main():
     def train(prog, log, *extra, np_=1):
         cmd = [zr, prog, "--weights", init, "--log-json", os.path.join(w, log), *extra]
         if np_ > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(np_)] + cmd + ["--threads", "1"]
+            cmd = mpi.mpirun(np_, cmd + ["--threads", "1"])
         run(cmd)
         return steps_of(os.path.join(w, log))
 

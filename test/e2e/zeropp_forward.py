@@ -31,19 +31,17 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 from safetensors.numpy import load_file
 
+from zerokit import mpi
+
 
 def mpirun(np_, cmd):
-    env = dict(os.environ)
-    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    env["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
-    return run(["mpirun", "-np", str(np_), "--oversubscribe"] + cmd, env)
+    return run(mpi.mpirun(np_, cmd), mpi.with_session(mpi.env(yield_when_idle=True)))
 
 
 def run(cmd, env=None):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import re
 import subprocess
 import sys
@@ -38,6 +37,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from zerokit import mpi
 
 ROOT = Path(__file__).resolve().parents[2]
 ZERO_OPT = ROOT / "build" / "bin" / "zero-opt"
@@ -436,9 +437,9 @@ def compile_and_run(onnx_path, feeds, work, pipeline="", np_ranks=1):
         p = work / f"{k}.npy"
         np.save(p, v)
         run += ["--input", f"{k}={p}"]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = mpi.env(root=True)
     if np_ranks > 1:
-        run = ["mpirun", "-np", str(np_ranks), "--oversubscribe"] + run
+        run = mpi.mpirun(np_ranks, run)
     if out.exists():
         out.unlink()
     rc, text = sh(run, env=env)

@@ -55,17 +55,14 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 import sys
 import time
 
 import numpy as np
 
-ENV = dict(os.environ)
-ENV.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-if hasattr(os, "geteuid") and os.geteuid() == 0:
-    ENV.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    ENV.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+from zerokit import mpi, tools
+
+ENV = mpi.env(yield_when_idle=True, root=mpi.is_root())
 
 # Dimensions: odd sizes (not divisible by 2, 3 or 4) next to round ones.
 DIMS = [1, 2, 3, 5, 7, 8, 11, 12, 13, 16, 17, 23, 24, 31, 37]
@@ -300,16 +297,8 @@ class Case:
         try:
             for wait in range(24):
                 try:
-                    # A session directory of this mpirun's own: concurrent
-                    # mpiruns sharing one TMPDIR race to create Open MPI's.
-                    env = dict(ENV)
-                    session = tempfile.mkdtemp(prefix="ompi-")
-                    env["OMPI_MCA_orte_tmpdir_base"] = session
-                    try:
-                        r = subprocess.run(cmd, capture_output=True, text=True,
-                                           env=env, timeout=self.args.timeout)
-                    finally:
-                        shutil.rmtree(session, ignore_errors=True)
+                    # A session directory of this mpirun's own (zerokit.mpi).
+                    r = tools.call(cmd, ENV, timeout=self.args.timeout)
                     break
                 except (FileNotFoundError, PermissionError):
                     # A binary being relinked: wait for it (up to 2 minutes).
@@ -348,7 +337,7 @@ class Case:
         cmd = [self.args.zero_run, zrt, "--weights", w, "--input", f"x={x}",
                "--output", out, "--report-json", rep] + list(extra)
         if n > 1 or self.args.always_mpirun:
-            cmd = ["mpirun", "-np", str(n), "--oversubscribe"] + cmd
+            cmd = mpi.mpirun(n, cmd)
         self.run(cmd, "run")
         from safetensors.numpy import load_file
         with open(rep) as f:
