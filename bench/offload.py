@@ -29,8 +29,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from zerokit import mpi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,11 +44,7 @@ def sh(cmd, env=None):
 
 
 def mpi_env():
-    e = dict(os.environ)
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    e["OMPI_MCA_orte_tmpdir_base"] = tempfile.mkdtemp(prefix="ompi-")
-    return e
+    return mpi.with_session(mpi.env(root=True))
 
 
 def mem_total():
@@ -63,7 +60,7 @@ def run_zero(a, prog, init, data, tag, ranks, threads):
            "--steps", str(a.steps), "--log-json", log, "--report-json", rep,
            "--threads", str(threads)]
     if ranks > 1:
-        cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
+        cmd = mpi.mpirun(ranks, cmd)
     t = time.perf_counter()
     sh(cmd, mpi_env())
     steps = json.load(open(log))

@@ -36,7 +36,7 @@ zero-run's 1-rank logits must match onnxruntime's (rtol 1e-4, atol 1e-5), or the
 script exits with status 1; the other runs' largest differences are printed. No timing
 is asserted: read the min-max spread and the load averages printed with the table
 (ranks x threads above the core count share cores; mpirun runs with
-OMPI_MCA_mpi_yield_when_idle=1 as bench/zeropp.py does).
+yield_when_idle as bench/zeropp.py does: zerokit.mpi.env).
 
 Usage: build/pyenv/bin/python bench/peers.py [--threads 2] [--repeat 5] [--rounds 3]
        [--seq 128] [--ranks 2,4] [--quick]       (--quick: seq 32, 2 repeats, 1 round)
@@ -52,8 +52,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from train_step import read_safetensors_into, sh  # noqa: E402
+from train_step import read_safetensors_into, sh
+from zerokit import mpi
 
 VOCAB = 50257
 
@@ -215,11 +215,8 @@ def main():
         progs[key] = (zrt, w, n)
     weights = progs["zr1"][1]
 
-    base_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                    OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
-
     def env_for(threads):
-        return dict(base_env, OMP_NUM_THREADS=str(threads))
+        return mpi.env(root=True, oversubscribe=True, yield_when_idle=True, threads=threads)
 
     def python_run(kind, out, threads, ranks=1):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--model", model,
@@ -237,7 +234,7 @@ def main():
         zrt, w, n = progs[key]
         threads = T if n == 1 else 1
         rep, res = out + ".report.json", out + ".safetensors"
-        cmd = ["mpirun", "-np", str(n), "--bind-to", "none"] if n > 1 else []
+        cmd = mpi.mpirun(n, oversubscribe=False, bind_to="none") if n > 1 else []
         cmd += [zero_run, zrt, "--weights", w, "--input", f"input_ids={ids_path}",
                 "--output", res, "--threads", str(threads), "--repeat", str(R),
                 "--warmup", "1", "--report-json", rep]

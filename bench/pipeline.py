@@ -35,8 +35,8 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from train_step import sh  # noqa: E402
+from train_step import sh
+from zerokit import mpi
 
 VOCAB = 50257
 
@@ -59,9 +59,9 @@ def train_run(zero_opt, zero_run, work, tag, model, shapes, loss, accum, pipelin
     sh(cmd)
     rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
     saved = os.path.join(work, f"{tag}.final.safetensors")
-    sh(["mpirun", "-np", str(np_), "--bind-to", "none", zero_run, zrt, "--weights", w,
-        "--data", data, "--steps", str(steps), "--threads", str(threads),
-        "--log-json", log_, "--report-json", rep, "--save", saved], env=env)
+    sh(mpi.mpirun(np_, [zero_run, zrt, "--weights", w, "--data", data, "--steps", str(steps),
+                        "--threads", str(threads), "--log-json", log_, "--report-json", rep,
+                        "--save", saved], oversubscribe=False, bind_to="none"), env=env)
     times = sorted(r["time_s"] for r in json.load(open(log_))[1:])
     ranks = sorted(json.load(open(rep))["ranks"], key=lambda r: r["rank"])
     return times[len(times) // 2], ranks, saved
@@ -102,8 +102,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     zero_opt = os.path.join(a.build, "bin", "zero-opt")
     zero_run = os.path.join(a.build, "bin", "zero-run")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    env = mpi.env(root=True, oversubscribe=True, yield_when_idle=True)
     from safetensors.numpy import load_file
 
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(B, S), dtype=np.int64)
@@ -123,8 +122,8 @@ def main():
         rep, out = os.path.join(work, f"{tag}.json"), os.path.join(work, f"{tag}.out")
         run_args = [zero_run, zrt, "--weights", w, "--output", out, "--threads", str(threads),
                     "--repeat", str(a.repeat), "--warmup", "1", "--report-json", rep]
-        cmd = ["mpirun", "-np", str(np_), "--bind-to", "none"] + run_args + [
-            "--input", f"input_ids={inputs}"]
+        cmd = mpi.mpirun(np_, run_args + ["--input", f"input_ids={inputs}"],
+                         oversubscribe=False, bind_to="none")
         sh(cmd, env=env)
         report = json.load(open(rep))
         wall = max(r.get("wall_time_median_s", r["wall_time_s"]) for r in report["ranks"])
@@ -174,8 +173,7 @@ def train_bench(a):
     os.makedirs(work, exist_ok=True)
     zero_opt = os.path.join(a.build, "bin", "zero-opt")
     zero_run = os.path.join(a.build, "bin", "zero-run")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    env = mpi.env(root=True, oversubscribe=True, yield_when_idle=True)
     from safetensors.numpy import load_file, save_file
 
     rng = np.random.default_rng(0)

@@ -32,8 +32,8 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from pipeline import train_run  # noqa: E402
+from pipeline import train_run
+from zerokit import mpi
 
 
 def export(path, layers, hidden, classes, rows, vocab):
@@ -84,8 +84,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     zero_opt = os.path.join(a.build, "bin", "zero-opt")
     zero_run = os.path.join(a.build, "bin", "zero-run")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    env = mpi.env(root=True, oversubscribe=True, yield_when_idle=True)
     from safetensors.numpy import load_file, save_file
 
     model = os.path.join(work, f"deep{a.layers}x{a.hidden}v{a.vocab}.onnx")

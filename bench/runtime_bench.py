@@ -22,12 +22,12 @@ import time
 
 import numpy as np
 
+from zerokit import mpi
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-ENV = dict(os.environ)
-if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root otherwise
-    ENV.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+ENV = mpi.env(root=mpi.is_root())  # Open MPI refuses root otherwise
 
 
 def sh(cmd, **kw):
@@ -59,7 +59,7 @@ class Bench:
 
     def run(self, zrt, weights, inputs, ranks=1, threads=None):
         report = zrt + ".report.json"
-        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] if ranks > 1 else []
+        cmd = mpi.mpirun(ranks) if ranks > 1 else []
         cmd += [self.zero_run, zrt, "--weights", weights, "--report-json", report,
                 "--threads", str(threads or self.threads)]
         for name, path in inputs.items():

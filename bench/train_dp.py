@@ -35,8 +35,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from train_step import read_safetensors_into, sh  # noqa: E402
+from train_step import read_safetensors_into, sh
+from zerokit import mpi
 
 VOCAB = 50257
 
@@ -132,8 +132,7 @@ def main():
     data = os.path.join(work, f"batches_b{B}s{S}_n{K}.safetensors")
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(K, B, S), dtype=np.int64)
     save_file({"input_ids": ids, "labels": ids.copy()}, data)
-    env = dict(os.environ, OMP_NUM_THREADS=str(T), OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    env = mpi.env(root=True, oversubscribe=True, threads=T)
 
     results, init = {}, None
     for stage in [int(s) for s in a.stages.split(",")]:
@@ -149,9 +148,9 @@ def main():
             "causal-lm:labels", "--config", cfg, "--emit=zrt", "-o", zrt, "--weights-out", w])
         init = w
         log, rep = os.path.join(work, f"log_s{stage}.json"), os.path.join(work, f"rep_s{stage}.json")
-        cmd = ["mpirun", "-np", str(N), "--bind-to", "none", zero_run, zrt, "--weights", w,
-               "--data", data, "--steps", str(K), "--threads", str(T), "--log-json", log,
-               "--report-json", rep]
+        cmd = mpi.mpirun(N, [zero_run, zrt, "--weights", w, "--data", data, "--steps", str(K),
+                             "--threads", str(T), "--log-json", log, "--report-json", rep],
+                         oversubscribe=False, bind_to="none")
         sh(cmd, env=env)
         steps = json.load(open(log))
         report = json.load(open(rep))

@@ -38,6 +38,8 @@ import time
 
 import numpy as np
 
+from zerokit import mpi
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 50257
 
@@ -167,10 +169,8 @@ def bytes_at_zero3(a, model, work, zero_opt, zero_run, env, B, S):
         d = os.path.join(work, "z3_data.safetensors")
         save_file({"input_ids": ids, "labels": ids.copy()}, d)
         rep = os.path.join(work, f"z3_{prec}_report.json")
-        mpi_env = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
-        sh(["mpirun", "-np", "2", "--oversubscribe", zero_run, zrt, "--weights", w, "--data", d,
-            "--report-json", rep, "--threads", "1"], env=mpi_env)
+        sh(mpi.mpirun(2, [zero_run, zrt, "--weights", w, "--data", d, "--report-json", rep,
+                          "--threads", "1"]), env=mpi.env(env, root=True, oversubscribe=True))
         with open(rep) as f:
             sent[prec] = [r["bytes_sent_total"] for r in json.load(f)["ranks"]]
     print(f"ZeRO-3 over 2 ranks, one step: bytes sent per rank fp32 "
@@ -247,7 +247,7 @@ def main():
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(N, B, S), dtype=np.int64)
     save_file({"input_ids": ids, "labels": ids.copy()}, data)
 
-    env = dict(os.environ, OMP_NUM_THREADS=str(T))
+    env = mpi.env(threads=T)
     runs = {name: [] for name in list(programs) + ["pytorch"]}
 
     def run_zero(r, name="zero-run"):

@@ -31,8 +31,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from train_step import sh  # noqa: E402
+from train_step import sh
+from zerokit import mpi
 
 VOCAB = 50257
 
@@ -61,10 +61,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     zero_opt = os.path.join(a.build, "bin", "zero-opt")
     zero_run = os.path.join(a.build, "bin", "zero-run")
-    env = dict(os.environ, OMP_NUM_THREADS=str(T), OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1",
-               OMPI_MCA_mpi_yield_when_idle="1")
-    mpirun = ["mpirun", "-np", str(N), "--bind-to", "none"]
+    env = mpi.env(root=True, oversubscribe=True, yield_when_idle=True, threads=T)
+    mpirun = mpi.mpirun(N, oversubscribe=False, bind_to="none")
     rows = []
 
     def sent(report):
