@@ -34,8 +34,8 @@ template <typename Convert> uint64_t encodeWith(DType dtype, Convert convert) {
 namespace {
 
 // Branch-free forms of math/HalfMath.h's conversions (the same bits for
-// every input: runtime/test/kernels_test.cpp checks every f16 and bf16 and
-// every f32 exponent), written so that the loops vectorise.
+// every input: runtime/test/cpu/kernels/HalfTest.cpp checks every f16 and
+// bf16 and every f32 exponent), written so that the loops vectorise.
 
 ZRT_HOT_LOOP void widenBf16(const uint16_t *src, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {

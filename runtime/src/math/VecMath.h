@@ -11,8 +11,8 @@
 // Accuracy, against the correctly rounded result (libm in double, rounded):
 // within 1 ulp for every f32 input, with or without FMA contraction (GCC fuses
 // a*b+c in the kernels' AVX2 and AVX-512 clones). zrt-vecmath-sweep
-// (runtime/test/VecMathSweepTool.cpp) checks all 2^32 inputs, VecMathTest.cpp
-// a dense subset. Special values are exact: f(+-0) and f(+-inf) as in C99
+// (runtime/test/math/VecMathSweepTool.cpp) checks all 2^32 inputs,
+// VecMathTest.cpp a dense subset. Special values are exact: f(+-0) and f(+-inf) as in C99
 // Annex F, NaN gives NaN, exp overflows to inf and underflows through the
 // subnormals (rounded, not flushed) to +0, tanh and erf reach +-1, sigmoid
 // reaches 1 and decays through the subnormals to +0, log(x < 0) is NaN.
