@@ -270,11 +270,15 @@ def zero3_closed_form(model_path, world, threshold):
     """Per-rank resident parameter bytes, all-gather bytes each rank sends per
     forward, and the total bytes all ranks read from the weights file, for
     ZeRO-3 with DeepSpeed's rule (flatten, pad to a multiple of N, rank r owns
-    [r*s, (r+1)*s)), computed from the ONNX file's parameters."""
+    [r*s, (r+1)*s)), computed from the ONNX file's parameters. Buffers
+    (model_buffers.py) are not parameters: every rank holds them whole, as
+    parameters at or below the persistence threshold."""
     import onnx
     from onnx import TensorProto
     from onnx import numpy_helper
+    from model_buffers import buffer_names
     m = onnx.load(model_path)
+    buffers = buffer_names(m)
     used = {i for n in m.graph.node for i in n.input}
     # A 2-D initializer the exporter made ("onnx::MatMul_592") holding the
     # transpose of a parameter (not constant) is that parameter (an
@@ -299,7 +303,7 @@ def zero3_closed_form(model_path, world, threshold):
             continue
         n = int(np.prod(t.dims))
         es = sizes[t.data_type]
-        if n > threshold:
+        if n > threshold and t.name not in buffers:
             s = -(-n // world)
             resident += s * es
             sent += (world - 1) * s * es

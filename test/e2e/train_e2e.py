@@ -99,6 +99,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from model_buffers import buffer_names
 from zerokit import mpi, tools as kit_tools
 
 HERE = Path(__file__).resolve().parent
@@ -706,14 +707,17 @@ def mode_dp(a, tools, name, work):
             # Parameters are gathered for forward and again for backward uses, in every
             # micro-batch: between Psi and 2 Psi (N-1)/N of every weight (padded) per
             # micro-batch, the paper's 3 Psi with the gradients' reduce-scatter. Each
-            # rank holds its shards only.
+            # rank holds its shards only, and the buffers (Llama's inv_freq) whole.
             want_sent = {"ReduceScatter": sum(4 * p // ranks * (ranks - 1) for p in padded),
                          "AllReduce": 2 * (ranks - 1) * 4 // ranks}
-            shard_bytes = [v.itemsize * (-(-v.size // ranks)) for v in init.values()]
+            buffers = buffer_names(Path(a.models) / f"{name}_loss.onnx")
+            shard_bytes = [v.itemsize * (-(-v.size // ranks)) for k, v in init.items()
+                           if k not in buffers]
             one = sum(b * (ranks - 1) for b in shard_bytes)
             gather_range = (one * accum, 2 * one * accum)
             want_state = 8 * sum(p // ranks for p in padded)
-            want_weights = sum(shard_bytes)
+            want_weights = sum(shard_bytes) + sum(v.nbytes for k, v in init.items()
+                                                  if k in buffers)
         else:
             # Stage 2 reduce-scatters every micro-step (DeepSpeed), stage 1 once.
             scatters = accum if stage == 2 else 1
@@ -1134,7 +1138,9 @@ def mode_zeropp(a, tools, name, work):
 
     failures = []
     fp_rows, fp_w, fp_rep, init = train("fp32", {})
-    shard = [-(-v.size // ranks) for v in init.values()]
+    # The parameters' shards; buffers (Llama's inv_freq) stay whole, never gathered.
+    buffers = buffer_names(Path(a.models) / f"{name}_loss.onnx")
+    shard = [-(-v.size // ranks) for k, v in init.items() if k not in buffers]
 
     def qbytes(s, bits):
         return (s if bits == 8 else (s + 1) // 2) + 4 * (-(-s // block))

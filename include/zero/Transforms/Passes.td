@@ -19,7 +19,11 @@ def ZeroPartitionPass : Pass<"zero-partition", "mlir::ModuleOp"> {
     rank r owning elements [r*s, (r+1)*s) (DeepSpeed's ZeRO-3 rule). Each load
     becomes shard load + `zero.all_gather` + (slice off the padding) + reshape.
     Smaller parameters stay whole on every rank, like DeepSpeed's
-    `stage3_param_persistence_threshold`. When two uses of a parameter are
+    `stage3_param_persistence_threshold`. Buffers (`zero.buffer` globals: a
+    module's registered buffers, running statistics, a mask or table folded
+    from them) are not parameters and stay whole at any size, as DeepSpeed
+    partitions parameters only; so no buffer is gathered, and qwZ never
+    quantizes one. When two uses of a parameter are
     further apart than `max-reuse-distance` gathered elements (DeepSpeed's
     `stage3_max_reuse_distance`), the later use gets its own gather, so the
     first copy can be released in between (tied embedding / LM head).

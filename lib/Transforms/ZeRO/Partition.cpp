@@ -5,7 +5,8 @@
 // and every load of it becomes shard load -> zero.all_gather -> unpad Slice ->
 // Reshape. This is DeepSpeed's ZeRO-3 rule (partition_parameters.py), fixed
 // at compile time: the per-rank layout is the same on every rank by
-// construction.
+// construction. Buffers (zero.buffer) are not parameters and stay whole, as
+// DeepSpeed keeps a module's buffers on every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,7 +97,13 @@ struct ZeroPartitionPass
     for (auto global : module.getOps<ml_program::GlobalOp>()) {
       auto type = dyn_cast<RankedTensorType>(global.getType());
       // Optimizer state is partitioned by zero-optimizer; counters are scalars.
-      if (!type || attrs::kShard.isSetOn(global) || attrs::kRole.isSetOn(global))
+      // Buffers (zero.buffer: registered buffers, running statistics, what the
+      // exporter folded from them, such as an additive causal mask of -inf)
+      // are not parameters: DeepSpeed partitions parameters only and every
+      // rank keeps its buffers whole. So none is ever gathered, and qwZ,
+      // which quantizes gathers, never sees one (a -inf has no scale).
+      if (!type || attrs::kShard.isSetOn(global) || attrs::kRole.isSetOn(global) ||
+          attrs::kBuffer.isSetOn(global))
         continue;
       int64_t numel = type.getNumElements();
       if (numel <= persistenceThreshold)
