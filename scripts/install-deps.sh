@@ -7,7 +7,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev
   libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev libxxhash-dev
-  libgtest-dev cmake ninja-build python3 clang libclang-rt-14-dev
+  libgtest-dev cmake ninja-build python3 clang clang-format libclang-rt-14-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -71,3 +71,21 @@ llvm_config.with_environment("PATH", config.zero_tools_dir, append_path=True)
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+
+# format.test checks the lines changed since .clang-format-baseline; a clone
+# without that commit (a shallow one) or without git has nothing to compare.
+def _has_format_baseline():
+    import subprocess
+    path = os.path.join(config.zero_src_root, ".clang-format-baseline")
+    if not os.path.exists(path):
+        return False
+    base = open(path).read().strip()
+    try:
+        return subprocess.run(["git", "-C", config.zero_src_root, "cat-file", "-e",
+                               base + "^{commit}"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+if _has_format_baseline():
+    config.available_features.add("format-baseline")
