@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from train_e2e import ENV, Fail, Skip, Tools, log, read_train_ref, run
+from train_e2e import ENV, Fail, Tools, log, read_train_ref, run
 from zerokit import mpi, tools
 
 RANKS = 2
@@ -343,9 +343,9 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     try:
         c = Case(a, work)
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return 77
+    except Fail as e:
+        print(f"FAIL: {e}")
+        return 1
     stored = read_train_ref(a.models, a.model)
     cfg0, data = stored["config"], {k: np.ascontiguousarray(v) for k, v in stored["data"].items()}
     c.data = work / "batches.safetensors"

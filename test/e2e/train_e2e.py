@@ -58,8 +58,8 @@ Regenerate them (after test/models/export.py, or when the reference changes) wit
   scripts/setup-pyenv.sh full
   build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref [NAME ...]
 
-Exit status: 0 all passed, 1 a mismatch or a failed command, 77 skipped (printed
-why: zero-opt does not know --train yet, or torch is missing for --train --live).
+Exit status: 0 all passed, 1 a mismatch, a failed command, a missing tool or stored
+reference; 77 skipped only for --live without torch (printed why).
 
 Command lines (B x S the fixture's reference shape, mlp: x=Bx16, labels=B; vit:
 pixel_values=Bx3x32x32, labels=B):
@@ -150,10 +150,6 @@ def run(cmd, what):
     dt = time.time() - t0
     if r.returncode != 0:
         out = (r.stdout + r.stderr).strip()
-        if "zero-opt" in os.path.basename(cmd[0]) and \
-                ("Unknown command line argument '--train'" in out
-                 or "Unknown command line argument '--optimizer" in out):
-            raise Skip(f"zero-opt does not support training yet ({out.splitlines()[0]})")
         raise Fail(f"{what} failed (exit {r.returncode}):\n{out[-4000:]}")
     return r, dt
 
@@ -170,7 +166,7 @@ class Tools:
         self.np = a.np
         for t in (self.zero_opt, self.zero_run):
             if not os.path.exists(t):
-                raise Skip(f"{t} not found (build it first, or pass --bin-dir)")
+                raise Fail(f"{t} not found (build it first, or pass --bin-dir)")
 
     def compile(self, onnx_path, shapes, extra, zrt, weights):
         cmd = [self.zero_opt, str(onnx_path)]
@@ -1115,7 +1111,8 @@ def mode_zeropp(a, tools, name, work):
     rows = next(iter(data.values())).shape[1]
     ranks, group, block = 4, 2, 64
     if rows % ranks:
-        raise Skip(f"{rows} rows per step do not split over {ranks} ranks")
+        raise Fail(f"{rows} rows per step do not split over {ranks} ranks: nothing "
+                   "would be checked")
     data_path = work / "batches.safetensors"
     save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(data_path))
     log(f"== train-zeropp {name}: {steps} steps (the stored {stored['steps']} batches "
@@ -1450,7 +1447,8 @@ def read_precision_ref(a, name, kind, work):
     from safetensors import safe_open
     path = Path(a.models) / f"{name}_loss.{kind}.ref.safetensors"
     if not path.exists():
-        raise Skip(f"no {path.name} (train_reference.py --write-{kind}-ref {name})")
+        raise Fail(f"no {path.name}: the stored reference is missing "
+                   f"(train_reference.py --write-{kind}-ref {name})")
     with safe_open(str(path), "np") as f:
         meta = dict(f.metadata() or {})
         data = {k[len("data."):]: f.get_tensor(k) for k in f.keys() if k.startswith("data.")}
@@ -1962,9 +1960,9 @@ def main():
     results = {}
     try:
         tools = Tools(a)
-    except Skip as e:
-        log(f"SKIP: {e}")
-        return SKIP
+    except Fail as e:
+        log(f"FAIL: {e}")
+        return 1
     jobs = [("grads", n, mode_grads) for n in a.grads] + \
            [("adamw-step", n, mode_adamw_step) for n in a.adamw_step] + \
            [("train", n, mode_train) for n in a.train] + \
