@@ -33,6 +33,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
+from zerokit.quant import sharded_qdq
+
 KIND = "pkg.torch.export.graph_signature.InputSpec.kind"
 VOCAB, DIM, SEQ, BATCH = 64, 16, 12, 2
 PARAMETERS = ["tok.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
@@ -94,31 +96,6 @@ def write_model(out):
     onnx.save(m, os.path.join(out, "model.onnx"))
     ids = np.random.default_rng(7).integers(0, VOCAB, (BATCH, SEQ)).astype(np.int64)
     np.save(os.path.join(out, "ids.npy"), ids)
-
-
-def quantize_dequantize(x, bits, block):
-    """ZeRO++'s blockwise symmetric quantization of one flat shard, in float64."""
-    qmax = 127 if bits == 8 else 7
-    out = np.empty(x.shape, np.float32)
-    for b in range(0, x.size, block):
-        blk = x[b:b + block].astype(np.float64)
-        scale = np.float32(np.abs(blk).max() / qmax)
-        if scale == 0:
-            out[b:b + block] = 0
-            continue
-        q = np.clip(np.rint(blk / np.float64(scale)), -qmax, qmax)
-        out[b:b + block] = (q * np.float64(scale)).astype(np.float32)
-    return out
-
-
-def sharded_qdq(w, ranks, bits, block):
-    flat = w.reshape(-1)
-    s = -(-flat.size // ranks)
-    padded = np.zeros(s * ranks, np.float32)
-    padded[:flat.size] = flat
-    deq = np.concatenate([quantize_dequantize(padded[r * s:(r + 1) * s], bits, block)
-                          for r in range(ranks)])
-    return deq[:flat.size].reshape(w.shape)
 
 
 def ort_logits(model_path, replaced, ids):

@@ -39,6 +39,7 @@ from safetensors.numpy import load_file
 
 from model_buffers import buffer_names
 from zerokit import mpi
+from zerokit.quant import sharded_qdq
 
 
 def mpirun(np_, cmd):
@@ -50,21 +51,6 @@ def run(cmd, env=None):
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r
-
-
-def quantize_dequantize(x, bits, block):
-    """ZeRO++'s blockwise symmetric quantization of one flat shard, in float64."""
-    qmax = 127 if bits == 8 else 7
-    out = np.empty(x.shape, np.float32)
-    for b in range(0, x.size, block):
-        blk = x[b:b + block].astype(np.float64)
-        scale = np.float32(np.abs(blk).max() / qmax)
-        if scale == 0:
-            out[b:b + block] = 0
-            continue
-        q = np.clip(np.rint(blk / np.float64(scale)), -qmax, qmax)
-        out[b:b + block] = (q * np.float64(scale)).astype(np.float32)
-    return out
 
 
 def quantized_bytes(s, bits, block):
@@ -125,13 +111,8 @@ def check_qwz(a, fx, ranks, bits, extra):
     for name, w in weights.items():
         if w.dtype != np.float32 or w.size == 0 or name in fx.buffers:
             continue
-        flat = w.reshape(-1)
-        s = -(-flat.size // ranks)
-        padded = np.zeros(s * ranks, np.float32)
-        padded[:flat.size] = flat
-        deq = np.concatenate([quantize_dequantize(padded[r * s:(r + 1) * s], bits, a.block)
-                              for r in range(ranks)])
-        replaced[name] = deq[:flat.size].reshape(w.shape)
+        s = -(-w.size // ranks)
+        replaced[name] = sharded_qdq(w, ranks, bits, a.block)
         sent += (ranks - 1) * quantized_bytes(s, bits, a.block)
         fp32_sent += (ranks - 1) * 4 * s
     want = ort_outputs(fx.model, replaced, fx.inputs)

@@ -38,8 +38,6 @@ namespace cpu {
 using namespace kernels;
 namespace {
 
-bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
-
 /// Kernels that take 16-bit operands themselves: they move elements by their
 /// size, convert them (Cast), compute products in f32 (MatMul, Gemm), or
 /// widen and round a block at a time (FusedElementwise).

@@ -30,7 +30,7 @@ namespace zrt {
 namespace cuda {
 namespace {
 
-bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
+using kernels::isHalf;
 
 __global__ void __launch_bounds__(kThreads)
     widenKernel(bool bf16, const uint16_t *src, float *dst, int64_t n) {

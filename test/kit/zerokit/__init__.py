@@ -7,6 +7,8 @@ benchmarks share for running zero-opt and zero-run.
   zerokit.tools  running a tool: in a session directory of its own (call), or
                  failing the driver when it fails (run).
   zerokit.data   data the drivers share (the GPL-3 byte tokens).
+  zerokit.quant  qwZ's quantization written out (the references of the qwZ
+                 drivers).
 
 scripts/setup-pyenv.sh puts test/kit on the test virtualenv's path (a .pth
 file), so `from zerokit import mpi, tools` works in build/pyenv/bin/python.
