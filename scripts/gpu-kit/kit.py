@@ -66,6 +66,16 @@ DTYPES = {"F64": ("d", 8), "F32": ("f", 4), "F16": ("e", 2), "BF16": ("bf16", 2)
           "U8": ("B", 1), "BOOL": ("?", 1), "U16": ("H", 2), "U32": ("I", 4),
           "U64": ("Q", 8)}
 FLOATS = {"F64", "F32", "F16", "BF16"}
+# A 16-bit output is its f32 value rounded once more, and a 16-bit model rounds
+# every intermediate too: the backends' f32 sums in other orders round to
+# neighbouring 16-bit values, and such a flip carries on through the layers, as
+# an absolute error on the scale of the values it was computed from. So a
+# 16-bit output is compared within 8 units in the last place of each value
+# (2^-7 relative for f16's 10 stored mantissa bits, 2^-4 for bf16's 7) or 1
+# unit of the tensor's largest value, whatever the case's rtol and atol.
+# (GPT-2 in f16 on an H200: 5 units at most; one logit near 0 off by 1/10 unit
+# of the largest.)
+HALF_RTOL = {"F16": 2.0 ** -7, "BF16": 2.0 ** -4}
 
 
 def read_safetensors(path):
@@ -112,6 +122,14 @@ def raw_safetensors(path):
             for name, info in header.items() if name != "__metadata__"}
 
 
+def max_abs(values):
+    """The largest |value| that is not NaN (0.0 for none)."""
+    if np is not None:
+        finite = values[~np.isnan(values)]
+        return float(np.abs(finite).max()) if finite.size else 0.0
+    return max((abs(v) for v in values if not math.isnan(v)), default=0.0)
+
+
 def compare_tensor(got, want, rtol, atol):
     """(ok, max_abs_err, why) for one tensor: floats within atol + rtol·|want|
     (NaN only where want is NaN), others equal."""
@@ -123,6 +141,9 @@ def compare_tensor(got, want, rtol, atol):
         return False, None, f"dtype {gd}, reference {wd}"
     if len(wv) == 0:
         return True, 0.0, ""
+    if wd in HALF_RTOL:
+        rtol = max(rtol, HALF_RTOL[wd])
+        atol = max(atol, HALF_RTOL[wd] / 8 * max_abs(wv))
     if wd not in FLOATS:
         if np is not None:
             bad = int(np.count_nonzero(gv != wv))

@@ -52,6 +52,25 @@ def run_kit(kit, out, python, cases=None, wrap=None):
         return r, json.load(f)
 
 
+def nudge_f16(path, units):
+    """Moves the first tensor of an f16 reference `units` f16 steps away from 0
+    at its largest |value| (from the stored reference, not a nudged one)."""
+    keep = path + ".orig"
+    if not os.path.exists(keep):
+        shutil.copyfile(path, keep)
+    ref = load_file(keep)
+    name = sorted(ref)[0]
+    if ref[name].dtype != np.float16:
+        fail(f"{path}: {name} is {ref[name].dtype}, not float16")
+    arr = ref[name].copy()
+    at = int(np.argmax(np.abs(arr)))
+    away = np.float16(np.inf) if arr.flat[at] >= 0 else np.float16(-np.inf)
+    for _ in range(units):
+        arr.flat[at] = np.nextafter(arr.flat[at], away)
+    ref[name] = arr
+    save_file(ref, path)
+
+
 def by_name(result):
     return {c["name"]: c for c in result["cases"]}
 
@@ -114,6 +133,13 @@ def main():
         if need not in listed:
             fail(f"the kit has no case {need}: {listed}")
 
+    # A 16-bit output is compared within units in its last place (kit.py's
+    # HALF_RTOL): gpt2_f16's reference 4 units off at its largest value still
+    # passes here, 32 units off fails below.
+    d = os.path.join(kit, "cases")
+    f16_ref = os.path.join(d, "gpt2_f16", "ref.safetensors")
+    nudge_f16(f16_ref, 4)
+
     # 1. The dry run: every case ok.
     r, res = run_kit(kit, os.path.join(a.work, "out"), python)
     if r.returncode != 0:
@@ -158,7 +184,7 @@ def main():
     print(f"PASS ldd under env -i: the kit's lib/ and CUDA's {', '.join(cuda_dirs)}, glibc")
 
     # 2. The comparator fails what differs, and a broken program is an error.
-    d = os.path.join(kit, "cases")
+    nudge_f16(f16_ref, 32)
     ref = load_file(os.path.join(d, "mlp", "ref.safetensors"))
     name = sorted(ref)[0]
     bumped = ref[name].copy()
@@ -174,17 +200,19 @@ def main():
     with open(os.path.join(d, "bert", "model.zrt"), "r+b") as f:
         f.truncate(64)
     r, res = run_kit(kit, os.path.join(a.work, "out-perturbed"), python,
-                     ["mlp", "gpt2_loss-train", "bert", "llama"])
+                     ["mlp", "gpt2_loss-train", "bert", "llama", "gpt2_f16"])
     if r.returncode == 0:
         fail("run.sh exit 0 with perturbed references")
     cases = by_name(res)
-    want = {"mlp": "fail", "gpt2_loss-train": "fail", "bert": "error", "llama": "ok"}
+    want = {"mlp": "fail", "gpt2_loss-train": "fail", "bert": "error", "llama": "ok",
+            "gpt2_f16": "fail"}
     for n, s in want.items():
         if cases.get(n, {}).get("status") != s:
             fail(f"case {n}: expected {s}, got {cases.get(n)}")
     if not cases["mlp"]["max_abs_err"] or cases["mlp"]["max_abs_err"] < 9e-4:
         fail(f"mlp's max_abs_err should show the 1e-3 change: {cases['mlp']}")
     print(f"PASS perturbed: mlp fail ({cases['mlp']['message']}), gpt2_loss-train fail, "
+          f"gpt2_f16 32 units off fail ({cases['gpt2_f16']['message'][:90]}), "
           f"bert error ({cases['bert']['message'][:80]}), llama ok")
 
     # 3. Without the system's Open MPI and OpenBLAS (a private mount namespace).
