@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from train_e2e import ENV, Fail, Tools, log, read_train_ref, run
+from training.common import ENV, Fail, Tools, log, read_train_ref, run
 from zerokit import mpi, tools
 
 RANKS = 2

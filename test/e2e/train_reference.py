@@ -39,7 +39,7 @@ function the exported graph computes (a plain Gather, whose gradient reaches eve
 gathered row), so the reference drops padding_idx (forward unchanged) and trains the
 function of NAME_loss.onnx: generated batches may contain token id 0 anywhere.
 
-Library use (from train_e2e.py):
+Library use (from training/train.py, train_e2e.py --train --live):
     ref = Reference("gpt2")            # model built, weights loaded from the ONNX file
     data = make_data("gpt2", steps, K, B, S, seed)
     result = ref.train(data, ds_config_dict, steps)   # losses, grad_norms, lrs, params
@@ -572,7 +572,7 @@ def precision_data(name, models_dir, steps, rows):
     """The batches of the 16-bit training references: `rows` rows a step (1, 2 and 4
     ranks split them), train_e2e's data seed."""
     sys.path.insert(0, str(HERE))
-    import train_e2e as te
+    from training import common as te
     _, S = fixture_dims(name, models_dir)
     return make_data(name, steps, 1, rows, S, te.TRAIN_DEFAULTS["seed"], models_dir)
 
@@ -583,7 +583,7 @@ def save_precision_ref(name, models_dir, kind, cfg, steps, data, arrays, referen
     path."""
     import torch
     sys.path.insert(0, str(HERE))
-    import train_e2e as te
+    from training import common as te
     tensors = {f"data.{k}": v for k, v in data.items()}
     tensors.update({f"step.{k}": v for k, v in arrays.items()})
     onnx_path = models_dir / f"{name}_loss.onnx"
@@ -635,7 +635,7 @@ def write_fp16_ref(name, models_dir=MODELS, steps=20, rows=4):
 def bf16_config(B):
     """The ds_config of train_e2e.py --bf16: --train's, K = 1, with bf16 enabled."""
     sys.path.insert(0, str(HERE))
-    import train_e2e as te
+    from training import common as te
     cfg = te.train_config(B, 1, te.TRAIN_DEFAULTS["clip"], te.TRAIN_DEFAULTS["eps"])
     cfg["bf16"] = {"enabled": True}
     return cfg
@@ -734,7 +734,7 @@ def check_ref(name, models_dir=MODELS, rtol=1e-5, atol=1e-7, verbose=True):
     # lr*g/(|g|+eps). Such elements are judged as train_e2e.py --adamw-step does: the
     # allowed error includes lr x the effect of the gradient tolerance on g/(|g|+eps).
     sys.path.insert(0, str(HERE))
-    from train_e2e import adam_step1_allowed
+    from training.grads import adam_step1_allowed
     worst = (0.0, 0.0, "")
     strict_bad = {}
     for k in sorted(want_p):
@@ -772,7 +772,7 @@ def write_train_ref(name, models_dir=MODELS):
     import torch
     import transformers
     sys.path.insert(0, str(HERE))
-    import train_e2e as te
+    from training import common as te
     models_dir = Path(models_dir)
     d = te.TRAIN_DEFAULTS
     B, S = fixture_dims(name, models_dir)
@@ -783,7 +783,7 @@ def write_train_ref(name, models_dir=MODELS):
     res = ref.train(data, cfg, steps)
     tensors = {f"data.{k}": v for k, v in data.items()}
     data_scale = {}
-    if name == "vit":  # int8 on the pixel grid; train_e2e.read_train_ref multiplies back
+    if name == "vit":  # int8 on the pixel grid; training.common.read_train_ref multiplies back
         q = data["pixel_values"] / np.float32(PIXEL_STEP)
         q8 = q.astype(np.int8)
         if not np.array_equal(q8.astype(np.float32) * np.float32(PIXEL_STEP), data["pixel_values"]):
