@@ -320,6 +320,33 @@ def ZeroInlinePipelineStagesPass
   ];
 }
 
+def ZeroFuseElementwisePass : Pass<"zero-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Mark groups of elementwise ops that become one FusedElementwise kernel";
+  let description = [{
+    Finds the groups of f32, f16 and bf16 elementwise ops (Add Sub Mul Div,
+    Pow by a scalar constant, Neg Abs Relu Sqrt Reciprocal Exp Log Tanh Erf
+    Sigmoid, and the Casts between those types) of one output shape whose
+    intermediate results are read only inside the group (never by another op,
+    a view or the function's return), with the same `zero.stream`,
+    `zero.pipeline_stage` and `zero.pipeline_step`, and no `zero.release`,
+    `ml_program.global_store` or in-place optimizer update between the
+    group's first op and its last. Each member of a group of two or more is
+    marked `zero.fusion_group = g` (groups numbered in program order);
+    marks from an earlier run are replaced. zero-lower-to-runtime runs it on
+    the function it lowers (unless `fuse-elementwise=false`) and lowers each
+    group to one `FusedElementwise` kernel at its last member, whose result is
+    the only one read outside the group: GPT-2's tanh GELU (8 ops) and its
+    attention's scale + mask are one kernel each.
+
+    ```mlir
+    // After (y = x * sigmoid(x): Sigmoid and Mul are one group)
+    %s = onnx.Sigmoid %x {zero.fusion_group = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %y = onnx.Mul %x, %s {zero.fusion_group = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::zero::onnx::ONNXDialect"];
+}
+
 def ZeroSimplifyKernelsPass : Pass<"zero-simplify-kernels"> {
   let summary = "Rewrite kernels into cheaper equivalents, in program order";
   let description = [{

@@ -64,6 +64,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kPhase, "a string"),
       known(a::kMicroBatch, "an integer"),
       known(a::kStream, "a string"),
+      known(a::kFusionGroup, "an integer"),
       known(a::kRecompute, "a unit attribute"),
       known(a::kQgzFallback, "a unit attribute"),
       known(a::kGradOf, "a symbol reference"),

@@ -38,6 +38,7 @@
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
+#include "zero/Transforms/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -45,8 +46,14 @@
 #include "llvm/Support/Debug.h"
 
 #include <algorithm>
+#include <map>
 
 #define DEBUG_TYPE "zero-lower-to-runtime"
+
+namespace zero {
+#define GEN_PASS_DEF_ZEROFUSEELEMENTWISEPASS
+#include "zero/Transforms/Passes.h.inc"
+} // namespace zero
 
 namespace zero {
 namespace lowering {
@@ -292,5 +299,66 @@ void RuntimeLowering::lowerFusionGroup(const FusionGroup &g) {
   in.writes(result);
 }
 
+std::vector<FusionGroup> markedFusionGroups(Block &body) {
+  std::map<int64_t, FusionGroup> byMark;
+  for (Operation &op : body)
+    if (std::optional<int64_t> g = attrs::kFusionGroup.getInt(&op)) {
+      FusionGroup &group = byMark[*g];
+      group.members.push_back(&op); // program order
+      group.root = &op;             // the last member
+    }
+  std::vector<FusionGroup> groups;
+  for (auto &[mark, group] : byMark)
+    groups.push_back(std::move(group));
+  return groups;
+}
+
 } // namespace lowering
 } // namespace zero
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using namespace mlir;
+
+struct ZeroFuseElementwisePass
+    : public ::zero::impl::ZeroFuseElementwisePassBase<
+          ZeroFuseElementwisePass> {
+  using Base::Base;
+  ZeroFuseElementwisePass() = default;
+  /// A clone counts on its own: statistics are not copied.
+  ZeroFuseElementwisePass(const ZeroFuseElementwisePass &other) : Base(other) {}
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitOpError("zero-fuse-elementwise: must have a single block");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+    for (Operation &op : body)
+      ::zero::attrs::kFusionGroup.remove(&op);
+    std::vector<::zero::lowering::FusionGroup> groups =
+        ::zero::lowering::findFusionGroups(body);
+    Builder b(&getContext());
+    for (auto [g, group] : llvm::enumerate(groups)) {
+      for (Operation *m : group.members)
+        ::zero::attrs::kFusionGroup.set(m, b.getI64IntegerAttr(int64_t(g)));
+      numFusedOps += group.members.size();
+    }
+    numGroups += groups.size();
+  }
+
+  Statistic numGroups{
+      this, "groups",
+      "Elementwise groups marked for one FusedElementwise kernel"};
+  Statistic numFusedOps{this, "fused-ops",
+                        "Elementwise ops marked as members of a group"};
+};
+
+} // namespace

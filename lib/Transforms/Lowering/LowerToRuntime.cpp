@@ -612,12 +612,12 @@ LogicalResult RuntimeLowering::collect() {
   Block &body = func_.getBody().front();
   bindArguments(body);
   findEvalSlice(body);
-  // Fusion groups: members before the root become nothing, the root one
-  // FusedElementwise instruction (FuseElementwise.cpp).
+  // Fusion groups (zero-fuse-elementwise's marks): members before the root
+  // become nothing, the root one FusedElementwise instruction.
   std::vector<FusionGroup> groups;
   llvm::DenseMap<Operation *, int> groupOf;
   if (fuseElementwise_) {
-    groups = findFusionGroups(body);
+    groups = markedFusionGroups(body);
     for (auto [g, group] : llvm::enumerate(groups))
       for (Operation *m : group.members)
         groupOf[m] = int(g);
@@ -765,7 +765,9 @@ struct ZeroLowerToRuntimePass
 
   /// The passes run first, as dynamic pipelines: on the module, the driver's
   /// pipeline stages inlined (zero-inline-pipeline-stages); on the function
-  /// to lower alone, its kernels simplified (zero-simplify-kernels).
+  /// to lower alone, its kernels simplified (zero-simplify-kernels) and, unless
+  /// fuse-elementwise=false, its elementwise groups marked
+  /// (zero-fuse-elementwise).
   static OpPassManager stagePipeline(StringRef driver) {
     OpPassManager pm(ModuleOp::getOperationName());
     ::zero::ZeroInlinePipelineStagesPassOptions options;
@@ -773,16 +775,18 @@ struct ZeroLowerToRuntimePass
     pm.addPass(::zero::createZeroInlinePipelineStagesPass(options));
     return pm;
   }
-  static OpPassManager kernelPipeline() {
+  static OpPassManager kernelPipeline(bool fuse) {
     OpPassManager pm(func::FuncOp::getOperationName());
     pm.addPass(::zero::createZeroSimplifyKernelsPass());
+    if (fuse)
+      pm.addPass(::zero::createZeroFuseElementwisePass());
     return pm;
   }
 
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
     stagePipeline("").getDependentDialects(registry);
-    kernelPipeline().getDependentDialects(registry);
+    kernelPipeline(/*fuse=*/true).getDependentDialects(registry);
   }
 
   void runOnOperation() override {
@@ -799,7 +803,7 @@ struct ZeroLowerToRuntimePass
       return signalPassFailure();
     }
     OpPassManager stages = stagePipeline(func.getSymName());
-    OpPassManager kernels = kernelPipeline();
+    OpPassManager kernels = kernelPipeline(fuseElementwise);
     if (failed(runPipeline(stages, module)) || failed(runPipeline(kernels, func)))
       return signalPassFailure();
     RuntimeLowering lowering(module, func, fuseElementwise);

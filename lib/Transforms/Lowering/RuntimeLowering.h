@@ -176,6 +176,10 @@ std::optional<float> scalarConstant(Value v);
 /// The fusion groups of `body`, in program order (FuseElementwise.cpp).
 std::vector<FusionGroup> findFusionGroups(Block &body);
 
+/// The groups zero-fuse-elementwise marked in `body` (zero.fusion_group),
+/// each with its members in program order and its last member as the root.
+std::vector<FusionGroup> markedFusionGroups(Block &body);
+
 /// The stream `op`'s kernel runs on: the communication stream when a pass
 /// marked it zero.stream = "comm" (an op packing a collective's input), so
 /// compute does not wait for it; else the compute stream.

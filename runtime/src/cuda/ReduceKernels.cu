@@ -280,8 +280,8 @@ struct CudaReduceLoops {
               : chunksFor(l.numOffsets, kVectorSlice, kMaxSlices);
       const int64_t sliceLen = (l.numOffsets + slices - 1) / slices;
       if (slices > 1)
-        ZRT_RETURN_IF_ERROR(CudaLoops::allocate(
-            uint64_t(n * slices) * sizeof(Acc), scratch));
+        ZRT_RETURN_IF_ERROR(
+            CudaLoops::allocate(uint64_t(n * slices) * sizeof(Acc), scratch));
       Acc *partials = static_cast<Acc *>(scratch.get());
       reduceVectorKernel<R><<<blocksFor(n * slices), kThreads, 0, stream>>>(
           l, in, slices, sliceLen, partials, out);

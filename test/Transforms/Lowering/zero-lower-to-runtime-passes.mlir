@@ -2,9 +2,11 @@
 
 // Tests that zero-lower-to-runtime first runs zero-inline-pipeline-stages on
 // the module (the stage functions gone, their ops in @forward marked with
-// their stage) and then zero-simplify-kernels on @forward alone (the MatMul
-// of the transposed weight a Gemm of stage 1), each shown by name, then lowers
-// the result: the Gemm reads @w's block as stored and runs on stage 1's rank.
+// their stage), then zero-simplify-kernels on @forward alone (the MatMul of
+// the transposed weight a Gemm of stage 1) and zero-fuse-elementwise (stage
+// 0's Relu + Neg one group), each shown by name, then lowers the result: the
+// group is one FusedElementwise on stage 0's rank, and the Gemm reads @w's
+// block as stored and runs on stage 1's rank.
 // CHECK-LABEL: IR Dump After ZeroInlinePipelineStagesPass (zero-inline-pipeline-stages)
 // CHECK:         func.func @forward
 // CHECK-NEXT:      onnx.Relu %{{.+}} {zero.pipeline_stage = 0 : i64}
@@ -16,8 +18,14 @@
 // CHECK:         %[[W:.+]] = ml_program.global_load @w
 // CHECK-NEXT:    onnx.Gemm %{{.+}}, %[[W]] {beta = 0.000000e+00 : f32, transB = 1 : i64, zero.pipeline_stage = 1 : i64}
 // CHECK-NOT:     onnx.Transpose
+// CHECK-LABEL: IR Dump After ZeroFuseElementwisePass (zero-fuse-elementwise)
+// CHECK-NEXT:  func.func @forward
+// CHECK-NEXT:    onnx.Relu %{{.+}} {zero.fusion_group = 0 : i64, zero.pipeline_stage = 0 : i64}
+// CHECK-NEXT:    onnx.Neg %{{.+}} {zero.fusion_group = 0 : i64, zero.pipeline_stage = 0 : i64}
+// CHECK-NOT:     zero.fusion_group
 // CHECK-LABEL: IR Dump After ZeroLowerToRuntimePass (zero-lower-to-runtime)
 // CHECK:         zrt.buffer @[[B:.+]] : tensor<2x4xf32> at @params[0]
+// CHECK:         zrt.kernel "FusedElementwise" on @compute [@{{.+}}] -> [@{{.+}}] {ops = array<i64: 7, 0, 0, 5, 1, 0>} {ranks = array<i64: 0>}
 // CHECK:         zrt.kernel "Gemm" on @compute [@{{.+}}, @[[B]]] -> [@{{.+}}] {{.+}}transB = 1 : i64} {flops = {{[0-9]+}} : i64, ranks = array<i64: 1>}
 module attributes {zero.pipeline_plan = {dp = 1 : i64, stages = 2 : i64}, zero.world_size = 2 : i64} {
   ml_program.global private @w(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
@@ -28,7 +36,8 @@ module attributes {zero.pipeline_plan = {dp = 1 : i64, stages = 2 : i64}, zero.w
   }
   func.func private @forward_stage0(%x: tensor<3x4xf32>) -> tensor<3x2xf32> attributes {zero.pipeline_stage = 0 : i64} {
     %r = onnx.Relu %x : (tensor<3x4xf32>) -> tensor<3x4xf32>
-    zero.send %r {peer = 1 : i64, tag = 0 : i64} : tensor<3x4xf32>
+    %n = onnx.Neg %r : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    zero.send %n {peer = 1 : i64, tag = 0 : i64} : tensor<3x4xf32>
     %y = zero.recv {peer = 1 : i64, tag = 1 : i64} : tensor<3x2xf32>
     return %y : tensor<3x2xf32>
   }

@@ -100,6 +100,10 @@ inline constexpr ZeroAttr<mlir::StringAttr> kPhase{"zero.phase"};
 inline constexpr ZeroAttr<mlir::IntegerAttr> kMicroBatch{"zero.micro_batch"};
 /// The stream an op runs on ("comm": the communication stream).
 inline constexpr ZeroAttr<mlir::StringAttr> kStream{"zero.stream"};
+/// The fusion group an elementwise op belongs to (zero-fuse-elementwise):
+/// zero-lower-to-runtime lowers each group to one FusedElementwise kernel at
+/// its last member.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kFusionGroup{"zero.fusion_group"};
 /// An op activation checkpointing recomputes in backward.
 inline constexpr ZeroAttr<mlir::UnitAttr> kRecompute{"zero.recompute"};
 /// A reduce-scatter qgZ left unquantized (not f32, or another world): the
