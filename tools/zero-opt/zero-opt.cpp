@@ -875,7 +875,8 @@ static std::string passOptionDefaults(const PassInfo &info) {
 static std::string describePassesForHelp(cl::Option *passList) {
   std::vector<StringRef> names;
   for (auto &entry : cl::getRegisteredOptions())
-    if (entry.second == passList && !entry.first.empty())
+    if (entry.second == passList && !entry.first.empty() &&
+        !entry.first.starts_with("zero-test-")) // for lit, not users
       names.push_back(entry.first);
   llvm::sort(names);
   std::string text;
@@ -937,8 +938,14 @@ static void listOnlyToolOptionsInHelp() {
   }
 }
 
-/// MLIR's command-line options, the zero passes and pipelines, and the few
-/// upstream passes zero-opt offers (canonicalize, cse, symbol-dce).
+namespace zero::test {
+/// The test passes that print the analyses for lit (test/lib).
+void registerTestPasses();
+} // namespace zero::test
+
+/// MLIR's command-line options, the zero passes and pipelines, the test
+/// passes, and the few upstream passes zero-opt offers (canonicalize, cse,
+/// symbol-dce).
 static void registerCommandLine() {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -953,6 +960,7 @@ static void registerCommandLine() {
   registerSymbolDCEPass();
   zero::registerZeroPasses();
   zero::registerZeroPipeline();
+  zero::test::registerTestPasses();
 }
 
 int main(int argc, char **argv) {
