@@ -411,7 +411,7 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
             "' is not supported (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, "
             "LRRangeTest)")
         .str();
-  o.schedule = *zero::parseLRSchedule(*type);
+  o.schedule = *zero::symbolizeLRSchedule(*type);
   const llvm::json::Object *params = sched->getObject("params");
   llvm::json::Object none;
   if (!params)
@@ -462,7 +462,7 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
   o.warmupNumSteps = int64_t(steps);
   o.totalNumSteps = int64_t(total);
   if (std::optional<llvm::StringRef> w = params->getString("warmup_type")) {
-    std::optional<zero::WarmupType> warmup = zero::parseWarmupType(*w);
+    std::optional<zero::WarmupType> warmup = zero::symbolizeWarmupType(*w);
     if (!warmup)
       return (path + ": scheduler.params.warmup_type must be log or linear, got '" + *w +
               "'")

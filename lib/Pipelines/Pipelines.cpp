@@ -141,7 +141,8 @@ applyStageOptions(const zero::ZeroPipelineOptions &options, const llvm::StringSe
                   function_ref<LogicalResult(const Twine &)> errorHandler) {
   using namespace zero;
   if (given.contains("schedule")) {
-    std::optional<PipelineSchedule> schedule = parsePipelineSchedule(options.schedule);
+    std::optional<PipelineSchedule> schedule =
+        symbolizePipelineSchedule(options.schedule);
     if (!schedule)
       return errorHandler("--zero-pipeline: schedule must be 1f1b or gpipe, got '" +
                           options.schedule + "'");
@@ -155,7 +156,7 @@ applyStageOptions(const zero::ZeroPipelineOptions &options, const llvm::StringSe
     settings.schedule = *schedule;
   }
   if (given.contains("tied-grads")) {
-    std::optional<TiedGrads> tiedGrads = parseTiedGrads(options.tiedGrads);
+    std::optional<TiedGrads> tiedGrads = symbolizeTiedGrads(options.tiedGrads);
     if (!tiedGrads)
       return errorHandler("--zero-pipeline: tied-grads must be micro-batch or step, got '" +
                           options.tiedGrads + "'");

@@ -672,7 +672,7 @@ readLossSpec(zero::TrainSettings &settings,
     return errorHandler("--loss '" + spec +
                         "': the losses are cross-entropy:LABELS and "
                         "causal-lm:LABELS (optionally @OUTPUT)");
-  settings.lossKind = zero::parseLossKind(kind);
+  settings.lossKind = zero::symbolizeLossKind(kind);
   if (!labels.empty())
     settings.labels = labels.str();
   settings.lossOutput = output.str();

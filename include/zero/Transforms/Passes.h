@@ -12,10 +12,12 @@
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/ZRT/ZRTDialect.h"
 #include "zero/Dialect/Zero/ZeroDialect.h"
+#include "zero/Transforms/OptionEnums.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
+
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -34,39 +36,9 @@ inline bool isSupportedWorldSize(int64_t ranks) {
   return ranks >= 1 && ranks <= kMaxWorldSize;
 }
 
-/// The end of a phase that zero-verify checks (see Passes.td).
-enum class VerifyPhase { Imported, Sharded, Lowered };
-/// A training step's pipeline schedule (zero-pipeline-split schedule).
-enum class PipelineSchedule { OneFOneB, GPipe };
-/// How a tied parameter's gradient is summed over its pipeline stages
-/// (zero-pipeline-split tied-grads).
-enum class TiedGrads { MicroBatch, Step };
-/// zero-add-loss's loss.
-enum class LossKind { CrossEntropy, CausalLM };
-/// zero-optimizer's learning-rate schedule: DeepSpeed's scheduler types.
-enum class LRSchedule { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
-/// DeepSpeed's warmup_type.
-enum class WarmupType { Log, Linear };
-/// Training precision: fp32, or a 16-bit forward with fp32 master weights
-/// (DeepSpeed's "bf16" / "fp16"; zero-mixed-precision).
-enum class Precision { FP32, BF16, FP16 };
-
-/// The name an option value is spelled with, on the command line, in a
-/// DeepSpeed config and in the IR.
-llvm::StringRef stringify(PipelineSchedule schedule);
-llvm::StringRef stringify(TiedGrads tiedGrads);
-llvm::StringRef stringify(LossKind kind);
-llvm::StringRef stringify(LRSchedule schedule);
-llvm::StringRef stringify(WarmupType type);
-llvm::StringRef stringify(Precision precision);
-/// The value spelled `name`, if any.
-std::optional<PipelineSchedule> parsePipelineSchedule(llvm::StringRef name);
-std::optional<TiedGrads> parseTiedGrads(llvm::StringRef name);
-std::optional<LossKind> parseLossKind(llvm::StringRef name);
-std::optional<LRSchedule> parseLRSchedule(llvm::StringRef name);
-std::optional<WarmupType> parseWarmupType(llvm::StringRef name);
-std::optional<Precision> parsePrecision(llvm::StringRef name);
-
+// The enums of the passes' options (VerifyPhase, PipelineSchedule, TiedGrads,
+// LossKind, LRSchedule, WarmupType, Precision), spelled once in
+// OptionEnums.td: stringifyEnum(value), symbolize<Enum>(name).
 #define GEN_PASS_DECL
 #include "zero/Transforms/Passes.h.inc"
 

@@ -243,19 +243,15 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
            "A training step's order of micro-batch forwards and backwards on "
            "each stage",
            [{::llvm::cl::values(
-             clEnumValN(::zero::PipelineSchedule::OneFOneB, "1f1b",
-                        "DeepSpeed's TrainSchedule: one forward, one backward"),
-             clEnumValN(::zero::PipelineSchedule::GPipe, "gpipe",
-                        "every forward, then every backward"))}]>,
+             ZERO_ENUM_VALUE(::zero::PipelineSchedule::OneFOneB, "DeepSpeed's TrainSchedule: one forward, one backward"),
+             ZERO_ENUM_VALUE(::zero::PipelineSchedule::GPipe, "every forward, then every backward"))}]>,
     Option<"tiedGrads", "tied-grads", "::zero::TiedGrads",
            "::zero::TiedGrads::MicroBatch",
            "A tied parameter's gradient over its stages",
            [{::llvm::cl::values(
-             clEnumValN(::zero::TiedGrads::MicroBatch, "micro-batch",
-                        "its parts summed each micro-batch in the 1-rank order "
+             ZERO_ENUM_VALUE(::zero::TiedGrads::MicroBatch, "its parts summed each micro-batch in the 1-rank order "
                         "(the 1-rank step's bits)"),
-             clEnumValN(::zero::TiedGrads::Step, "step",
-                        "DeepSpeed's: each stage accumulates its part over the "
+             ZERO_ENUM_VALUE(::zero::TiedGrads::Step, "DeepSpeed's: each stage accumulates its part over the "
                         "micro-batches, the parts are summed once per step"))}]>,
   ];
   let dependentDialects = ["::zero::dist::ZeroDialect"];
@@ -421,10 +417,8 @@ def ZeroAddLossPass : Pass<"zero-add-loss", "mlir::ModuleOp"> {
     Option<"kind", "kind", "::zero::LossKind", "::zero::LossKind::CrossEntropy",
            "The loss",
            [{::llvm::cl::values(
-             clEnumValN(::zero::LossKind::CrossEntropy, "cross-entropy",
-                        "PyTorch's cross_entropy over the last dimension"),
-             clEnumValN(::zero::LossKind::CausalLM, "causal-lm",
-                        "the same after shifting labels by one token"))}]>,
+             ZERO_ENUM_VALUE(::zero::LossKind::CrossEntropy, "PyTorch's cross_entropy over the last dimension"),
+             ZERO_ENUM_VALUE(::zero::LossKind::CausalLM, "the same after shifting labels by one token"))}]>,
     Option<"labels", "labels", "std::string", "\"labels\"",
            "Name of the integer labels input">,
     Option<"output", "output", "std::string", "\"\"",
@@ -461,8 +455,8 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     Option<"precision", "precision", "::zero::Precision", "::zero::Precision::BF16",
            "The 16-bit type",
            [{::llvm::cl::values(
-             clEnumValN(::zero::Precision::BF16, "bf16", "bfloat16 (DeepSpeed's \"bf16\")"),
-             clEnumValN(::zero::Precision::FP16, "fp16", "IEEE half (DeepSpeed's \"fp16\")"))}]>,
+             ZERO_ENUM_VALUE(::zero::Precision::BF16, "bfloat16 (DeepSpeed's \"bf16\")"),
+             ZERO_ENUM_VALUE(::zero::Precision::FP16, "IEEE half (DeepSpeed's \"fp16\")"))}]>,
     Option<"function", "function", "std::string", "\"\"",
            "The function (default: the only one, else @forward)">,
     Option<"lossScale", "loss-scale", "double", "0",
@@ -663,16 +657,12 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "::zero::LRSchedule", "::zero::LRSchedule::Constant",
            "The learning-rate schedule (DeepSpeed's scheduler.type)",
            [{::llvm::cl::values(
-             clEnumValN(::zero::LRSchedule::Constant, "constant", "lr every step"),
-             clEnumValN(::zero::LRSchedule::WarmupLR, "WarmupLR", "warmup, then constant"),
-             clEnumValN(::zero::LRSchedule::WarmupDecayLR, "WarmupDecayLR",
-                        "warmup, then linear decay to 0"),
-             clEnumValN(::zero::LRSchedule::WarmupCosineLR, "WarmupCosineLR",
-                        "warmup, then cosine decay"),
-             clEnumValN(::zero::LRSchedule::OneCycle, "OneCycle",
-                        "one triangular cycle of lr (and Adam's beta1), then decay"),
-             clEnumValN(::zero::LRSchedule::LRRangeTest, "LRRangeTest",
-                        "lr rising linearly (or by stairs) from a minimum"))}]>,
+             ZERO_ENUM_VALUE(::zero::LRSchedule::Constant, "lr every step"),
+             ZERO_ENUM_VALUE(::zero::LRSchedule::WarmupLR, "warmup, then constant"),
+             ZERO_ENUM_VALUE(::zero::LRSchedule::WarmupDecayLR, "warmup, then linear decay to 0"),
+             ZERO_ENUM_VALUE(::zero::LRSchedule::WarmupCosineLR, "warmup, then cosine decay"),
+             ZERO_ENUM_VALUE(::zero::LRSchedule::OneCycle, "one triangular cycle of lr (and Adam's beta1), then decay"),
+             ZERO_ENUM_VALUE(::zero::LRSchedule::LRRangeTest, "lr rising linearly (or by stairs) from a minimum"))}]>,
     Option<"warmupMinLr", "warmup-min-lr", "double", "0", "DeepSpeed warmup_min_lr">,
     Option<"warmupMaxLr", "warmup-max-lr", "double", "1e-3", "DeepSpeed warmup_max_lr">,
     Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "1000",
@@ -680,8 +670,8 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     Option<"warmupType", "warmup-type", "::zero::WarmupType", "::zero::WarmupType::Log",
            "DeepSpeed warmup_type",
            [{::llvm::cl::values(
-             clEnumValN(::zero::WarmupType::Log, "log", "logarithmic warmup"),
-             clEnumValN(::zero::WarmupType::Linear, "linear", "linear warmup"))}]>,
+             ZERO_ENUM_VALUE(::zero::WarmupType::Log, "logarithmic warmup"),
+             ZERO_ENUM_VALUE(::zero::WarmupType::Linear, "linear warmup"))}]>,
     Option<"totalNumSteps", "total-num-steps", "int64_t", "0",
            "DeepSpeed total_num_steps (WarmupDecayLR, WarmupCosineLR)">,
     Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",
@@ -764,12 +754,9 @@ def ZeroVerifyPass : Pass<"zero-verify", "mlir::ModuleOp"> {
     Option<"phase", "phase", "::zero::VerifyPhase", "::zero::VerifyPhase::Imported",
            "The phase whose end this is",
            [{::llvm::cl::values(
-             clEnumValN(::zero::VerifyPhase::Imported, "imported",
-                        "after the ONNX import"),
-             clEnumValN(::zero::VerifyPhase::Sharded, "sharded",
-                        "after the ZeRO passes"),
-             clEnumValN(::zero::VerifyPhase::Lowered, "lowered",
-                        "after zero-lower-to-runtime"))}]>,
+             ZERO_ENUM_VALUE(::zero::VerifyPhase::Imported, "after the ONNX import"),
+             ZERO_ENUM_VALUE(::zero::VerifyPhase::Sharded, "after the ZeRO passes"),
+             ZERO_ENUM_VALUE(::zero::VerifyPhase::Lowered, "after zero-lower-to-runtime"))}]>,
   ];
 }
 

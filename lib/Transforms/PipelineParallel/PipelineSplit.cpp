@@ -419,8 +419,10 @@ struct ZeroPipelineSplitPass
         b.getNamedAttr("parts", b.getDenseI64ArrayAttr(partitioned.bounds)),
         b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
         b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
-        b.getNamedAttr("schedule", b.getStringAttr(training ? ::zero::stringify(schedule.getValue())
-                                                            : StringRef("fill-drain")))};
+        b.getNamedAttr("schedule",
+                       b.getStringAttr(
+                           training ? ::zero::stringifyEnum(schedule.getValue())
+                                    : StringRef("fill-drain")))};
     if (llvm::any_of(ls.layers, [](const ::zero::Layer &l) { return !l.cls.empty(); }))
       plan.push_back(b.getNamedAttr("layer_classes", b.getArrayAttr(classes)));
     if (StringRef(partition) == "compute") // the multiply-accumulates balanced
@@ -590,7 +592,8 @@ struct ZeroPipelineSplitPass
     std::vector<int64_t> &index = stepIndices[st];
     if (index.empty()) {
       index.assign(size_t(2 * m), 0);
-      for (auto [i, step] : llvm::enumerate(::zero::pipelineSchedule(::zero::stringify(schedule.getValue()), stages, st, m)))
+      for (auto [i, step] : llvm::enumerate(::zero::pipelineSchedule(
+               ::zero::stringifyEnum(schedule.getValue()), stages, st, m)))
         index[size_t(step.micro * 2 + (step.forward ? 0 : 1))] = int64_t(i);
     }
     return index[size_t(slot.micro * 2 + (slot.phase == Slot::Forward ? 0 : 1))];
@@ -1104,7 +1107,8 @@ struct ZeroPipelineSplitPass
       if (at >= 0 && at < 2 * step.m) {
         auto [it, inserted] = orders.try_emplace(st);
         if (inserted)
-          it->second = ::zero::pipelineSchedule(::zero::stringify(schedule.getValue()), stages, st, step.m);
+          it->second = ::zero::pipelineSchedule(
+              ::zero::stringifyEnum(schedule.getValue()), stages, st, step.m);
         const ::zero::PipelineStep &ps = it->second[size_t(at)];
         name = (ps.forward ? "F" : "B") + std::to_string(ps.micro);
       }

@@ -104,10 +104,12 @@ struct ZeroAddLossPass : public ::zero::impl::ZeroAddLossPassBase<ZeroAddLossPas
     if (isa<FloatType>(lt.getElementType()) && lt.getRank() >= 1 &&
         (kind != ::zero::LossKind::CausalLM || lt.getRank() == 3))
       return success();
-    return module.emitError() << "zero-add-loss: output '" << name << "' has type " << lt
-                              << "; " << ::zero::stringify(kind.getValue()) << " needs floating-point logits "
-                              << (kind == ::zero::LossKind::CausalLM ? "[batch, seq, classes]"
-                                                      : "[..., classes]");
+    return module.emitError()
+           << "zero-add-loss: output '" << name << "' has type " << lt << "; "
+           << ::zero::stringifyEnum(kind.getValue())
+           << " needs floating-point logits "
+           << (kind == ::zero::LossKind::CausalLM ? "[batch, seq, classes]"
+                                                  : "[..., classes]");
   }
 
   /// The labels input: the one named `labels`, which must be i64 of the

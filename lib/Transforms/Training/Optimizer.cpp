@@ -238,7 +238,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (nesterov && (momentum <= 0 || dampening != 0))
       return module.emitError() << "zero-optimizer: Nesterov momentum requires a momentum "
                                    "and zero dampening (as torch.optim.SGD)";
-    StringRef sched = ::zero::stringify(schedule.getValue());
+    StringRef sched = ::zero::stringifyEnum(schedule.getValue());
     if (sched == "OneCycle" &&
         (!(cycleFirstStepSize > 0) || cycleSecondStepSize < -1 || decayStepSize < 0 ||
          cycleMinLr < 0 || cycleMaxLr < 0 ||
@@ -570,7 +570,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// The learning rate of step t under the schedule (DeepSpeed's schedulers).
   void buildSchedule(OptimizerStep &s) {
     ImplicitLocOpBuilder &b = s.b;
-    StringRef sched = ::zero::stringify(schedule.getValue());
+    StringRef sched = ::zero::stringifyEnum(schedule.getValue());
     auto f32s = RankedTensorType::get({}, Float32Type::get(&getContext()));
     auto lrOp = ::zero::dist::LrScheduleOp::create(b, f32s, s.t, b.getStringAttr(sched));
     if (sched == "constant") {
@@ -579,7 +579,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       lrOp->setAttr("warmup_min_lr", b.getF64FloatAttr(warmupMinLr));
       lrOp->setAttr("warmup_max_lr", b.getF64FloatAttr(warmupMaxLr));
       lrOp->setAttr("warmup_num_steps", b.getI64IntegerAttr(warmupNumSteps));
-      lrOp->setAttr("warmup_type", b.getStringAttr(::zero::stringify(warmupType.getValue())));
+      lrOp->setAttr("warmup_type", b.getStringAttr(::zero::stringifyEnum(
+                                       warmupType.getValue())));
       if (sched != "WarmupLR")
         lrOp->setAttr("total_num_steps", b.getI64IntegerAttr(totalNumSteps));
       if (sched == "LRRangeTest") {
@@ -884,7 +885,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       os << " no-decay=" << noDecay;
     if (clip > 0)
       os << " clip=" << clip;
-    os << " schedule=" << ::zero::stringify(schedule.getValue());
+    os << " schedule=" << ::zero::stringifyEnum(schedule.getValue());
     int64_t accumulation = attrs::kAccumulationSteps.getInt(module).value_or(1);
     Builder b(&getContext());
     SmallVector<NamedAttribute> entries{

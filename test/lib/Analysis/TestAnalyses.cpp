@@ -30,10 +30,12 @@ using namespace mlir;
 namespace {
 
 /// "#P name" of an op of `block` at position P; "none" for null.
-std::string describe(Operation *op, const llvm::DenseMap<Operation *, int64_t> &position) {
+std::string describe(Operation *op,
+                     const llvm::DenseMap<Operation *, int64_t> &position) {
   if (!op)
     return "none";
-  return "#" + std::to_string(position.lookup(op)) + " " + op->getName().getStringRef().str();
+  return "#" + std::to_string(position.lookup(op)) + " " +
+         op->getName().getStringRef().str();
 }
 
 llvm::DenseMap<Operation *, int64_t> positions(Block &block) {
@@ -76,13 +78,15 @@ struct TestGatherLivenessPass
       }
       for (Operation &op : block)
         if (int64_t live = liveness.liveBytesAt(position.lookup(&op)))
-          os << "  live at " << describe(&op, position) << ": " << live << " B\n";
+          os << "  live at " << describe(&op, position) << ": " << live
+             << " B\n";
       os << "  peak: " << liveness.peakBytes() << " B\n";
     }
   }
 };
 
-struct TestLayersPass : public PassWrapper<TestLayersPass, OperationPass<ModuleOp>> {
+struct TestLayersPass
+    : public PassWrapper<TestLayersPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TestLayersPass)
 
   StringRef getArgument() const final { return "zero-test-layers"; }
@@ -103,13 +107,15 @@ struct TestLayersPass : public PassWrapper<TestLayersPass, OperationPass<ModuleO
        << (layers.segments ? " segments" : " by module path") << "\n";
     for (auto [i, layer] : llvm::enumerate(layers.layers))
       os << "  layer " << i << " '" << layer.name << "' class '" << layer.cls
-         << "': " << layer.ops.size() << " ops, " << layer.params << " parameter elements\n";
+         << "': " << layer.ops.size() << " ops, " << layer.params
+         << " parameter elements\n";
     Block &block = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> position = positions(block);
     for (Operation &op : block) {
       auto it = layers.layerOf.find(&op);
       os << "  " << describe(&op, position) << ": "
-         << (it == layers.layerOf.end() ? std::string("none") : "layer " + std::to_string(it->second))
+         << (it == layers.layerOf.end() ? std::string("none")
+                                        : "layer " + std::to_string(it->second))
          << "\n";
     }
   }
