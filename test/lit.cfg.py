@@ -1,8 +1,14 @@
 # lit configuration for the zero compiler tests.
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
+
+# Open MPI's environment comes from the test kit (test/kit/zerokit/mpi.py), as
+# for every driver: test/Structure/mpi-env.test checks that nothing else sets it.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "kit"))
+from zerokit import mpi  # noqa: E402
 
 config.name = "zero"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
@@ -19,6 +25,9 @@ zero_opt = os.path.join(config.zero_tools_dir, "zero-opt")
 zero_run = config.zero_run
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%zero_run", zero_run))
+# %mpirun -np N CMD: CMD over N ranks, oversubscribing the cores, allowed as root,
+# yielding when idle (the kit's launcher).
+config.substitutions.append(("%mpirun", " ".join(mpi.launcher(root=True, yield_when_idle=True))))
 config.substitutions.append((
     "%e2e", f"{python} {config.zero_src_root}/test/e2e/fixture_e2e.py --zero-opt {zero_opt} "
     f"--zero-run {zero_run} --models {os.path.join(config.zero_src_root, 'test', 'models')}"))
@@ -58,8 +67,7 @@ if _can_mount_tmpfs():
     config.available_features.add("mount-namespace")
 
 # ZRT_CPU_ISA: scripts/test.sh runs the layout tests again at each lower ISA.
-llvm_config.with_system_environment(["HOME", "PATH", "OMPI_ALLOW_RUN_AS_ROOT",
-                                     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+llvm_config.with_system_environment(["HOME", "PATH", *mpi.env({}, root=True),
                                      "ZRT_CPU_ISA"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
@@ -68,9 +76,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.zero_tools_dir, append_path=True)
 
 # Open MPI refuses to start as root unless told; CI machines run as root.
-if hasattr(os, "geteuid") and os.geteuid() == 0:
-    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+if mpi.is_root():
+    config.environment.update(mpi.env({}, root=True))
 
 # format.test checks the lines changed since .clang-format-baseline; a clone
 # without that commit (a shallow one) or without git has nothing to compare.

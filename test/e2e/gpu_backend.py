@@ -41,7 +41,7 @@ FIXTURES = ["mlp", "gpt2", "gpt2_ts17", "bert", "llama", "vit", "whisper", "moe"
 
 
 def run(cmd, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=mpi.env(root=True))
     if check and r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return r

@@ -77,7 +77,8 @@ REGEN = "build/pyenv/bin/python test/e2e/grad_ops.py --write-ref"
 # Op types whose cases are kept but skipped (reason printed): no importer support yet.
 UNSUPPORTED: dict[str, str] = {}
 
-ENV = mpi.env(yield_when_idle=True)
+# Allowed as root: Open MPI refuses to start as root otherwise (CI runs as root).
+ENV = mpi.env(root=True, yield_when_idle=True)
 
 
 def log(*a):

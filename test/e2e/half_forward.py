@@ -37,7 +37,8 @@ from onnx import TensorProto, numpy_helper
 
 from zerokit import mpi, tools
 
-ENV = mpi.env(yield_when_idle=True)
+# Allowed as root: Open MPI refuses to start as root otherwise (CI runs as root).
+ENV = mpi.env(root=True, yield_when_idle=True)
 U16 = 2.0 ** -11  # fp16's unit roundoff
 # Nodes the fp16 conversion keeps in fp32, per fixture, and why: without them the
 # converter writes a model onnxruntime refuses. Each named node must exist.

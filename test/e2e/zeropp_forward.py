@@ -43,7 +43,7 @@ from zerokit.quant import sharded_qdq
 
 
 def mpirun(np_, cmd):
-    return run(mpi.mpirun(np_, cmd), mpi.with_session(mpi.env(yield_when_idle=True)))
+    return run(mpi.mpirun(np_, cmd), mpi.with_session(mpi.env(root=True, yield_when_idle=True)))
 
 
 def run(cmd, env=None):

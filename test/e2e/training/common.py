@@ -25,7 +25,8 @@ TRAIN_DEFAULTS = dict(steps=20, accum=2, clip=1.0, eps=1e-6, seed=1234)
 TRAIN_REF = "{}_loss.train.ref.safetensors"
 REGEN_TRAIN_REF = "build/pyenv/bin/python test/e2e/train_reference.py --write-train-ref {}"
 
-ENV = mpi.env(yield_when_idle=True)
+# Allowed as root: Open MPI refuses to start as root otherwise (CI runs as root).
+ENV = mpi.env(root=True, yield_when_idle=True)
 
 
 class Skip(Exception):

@@ -1,9 +1,11 @@
 """The test kit: what the end-to-end drivers, property tests, fixture probes and
 benchmarks share for running zero-opt and zero-run.
 
-  zerokit.mpi    Open MPI's environment (the only place under test/ and bench/
-                 that sets an OMPI_ variable; test/Structure/mpi-env.test checks
-                 it) and the mpirun command line.
+  zerokit.mpi    Open MPI's environment and the mpirun command line: the only
+                 place under test/ and bench/ that sets an OMPI_ variable or
+                 passes --oversubscribe (drivers and benchmarks import it, lit's
+                 %mpirun is built from it in test/lit.cfg.py, CMake sets none;
+                 test/Structure/mpi-env.test checks it).
   zerokit.tools  running a tool: in a session directory of its own (call), or
                  failing the driver when it fails (run).
   zerokit.data   data the drivers share (the GPL-3 byte tokens).

@@ -18,6 +18,10 @@ session(e=None): the same as a context manager that removes the directory on exi
 mpirun(np, cmd=(), *, oversubscribe=True, bind_to=None): the command line
     mpirun -np NP [--oversubscribe] [--bind-to BIND_TO] CMD...
 is_mpirun(cmd): whether cmd is such a command line.
+launcher(*, root=False, yield_when_idle=False): the words that start a shell
+    line running mpirun with this environment, -np and the command to follow:
+    env VAR=VALUE... mpirun --oversubscribe
+    (test/lit.cfg.py's %mpirun for the RUN lines).
 SH_RANK: this process's rank under mpirun, in sh (0 outside it).
 is_root(): whether this process runs as root.
 """
@@ -70,6 +74,11 @@ def mpirun(np, cmd=(), *, oversubscribe=True, bind_to=None):
     if bind_to:
         line += ["--bind-to", bind_to]
     return line + list(cmd)
+
+
+def launcher(*, root=False, yield_when_idle=False):
+    e = env({}, root=root, yield_when_idle=yield_when_idle)
+    return ["env", *[f"{k}={v}" for k, v in e.items()], "mpirun", "--oversubscribe"]
 
 
 def is_mpirun(cmd):
