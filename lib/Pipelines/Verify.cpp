@@ -92,10 +92,17 @@ LogicalResult verifySharded(ModuleOp module) {
   return success();
 }
 
-/// The lowering's promise: a zrt.program holds zrt ops only.
+/// The lowering's promise: a zrt.program holds zrt ops only, every buffer
+/// placed in its arena (no zrt.block or zrt.release left).
 LogicalResult verifyLowered(ModuleOp module) {
   WalkResult result = module.walk([&](::zero::zrt::ProgramOp program) {
     WalkResult inner = program.walk([&](Operation *op) {
+      if (isa<::zero::zrt::BlockOp, ::zero::zrt::ReleaseOp>(op)) {
+        op->emitOpError()
+            << "is left in a zrt.program; the lowering places every buffer in "
+               "its arena (zero-finalize-program; zero-verify phase=lowered)";
+        return WalkResult::interrupt();
+      }
       if (isa<::zero::zrt::ZRTDialect>(op->getDialect()))
         return WalkResult::advance();
       op->emitOpError() << "is left inside a zrt.program; the lowering leaves zrt "

@@ -223,6 +223,13 @@ LogicalResult ProgramWriter::add(Operation &op) {
       .Case([&](CollectiveOp c) { return addCollective(c); })
       .Case([&](RecordOp r) { return addEvent(r, "Record"); })
       .Case([&](WaitOp w) { return addEvent(w, "Wait"); })
+      .Case<BlockOp, ReleaseOp>([](Operation *op) {
+        op->emitOpError(
+            "belongs to a program the memory plan has not finished: run "
+            "zero-lower-to-runtime (or its last passes, zero-plan-memory to "
+            "zero-finalize-program) before writing a .zrt program");
+        return failure();
+      })
       .Default([](Operation *other) {
         other->emitOpError("cannot be serialised into a .zrt program");
         return failure();

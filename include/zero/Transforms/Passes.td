@@ -388,6 +388,14 @@ def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
     (GPT-2's tanh GELU, attention's scale + mask) become one
     `FusedElementwise` kernel, so the intermediates get no buffers
     (`fuse-elementwise=false` keeps one kernel per op).
+
+    It runs as a pipeline, each step a pass shown by
+    `--mlir-print-ir-after-all`: on the module zero-inline-pipeline-stages,
+    on the function zero-simplify-kernels and zero-fuse-elementwise, then the
+    instruction selection and stream assignment (this pass: a `zrt.program`
+    whose buffers are views of `zrt.block`s, with `zrt.release` marks), and
+    on the program zero-plan-memory, zero-insert-events, zero-plan-in-order
+    and zero-finalize-program.
   }];
   let options = [
     Option<"function", "function", "std::string", "\"\"",
@@ -396,6 +404,64 @@ def ZeroLowerToRuntimePass : Pass<"zero-lower-to-runtime", "mlir::ModuleOp"> {
            "Lower groups of f32 elementwise ops whose intermediates are read "
            "only inside the group to one FusedElementwise kernel">,
   ];
+  let dependentDialects = ["::zero::zrt::ZRTDialect"];
+}
+
+def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::zero::zrt::ProgramOp"> {
+  let summary = "Place a zrt.program's blocks in its arenas by their live intervals";
+  let description = [{
+    On a `zrt.program` from zero-lower-to-runtime's instruction selection:
+    each `zrt.block`'s live interval (from the first instruction writing it
+    to the last reading it; a collective's input until the next collective of
+    its stream is issued; the program's outputs to the end, its inputs from
+    before the run; a gathered parameter until its last `zrt.release`, or to
+    the end without one) and the pipeline stages that touch it, then its
+    offset: parameters and constants packed in order (offloaded state
+    page-aligned in the swap file), activations greedily by size at the
+    lowest offset free over their interval on the stages they share. Sets each
+    arena's size, no-reuse total and live-bytes lower bound, and erases the
+    `zrt.release` marks. Fails on a release before a use.
+  }];
+  let dependentDialects = ["::zero::zrt::ZRTDialect"];
+}
+
+def ZeroInsertEventsPass : Pass<"zero-insert-events", "::zero::zrt::ProgramOp"> {
+  let summary = "Order a zrt.program's cross-stream dependencies with events";
+  let description = [{
+    After zero-plan-memory: for each instruction, the earlier instructions on
+    the other stream it must follow (read-after-write on its inputs' blocks,
+    write-after-read and write-after-write on arena bytes its outputs reuse,
+    and program order before a communication step: a gather starts where the
+    pass pipeline put it), each pipeline stage's schedule on its own. A
+    `zrt.record` after the producing instruction (one event each) and a
+    `zrt.wait` before the consumer, only for the latest event its stream has
+    not yet waited for.
+  }];
+  let dependentDialects = ["::zero::zrt::ZRTDialect"];
+}
+
+def ZeroPlanInOrderPass : Pass<"zero-plan-in-order", "::zero::zrt::ProgramOp"> {
+  let summary = "Place the activations again for a runtime whose streams take turns";
+  let description = [{
+    After zero-insert-events: each activation block's interval in
+    turn-taking order (a communication step runs only when compute waits for
+    it or a later one) and its offset there, `in_order_offset`, with the
+    activations arena's `in_order` size, when that plan differs from the main
+    one. A program cut into pipeline stages, or whose compute stream
+    receives, keeps one plan. See zero-lower-to-runtime in docs/passes.md.
+  }];
+  let dependentDialects = ["::zero::zrt::ZRTDialect"];
+}
+
+def ZeroFinalizeProgramPass : Pass<"zero-finalize-program", "::zero::zrt::ProgramOp"> {
+  let summary = "Place every buffer of a zrt.program in its arena and erase the blocks";
+  let description = [{
+    The last step of zero-lower-to-runtime: a buffer that is a view at byte
+    k of a planned `zrt.block` becomes the view at the block's offset + k of
+    the block's arena (and its `in_order` offset likewise), and the blocks
+    are erased: the program zero-run reads. Fails on a block without an
+    offset (run zero-plan-memory first) or a `zrt.release` left.
+  }];
   let dependentDialects = ["::zero::zrt::ZRTDialect"];
 }
 

@@ -29,43 +29,50 @@ LogicalResult ProgramOp::verify() {
     auto sym = cast<FlatSymbolRefAttr>(ref);
     Operation *def = symbols.lookup(sym.getValue());
     if (!def || !isKind(def))
-      return user->emitOpError() << "refers to " << sym << ", which is not a "
+      return user->emitOpError() << "refers to " << sym << ", which is not "
                                  << kind << " of this program";
     return success();
   };
   auto isBuffer = [](Operation *op) { return isa<BufferOp>(op); };
   auto isStream = [](Operation *op) { return isa<StreamOp>(op); };
   auto isArena = [](Operation *op) { return isa<ArenaOp>(op); };
+  auto isArenaOrBlock = [](Operation *op) { return isa<ArenaOp, BlockOp>(op); };
+  auto isBlock = [](Operation *op) { return isa<BlockOp>(op); };
   auto isGroup = [](Operation *op) { return isa<GroupOp>(op); };
   for (Operation &op : getBody().front()) {
     LogicalResult ok = success();
     if (auto b = dyn_cast<BufferOp>(op)) {
-      ok = expect(&op, b.getArenaAttr(), "arena", isArena);
+      ok = expect(&op, b.getArenaAttr(), "an arena or a block", isArenaOrBlock);
+    } else if (auto block = dyn_cast<BlockOp>(op)) {
+      ok = expect(&op, block.getArenaAttr(), "an arena", isArena);
+    } else if (auto release = dyn_cast<ReleaseOp>(op)) {
+      ok = expect(&op, release.getBlockAttr(), "a block", isBlock);
     } else if (auto g = dyn_cast<GlobalOp>(op)) {
-      ok = expect(&op, g.getBufferAttr(), "buffer", isBuffer);
+      ok = expect(&op, g.getBufferAttr(), "a buffer", isBuffer);
     } else if (auto c = dyn_cast<ConstantOp>(op)) {
-      ok = expect(&op, c.getBufferAttr(), "buffer", isBuffer);
+      ok = expect(&op, c.getBufferAttr(), "a buffer", isBuffer);
     } else if (auto in = dyn_cast<InputOp>(op)) {
-      ok = expect(&op, in.getBufferAttr(), "buffer", isBuffer);
+      ok = expect(&op, in.getBufferAttr(), "a buffer", isBuffer);
     } else if (auto out = dyn_cast<OutputOp>(op)) {
-      ok = expect(&op, out.getBufferAttr(), "buffer", isBuffer);
+      ok = expect(&op, out.getBufferAttr(), "a buffer", isBuffer);
     } else if (auto k = dyn_cast<KernelOp>(op)) {
-      ok = expect(&op, k.getStreamAttr(), "stream", isStream);
+      ok = expect(&op, k.getStreamAttr(), "a stream", isStream);
       for (Attribute a : k.getIns())
-        ok = succeeded(ok) ? expect(&op, a, "buffer", isBuffer) : ok;
+        ok = succeeded(ok) ? expect(&op, a, "a buffer", isBuffer) : ok;
       for (Attribute a : k.getOuts())
-        ok = succeeded(ok) ? expect(&op, a, "buffer", isBuffer) : ok;
+        ok = succeeded(ok) ? expect(&op, a, "a buffer", isBuffer) : ok;
     } else if (auto c = dyn_cast<CollectiveOp>(op)) {
-      ok = expect(&op, c.getStreamAttr(), "stream", isStream);
-      ok = succeeded(ok) ? expect(&op, c.getGroupAttr(), "group", isGroup) : ok;
+      ok = expect(&op, c.getStreamAttr(), "a stream", isStream);
+      ok = succeeded(ok) ? expect(&op, c.getGroupAttr(), "a group", isGroup)
+                         : ok;
       for (Attribute a : c.getIns())
-        ok = succeeded(ok) ? expect(&op, a, "buffer", isBuffer) : ok;
+        ok = succeeded(ok) ? expect(&op, a, "a buffer", isBuffer) : ok;
       for (Attribute a : c.getOuts())
-        ok = succeeded(ok) ? expect(&op, a, "buffer", isBuffer) : ok;
+        ok = succeeded(ok) ? expect(&op, a, "a buffer", isBuffer) : ok;
     } else if (auto r = dyn_cast<RecordOp>(op)) {
-      ok = expect(&op, r.getStreamAttr(), "stream", isStream);
+      ok = expect(&op, r.getStreamAttr(), "a stream", isStream);
     } else if (auto w = dyn_cast<WaitOp>(op)) {
-      ok = expect(&op, w.getStreamAttr(), "stream", isStream);
+      ok = expect(&op, w.getStreamAttr(), "a stream", isStream);
     }
     if (failed(ok))
       return failure();

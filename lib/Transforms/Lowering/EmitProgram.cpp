@@ -1,12 +1,16 @@
-//===- EmitProgram.cpp - zero-lower-to-runtime: zrt emission ----------------===//
+//===- EmitProgram.cpp - zero-lower-to-runtime: zrt emission
+//----------------===//
 //
-// Writes the zrt.program: streams, the world group, arenas, one buffer per
-// distinct (storage, offset, type) view, globals, constants, bindings, and
-// the instructions with their waits and records.
+// Writes the zrt.program before the memory plan: streams, the world group,
+// the arenas (sized by zero-plan-memory), a zrt.block per storage, one buffer
+// per distinct (storage, offset, type) view (at the block), globals,
+// constants, bindings, and the instructions with a zrt.release mark where
+// each zero.release was. The passes after it place the blocks, add events
+// and finalize the buffers in place, so the program keeps this op order.
 //
 //===----------------------------------------------------------------------===//
 
-#include "RuntimeLowering.h"
+#include "ProgramModel.h"
 
 #include "zero/Dialect/Zero/ZeroAttributes.h"
 
@@ -23,15 +27,12 @@ using namespace mlir;
 namespace zero {
 namespace lowering {
 
-namespace {
-constexpr const char *kStreamNames[2] = {"compute", "comm"}; // by StreamId
-constexpr const char *kArenaNames[kNumArenas] = {"params", "constants", "activations",
-                                                 "offload", "host"}; // by ArenaKind
-} // namespace
+/// The symbol of storage block `s`.
+static std::string blockName(int s) { return "blk" + std::to_string(s); }
 
 /// The program's zrt.buffer ops: one per distinct (storage, offset, type)
 /// view, named b0, b1, ... in the order they are first asked for, each
-/// created where the builder stands when it is.
+/// created where the builder stands when it is, as a view of its block.
 class BufferTable {
 public:
   BufferTable(OpBuilder &b, Location loc, const std::vector<Storage> &storages,
@@ -46,10 +47,8 @@ public:
     if (it != buffers_.end())
       return it->second;
     std::string name = "b" + std::to_string(buffers_.size());
-    const Storage &st = storages_[storage];
-    ::zero::zrt::BufferOp::create(
-        b_, loc_, name, type, kArenaNames[int(st.arena)], st.offset + offset,
-        st.inOrderOffset >= 0 ? b_.getI64IntegerAttr(st.inOrderOffset + offset) : nullptr);
+    ::zero::zrt::BufferOp::create(b_, loc_, name, type, blockName(storage),
+                                  offset, nullptr);
     auto ref = FlatSymbolRefAttr::get(b_.getContext(), name);
     buffers_[{storage, offset, key}] = ref;
     return ref;
@@ -71,6 +70,7 @@ private:
 void RuntimeLowering::emitProgramOp(OpBuilder &b, DictionaryAttr training) {
   b.setInsertionPoint(func_);
   auto program = ::zero::zrt::ProgramOp::create(b, func_.getLoc(), func_.getName(), worldSize_);
+  program_ = program;
   if (training)
     program->setAttr("training", training);
   // A pipeline: its replicas per stage (the runtime's data split and shard
@@ -96,29 +96,33 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
   for (auto pg : module_.getOps<::zero::dist::ProcessGroupOp>())
     ::zero::zrt::GroupOp::create(b, loc, pg.getSymName(), pg.getRanksAttr(),
                                  pg.getGroupSizeAttr());
-  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": arenas params=" << arenaSize_[0]
-                          << " constants=" << arenaSize_[1] << " activations=" << arenaSize_[2]
-                          << " (no reuse " << noReuse_[2] << ", live bound " << lowerBound_[2]
-                          << ", in order " << inOrderSize_ << ")\n");
+  // The offload arena (a swap file in nvme_path) and the host arena
+  // (offload device cpu) only when something lives there; the offload
+  // arena's lower bound is the swaps' resident peak until zero-plan-memory
+  // sizes it.
+  bool used[kNumArenas] = {true, true, true, false, false};
+  for (const Storage &st : storages_)
+    if (st.bytes > 0)
+      used[int(st.arena)] = true;
   for (int a = 0; a < kNumArenas; ++a) {
-    // The offload arena (a swap file in nvme_path) and the host arena
-    // (offload device cpu) only when something lives there.
+    if (!used[a])
+      continue;
     StringAttr path;
-    if (a == int(ArenaKind::Offload)) {
-      if (arenaSize_[a] == 0)
-        continue;
+    if (a == int(ArenaKind::Offload))
       if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
         path = cfg.getAs<StringAttr>("nvme_path");
-    }
-    const bool host = a == int(ArenaKind::Host);
-    if (host && arenaSize_[a] == 0)
-      continue;
-    ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], arenaSize_[a], noReuse_[a],
-                                 lowerBound_[a],
-                                 a == int(ArenaKind::Activations) && inOrderSize_ > 0
-                                     ? b.getI64IntegerAttr(inOrderSize_)
-                                     : nullptr,
-                                 path, host);
+    ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], 0, 0,
+                                 a == int(ArenaKind::Offload) ? residentPeak_
+                                                              : 0,
+                                 nullptr, path, a == int(ArenaKind::Host));
+  }
+  for (auto [s, st] : llvm::enumerate(storages_)) {
+    // def -1: bound before the run (globals, constants, inputs).
+    ::zero::zrt::BlockOp::create(
+        b, loc, blockName(int(s)), kArenaNames[int(st.arena)],
+        uint64_t(st.bytes), st.gathered,
+        st.def == -1 ? b.getI64IntegerAttr(-1) : IntegerAttr(), nullptr,
+        nullptr, nullptr, nullptr);
   }
 }
 
@@ -187,10 +191,15 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
     int64_t flops = productFlops(in);
     return flops > 0 ? b.getI64IntegerAttr(flops) : IntegerAttr();
   };
+  size_t mark = 0;
+  auto releasesAfter = [&](int64_t i) {
+    for (; mark < releaseMarks_.size() && releaseMarks_[mark].after == i;
+         ++mark)
+      ::zero::zrt::ReleaseOp::create(b, releaseMarks_[mark].loc,
+                                     blockName(releaseMarks_[mark].storage));
+  };
+  releasesAfter(-1);
   for (auto [i, in] : llvm::enumerate(instrs_)) {
-    for (int64_t d : waits_[i])
-      ::zero::zrt::WaitOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[d]),
-                                  streamRef(in.stream), ranksAttr(in));
     SmallVector<Attribute> ins, outs;
     for (auto [k, v] : llvm::enumerate(in.ins))
       ins.push_back(k < in.inViews.size()
@@ -209,9 +218,7 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
       ::zero::zrt::KernelOp::create(b, in.loc, b.getStringAttr(in.name), streamRef(in.stream),
                                     b.getArrayAttr(ins), b.getArrayAttr(outs), in.params,
                                     ranksAttr(in), evalAttr(in), flopsAttr(in));
-    if (eventOf_[i] >= 0)
-      ::zero::zrt::RecordOp::create(b, in.loc, b.getI64IntegerAttr(eventOf_[i]),
-                                    streamRef(in.stream), ranksAttr(in));
+    releasesAfter(int64_t(i));
   }
 }
 

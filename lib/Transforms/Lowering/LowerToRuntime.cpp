@@ -352,6 +352,7 @@ LogicalResult RuntimeLowering::lowerRelease(::zero::dist::ReleaseOp release) {
     st.releases = 1;
   st.released = int64_t(instrs_.size()) - 1;
   st.release = release;
+  releaseMarks_.push_back({st.released, p.storage, release.getLoc()});
   return success();
 }
 
@@ -698,11 +699,6 @@ void RuntimeLowering::findEvalSlice(Block &body) {
 LogicalResult RuntimeLowering::run() {
   if (failed(collect()))
     return failure();
-  if (failed(computeLiveness()))
-    return failure();
-  planMemory();
-  computeEvents();
-  planInOrder();
   emit();
   func_.erase();
   for (auto g : llvm::make_early_inc_range(module_.getOps<ml_program::GlobalOp>()))
@@ -719,12 +715,6 @@ ProgramSummary RuntimeLowering::summary() const {
   s.collectives = llvm::count_if(instrs_, [](const Instr &in) { return in.isCollective; });
   s.fusedGroups = fusedGroups_;
   s.fusedOps = fusedOps_;
-  for (int64_t e : eventOf_)
-    s.events = std::max(s.events, e + 1);
-  for (const std::vector<int64_t> &w : waits_)
-    s.waits += int64_t(w.size());
-  for (int a = 0; a < kNumArenas; ++a)
-    s.arenaBytes[a] = arenaSize_[a];
   return s;
 }
 
@@ -783,10 +773,22 @@ struct ZeroLowerToRuntimePass
     return pm;
   }
 
+  /// The passes after instruction selection, on the zrt.program: the memory
+  /// plan, events, the in-order plan, the buffers placed in their arenas.
+  static OpPassManager programPipeline() {
+    OpPassManager pm(::zero::zrt::ProgramOp::getOperationName());
+    pm.addPass(::zero::createZeroPlanMemoryPass());
+    pm.addPass(::zero::createZeroInsertEventsPass());
+    pm.addPass(::zero::createZeroPlanInOrderPass());
+    pm.addPass(::zero::createZeroFinalizeProgramPass());
+    return pm;
+  }
+
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
     stagePipeline("").getDependentDialects(registry);
     kernelPipeline(/*fuse=*/true).getDependentDialects(registry);
+    programPipeline().getDependentDialects(registry);
   }
 
   void runOnOperation() override {
@@ -810,23 +812,21 @@ struct ZeroLowerToRuntimePass
     if (failed(lowering.run()))
       return signalPassFailure();
     recordStatistics(lowering.summary());
+    OpPassManager program = programPipeline();
+    if (failed(runPipeline(program, lowering.program())))
+      return signalPassFailure();
   }
 
   /// Adds what the lowering produced to the pass's statistics.
   void recordStatistics(const ProgramSummary &s) {
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << s.instructions << " instructions ("
-                            << s.collectives << " collectives), " << s.fusedGroups
-                            << " fused groups of " << s.fusedOps << " ops, " << s.events
-                            << " events, " << s.waits << " waits\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << DEBUG_TYPE ": " << s.instructions << " instructions ("
+               << s.collectives << " collectives), " << s.fusedGroups
+               << " fused groups of " << s.fusedOps << " ops\n");
     numInstructions += s.instructions;
     numCollectives += s.collectives;
     numFusedGroups += s.fusedGroups;
     numFusedOps += s.fusedOps;
-    numEvents += s.events;
-    numWaits += s.waits;
-    paramsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Params)];
-    constantsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Constants)];
-    activationsArenaBytes += s.arenaBytes[int(::zero::lowering::ArenaKind::Activations)];
   }
 
   Statistic numInstructions{this, "instructions",
@@ -835,15 +835,8 @@ struct ZeroLowerToRuntimePass
                            "Collective instructions emitted (Send and Recv included)"};
   Statistic numFusedGroups{this, "fused-groups",
                            "Elementwise groups lowered to one FusedElementwise kernel"};
-  Statistic numFusedOps{this, "fused-ops", "Elementwise ops inside FusedElementwise kernels"};
-  Statistic numEvents{this, "events", "Cross-stream events recorded"};
-  Statistic numWaits{this, "waits", "Cross-stream waits"};
-  Statistic paramsArenaBytes{this, "params-arena-bytes",
-                             "Bytes of the params arena (parameters, shards, optimizer state)"};
-  Statistic constantsArenaBytes{this, "constants-arena-bytes",
-                                "Bytes of the constants arena"};
-  Statistic activationsArenaBytes{this, "activations-arena-bytes",
-                                  "Bytes of the activations arena after memory reuse"};
+  Statistic numFusedOps{this, "fused-ops",
+                        "Elementwise ops inside FusedElementwise kernels"};
 };
 
 } // namespace

@@ -191,15 +191,16 @@ struct ProgramSummary {
   int64_t collectives = 0;
   int64_t fusedGroups = 0; ///< FusedElementwise kernels
   int64_t fusedOps = 0;    ///< elementwise ops inside them
-  int64_t events = 0;      ///< cross-stream record/wait pairs' events
-  int64_t waits = 0;
-  int64_t arenaBytes[kNumArenas] = {}; ///< by ArenaKind
 };
 
 /// The program's zrt.buffer ops, one per distinct view (EmitProgram.cpp).
 class BufferTable;
 
-/// Lowers one function to a zrt.program in four steps, one file each.
+/// Instruction selection and stream assignment: lowers one function to a
+/// zrt.program whose buffers are views of zrt.blocks, with zrt.release
+/// marks, before the memory plan (MemoryPlan.cpp), events (Events.cpp), the
+/// in-order plan (InOrderPlan.cpp) and finalization (Finalize.cpp), each a
+/// pass over the program.
 class RuntimeLowering {
 public:
   RuntimeLowering(ModuleOp module, func::FuncOp func, bool fuseElementwise = true)
@@ -207,6 +208,9 @@ public:
         fuseElementwise_(fuseElementwise) {}
 
   LogicalResult run();
+
+  /// The program made by run().
+  ::zero::zrt::ProgramOp program() const { return program_; }
 
   /// The program's counts, after run().
   ProgramSummary summary() const;
@@ -311,38 +315,17 @@ private:
   /// The params storage of the global `sym` names (created on first use);
   /// -1 after an error on `user`.
   int globalStorage(Operation *user, SymbolRefAttr sym);
-  /// Live intervals of every block (MemoryPlan.cpp); fails on a release
-  /// before a use.
-  LogicalResult computeLiveness();
-  /// Arena offsets: params and constants packed, activations reused.
-  void planMemory();
-  /// Offsets for the blocks in `order`, each placed at the lowest offset free
-  /// over its interval [def, last].
-  std::vector<int64_t> placeBlocks(const std::vector<int> &order,
-                                   const std::vector<int64_t> &def,
-                                   const std::vector<int64_t> &last,
-                                   int64_t *size) const;
-  /// The in-order plan: the activations the communication stream writes,
-  /// placed again for streams that take turns (MemoryPlan.cpp). After
-  /// computeEvents, whose waits it reads.
-  void planInOrder();
-  /// Record/wait events for cross-stream dependencies (Events.cpp).
-  void computeEvents();
-  /// For each instruction, the earlier instructions on the other stream it
-  /// must follow: read-after-write on its inputs, write-after-read and
-  /// write-after-write on memory its outputs reuse, and the program-order
-  /// fence before communication.
-  std::vector<std::vector<int64_t>> crossStreamDependencies() const;
-  /// The zrt.program (EmitProgram.cpp).
+  /// The zrt.program before the memory plan (EmitProgram.cpp).
   void emit();
   /// The zrt.program op with its attributes, before func_; moves `b` into
   /// its body.
   void emitProgramOp(OpBuilder &b, DictionaryAttr training);
-  /// Streams, the world and the process groups, the arenas.
+  /// Streams, the world and the process groups, the arenas (unsized), a
+  /// block per storage.
   void emitResources(OpBuilder &b);
   /// A zrt.global per global: its buffer, name, full type, role, shard.
   void emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training);
-  /// Each instruction with the waits before it and the record after it.
+  /// Each instruction, and the release marks after it.
   void emitInstructions(OpBuilder &b, BufferTable &buffers);
 
   ModuleOp module_;
@@ -384,12 +367,14 @@ private:
   void swapOutResident(Location loc);
   SmallVector<std::pair<::zero::onnx::ConstantOp, int>> constants_;
   SmallVector<std::pair<std::string, Value>> inputs_, outputs_;
-  int64_t arenaSize_[kNumArenas] = {}, noReuse_[kNumArenas] = {}, lowerBound_[kNumArenas] = {};
-  /// The activations arena's size in the in-order plan (0: no such plan).
-  int64_t inOrderSize_ = 0;
-  /// Per instruction: the event it records (-1: none) and those it waits for.
-  std::vector<int64_t> eventOf_;
-  std::vector<std::vector<int64_t>> waits_;
+  /// zero.release ops met: (the instruction before it, its storage, where).
+  struct ReleaseMark {
+    int64_t after;
+    int storage;
+    Location loc;
+  };
+  std::vector<ReleaseMark> releaseMarks_;
+  ::zero::zrt::ProgramOp program_;
   /// Fusion groups lowered, and the ops inside them.
   int64_t fusedGroups_ = 0, fusedOps_ = 0;
 };

@@ -19,6 +19,6 @@ zrt.program @p world_size = 1 {
 // -----
 
 zrt.program @p world_size = 1 {
-  // expected-error @+1 {{'zrt.buffer' op refers to @nowhere, which is not a arena of this program}}
+  // expected-error @+1 {{'zrt.buffer' op refers to @nowhere, which is not an arena or a block of this program}}
   zrt.buffer @b : tensor<4xf32> at @nowhere[0]
 }

@@ -4,7 +4,10 @@
 // the module (the stage functions gone, their ops in @forward marked with
 // their stage), then zero-simplify-kernels on @forward alone (the MatMul of
 // the transposed weight a Gemm of stage 1) and zero-fuse-elementwise (stage
-// 0's Relu + Neg one group), each shown by name, then lowers the result: the
+// 0's Relu + Neg one group), each shown by name, then lowers the result
+// (instruction selection), whose program goes through zero-plan-memory (@w's
+// block read by stage 1 only: stages bit 1), zero-insert-events,
+// zero-plan-in-order and zero-finalize-program, each shown by name: the
 // group is one FusedElementwise on stage 0's rank, and the Gemm reads @w's
 // block as stored and runs on stage 1's rank.
 // CHECK-LABEL: IR Dump After ZeroInlinePipelineStagesPass (zero-inline-pipeline-stages)
@@ -23,6 +26,14 @@
 // CHECK-NEXT:    onnx.Relu %{{.+}} {zero.fusion_group = 0 : i64, zero.pipeline_stage = 0 : i64}
 // CHECK-NEXT:    onnx.Neg %{{.+}} {zero.fusion_group = 0 : i64, zero.pipeline_stage = 0 : i64}
 // CHECK-NOT:     zero.fusion_group
+// CHECK-LABEL: IR Dump After ZeroPlanMemoryPass (zero-plan-memory)
+// CHECK:         zrt.block @{{.+}} in @params bytes = 32 {def = -1 : i64, last_use = {{.+}}, offset = 0 : i64, stages = 2 : i64}
+// CHECK-NOT:     zrt.release
+// CHECK-LABEL: IR Dump After ZeroInsertEventsPass (zero-insert-events)
+// CHECK:         zrt.wait
+// CHECK-LABEL: IR Dump After ZeroPlanInOrderPass (zero-plan-in-order)
+// CHECK-LABEL: IR Dump After ZeroFinalizeProgramPass (zero-finalize-program)
+// CHECK-NOT:     zrt.block
 // CHECK-LABEL: IR Dump After ZeroLowerToRuntimePass (zero-lower-to-runtime)
 // CHECK:         zrt.buffer @[[B:.+]] : tensor<2x4xf32> at @params[0]
 // CHECK:         zrt.kernel "FusedElementwise" on @compute [@{{.+}}] -> [@{{.+}}] {ops = array<i64: 7, 0, 0, 5, 1, 0>} {ranks = array<i64: 0>}

@@ -88,6 +88,38 @@ def ZRT_BufferOp : ZRT_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
   let assemblyFormat = "$sym_name `:` $type `at` $arena `[` $offset `]` (`in_order` `[` $in_order_offset^ `]`)? attr-dict";
 }
 
+def ZRT_BlockOp : ZRT_Op<"block", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A block of memory some buffers are views of, before the memory plan";
+  let description = [{
+    What zero-lower-to-runtime's instruction selection produces and the
+    passes after it refine, until zero-finalize-program places every buffer
+    in its arena and erases the blocks: a buffer `at @blk[k]` is the view at
+    byte `k` of the block. `gathered`: a gathered parameter, which lives until
+    its last `zrt.release` (else to the end of the program).
+    zero-plan-memory adds `def` and `last_use` (the first instruction writing
+    it, -1 before the run; the last reading it), `stages` (a bit per pipeline
+    stage whose ranks touch it; -1: every rank) and `offset` (in its arena);
+    zero-plan-in-order adds `in_order_offset`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$arena,
+                   I64Attr:$bytes, UnitAttr:$gathered,
+                   OptionalAttr<I64Attr>:$def, OptionalAttr<I64Attr>:$last_use,
+                   OptionalAttr<I64Attr>:$stages, OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<I64Attr>:$in_order_offset);
+  let assemblyFormat = "$sym_name `in` $arena `bytes` `=` $bytes (`gathered` $gathered^)? attr-dict";
+}
+
+def ZRT_ReleaseOp : ZRT_Op<"release", [HasParent<"ProgramOp">]> {
+  let summary = "A gathered parameter's block is free after the instruction before this";
+  let description = [{
+    Before the memory plan only: where a `zero.release` was among the
+    instructions. zero-plan-memory ends the block's live interval at the
+    instruction before its last release and erases these.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$block);
+  let assemblyFormat = "$block attr-dict";
+}
+
 def ZRT_GlobalOp : ZRT_Op<"global", [HasParent<"ProgramOp">]> {
   let summary = "A parameter read from the weights file at start-up";
   let description = [{
