@@ -7,7 +7,9 @@
 // rate against the same run computed here in double, step by step from the
 // optimizer's one-step formula; a loss that is not finite stops the run at
 // its step; checkpoints when due, and a resumed run that goes on as the
-// uninterrupted one; the plan's errors.
+// uninterrupted one; the plan's errors. Evaluations, on a token program whose
+// loss is the mean of its token ids: every N steps and after the last, each
+// the mean over its batches of the windows TokenData draws.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <unistd.h>
@@ -332,6 +335,117 @@ TEST(TrainingRun, ASinkErrorStopsTheRun) {
   ASSERT_FALSE(outcome.isOk());
   EXPECT_EQ(outcome.status().message(), "sink full");
   EXPECT_EQ(sink.steps.size(), 1u);
+}
+
+/// A token program: input_ids i64[2, 3]; loss = ReduceMean(Cast(input_ids))
+/// (both run by an evaluation step too); no parameters.
+Program tokenMeanProgram() {
+  Program p;
+  p.path = "token-mean.zrt";
+  p.version = kFormatVersion;
+  p.arenas = {{"activations", 128, 128, 128}};
+  p.buffers = {{"input_ids", DType::I64, {2, 3}, 0, 0},
+               {"ids.f", DType::F32, {2, 3}, 0, 64},
+               {"loss", DType::F32, {}, 0, 96}};
+  p.streams = {{"compute", StreamKind::Compute}};
+  p.inputs = {{"input_ids", 0}};
+  p.outputs = {{"loss", 2}};
+  p.training = TrainingDesc{"loss", "", "", 1, ""};
+  Instruction cast = test::makeInstruction("Cast", 0, {0}, {1}, "cast");
+  Instruction mean = test::makeInstruction("ReduceMean", 0, {1}, {2}, "mean");
+  mean.attrs.set("keepdims", AttrValue{{0}, {}, ""});
+  cast.eval = mean.eval = true;
+  p.instructions = {cast, mean};
+  return p;
+}
+
+/// The mean of the 2 windows of 3 tokens that TokenData draws for `step`.
+double windowMean(const std::vector<uint16_t> &tokens, uint64_t seed,
+                  int64_t step) {
+  double sum = 0;
+  for (int64_t row = 0; row < 2; ++row) {
+    const uint64_t first = tokenWindow(seed, step, row, tokens.size() - 3 + 1);
+    for (uint64_t t = 0; t < 3; ++t)
+      sum += tokens[first + t];
+  }
+  return sum / 6;
+}
+
+TEST(TrainingRun, EvaluatesEveryNStepsAndAfterTheLast) {
+  const std::string dir = tempDir();
+  std::vector<uint16_t> train, eval;
+  for (int i = 0; i < 64; ++i)
+    train.push_back(uint16_t((i * 37) % 101));
+  for (int i = 0; i < 32; ++i)
+    eval.push_back(uint16_t(1000 + (i * 13) % 29));
+  auto writeTokens = [](const std::string &path,
+                        const std::vector<uint16_t> &t) {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(std::fwrite(t.data(), 2, t.size(), f), t.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  };
+  writeTokens(dir + "/train.bin", train);
+  writeTokens(dir + "/eval.bin", eval);
+  std::unique_ptr<Backend> backend = createCpuBackend(1);
+  std::unique_ptr<Communicator> comm = createLocalCommunicator();
+  Program program = tokenMeanProgram();
+  ASSERT_TRUE(validateProgram(program, &backend->kernels()).isOk());
+  Expected<std::unique_ptr<Executor>> executor =
+      Executor::create(program, *backend, *comm);
+  ASSERT_TRUE(executor.isOk()) << executor.status().message();
+
+  TrainingPlanOptions planOptions;
+  planOptions.tokens = dir + "/train.bin";
+  planOptions.evalTokens = dir + "/eval.bin";
+  planOptions.seed = 7;
+  planOptions.steps = 5;
+  TrainingPlan plan;
+  Status planned = planTrainingSteps(program, 0, planOptions, plan);
+  ASSERT_TRUE(planned.isOk()) << planned.message();
+  TrainingRunOptions options;
+  options.evalEvery = 2;
+  options.evalBatches = 3;
+  struct EvalSink : RecordingSink {
+    std::vector<EvalRecord> evals;
+    std::vector<int64_t> order; ///< step records as +step, evaluations as -step
+    Status record(const StepRecord &r) override {
+      order.push_back(r.step);
+      return RecordingSink::record(r);
+    }
+    Status recordEval(const EvalRecord &r) override {
+      order.push_back(-r.step);
+      evals.push_back(r);
+      return Status::ok();
+    }
+  } sink;
+  RunContext context;
+  context.comm = comm.get();
+  RunTimings timings;
+  Expected<TrainingOutcome> outcome =
+      runTraining(**executor, context, plan, options, sink, timings);
+  ASSERT_TRUE(outcome.isOk()) << outcome.status().message();
+  // Evaluations after steps 2 and 4 and after the last, each after its step.
+  EXPECT_EQ(sink.order, (std::vector<int64_t>{1, 2, -2, 3, 4, -4, 5, -5}));
+  ASSERT_EQ(sink.steps.size(), 5u);
+  for (int64_t s = 0; s < 5; ++s)
+    EXPECT_NEAR(sink.steps[size_t(s)].loss, windowMean(train, 7, s), 1e-4)
+        << "step " << s + 1;
+  // Each evaluation: the mean over its batches, batch e the windows of step e
+  // of the evaluation file, whatever the training step.
+  const double want = (windowMean(eval, 7, 0) + windowMean(eval, 7, 1) +
+                       windowMean(eval, 7, 2)) /
+                      3;
+  ASSERT_EQ(sink.evals.size(), 3u);
+  for (const EvalRecord &e : sink.evals) {
+    EXPECT_NEAR(e.loss, want, 1e-4) << "after step " << e.step;
+    EXPECT_EQ(e.batches, 3);
+    EXPECT_GE(e.seconds, 0);
+  }
+  executor->reset();
+  plan = TrainingPlan();
+  if (dir.rfind("/tmp/zrt-", 0) == 0) // made by tempDir()
+    std::filesystem::remove_all(dir);
 }
 
 TEST(TrainingRun, SamplesAndTokensPerStep) {
