@@ -7,7 +7,7 @@ include the headers of the libraries below it, never those above:
   base      <- program <- comm <- comm_mpi
   base      <- io
   program   <- kernels <- cpu (+ io) <- cuda (+ comm)
-  program, comm, io <- executor
+  program, comm, io <- executor <- run
 
 - No source of a library includes a header of a library it may not use.
 - Each library's CMakeLists.txt links only libraries it may use.
@@ -36,6 +36,7 @@ LIBRARIES = {
     "cuda": (["cuda"], ["CudaBackend.h"], ["cpu", "kernels", "comm"]),
     "executor": (["executor"], ["Executor.h", "Watchdog.h", "Bindings.h", "TrainingData.h",
                                "TokenData.h", "TrainingCheckpoint.h"], ["program", "comm", "io"]),
+    "run": (["run"], ["RunControl.h", "ForwardRun.h", "TrainingRun.h"], ["executor"]),
 }
 GENERATED = {"zrt_generated.h": "program"}
 SYSTEM_OWNERS = {"mpi.h": "comm_mpi", "cuda_runtime.h": "cuda", "cuda.h": "cuda",

@@ -138,43 +138,6 @@ double upperMedian(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-} // namespace
-
-std::optional<ScheduleBubble> scheduleBubble(const Program &p, const RunStats &stats) {
-  // The bubble of the schedule alone, as (S-1)/(M+S-1) counts it: of the
-  // step, less the stage's own work outside the forward and backward
-  // steps (F<k>, B<k>; the instructions of the prologue and the optimizer
-  // step, which every stage runs on its own), the fraction in which no
-  // kernel of those steps ran. A receive outside them stays in: there the
-  // stage waits for another one (the last stage's drain ends in the
-  // optimizer's exchange of gradient norms, which waits for the first
-  // stage's last backward). Every stage is measured over the same window
-  // this way (the steps of all stages end together at that exchange),
-  // where the time from a stage's first to its last scheduled instruction
-  // would leave out the drain of every stage but the first.
-  double busy = 0, outside = 0;
-  bool scheduledAny = false;
-  for (const TraceEvent &e : stats.trace) {
-    if (p.streams[size_t(e.stream)].kind != StreamKind::Compute)
-      continue;
-    const Instruction &inst = p.instructions[e.instruction];
-    std::string step = inst.attrs.getString("pipeline_step", "");
-    const bool scheduled = step.size() > 1 && (step[0] == 'F' || step[0] == 'B') &&
-                           std::isdigit(static_cast<unsigned char>(step[1]));
-    scheduledAny |= scheduled;
-    if (scheduled && inst.kind == OpKind::Kernel)
-      busy += double(e.durationUs);
-    else if (!scheduled && !step.empty() && inst.kind != OpKind::Recv)
-      outside += double(e.durationUs); // a prologue or optimizer instruction
-  }
-  const double span = stats.wallSeconds * 1e6 - outside;
-  if (!scheduledAny || span <= 0)
-    return std::nullopt;
-  return ScheduleBubble{span * 1e-6, std::max(0.0, 1.0 - busy / span)};
-}
-
-namespace {
-
 /// Per stream: time spent in kernels and collectives (busy), in waits for
 /// the other stream (waiting), and neither (idle: the stream had nothing to
 /// run), over the run's wall time, from the instruction timings.

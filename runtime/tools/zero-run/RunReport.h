@@ -9,8 +9,9 @@
 #define ZRT_TOOLS_ZERORUN_RUNREPORT_H
 
 #include "zrt/Bindings.h"
-#include "zrt/Executor.h"
 #include "zrt/Communicator.h"
+#include "zrt/Executor.h"
+#include "zrt/RunControl.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,19 +21,9 @@
 
 namespace zrt {
 
-/// A pipeline stage's schedule in the executor's last run (which needs its
-/// trace): the window (the run less the stage's own prologue and optimizer
-/// instructions) and the fraction of it in which no kernel of a forward or
-/// backward step ran. Nothing when the run has no such steps.
-struct ScheduleBubble {
-  double windowSeconds = 0;
-  double bubble = 0;
-};
-std::optional<ScheduleBubble> scheduleBubble(const Program &program, const RunStats &stats);
-
 /// This rank's figures (the "ranks" entries of --report-json). With more
 /// than one timed run: `iterationSeconds` and, for a pipeline stage, each
-/// run's scheduleBubble() in `iterationBubbles`.
+/// run's scheduleBubble() (zrt/RunControl.h) in `iterationBubbles`.
 nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             const WeightsStats &weights,
                             const std::vector<double> &iterationSeconds = {},

@@ -215,15 +215,4 @@ Status TrainingLog::appendCsv(const std::string &name, int64_t step, double valu
   return Status::ok();
 }
 
-Expected<float> readScalarOutput(const Executor &executor,
-                                 const std::string &name) {
-  const BindingDesc *out = executor.program().findOutput(name);
-  if (!out)
-    return Status::error(executor.program().path + ": no output \"" + name +
-                         "\"");
-  float value = 0;
-  ZRT_RETURN_IF_ERROR(executor.readBuffer(out->buffer, &value, sizeof value));
-  return value;
-}
-
 } // namespace zrt

@@ -1,19 +1,17 @@
 //===- Training.h - zero-run's training loop helpers ------------*- C++ -*-===//
 //
 // What zero-run adds for a training program (one with a `training` table):
-// the per-step log (stdout lines, a progress bar on a terminal, --log-json).
-// The checkpoints (--save, --save-optimizer, --save-dir, --resume) are the
-// library's (zrt/TrainingCheckpoint.h). The loop itself is in ZeroRun.cpp.
+// the per-step log (stdout lines, a progress bar on a terminal, --log-json),
+// the sink of the library's training mode. The steps are the library's
+// (zrt/TrainingRun.h), and so are the checkpoints (--save, --save-optimizer,
+// --save-dir, --resume: zrt/TrainingCheckpoint.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_TOOLS_ZERORUN_TRAINING_H
 #define ZRT_TOOLS_ZERORUN_TRAINING_H
 
-#include "zrt/Executor.h"
-#include "zrt/Program.h"
-#include "zrt/TrainingCheckpoint.h"
 #include "zrt/Status.h"
-#include "zrt/Communicator.h"
+#include "zrt/TrainingRun.h"
 
 #include <nlohmann/json.hpp>
 
@@ -23,34 +21,6 @@
 
 namespace zrt {
 
-/// What one optimizer step measured (rank 0's view).
-struct StepRecord {
-  int64_t step = 0;     ///< 1-based
-  double loss = 0;      ///< mean over ranks
-  std::optional<double> gradNorm, lr;
-  /// fp16: the step's loss scale, and whether it overflowed and was skipped.
-  std::optional<double> lossScale;
-  std::optional<bool> skipped;
-  double seconds = 0;   ///< the slowest rank's run() time
-  double samplesPerSecond = 0;
-  double tokensPerSecond = 0; ///< 0: the inputs are not token ids
-  /// The product kernels' floating-point operations of the step on every
-  /// rank (the compiler's count) per second; 0: none counted.
-  double flopsPerSecond = 0;
-  /// Model FLOPs utilization: flopsPerSecond over the ranks' peak, when known.
-  std::optional<double> mfu;
-};
-
-/// One evaluation (--eval-tokens): the mean loss over the evaluation batches
-/// after optimizer step `step` (rank 0's view, each batch's loss the mean
-/// over ranks).
-struct EvalRecord {
-  int64_t step = 0;
-  double loss = 0;
-  int64_t batches = 0;
-  double seconds = 0; ///< the whole evaluation, on rank 0
-};
-
 /// "step 10/200  eval_loss 5.123456  perplexity 167.89  (8 batches, 0.21 s)".
 std::string formatEvalLine(const EvalRecord &record, int64_t totalSteps);
 
@@ -59,17 +29,17 @@ std::string formatEvalLine(const EvalRecord &record, int64_t totalSteps);
 /// step's record for --log-json, whose file (`jsonPath`, when given) is
 /// rewritten (atomically) with the records so far at every logged line, so
 /// that a run ended by a failure or a kill keeps what it did.
-class TrainingLog {
+class TrainingLog : public TrainingSink {
 public:
   TrainingLog(int64_t totalSteps, int64_t logEvery, bool progressBar,
               std::string jsonPath = "");
   /// Adds a step's record; an error when the --log-json file is due and
   /// cannot be written.
-  Status record(const StepRecord &record);
+  Status record(const StepRecord &record) override;
   /// Adds an evaluation's record ({"step", "eval_loss", "perplexity",
   /// "eval_batches", "eval_time_s"} in --log-json), prints its line, and
   /// shows its loss on the progress bar from now on.
-  Status recordEval(const EvalRecord &record);
+  Status recordEval(const EvalRecord &record) override;
   /// Removes the progress bar.
   void finish();
   /// Writes the --log-json file now, if records are missing from it.
@@ -103,10 +73,6 @@ private:
 /// samples/s 650.2" (grad_norm and lr only when known, samples/s only when
 /// the step has samples; fp16 adds "loss_scale 65536" and "skipped" after lr).
 std::string formatStepLine(const StepRecord &record, int64_t totalSteps);
-
-/// The value of the program's f32 scalar output `name`.
-Expected<float> readScalarOutput(const Executor &executor,
-                                 const std::string &name);
 
 } // namespace zrt
 

@@ -1,18 +1,21 @@
 //===- ZeroRun.cpp - Run a .zrt program on this machine's ranks -----------===//
 //
 // zero-run is started once per rank (mpirun -np N zero-run model.zrt ...) or as
-// a single process without a launcher. Error policy: everything before execution
-// (arguments, program, weights, inputs) is checked on every rank and the ranks
-// agree on the outcome, so that every rank prints its problem (or which rank
-// failed) and exits non-zero instead of leaving the others waiting in a
-// collective; an error during execution is printed and aborts the whole MPI job.
-// Before the first collective of the program, the ranks check that they loaded
-// the same program and read the same weights layout (mismatched collectives
-// would wait for each other forever), and a watchdog (--timeout) ends the job
-// when one collective, of the program or of zero-run itself, does not complete
-// in time because a rank stopped.
+// a single process without a launcher. Error policy: everything before
+// execution (arguments, program, weights, inputs) is checked on every rank and
+// the ranks agree on the outcome, so that every rank prints its problem (or
+// which rank failed) and exits non-zero instead of leaving the others waiting
+// in a collective; an error during execution is printed and aborts the whole
+// MPI job. Before the first collective of the program, the ranks check that
+// they loaded the same program and read the same weights layout (mismatched
+// collectives would wait for each other forever), and a watchdog (--timeout)
+// ends the job when one collective, of the program or of zero-run itself, does
+// not complete in time because a rank stopped.
 //
-// A training program (one with a `training` table) runs once per optimizer
+// The modes are the library's (zrt/ForwardRun.h, zrt/TrainingRun.h): this
+// file parses the options, opens the program, the backend and the
+// communicator, calls the mode, and writes the outputs and reports. A
+// training program (one with a `training` table) runs once per optimizer
 // step: the inputs of each step come from --data (or --input, for one step),
 // parameters and optimizer state stay in their buffers between steps, rank 0
 // logs the loss (the mean over ranks) and writes --log-json, --save and
@@ -28,28 +31,26 @@
 #include "zrt/Agreement.h"
 #include "zrt/Backend.h"
 #include "zrt/Bindings.h"
+#include "zrt/Communicator.h"
+#include "zrt/CpuBackend.h"
+#include "zrt/CudaBackend.h"
 #include "zrt/Executor.h"
+#include "zrt/ForwardRun.h"
+#include "zrt/MpiCommunicator.h"
 #include "zrt/OutputFile.h"
 #include "zrt/Program.h"
-#include "zrt/TokenData.h"
-#include "zrt/TrainingData.h"
+#include "zrt/RunControl.h"
+#include "zrt/TrainingCheckpoint.h"
+#include "zrt/TrainingRun.h"
 #include "zrt/Watchdog.h"
-#include "zrt/CpuBackend.h"
-#include "zrt/Communicator.h"
-#include "zrt/MpiCommunicator.h"
-#include "zrt/CudaBackend.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <fstream>
-#include <functional>
-#include <iterator>
-#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -80,51 +81,6 @@ bool agree(Communicator &comm, const Status &local) {
     return true;
   printError(comm, agreed.message());
   return false;
-}
-
-/// zero-run's own collectives, named in the watchdog's report. A watchdog
-/// tag is the step kind in its low byte and, during training, the optimizer
-/// step above it (controlTag).
-enum ControlStep : uint64_t {
-  kAgreeOnProgram,
-  kCompareHashes,
-  kPrepareProgram,
-  kAgreeOnInputs,
-  kStartRun,
-  kGatherReports,
-  kAgreeOnOutputs,
-  kExchangeLoss,
-  kStartStep,
-  kCheckpoint,
-  kCompareCollectives,
-  kEvaluate,
-};
-const char *const kControlStepNames[] = {
-    "agreement on the program (zero-run start-up)",
-    "comparison of program and weights hashes (zero-run start-up)",
-    "setup of the program's process groups (zero-run start-up)",
-    "agreement on weights and inputs (zero-run start-up)",
-    "barrier before the run",
-    "gathering of reports and traces (zero-run end)",
-    "agreement on the outputs (zero-run end)",
-    "exchange of the loss between ranks after training step",
-    "barrier before training step",
-    "writing of the --save-dir checkpoint of training step",
-    "comparison of the ranks' collectives (--check-collectives) after training step",
-    "evaluation (--eval-tokens) after training step",
-};
-
-/// The watchdog tag of control step `kind` at training step `step` (0: none).
-uint64_t controlTag(ControlStep kind, int64_t step = 0) {
-  return uint64_t(kind) | uint64_t(step) << 8;
-}
-
-/// "barrier before training step 12": what a watchdog tag names.
-std::string describeControlTag(uint64_t tag) {
-  std::string name = kControlStepNames[tag & 0xff];
-  if (tag >> 8)
-    name += " " + std::to_string(tag >> 8);
-  return name;
 }
 
 /// "600", "2.5": seconds as given.
@@ -203,30 +159,6 @@ static int defaultThreads(int localRanks) {
   return std::max(1, cores / std::max(1, localRanks));
 }
 
-
-/// Samples per optimizer step: dim 0 of the first program input times the
-/// world size (B of the --data layout); 0 for a program without inputs.
-/// Tokens per optimizer step: samplesPerStep times the sequence length, for
-/// a program whose first input is integer [batch, sequence] (token ids);
-/// else 0.
-double tokensPerStep(const Program &program);
-
-double samplesPerStep(const Program &program) {
-  if (program.inputs.empty())
-    return 0;
-  const BufferDesc &b = program.buffers[program.inputs[0].buffer];
-  return double(b.shape.empty() ? 1 : b.shape[0]) * program.dataParallelSize();
-}
-
-double tokensPerStep(const Program &program) {
-  if (program.inputs.empty())
-    return 0;
-  const BufferDesc &b = program.buffers[program.inputs[0].buffer];
-  if ((b.dtype != DType::I64 && b.dtype != DType::I32) || b.shape.size() != 2)
-    return 0;
-  return samplesPerStep(program) * double(b.shape[1]);
-}
-
 /// Prints `status` and ends the job (a failure during the steps may leave
 /// other ranks inside a collective with this one). Returns the exit code.
 int failDuringRun(Communicator &comm, const Status &status) {
@@ -234,74 +166,6 @@ int failDuringRun(Communicator &comm, const Status &status) {
   if (comm.worldSize() > 1)
     comm.abortJob(1);
   return 1;
-}
-
-/// The loss as logged: the mean over ranks, summed in rank order on rank 0
-/// (the same bits whatever the MPI library's reduction order; a pipeline's
-/// losses arrive on its first stage's ranks, one per data-parallel replica),
-/// and the slowest rank's `seconds`; every rank gets both.
-Expected<std::pair<double, double>> agreeOnLoss(Communicator &comm, const Program &program,
-                                                double loss, double seconds,
-                                                Watchdog *watchdog, uint64_t tag) {
-  const int world = comm.worldSize();
-  if (world == 1)
-    return std::make_pair(loss, seconds);
-  Watchdog::Scope watched(watchdog, 0, tag);
-  double mine[2] = {loss, seconds};
-  std::vector<std::string> all =
-      comm.gatherToRoot(std::string(reinterpret_cast<const char *>(mine), sizeof mine));
-  double agreed[2] = {0, 0};
-  if (comm.rank() == 0) {
-    const int losses = program.pipelined() ? program.dataParallelSize() : world;
-    for (int r = 0; r < int(all.size()); ++r) {
-      double theirs[2] = {0, 0};
-      std::memcpy(theirs, all[size_t(r)].data(), std::min(all[size_t(r)].size(), sizeof theirs));
-      if (r < losses)
-        agreed[0] += theirs[0];
-      agreed[1] = std::max(agreed[1], theirs[1]);
-    }
-    agreed[0] /= losses;
-  }
-  ZRT_RETURN_IF_ERROR(comm.broadcastBytes(agreed, sizeof agreed, 0));
-  return std::make_pair(agreed[0], agreed[1]);
-}
-
-/// What one optimizer step does, for its rates: samples and tokens (0 when
-/// unknown), the compiler's product FLOPs over every rank, and the peak the
-/// MFU is taken against (0: none).
-struct StepWork {
-  double samples = 0, tokens = 0, flops = 0, peakFlopsPerSecond = 0;
-};
-
-/// The log record of optimizer step `step`: the loss (mean over ranks) and
-/// time (slowest rank) agreed on, its rates and MFU, whether it was skipped
-/// (fp16), and the scalar outputs the program names (grad norm, lr, loss
-/// scale).
-Expected<StepRecord> stepRecord(const Executor &executor, int64_t step, double meanLoss,
-                                double seconds, bool skipped, const StepWork &work) {
-  const TrainingDesc &training = *executor.program().training;
-  StepRecord record;
-  record.step = step;
-  record.loss = meanLoss;
-  record.seconds = seconds;
-  record.samplesPerSecond = seconds > 0 ? work.samples / seconds : 0;
-  record.tokensPerSecond = seconds > 0 ? work.tokens / seconds : 0;
-  record.flopsPerSecond = seconds > 0 ? work.flops / seconds : 0;
-  if (record.flopsPerSecond > 0 && work.peakFlopsPerSecond > 0)
-    record.mfu = record.flopsPerSecond / work.peakFlopsPerSecond;
-  if (!training.skipped.empty())
-    record.skipped = skipped;
-  for (auto [name, target] : {std::make_pair(&training.gradNorm, &record.gradNorm),
-                              std::make_pair(&training.lr, &record.lr),
-                              std::make_pair(&training.lossScale, &record.lossScale)}) {
-    if (name->empty())
-      continue;
-    Expected<float> value = readScalarOutput(executor, *name);
-    if (!value)
-      return value.status();
-    *target = double(*value);
-  }
-  return record;
 }
 
 /// A step whose mean loss is not finite (and not an fp16 skip) stops the
@@ -329,108 +193,6 @@ void reportNonFiniteLoss(Communicator &comm, TrainingLog &log, const Program &pr
   std::fflush(stderr);
 }
 
-/// Runs the `total` optimizer steps of a training program, reading each
-/// step's inputs through `bindStep` when given (--data, --tokens; else they
-/// are bound already: one step from --input, or a program without inputs),
-/// and logs them on rank 0.
-/// Returns 0 when every step succeeded, else the exit code.
-/// Steps before `first` were done by the run a checkpoint was saved from;
-/// `checkpoint`, when set, runs on every rank after each step, then
-/// `evaluate`, whose record (if it evaluated) rank 0 logs after the step's.
-int trainSteps(Communicator &comm, Executor &executor,
-               const std::function<Status(int64_t)> &bindStep, int64_t first,
-               int64_t total, Watchdog *watchdog, std::vector<double> &iterationSeconds,
-               std::vector<double> &iterationBubbles, TrainingLog &log,
-               const std::function<Status(int64_t)> &checkpoint,
-               const std::function<Expected<std::optional<EvalRecord>>(int64_t)> &evaluate,
-               double peakFlopsPerSecond, std::atomic<int64_t> &currentStep) {
-  const Program &program = executor.program();
-  const TrainingDesc &training = *program.training;
-  const int world = comm.worldSize();
-  StepWork work;
-  work.samples = samplesPerStep(program);
-  work.tokens = tokensPerStep(program);
-  // The compiler's count of the step's product FLOPs, every rank's.
-  for (int r = 0; r < world; ++r)
-    work.flops += double(program.flopsOn(r));
-  work.peakFlopsPerSecond = peakFlopsPerSecond;
-  // A failure keeps the steps done so far in --log-json (rank 0's).
-  auto stop = [&](const Status &status) {
-    log.finish();
-    if (Status flushed = log.flush(); !flushed.isOk())
-      printError(comm, flushed.message());
-    return failDuringRun(comm, status);
-  };
-  for (int64_t step = first; step <= total; ++step) {
-    if (bindStep) {
-      Status status = bindStep(step - 1);
-      if (!status.isOk())
-        return stop(status);
-    }
-    {
-      Watchdog::Scope watched(watchdog, 0, controlTag(kStartStep, step));
-      comm.barrier();
-    }
-    currentStep = step;
-    Status status = executor.run();
-    if (!status.isOk())
-      return stop(status);
-    double seconds = executor.stats().wallSeconds;
-    iterationSeconds.push_back(seconds);
-    if (program.pipelined())
-      if (std::optional<ScheduleBubble> b = scheduleBubble(program, executor.stats()))
-        iterationBubbles.push_back(b->bubble);
-    Expected<float> loss = readScalarOutput(executor, training.loss);
-    if (!loss)
-      return stop(loss.status());
-    Expected<std::pair<double, double>> agreed =
-        agreeOnLoss(comm, program, *loss, seconds, watchdog, controlTag(kExchangeLoss, step));
-    if (!agreed)
-      return stop(agreed.status());
-    const double meanLoss = agreed->first;
-    seconds = agreed->second;
-    // fp16: a step whose gradients overflowed was skipped (nothing was
-    // updated); its loss may be inf, and training goes on, as DeepSpeed's.
-    bool skipped = false;
-    if (!training.skipped.empty()) {
-      Expected<float> flag = readScalarOutput(executor, training.skipped);
-      if (!flag)
-        return stop(flag.status());
-      skipped = *flag != 0;
-    }
-    if (!std::isfinite(meanLoss) && !skipped) {
-      reportNonFiniteLoss(comm, log, program, step, meanLoss);
-      return 1;
-    }
-    if (checkpoint) {
-      Status saved = checkpoint(step);
-      if (!saved.isOk())
-        return stop(saved);
-    }
-    Expected<StepRecord> record = stepRecord(executor, step, meanLoss, seconds, skipped, work);
-    if (!record)
-      return stop(record.status());
-    // The evaluation runs after the step's outputs are read: its batches
-    // reuse their bytes.
-    std::optional<EvalRecord> evaluated;
-    if (evaluate) {
-      Expected<std::optional<EvalRecord>> e = evaluate(step);
-      if (!e)
-        return stop(e.status());
-      evaluated = *e;
-    }
-    if (comm.rank() != 0)
-      continue;
-    if (Status logged = log.record(*record); !logged.isOk())
-      return stop(logged);
-    if (evaluated)
-      if (Status logged = log.recordEval(*evaluated); !logged.isOk())
-        return stop(logged);
-  }
-  log.finish();
-  return 0;
-}
-
 /// Everything one rank's run sets up, from the backend to the timings. It
 /// outlives the executor, which keeps references to the program, the backend
 /// and the communicators; the members are destroyed in the reverse order of
@@ -452,6 +214,19 @@ struct RankRun {
   }
   /// Whether the program trains (each run is one optimizer step).
   bool training() { return program->training.has_value(); }
+  /// Where the run modes run: the world, the data communicator, the
+  /// watchdog, zero-run's error line, the step for the watchdogs' messages.
+  RunContext context() {
+    RunContext context;
+    context.comm = &comm;
+    context.dataComm = rt.dataComm.get();
+    context.watchdog = watchdog.get();
+    context.reportError = [this](const Status &error) {
+      printError(comm, error.message());
+    };
+    context.currentStep = &currentStep;
+    return context;
+  }
 
   const Options &opts;
   Communicator &comm;
@@ -463,17 +238,11 @@ struct RankRun {
   bool inOrderPlan = false;
   std::unique_ptr<Executor> executor;
   WeightsStats weights;
-  // A training run reads each step's inputs from --data as it goes.
-  Expected<TrainingData> data = Status::error("no --data");
-  // Or draws them from a token file (--tokens).
-  std::optional<TokenData> tokens;
-  // The evaluation batches (--eval-tokens).
-  std::optional<TokenData> evalTokens;
-  int64_t totalSteps = 1;
-  // Steps before it were done by the run a --resume checkpoint was saved from.
-  int64_t firstStep = 1;
+  // A training run's steps: their inputs (--data, --tokens), the evaluation
+  // batches (--eval-tokens), the first (after --resume's) and the last.
+  TrainingPlan plan;
   int threads = 1; ///< kernel threads per rank
-  std::vector<double> iterationSeconds, iterationBubbles;
+  RunTimings timings;
   std::unique_ptr<TrainingLog> trainingLog;
   /// The training step running (for the watchdogs' messages); 0 outside.
   std::atomic<int64_t> currentStep{0};
@@ -659,108 +428,19 @@ int createExecutor(RankRun &run) {
   return 0;
 }
 
-/// The optimizer steps of a training program: --steps, else every step of
-/// --data (whose files are checked here, before the first step), else one
-/// step with the inputs of --input.
-/// A schedule's total_num_steps "auto" (-1 in the program: the Hugging Face
-/// Trainer's max_steps) becomes the run's last step.
-Status resolveScheduleSteps(Program &program, int64_t totalSteps) {
-  for (Instruction &inst : program.instructions) {
-    if (inst.op != "LrSchedule" || inst.attrs.getInt("total_num_steps", 0) != -1)
-      continue;
-    const int64_t warmup = inst.attrs.getInt("warmup_num_steps", 0);
-    if (totalSteps < warmup)
-      return Status::error(program.path + ": the schedule's total_num_steps \"auto\" is this "
-                           "run's " + std::to_string(totalSteps) + " steps, fewer than its "
-                           "warmup_num_steps " + std::to_string(warmup) +
-                           "; run more steps (--steps) or give total_num_steps in the config");
-    AttrValue v;
-    v.ints = {totalSteps};
-    inst.attrs.set("total_num_steps", v);
-  }
-  return Status::ok();
-}
-
-Status planTrainingSteps(RankRun &run) {
-  const Options &opts = run.opts;
-  Program &program = *run.program;
-  if (!opts.evalTokens.empty()) {
-    // Batch e of every evaluation: the windows of step e of that file.
-    const int dp = program.dataParallelSize();
-    Expected<TokenData> eval = TokenData::open(
-        {opts.evalTokens, opts.tokenBytes, opts.seed, opts.nextLabels, "--eval-tokens"},
-        program, dp, run.comm.rank() % dp);
-    if (!eval)
-      return eval.status();
-    run.evalTokens.emplace(std::move(*eval));
-  }
-  if (!opts.tokens.empty()) {
-    // Each replica draws its rows of every step's windows; a pipeline's
-    // stages all draw their replica's.
-    const int dp = program.dataParallelSize();
-    Expected<TokenData> tokens = TokenData::open(
-        {opts.tokens, opts.tokenBytes, opts.seed, opts.nextLabels}, program, dp,
-        run.comm.rank() % dp);
-    if (!tokens)
-      return tokens.status();
-    run.tokens.emplace(std::move(*tokens));
-    run.totalSteps = opts.steps;
-    return resolveScheduleSteps(program, run.totalSteps);
-  }
-  if (!opts.data.empty()) {
-    // Rank r reads its data-parallel replica's rows: r mod dp in a pipeline,
-    // whose stages all read them.
-    run.data =
-        TrainingData::open(opts.data, program, program.dataParallelSize(),
-                           run.comm.rank() % program.dataParallelSize());
-    if (!run.data)
-      return run.data.status();
-    if (run.data->steps() == 0)
-      return Status::error("--data " + opts.data + " holds no steps");
-    if (opts.steps > run.data->steps())
-      return Status::error("--steps " + std::to_string(opts.steps) +
-                           " asks for more steps than --data " + opts.data +
-                           " holds (" + std::to_string(run.data->steps()) +
-                           ")");
-    run.totalSteps = opts.steps > 0 ? opts.steps : run.data->steps();
-    ZRT_RETURN_IF_ERROR(resolveScheduleSteps(program, run.totalSteps));
-    // Token ids out of an embedding's range are a data error, found now
-    // rather than at their step (or silently wrapped, as ONNX Gather would).
-    return run.data->checkTokenIds(run.totalSteps);
-  }
-  run.totalSteps = opts.steps > 0 ? opts.steps : 1;
-  ZRT_RETURN_IF_ERROR(resolveScheduleSteps(program, run.totalSteps));
-  if (opts.inputs.empty() && !program.inputs.empty()) {
-    std::string names;
-    for (const BindingDesc &b : program.inputs)
-      names += (names.empty() ? "" : ", ") + b.name;
-    return Status::error(opts.model + " is a training program with inputs (" +
-                         names +
-                         "); pass --data PATH (or --input for a single step)");
-  }
-  return Status::ok();
-}
-
-/// --resume: the checkpoint's parameters and optimizer state replace the
-/// weights' (frozen parameters and buffers still come from --weights), and
-/// the run goes on from the step after it.
-Status resumeFromCheckpoint(RankRun &run) {
-  const Options &opts = run.opts;
-  if (!run.training())
-    return Status::error("--resume: " + opts.model +
-                         " is not a training program");
-  Expected<CheckpointInfo> ckpt = readLatestCheckpoint(opts.resume);
-  if (!ckpt)
-    return ckpt.status();
-  if (ckpt->step >= run.totalSteps)
-    return Status::error("--resume " + opts.resume +
-                         ": the checkpoint is at step " +
-                         std::to_string(ckpt->step) + ", --steps " +
-                         std::to_string(run.totalSteps) + " asks for no more");
-  Status status =
-      loadCheckpoint(*run.executor, *ckpt, run.comm.rank(), run.comm.worldSize());
-  run.firstStep = ckpt->step + 1;
-  return status;
+/// The training plan's options: --data, --tokens, --eval-tokens, --steps.
+TrainingPlanOptions trainingPlanOptions(const Options &opts) {
+  TrainingPlanOptions plan;
+  plan.model = opts.model;
+  plan.data = opts.data;
+  plan.tokens = opts.tokens;
+  plan.evalTokens = opts.evalTokens;
+  plan.tokenBytes = opts.tokenBytes;
+  plan.seed = opts.seed;
+  plan.nextLabels = opts.nextLabels;
+  plan.steps = opts.steps;
+  plan.inputsGiven = !opts.inputs.empty();
+  return plan;
 }
 
 /// Phase 2: the weights (or zeroed state), the steps of a training run, the
@@ -779,36 +459,21 @@ int bindWeightsAndInputs(RankRun &run) {
                              : zeroStateGlobals(*run.executor, run.comm.rank());
   const bool training = run.training();
   if (status.isOk() && training)
-    status = planTrainingSteps(run);
+    status = planTrainingSteps(*run.program, run.comm.rank(),
+                               trainingPlanOptions(opts), run.plan);
   if (status.isOk() && !opts.resume.empty())
-    status = resumeFromCheckpoint(run);
+    status = training ? resumeTraining(*run.executor, run.comm, opts.resume,
+                                       run.plan)
+                      : Status::error("--resume: " + opts.model +
+                                      " is not a training program");
   // Offloaded optimizer state starts on disk: what loading it (masters
   // widened, a checkpoint's state) brought into memory goes back out.
   if (status.isOk())
     run.executor->swapOutOffloaded();
-  if (status.isOk() && !(training && (run.data || run.tokens)))
+  if (status.isOk() && !(training && (run.plan.data || run.plan.tokens)))
     status = bindInputs(*run.executor, opts.inputs);
   auto watched = run.watch(kAgreeOnInputs);
   return agree(run.comm, status) ? 0 : 1;
-}
-
-/// After training step `step` (every rank): --check-collectives compares the
-/// ranks' collectives so far and ends the job on a difference, and
-/// --save-dir writes a checkpoint when one is due.
-Status checkAndSaveStep(RankRun &run, int64_t step) {
-  const Options &opts = run.opts;
-  if (opts.checkCollectives) {
-    auto watched = run.watch(kCompareCollectives, step);
-    Status same = checkCollectiveCounts(run.comm, run.dataComm(), step);
-    if (!agree(run.comm, same))
-      run.comm.abortJob(1);
-  }
-  if (opts.saveDir.empty() ||
-      (step != run.totalSteps &&
-       (opts.saveEvery == 0 || step % opts.saveEvery != 0)))
-    return Status::ok();
-  auto watched = run.watch(kCheckpoint, step);
-  return saveCheckpoint(*run.executor, run.comm, opts.saveDir, step);
 }
 
 /// A rank's peak FLOP/s for the MFU: --peak-tflops, else on the CPU
@@ -846,9 +511,10 @@ double peakFlopsPerSecond(const Options &opts, const Program &program, int threa
   return double(threads) * 2 * lanes * 2 * hz;
 }
 
-/// Phase 3 of a training program: its optimizer steps, logged on rank 0.
-/// Returns 0, else the exit code.
-int runTraining(RankRun &run) {
+/// Phase 3 of a training program: its optimizer steps (zrt/TrainingRun.h),
+/// logged on rank 0. A failure keeps the steps done so far in --log-json
+/// (rank 0's) and ends the job. Returns 0, else the exit code.
+int runTrainingSteps(RankRun &run) {
   const Options &opts = run.opts;
   Communicator &comm = run.comm;
   const TrainingDesc &training = *run.program->training;
@@ -856,99 +522,54 @@ int runTraining(RankRun &run) {
   const int64_t logEvery =
       opts.logEvery > 0 ? opts.logEvery : std::max<int64_t>(1, training.stepsPerPrint);
   run.trainingLog = std::make_unique<TrainingLog>(
-      run.totalSteps, logEvery,
+      run.plan.totalSteps, logEvery,
       comm.rank() == 0 && isatty(STDERR_FILENO) == 1,
       comm.rank() == 0 ? opts.logJson : std::string());
+  TrainingLog &log = *run.trainingLog;
   if (comm.rank() == 0 && !training.csvMonitor.empty())
-    if (Status s = run.trainingLog->openCsvMonitor(training.csvMonitor,
-                                                   samplesPerStep(*run.program));
+    if (Status s = log.openCsvMonitor(training.csvMonitor,
+                                      samplesPerStep(*run.program));
         !s.isOk())
       return failDuringRun(comm, s);
-  std::function<Status(int64_t)> checkpoint;
-  if (!opts.saveDir.empty() || opts.checkCollectives)
-    checkpoint = [&run](int64_t step) { return checkAndSaveStep(run, step); };
-  // Each step's inputs: from --data or --tokens (else bound already).
-  std::function<Status(int64_t)> bindStep;
-  if (run.data)
-    bindStep = [&run](int64_t step) { return run.data->bindStep(*run.executor, step); };
-  else if (run.tokens)
-    bindStep = [&run](int64_t step) { return run.tokens->bindStep(*run.executor, step); };
-  // --eval-tokens: every --eval-every steps and after the last, the mean
-  // loss of the evaluation batches, each run as an evaluation step.
-  std::function<Expected<std::optional<EvalRecord>>(int64_t)> evaluate;
-  if (run.evalTokens) {
-    const int64_t every = opts.evalEvery > 0 ? opts.evalEvery : logEvery;
-    const int64_t batches = opts.evalBatches > 0 ? opts.evalBatches : 8;
-    evaluate = [&run, every, batches](int64_t step) -> Expected<std::optional<EvalRecord>> {
-      if (step % every != 0 && step != run.totalSteps)
-        return std::optional<EvalRecord>();
-      const auto start = std::chrono::steady_clock::now();
-      Executor &executor = *run.executor;
-      double sum = 0;
-      for (int64_t e = 0; e < batches; ++e) {
-        ZRT_RETURN_IF_ERROR(run.evalTokens->bindStep(executor, e));
-        {
-          auto watched = run.watch(kEvaluate, step);
-          run.comm.barrier();
-        }
-        ZRT_RETURN_IF_ERROR(executor.run(RunMode::Eval));
-        Expected<float> loss = readScalarOutput(executor, run.program->training->loss);
-        if (!loss)
-          return loss.status();
-        Expected<std::pair<double, double>> agreed =
-            agreeOnLoss(run.comm, *run.program, *loss, 0, run.watchdog.get(),
-                        controlTag(kEvaluate, step));
-        if (!agreed)
-          return agreed.status();
-        sum += agreed->first;
-      }
-      EvalRecord record;
-      record.step = step;
-      record.loss = sum / double(batches);
-      record.batches = batches;
-      record.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return std::optional<EvalRecord>(record);
-    };
+  TrainingRunOptions options;
+  // --eval-tokens: every --eval-every steps (else --log-every's) and after
+  // the last, the mean loss of --eval-batches batches (else 8).
+  options.evalEvery = opts.evalEvery > 0 ? opts.evalEvery : logEvery;
+  options.evalBatches = opts.evalBatches > 0 ? opts.evalBatches : 8;
+  options.saveDir = opts.saveDir;
+  options.saveEvery = opts.saveEvery;
+  options.checkCollectives = opts.checkCollectives;
+  options.peakFlopsPerSecond =
+      peakFlopsPerSecond(opts, *run.program, run.threads) * comm.worldSize();
+  Expected<TrainingOutcome> outcome = runTraining(
+      *run.executor, run.context(), run.plan, options, log, run.timings);
+  if (!outcome) {
+    log.finish();
+    if (Status flushed = log.flush(); !flushed.isOk())
+      printError(comm, flushed.message());
+    return failDuringRun(comm, outcome.status());
   }
-  return trainSteps(comm, *run.executor, bindStep,
-                    run.firstStep, run.totalSteps, run.watchdog.get(),
-                    run.iterationSeconds, run.iterationBubbles,
-                    *run.trainingLog, checkpoint, evaluate,
-                    peakFlopsPerSecond(opts, *run.program, run.threads) * comm.worldSize(),
-                    run.currentStep);
+  if (outcome->nonFiniteStep) {
+    reportNonFiniteLoss(comm, log, *run.program, outcome->nonFiniteStep,
+                        outcome->nonFiniteLoss);
+    return 1;
+  }
+  log.finish();
+  return 0;
 }
 
 /// Phase 3 of a forward program: --warmup untimed runs then --repeat timed
-/// ones (steady state: the program is loaded and the weights bound once).
-/// The memory plan may reuse an input's bytes after its last read, so inputs
-/// are bound again before every run after the first. A failure here may
-/// leave other ranks inside a collective with this one, so it ends the whole
-/// job. Returns 0, else the exit code.
-int runForward(RankRun &run) {
-  const Options &opts = run.opts;
-  Executor &executor = *run.executor;
-  for (int iteration = 0; iteration < opts.warmup + opts.repeat; ++iteration) {
-    if (iteration > 0) {
-      Status status = bindInputs(executor, opts.inputs);
-      if (!status.isOk())
-        return failDuringRun(run.comm, status);
-    }
-    {
-      auto watched = run.watch(kStartRun);
-      run.comm.barrier();
-    }
-    Status status = executor.run();
-    if (!status.isOk())
-      return failDuringRun(run.comm, status);
-    if (iteration >= opts.warmup) {
-      run.iterationSeconds.push_back(executor.stats().wallSeconds);
-      if (run.program->pipelined())
-        if (auto b = scheduleBubble(*run.program, executor.stats()))
-          run.iterationBubbles.push_back(b->bubble);
-    }
-  }
-  return 0;
+/// ones (zrt/ForwardRun.h). A failure may leave other ranks inside a
+/// collective with this one, so it ends the whole job. Returns 0, else the
+/// exit code.
+int runForwardRuns(RankRun &run) {
+  ForwardOptions options;
+  options.inputs = run.opts.inputs;
+  options.warmup = run.opts.warmup;
+  options.repeat = run.opts.repeat;
+  Status status =
+      runForward(*run.executor, run.context(), options, run.timings);
+  return status.isOk() ? 0 : failDuringRun(run.comm, status);
 }
 
 /// A training run's results: --save and --save-optimizer (every rank takes
@@ -980,10 +601,10 @@ void reportRun(RankRun &run, Status &status) {
   std::vector<std::string> ranks;
   {
     auto watched = run.watch(kGatherReports);
-    ranks = comm.gatherToRoot(describeRank(*run.executor, run.dataComm(),
-                                           run.weights, run.iterationSeconds,
-                                           run.iterationBubbles)
-                                  .dump());
+    ranks = comm.gatherToRoot(
+        describeRank(*run.executor, run.dataComm(), run.weights,
+                     run.timings.iterationSeconds, run.timings.iterationBubbles)
+            .dump());
   }
   if (comm.rank() != 0)
     return;
@@ -1064,7 +685,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
     return code;
   if (int code = bindWeightsAndInputs(run))
     return code;
-  if (int code = run.training() ? runTraining(run) : runForward(run))
+  if (int code = run.training() ? runTrainingSteps(run) : runForwardRuns(run))
     return code;
   return writeResults(run);
 }
