@@ -105,8 +105,7 @@ def main():
     weights = os.path.join(a.work, "model.safetensors")
     out = os.path.join(a.work, "out.safetensors")
     report = os.path.join(a.work, "report.json")
-    cmd = [a.zero_opt, model_path, "--emit=zrt",
-           "-o", zrt, "--weights-out", weights]
+    shapes = {}
     for name, v in inputs.items():
         shape = list(v.shape)
         if a.micro_batches > 1:
@@ -114,12 +113,10 @@ def main():
                 sys.exit(f"FAIL: {name} has {shape[0]} rows, not a multiple of "
                          f"{a.micro_batches} micro-batches")
             shape[0] //= a.micro_batches
-        cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in shape)]
-    if a.zero_pipeline:
-        cmd += [f"--zero-pipeline={a.zero_pipeline}"]
-    cmd += shlex.split(a.zero_opt_args)
-    cmd += ["--report"]
-    compiled = run(cmd)
+        shapes[name] = shape
+    args = [f"--zero-pipeline={a.zero_pipeline}"] if a.zero_pipeline else []
+    args += shlex.split(a.zero_opt_args) + ["--report"]
+    compiled = run(tools.zero_opt(a.zero_opt, model_path, shapes, args, zrt, weights))
     planned_peak = None
     stage_sends = {}  # pipeline report: stage -> (bytes, sends) per forward
     stage_params = {}  # pipeline report: stage -> parameter bytes a rank of it holds

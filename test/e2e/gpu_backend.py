@@ -34,7 +34,7 @@ import sys
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from zerokit import mpi
+from zerokit import mpi, tools
 
 SKIP = 77
 FIXTURES = ["mlp", "gpt2", "gpt2_ts17", "bert", "llama", "vit", "whisper", "moe"]
@@ -72,13 +72,8 @@ def main():
     def compile_fixture(model, shapes, tag, pipeline=None):
         zrt = os.path.join(a.work, f"{tag}.zrt")
         weights = os.path.join(a.work, f"{tag}.safetensors")
-        cmd = [a.zero_opt, os.path.join(a.models, f"{model}.onnx"), "--emit=zrt", "-o", zrt,
-               "--weights-out", weights]
-        for name, shape in shapes.items():
-            cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in shape)]
-        if pipeline:
-            cmd.append(f"--zero-pipeline={pipeline}")
-        run(cmd)
+        run(tools.zero_opt(a.zero_opt, os.path.join(a.models, f"{model}.onnx"), shapes,
+                           [f"--zero-pipeline={pipeline}"] if pipeline else [], zrt, weights))
         return zrt, weights
 
     def inputs_of(model):

@@ -1273,7 +1273,7 @@ def check_case(a, name, fn, work, seed, stats, stored=None):
     if c["inputs"]:
         save_file({k: np.array(v, order="C") for k, v in c["inputs"].items()}, str(inp))
     train_args = [] if a.forward_only else ["--train", "--optimizer", "none"]
-    cmd = [a.zero_opt, str(model_path)] + train_args + ["--emit=zrt", "-o", str(zrt), "--weights-out", str(w)]
+    cmd = tools.zero_opt(a.zero_opt, model_path, {}, train_args, zrt, w)
     r = run(cmd)
     if r.returncode != 0:
         msg = (r.stdout + r.stderr).strip()

@@ -184,14 +184,11 @@ class Driver:
                    for n in want}
         print(f"== {name}: onnxruntime's fp16 error vs fp32 "
               + ", ".join(f"{n} {e:.3g}" for n, e in ort_err.items()))
-        shapes = []
-        for k, v in inputs.items():
-            shapes += ["--input-shape", f"{k}=" + "x".join(str(d) for d in v.shape)]
+        shapes = {k: v.shape for k, v in inputs.items()}
         for kind, factor in (("f16", 4.0), ("bf16", 32.0)):
             dt = {"f16": "F16", "bf16": "BF16"}[kind]
             zrt, wts = w / f"{kind}.zrt", w / f"{kind}.safetensors"
-            self.run([self.a.zero_opt, w / f"{kind}.onnx", *shapes, "--emit=zrt", "-o", zrt,
-                      "--weights-out", wts])
+            self.run(tools.zero_opt(self.a.zero_opt, w / f"{kind}.onnx", shapes, [], zrt, wts))
             feed = {}
             for k, v in inputs.items():
                 if v.dtype == np.float32:
@@ -223,9 +220,8 @@ class Driver:
                            f"max abs error {err:.3g}")
             if self.a.zero and name in self.a.zero:
                 zrt2, w2 = w / f"{kind}_z3.zrt", w / f"{kind}_z3.safetensors"
-                self.run([self.a.zero_opt, w / f"{kind}.onnx", *shapes,
-                          "--zero-pipeline=stage=3 dp=2", "--emit=zrt", "-o", zrt2,
-                          "--weights-out", w2])
+                self.run(tools.zero_opt(self.a.zero_opt, w / f"{kind}.onnx", shapes,
+                                        ["--zero-pipeline=stage=3 dp=2"], zrt2, w2))
                 o2 = w / f"out_{kind}_z3.safetensors"
                 self.run(mpi.mpirun(2, [self.a.zero_run, zrt2, "--weights", w2, "--input",
                                         w / f"in_{kind}.safetensors", "--output", o2]),
@@ -243,9 +239,7 @@ class Driver:
         inputs = {k[6:]: v for k, v in ref.items() if k.startswith("input.")}
         w = self.work / name
         w.mkdir(parents=True, exist_ok=True)
-        shapes = []
-        for k, v in inputs.items():
-            shapes += ["--input-shape", f"{k}=" + "x".join(str(d) for d in v.shape)]
+        shapes = {k: v.shape for k, v in inputs.items()}
         write_st(w / "in.safetensors", {k: ({np.dtype(np.int64): "I64",
                                              np.dtype(np.int32): "I32"}[v.dtype], v)
                                         for k, v in inputs.items()})
@@ -253,8 +247,8 @@ class Driver:
         for tag, zopts, ranks in (("t1", [], 1), ("t3", [], 1),
                                   ("z3", ["--zero-pipeline=stage=3 dp=2"], 2)):
             zrt, wts = w / f"{tag}.zrt", w / f"{tag}.safetensors"
-            self.run([self.a.zero_opt, models / f"{name}.onnx", *shapes, *zopts, "--emit=zrt",
-                      "-o", zrt, "--weights-out", wts])
+            self.run(tools.zero_opt(self.a.zero_opt, models / f"{name}.onnx", shapes, zopts,
+                                    zrt, wts))
             o = w / f"out_{tag}.safetensors"
             cmd = [self.a.zero_run, zrt, "--weights", wts, "--input", w / "in.safetensors",
                    "--output", o, "--threads", 3 if tag == "t3" else 1]

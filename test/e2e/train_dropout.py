@@ -85,8 +85,7 @@ def run(cmd):
 
 
 def compile_(a, onnx_path, zrt, weights, extra=()):
-    run([a.zero_opt, onnx_path, "--train", *extra, "--emit=zrt", "-o", zrt,
-         "--weights-out", weights])
+    run(tools.zero_opt(a.zero_opt, onnx_path, {}, ["--train", *extra], zrt, weights))
 
 
 def grads(a, zrt, weights, inputs, out, threads=2):

@@ -38,7 +38,7 @@ from onnx import numpy_helper
 from safetensors.numpy import load_file
 
 from model_buffers import buffer_names
-from zerokit import mpi
+from zerokit import mpi, tools
 from zerokit.quant import sharded_qdq
 
 
@@ -77,11 +77,9 @@ class Fixture:
         weights = os.path.join(self.a.work, tag + ".safetensors")
         out = os.path.join(self.a.work, tag + ".out.safetensors")
         report = os.path.join(self.a.work, tag + ".report.json")
-        cmd = [self.a.zero_opt, self.model, "--emit=zrt", "-o", zrt, "--weights-out", weights,
-               f"--zero-pipeline={pipeline}"]
-        for name, v in self.inputs.items():
-            cmd += ["--input-shape", f"{name}=" + "x".join(str(d) for d in v.shape)]
-        run(cmd)
+        shapes = {k: v.shape for k, v in self.inputs.items()}
+        run(tools.zero_opt(self.a.zero_opt, self.model, shapes, [f"--zero-pipeline={pipeline}"],
+                           zrt, weights))
         mpirun(ranks, [self.a.zero_run, zrt, "--weights", weights, "--output", out,
                        "--report-json", report] + self.input_args)
         with open(report) as f:

@@ -73,11 +73,8 @@ class Tools:
                 raise Fail(f"{t} not found (build it first, or pass --bin-dir)")
 
     def compile(self, onnx_path, shapes, extra, zrt, weights):
-        cmd = [self.zero_opt, str(onnx_path)]
-        for n, s in shapes.items():
-            cmd += ["--input-shape", f"{n}=" + "x".join(str(d) for d in s)]
-        cmd += ["--train"] + extra + ["--emit=zrt", "-o", str(zrt), "--weights-out", str(weights)]
-        return run(cmd, "zero-opt")
+        return run(kit_tools.zero_opt(self.zero_opt, onnx_path, shapes, ["--train"] + extra, zrt,
+                                      weights), "zero-opt")
 
     def zrun(self, zrt, args):
         cmd = [self.zero_run, str(zrt)] + args
