@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from zerokit import mpi
+from zerokit import mpi, tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,11 +50,8 @@ class Bench:
     def compile(self, model, shapes, name, pipeline=""):
         zrt = os.path.join(self.work, name + ".zrt")
         weights = os.path.join(self.work, name + ".safetensors")
-        cmd = [self.zero_opt, model, "--emit=zrt", "-o", zrt, "--weights-out", weights]
-        cmd += [f"--input-shape={k}=" + "x".join(map(str, v)) for k, v in shapes.items()]
-        if pipeline:
-            cmd.append(f"--zero-pipeline={pipeline}")
-        sh(cmd)
+        sh(tools.zero_opt(self.zero_opt, model, shapes,
+                          [f"--zero-pipeline={pipeline}"] if pipeline else [], zrt, weights))
         return zrt, weights
 
     def run(self, zrt, weights, inputs, ranks=1, threads=None):
