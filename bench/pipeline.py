@@ -36,15 +36,16 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from train_step import sh
-from zerokit import mpi
+from zerokit import mpi, tools
 
 VOCAB = 50257
 
 
 def train_run(zero_opt, zero_run, work, tag, model, shapes, loss, accum, pipeline, np_,
               threads, data, steps, env):
-    """Compiles `model` for an AdamW training step (accumulation `accum`, lr 1e-4,
-    --zero-pipeline `pipeline` if given), trains `steps` steps of `data` on `np_`
+    """Compiles `model` at the input shapes `shapes` ({name: dims}) for an AdamW
+    training step (accumulation `accum`, lr 1e-4, --zero-pipeline `pipeline` if
+    given), trains `steps` steps of `data` on `np_`
     ranks x `threads` threads and returns the median step time after the first, the
     report's ranks in rank order, and the saved final weights' path."""
     zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
@@ -52,11 +53,9 @@ def train_run(zero_opt, zero_run, work, tag, model, shapes, loss, accum, pipelin
     with open(cfg, "w") as f:
         json.dump({"gradient_accumulation_steps": accum,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
-    cmd = [zero_opt, model] + shapes + ["--train", "--loss", loss, "--config", cfg,
-                                        "--emit=zrt", "-o", zrt, "--weights-out", w]
-    if pipeline:
-        cmd.append(f"--zero-pipeline={pipeline}")
-    sh(cmd)
+    args = ["--train", "--loss", loss, "--config", cfg]
+    args += [f"--zero-pipeline={pipeline}"] if pipeline else []
+    sh(tools.zero_opt(zero_opt, model, shapes, args, zrt, w))
     rep, log_ = os.path.join(work, f"{tag}.report.json"), os.path.join(work, f"{tag}.log.json")
     saved = os.path.join(work, f"{tag}.final.safetensors")
     sh(mpi.mpirun(np_, [zero_run, zrt, "--weights", w, "--data", data, "--steps", str(steps),
@@ -114,11 +113,8 @@ def main():
 
     def run(tag, shape, pipeline, np_, threads, inputs):
         zrt, w = os.path.join(work, f"{tag}.zrt"), os.path.join(work, f"{tag}.safetensors")
-        cmd = [zero_opt, model, f"--input-shape=input_ids={shape}", "--emit=zrt", "-o", zrt,
-               "--weights-out", w]
-        if pipeline:
-            cmd.append(f"--zero-pipeline={pipeline}")
-        sh(cmd)
+        sh(tools.zero_opt(zero_opt, model, {"input_ids": shape},
+                          [f"--zero-pipeline={pipeline}"] if pipeline else [], zrt, w))
         rep, out = os.path.join(work, f"{tag}.json"), os.path.join(work, f"{tag}.out")
         run_args = [zero_run, zrt, "--weights", w, "--output", out, "--threads", str(threads),
                     "--repeat", str(a.repeat), "--warmup", "1", "--report-json", rep]
@@ -183,7 +179,7 @@ def train_bench(a):
 
     def run(tag, rows, accum, pipeline, np_, threads):
         t, ranks, saved = train_run(zero_opt, zero_run, work, tag, model,
-                                    [f"--input-shape=input_ids={rows}x{S}"],
+                                    {"input_ids": (rows, S)},
                                     "causal-lm:labels", accum, pipeline, np_, threads,
                                     data, a.steps, env)
         report = {"ranks": ranks}

@@ -99,7 +99,7 @@ def main():
 
         def run(tag, pipeline, np_, threads):
             return train_run(zero_opt, zero_run, work, tag, model,
-                             [f"--input-shape=ids={a.rows}"], "cross-entropy:labels",
+                             {"ids": (a.rows,)}, "cross-entropy:labels",
                              m, pipeline, np_, threads, data, a.steps, env)
 
         base, _, base_w = run(f"np1_m{m}", "", 1, 1)

@@ -16,6 +16,7 @@
 using namespace mlir;
 using namespace zero::dist;
 
+#include "zero/Dialect/Zero/ZeroEnums.cpp.inc"
 #include "zero/Dialect/Zero/ZeroOpsDialect.cpp.inc"
 
 void ZeroDialect::initialize() {
@@ -38,6 +39,18 @@ KnownAttribute known(const zero::attrs::ZeroAttr<AttrT> &attr, StringRef expecte
   return {attr.name, [](Attribute v) { return isa<AttrT>(v); }, expected};
 }
 
+/// A string attribute whose value must be one of E's spellings.
+template <typename E>
+KnownAttribute known(const zero::attrs::ZeroEnumAttr<E> &attr,
+                     StringRef expected) {
+  return {attr.name,
+          [](Attribute v) {
+            auto s = dyn_cast<StringAttr>(v);
+            return s && zero::attrs::symbolizeEnum<E>(s.getValue()).has_value();
+          },
+          expected};
+}
+
 /// Every zero.* attribute, as ZeroAttributes.h names it.
 ArrayRef<KnownAttribute> knownAttributes() {
   namespace a = zero::attrs;
@@ -50,20 +63,20 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kPipelinePlan, "a dictionary"),
       known(a::kLossScaler, "a dictionary"),
       known(a::kTensor, "a string"),
-      known(a::kRole, "a string"),
+      known(a::kRole, "\"optimizer_state\" or \"counter\""),
       known(a::kShard, "a dictionary"),
       known(a::kFullType, "a type"),
       known(a::kBuffer, "a unit attribute"),
       known(a::kTrainable, "a unit attribute"),
       known(a::kGradType, "a type"),
       known(a::kWidenFrom, "a symbol reference"),
-      known(a::kOffload, "a string"),
+      known(a::kOffload, "\"cpu\" or \"nvme\""),
       known(a::kOffloadConfig, "a dictionary"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
       known(a::kPhase, "a string"),
       known(a::kMicroBatch, "an integer"),
-      known(a::kStream, "a string"),
+      known(a::kStream, "\"compute\" or \"comm\""),
       known(a::kFusionGroup, "an integer"),
       known(a::kRecompute, "a unit attribute"),
       known(a::kQgzFallback, "a unit attribute"),

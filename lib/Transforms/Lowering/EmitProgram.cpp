@@ -142,7 +142,7 @@ void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, Dictionary
                                       : nullptr);
     // What the global holds: in a training program, parameters are trained
     // or frozen, optimizer state and the step counter start at zero.
-    if (StringAttr role = attrs::kRole.get(global))
+    if (StringAttr role = attrs::kRole.getAttr(global))
       op.setRoleAttr(role);
     else if (training)
       op.setRoleAttr(

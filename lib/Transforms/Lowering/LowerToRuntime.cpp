@@ -90,8 +90,7 @@ DictionaryAttr pointToPointParams(Builder &b, IntegerAttr peer, IntegerAttr tag)
 } // namespace
 
 StreamId kernelStream(Operation *op) {
-  StringAttr stream = attrs::kStream.get(op);
-  return stream && stream.getValue() == "comm" ? kComm : kCompute;
+  return attrs::kStream.get(op) == attrs::StreamKind::Comm ? kComm : kCompute;
 }
 
 int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
@@ -105,8 +104,10 @@ int RuntimeLowering::globalStorage(Operation *user, SymbolRefAttr sym) {
     // Offloaded optimizer state or shards live in the swap file
     // (zero.offload "nvme") or in the host arena ("cpu").
     ArenaKind arena = ArenaKind::Params;
-    if (StringAttr offload = attrs::kOffload.get(global))
-      arena = offload.getValue() == "cpu" ? ArenaKind::Host : ArenaKind::Offload;
+    if (std::optional<attrs::OffloadDevice> offload =
+            attrs::kOffload.get(global))
+      arena = *offload == attrs::OffloadDevice::Cpu ? ArenaKind::Host
+                                                    : ArenaKind::Offload;
     int s = newStorage(arena, byteSize(global.getType()));
     storages_[s].def = -1;
     it = globalStorage_.insert({global, s}).first;
@@ -252,8 +253,7 @@ void RuntimeLowering::planOffload() {
       auto global =
           SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, load.getGlobalAttr());
       // Only the swap file's state is swapped (the host arena's stays put).
-      StringAttr offload = global ? attrs::kOffload.get(global) : StringAttr();
-      if (!offload || offload.getValue() != "nvme")
+      if (!global || attrs::kOffload.get(global) != attrs::OffloadDevice::Nvme)
         continue;
       int s = globalStorage(load, load.getGlobalAttr());
       if (s >= 0)

@@ -439,7 +439,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         DenseElementsAttr::get(i64s, IntegerAttr::get(b.getI64Type(), 0)),
         gb.getStringAttr("private"));
     attrs::kTensor.set(counter, gb.getStringAttr("rng.step"));
-    attrs::kRole.set(counter, gb.getStringAttr("counter"));
+    attrs::kRole.set(counter, attrs::GlobalRole::Counter);
     SymbolTable(module).insert(counter);
     auto sym = FlatSymbolRefAttr::get(counter.getSymNameAttr());
     Value one = onnx::ConstantOp::create(

@@ -67,7 +67,7 @@ void addLossScaler(ModuleOp module, const LossScalerConfig &c) {
   OpBuilder mb(module.getContext());
   mb.setInsertionPointToStart(module.getBody());
   SymbolTable symbols(module);
-  auto add = [&](StringRef name, Type elem, StringRef role) {
+  auto add = [&](StringRef name, Type elem, attrs::GlobalRole role) {
     auto t = RankedTensorType::get({}, elem);
     Attribute zero = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, 0.0))
                                           : Attribute(IntegerAttr::get(elem, 0));
@@ -75,15 +75,15 @@ void addLossScaler(ModuleOp module, const LossScalerConfig &c) {
                                           DenseElementsAttr::get(t, zero),
                                           mb.getStringAttr("private"));
     attrs::kTensor.set(g, mb.getStringAttr(name));
-    attrs::kRole.set(g, mb.getStringAttr(role));
+    attrs::kRole.set(g, role);
     attrs::kBuffer.set(g, mb.getUnitAttr()); // never trained
     symbols.insert(g);
   };
   Type i64 = mb.getI64Type();
-  add(kScale, mb.getF32Type(), "optimizer_state");
-  add(kIter, i64, "counter");
-  add(kLastOverflow, i64, "counter");
-  add(kHysteresisSpent, i64, "counter");
+  add(kScale, mb.getF32Type(), attrs::GlobalRole::OptimizerState);
+  add(kIter, i64, attrs::GlobalRole::Counter);
+  add(kLastOverflow, i64, attrs::GlobalRole::Counter);
+  add(kHysteresisSpent, i64, attrs::GlobalRole::Counter);
 }
 
 std::optional<LossScaler> findLossScaler(ModuleOp module) {

@@ -71,8 +71,9 @@ struct OptimizerStep {
         symbols(module), mb(func.getContext()) {}
 
   /// A zero-initialised mutable global beside `anchor`, its symbol uniqued.
-  ml_program::GlobalOp addStateGlobal(Operation *anchor, StringRef sym, StringRef tensor,
-                                      RankedTensorType type, StringRef role) {
+  ml_program::GlobalOp addStateGlobal(Operation *anchor, StringRef sym,
+                                      StringRef tensor, RankedTensorType type,
+                                      attrs::GlobalRole role) {
     OpBuilder::InsertionGuard guard(mb);
     mb.setInsertionPointAfter(anchor);
     Attribute zero = isa<FloatType>(type.getElementType())
@@ -83,7 +84,7 @@ struct OptimizerStep {
                                           DenseElementsAttr::get(type, zero),
                                           mb.getStringAttr("private"));
     attrs::kTensor.set(g, mb.getStringAttr(tensor));
-    attrs::kRole.set(g, mb.getStringAttr(role));
+    attrs::kRole.set(g, role);
     symbols.insert(g); // uniquifies the symbol
     return g;
   }
@@ -211,8 +212,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       return;
     Builder b(module.getContext());
     for (auto g : module.getOps<ml_program::GlobalOp>())
-      if (StringAttr role = attrs::kRole.get(g); role && role.getValue() == "optimizer_state")
-        attrs::kOffload.set(g, b.getStringAttr(nvme ? "nvme" : "cpu"));
+      if (attrs::kRole.get(g) == attrs::GlobalRole::OptimizerState)
+        attrs::kOffload.set(g, nvme ? attrs::OffloadDevice::Nvme
+                                    : attrs::OffloadDevice::Cpu);
     if (nvme)
       attrs::kOffloadConfig.set(
           module, b.getDictionaryAttr(
@@ -519,8 +521,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   void addStepCounter(OptimizerStep &s) {
     Type i64 = IntegerType::get(&getContext(), 64);
     auto i64s = RankedTensorType::get({}, i64);
-    s.counter = s.addStateGlobal(s.anchor, "optimizer_step", "optimizer.step", i64s,
-                                 "counter");
+    s.counter = s.addStateGlobal(s.anchor, "optimizer_step", "optimizer.step",
+                                 i64s, attrs::GlobalRole::Counter);
     Value one = scalar(s.b, 1, i64);
     s.stepBefore = s.load(s.counter);
     s.t = onnx::AddOp::create(s.b, s.stepBefore, one);
@@ -712,8 +714,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     ml_program::GlobalOp buf;
     Value bufIn;
     if (momentum > 0) {
-      buf = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".momentum_buffer").str(),
-                             u.name + ".momentum_buffer", u.stepped, "optimizer_state");
+      buf = s.addStateGlobal(s.anchor,
+                             (u.param.getSymName() + ".momentum_buffer").str(),
+                             u.name + ".momentum_buffer", u.stepped,
+                             attrs::GlobalRole::OptimizerState);
       markStateShard(s, u, buf);
       s.anchor = buf;
       bufIn = s.load(buf);
@@ -740,10 +744,12 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// its exp_avg and exp_avg_sq state.
   void applyAdam(OptimizerStep &s, ParamUpdate &u, bool decoupled) {
     ImplicitLocOpBuilder &b = s.b;
-    auto m = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".exp_avg").str(),
-                              u.name + ".exp_avg", u.stepped, "optimizer_state");
+    auto m = s.addStateGlobal(
+        s.anchor, (u.param.getSymName() + ".exp_avg").str(),
+        u.name + ".exp_avg", u.stepped, attrs::GlobalRole::OptimizerState);
     auto v = s.addStateGlobal(m, (u.param.getSymName() + ".exp_avg_sq").str(),
-                              u.name + ".exp_avg_sq", u.stepped, "optimizer_state");
+                              u.name + ".exp_avg_sq", u.stepped,
+                              attrs::GlobalRole::OptimizerState);
     markStateShard(s, u, m);
     markStateShard(s, u, v);
     s.anchor = v;
@@ -797,8 +803,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// update reads the master; storeParameter writes it and the parameter
   /// rounded to 16 bits.
   void useMaster(OptimizerStep &s, ParamUpdate &u) {
-    u.master = s.addStateGlobal(s.anchor, (u.param.getSymName() + ".master").str(),
-                                u.name + ".master", u.stepped, "optimizer_state");
+    u.master = s.addStateGlobal(
+        s.anchor, (u.param.getSymName() + ".master").str(), u.name + ".master",
+        u.stepped, attrs::GlobalRole::OptimizerState);
     markStateShard(s, u, u.master);
     attrs::kWidenFrom.set(u.master, FlatSymbolRefAttr::get(u.param.getSymNameAttr()));
     s.anchor = u.master;

@@ -119,7 +119,7 @@ struct ZeroPartitionPass
       // host memory and swaps the rest, each into a buffer of buffer_size
       // elements.
       if (offloadHost)
-        attrs::kOffload.set(global, b.getStringAttr("cpu"));
+        attrs::kOffload.set(global, attrs::OffloadDevice::Cpu);
       else if (!nvmePath.empty() && (inCpu += shardNumel) > int64_t(maxInCpu)) {
         if (shardNumel > int64_t(bufferSize)) {
           global.emitError() << "zero_optimization.offload_param.buffer_size " << int64_t(bufferSize)
@@ -129,7 +129,7 @@ struct ZeroPartitionPass
                                 "to keep it in host memory";
           return signalPassFailure();
         }
-        attrs::kOffload.set(global, b.getStringAttr("nvme"));
+        attrs::kOffload.set(global, attrs::OffloadDevice::Nvme);
       }
       attrs::kShard.set(global, b.getDictionaryAttr(
                           {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),

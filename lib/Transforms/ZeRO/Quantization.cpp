@@ -15,7 +15,7 @@ using ::zero::dist::QuantizeOp;
 /// Marks an op the passes add for a collective's packing: the lowering runs
 /// it on the communication stream, so compute never waits for it.
 void zero::quantization::onCommStream(Operation *op) {
-  attrs::kStream.set(op, StringAttr::get(op->getContext(), "comm"));
+  attrs::kStream.set(op, attrs::StreamKind::Comm);
 }
 
 LogicalResult zero::quantization::checkBitsBlock(Operation *root, StringRef pass,

@@ -30,3 +30,27 @@ func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {
 func.func @g(%a: tensor<2xf32>) -> (tensor<2xf32> {zero.grad_of = 3 : i64}) {
   return %a : tensor<2xf32>
 }
+
+// -----
+
+// Tests that a string-valued zero.* attribute takes one of its spellings
+// (ZeroEnums.td) only: a stream, an offload device, a global's role.
+func.func @h(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{attribute 'zero.stream' must be "compute" or "comm", got "gpu"}}
+  %b = "onnx.Relu"(%a) {zero.stream = "gpu"} : (tensor<2xf32>) -> tensor<2xf32>
+  return %b : tensor<2xf32>
+}
+
+// -----
+
+module {
+  // expected-error@+1 {{attribute 'zero.offload' must be "cpu" or "nvme", got "disk"}}
+  ml_program.global private mutable @m(dense<0.0> : tensor<2xf32>) : tensor<2xf32> {zero.offload = "disk"}
+}
+
+// -----
+
+module {
+  // expected-error@+1 {{attribute 'zero.role' must be "optimizer_state" or "counter", got "weights"}}
+  ml_program.global private mutable @n(dense<0.0> : tensor<2xf32>) : tensor<2xf32> {zero.role = "weights"}
+}

@@ -13,7 +13,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 
+#include <cstdint>
 #include <optional>
+
+#include "zero/Dialect/Zero/ZeroEnums.h.inc"
 
 namespace zero {
 namespace attrs {
@@ -41,6 +44,31 @@ struct ZeroAttr {
   }
 };
 
+/// A string-valued `zero.*` attribute whose value is one of enum E's
+/// spellings (ZeroEnums.td): read and written as E; the dialect refuses any
+/// other string.
+template <typename E> struct ZeroEnumAttr {
+  llvm::StringLiteral name;
+
+  constexpr operator llvm::StringRef() const { return name; }
+  /// The value on `op`, when set to one of E's spellings.
+  std::optional<E> get(mlir::Operation *op) const {
+    if (auto v = getAttr(op))
+      return symbolizeEnum<E>(v.getValue());
+    return std::nullopt;
+  }
+  /// The attribute itself (its spelling), null when absent.
+  mlir::StringAttr getAttr(mlir::Operation *op) const {
+    return op->getAttrOfType<mlir::StringAttr>(name);
+  }
+  bool isSetOn(mlir::Operation *op) const { return op->hasAttr(name); }
+  void set(mlir::Operation *op, E value) const {
+    op->setAttr(name,
+                mlir::StringAttr::get(op->getContext(), stringifyEnum(value)));
+  }
+  void remove(mlir::Operation *op) const { op->removeAttr(name); }
+};
+
 // Module attributes.
 /// Ranks the program is compiled for (every stage's replicas together).
 inline constexpr ZeroAttr<mlir::IntegerAttr> kWorldSize{"zero.world_size"};
@@ -63,7 +91,7 @@ inline constexpr ZeroAttr<mlir::DictionaryAttr> kLossScaler{"zero.loss_scaler"};
 /// The ONNX initializer name a global holds.
 inline constexpr ZeroAttr<mlir::StringAttr> kTensor{"zero.tensor"};
 /// What a global the optimizer adds holds (e.g. "counter", the step count).
-inline constexpr ZeroAttr<mlir::StringAttr> kRole{"zero.role"};
+inline constexpr ZeroEnumAttr<GlobalRole> kRole{"zero.role"};
 /// How a global is sharded over ranks (DeepSpeed's flatten-pad-split).
 inline constexpr ZeroAttr<mlir::DictionaryAttr> kShard{"zero.shard"};
 /// The unsharded type of a sharded global.
@@ -84,7 +112,7 @@ inline constexpr ZeroAttr<mlir::TypeAttr> kGradType{"zero.grad_type"};
 inline constexpr ZeroAttr<mlir::FlatSymbolRefAttr> kWidenFrom{"zero.widen_from"};
 /// Where an offloaded global lives ("nvme": a swap file, set by zero-optimizer
 /// on the optimizer state with offload_optimizer device nvme); absent: memory.
-inline constexpr ZeroAttr<mlir::StringAttr> kOffload{"zero.offload"};
+inline constexpr ZeroEnumAttr<OffloadDevice> kOffload{"zero.offload"};
 /// On the module: the offload settings, {nvme_path, buffer_count}.
 inline constexpr ZeroAttr<mlir::DictionaryAttr> kOffloadConfig{"zero.offload_config"};
 
@@ -99,7 +127,7 @@ inline constexpr ZeroAttr<mlir::StringAttr> kPhase{"zero.phase"};
 /// The micro-batch an op of a training step works on.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kMicroBatch{"zero.micro_batch"};
 /// The stream an op runs on ("comm": the communication stream).
-inline constexpr ZeroAttr<mlir::StringAttr> kStream{"zero.stream"};
+inline constexpr ZeroEnumAttr<StreamKind> kStream{"zero.stream"};
 /// The fusion group an elementwise op belongs to (zero-fuse-elementwise):
 /// zero-lower-to-runtime lowers each group to one FusedElementwise kernel at
 /// its last member.
