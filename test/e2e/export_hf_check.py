@@ -19,6 +19,8 @@ import torch
 import transformers as tf
 from safetensors.numpy import load_file, save_file
 
+from zerokit.tools import zero_opt
+
 
 def sh(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -34,11 +36,11 @@ def check(a, name, export_args, config, cls, B, S, labels_shape, zero_loss_args,
     out = sh([sys.executable, a.export, *export_args, "-o", onnx_path])
     print(out.strip().splitlines()[-2])
     zrt, init = os.path.join(w, "t.zrt"), os.path.join(w, "init.safetensors")
-    shapes = [f"--input-shape=input_ids={B}x{S}"]
+    shapes = {"input_ids": (B, S)}
     if not zero_loss_args:  # the loss model's own labels input (--loss adds one)
-        shapes.append("--input-shape=labels=" + "x".join(str(d) for d in labels_shape))
-    sh([a.zero_opt, onnx_path, *shapes, "--train", *zero_loss_args, "--optimizer", "none",
-        "--emit=zrt", "-o", zrt, "--weights-out", init])
+        shapes["labels"] = labels_shape
+    sh(zero_opt(a.zero_opt, onnx_path, shapes, ["--train", *zero_loss_args, "--optimizer", "none"],
+                zrt, init))
     g = np.random.default_rng(3)
     vocab = config.vocab_size
     ids = g.integers(0, vocab, (B, S)).astype(np.int64)

@@ -39,7 +39,7 @@ from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
 
 from zerokit import mpi
-from zerokit.tools import run
+from zerokit.tools import run, zero_opt
 
 
 def wide_model(path, layers, width):
@@ -107,13 +107,12 @@ def main():
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
         prog = os.path.join(w, name + ".zrt")
-        args = [a.zero_opt, model, f"--input-shape=x={B // world}x{a.width}", "--train",
-                "--loss", "cross-entropy:labels", "--optimizer", "adamw lr=1e-3",
-                "--config", cfg_path, "--emit=zrt", "-o", prog,
-                "--weights-out", os.path.join(w, "init.safetensors")]
+        args = ["--train", "--loss", "cross-entropy:labels", "--optimizer", "adamw lr=1e-3",
+                "--config", cfg_path]
         if world > 1:
             args.append(f"--zero-pipeline=dp={world}")
-        run(args)
+        run(zero_opt(a.zero_opt, model, {"x": (B // world, a.width)}, args, prog,
+                     os.path.join(w, "init.safetensors")))
         return prog
 
     def train(prog, tag, world, save, extra=(), n=steps):

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from zerokit.tools import run
+from zerokit.tools import run, zero_opt
 
 ORDER = ["generic", "avx2", "avx512", "avx512bf16"]
 
@@ -61,10 +61,10 @@ def main():
     data = os.path.join(w, "data.safetensors")
     save_file({"input_ids": ids, "labels": ids}, data)
     prog = os.path.join(w, "bf16.zrt")
-    run([a.zero_opt, os.path.join(a.models, "gpt2_loss.onnx"), "--train",
-         f"--config={os.path.join(w, 'ds.json')}", "--input-shape=input_ids=4x8",
-         "--input-shape=labels=4x8", "--emit=zrt", "-o", prog,
-         "--weights-out", os.path.join(w, "init.safetensors")])
+    run(zero_opt(a.zero_opt, os.path.join(a.models, "gpt2_loss.onnx"),
+                 {"input_ids": (4, 8), "labels": (4, 8)},
+                 ["--train", f"--config={os.path.join(w, 'ds.json')}"], prog,
+                 os.path.join(w, "init.safetensors")))
     isas = runnable_isas()
     results = {}
     for isa in reversed(isas):

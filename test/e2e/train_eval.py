@@ -185,8 +185,8 @@ def main():
     r = run([zr, one, "--weights", init, *data, "--eval-every", "5"], ok=False)
     print("error:", r.stderr.strip().splitlines()[-1])
     fwd = os.path.join(w, "forward.zrt")
-    run([a.zero_opt, model, f"--input-shape=input_ids={B}x{S}", f"--input-shape=labels={B}x{S}",
-         "--emit=zrt", "-o", fwd, "--weights-out", os.path.join(w, "forward.init.safetensors")])
+    run(zero_opt(a.zero_opt, model, {"input_ids": (B, S), "labels": (B, S)}, [], fwd,
+                 os.path.join(w, "forward.init.safetensors")))
     r = run([zr, fwd, "--weights", os.path.join(w, "forward.init.safetensors"),
              "--eval-tokens", eval_bin], ok=False)
     print("error:", r.stderr.strip().splitlines()[-1])
