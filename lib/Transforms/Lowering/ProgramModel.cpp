@@ -55,10 +55,9 @@ FailureOr<ProgramModel> ProgramModel::read(zrt::ProgramOp program,
   auto blocksOf = [&](ArrayAttr refs, SmallVector<int> &blocks,
                       SmallVector<Type> &types) {
     for (Attribute a : refs) {
-      auto ref = cast<FlatSymbolRefAttr>(a);
-      blocks.push_back(m.blockOfBuffer(ref));
-      auto buffer = SymbolTable::lookupSymbolIn(program, ref.getAttr());
-      types.push_back(cast<zrt::BufferOp>(buffer).getType());
+      auto it = m.bufferView_.find(cast<FlatSymbolRefAttr>(a).getValue());
+      blocks.push_back(it == m.bufferView_.end() ? -1 : it->second.first);
+      types.push_back(it == m.bufferView_.end() ? Type() : it->second.second);
     }
   };
   auto bindingBlock = [&](FlatSymbolRefAttr buffer, std::vector<int> &into) {
@@ -82,7 +81,7 @@ FailureOr<ProgramModel> ProgramModel::read(zrt::ProgramOp program,
     } else if (auto buffer = dyn_cast<zrt::BufferOp>(op)) {
       auto it = m.blockIndex.find(buffer.getArena());
       m.bufferView_[buffer.getSymName()] = {
-          it == m.blockIndex.end() ? -1 : it->second, buffer.getOffset()};
+          it == m.blockIndex.end() ? -1 : it->second, buffer.getType()};
     } else if (auto global = dyn_cast<zrt::GlobalOp>(op)) {
       bindingBlock(global.getBufferAttr(), m.globals);
     } else if (auto constant = dyn_cast<zrt::ConstantOp>(op)) {

@@ -60,8 +60,8 @@ struct ProgramModel {
   int blockOfBuffer(FlatSymbolRefAttr buffer) const;
 
 private:
-  llvm::StringMap<std::pair<int, int64_t>>
-      bufferView_; ///< buffer: block, offset
+  /// Per buffer: the block it is a view of (-1: none) and its type.
+  llvm::StringMap<std::pair<int, Type>> bufferView_;
 };
 
 /// The names of the streams and arenas, by StreamId and ArenaKind.
