@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from zerokit import mpi
+from zerokit import mpi, tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,11 +87,11 @@ def cost(a):
         cfg = os.path.join(a.work, side + ".json")
         json.dump({"zero_optimization": z}, open(cfg, "w"))
         progs[side] = os.path.join(a.work, side + ".zrt")
-        sh([os.path.join(a.build, "bin", "zero-opt"), model,
-            f"--input-shape=input_ids={B // a.ranks}x{S}", "--train", "--loss",
-            "causal-lm:labels", "--optimizer", "adamw lr=1e-4", "--config", cfg,
-            f"--zero-pipeline=dp={a.ranks}", "--emit=zrt", "-o", progs[side],
-            "--weights-out", os.path.join(a.work, "init.safetensors")])
+        sh(tools.zero_opt(os.path.join(a.build, "bin", "zero-opt"), model,
+                          {"input_ids": (B // a.ranks, S)},
+                          ["--train", "--loss", "causal-lm:labels", "--optimizer", "adamw lr=1e-4",
+                           "--config", cfg, f"--zero-pipeline=dp={a.ranks}"], progs[side],
+                          os.path.join(a.work, "init.safetensors")))
     ids = np.random.default_rng(0).integers(0, 50257, size=(a.steps, B, S), dtype=np.int64)
     data = os.path.join(a.work, "data.safetensors")
     save_file({"input_ids": ids, "labels": ids.copy()}, data)
@@ -180,9 +180,9 @@ def headline(a):
         "device": "nvme", "nvme_path": swap, "buffer_count": 2}}}, open(cfg, "w"))
     prog, init = os.path.join(a.work, "headline.zrt"), os.path.join(a.work, "headline.init.safetensors")
     t = time.perf_counter()
-    sh([os.path.join(a.build, "bin", "zero-opt"), model, f"--input-shape=x={a.batch}x{W}",
-        "--train", "--loss", "cross-entropy:labels", "--optimizer", "adamw lr=1e-4",
-        "--config", cfg, "--emit=zrt", "-o", prog, "--weights-out", init])
+    sh(tools.zero_opt(os.path.join(a.build, "bin", "zero-opt"), model, {"x": (a.batch, W)},
+                      ["--train", "--loss", "cross-entropy:labels", "--optimizer", "adamw lr=1e-4",
+                       "--config", cfg], prog, init))
     print(f"compiled in {time.perf_counter() - t:.0f} s", flush=True)
     rng = np.random.default_rng(1)
     data = os.path.join(a.work, "headline.data.safetensors")

@@ -53,7 +53,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from train_step import read_safetensors_into, sh
-from zerokit import mpi
+from zerokit import mpi, tools
 
 VOCAB = 50257
 
@@ -207,8 +207,8 @@ def main():
                         ([("z3_2_p0", 2, "stage=3 dp=2 prefetch=0")] if 2 in Ns else []):
         # The weights file is the ordinary, unsharded one, the same bytes for every program.
         zrt, w = os.path.join(work, f"{key}_s{S}.zrt"), os.path.join(work, "weights.safetensors")
-        cmd = [zero_opt, model, f"--input-shape=input_ids=1x{S}", "--emit=zrt", "-o", zrt,
-               "--weights-out", w] + ([f"--zero-pipeline={pipe}"] if pipe else [])
+        cmd = tools.zero_opt(zero_opt, model, {"input_ids": (1, S)},
+                             [f"--zero-pipeline={pipe}"] if pipe else [], zrt, w)
         t = time.perf_counter()
         sh(cmd)
         print(f"compiled {key} in {time.perf_counter() - t:.1f} s: {' '.join(cmd[1:])}", flush=True)

@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from train_step import read_safetensors_into, sh
-from zerokit import mpi
+from zerokit import mpi, tools
 
 VOCAB = 50257
 
@@ -144,8 +144,8 @@ def main():
         zrt = os.path.join(work, f"s{stage}.zrt")
         w = os.path.join(work, "init.safetensors")
         t = time.perf_counter()
-        sh([zero_opt, model, f"--input-shape=input_ids={B // N}x{S}", "--train", "--loss",
-            "causal-lm:labels", "--config", cfg, "--emit=zrt", "-o", zrt, "--weights-out", w])
+        sh(tools.zero_opt(zero_opt, model, {"input_ids": (B // N, S)},
+                          ["--train", "--loss", "causal-lm:labels", "--config", cfg], zrt, w))
         init = w
         log, rep = os.path.join(work, f"log_s{stage}.json"), os.path.join(work, f"rep_s{stage}.json")
         cmd = mpi.mpirun(N, [zero_run, zrt, "--weights", w, "--data", data, "--steps", str(K),

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from zerokit import mpi
+from zerokit import mpi, tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 50257
@@ -161,9 +161,10 @@ def bytes_at_zero3(a, model, work, zero_opt, zero_run, env, B, S):
             json.dump(c, f)
         zrt = os.path.join(work, f"z3_{prec}.zrt")
         w = os.path.join(work, f"z3_{prec}.safetensors")
-        sh([zero_opt, model, f"--input-shape=input_ids={B}x{S}", "--train", "--loss",
-            "causal-lm:labels", "--optimizer", f"adamw lr={a.lr:g}", "--config", cfg,
-            "--zero-pipeline=dp=2", "--emit=zrt", "-o", zrt, "--weights-out", w])
+        sh(tools.zero_opt(zero_opt, model, {"input_ids": (B, S)},
+                          ["--train", "--loss", "causal-lm:labels", "--optimizer",
+                           f"adamw lr={a.lr:g}", "--config", cfg, "--zero-pipeline=dp=2"],
+                          zrt, w))
         ids = np.random.default_rng(1).integers(0, VOCAB, size=(1, 2 * B, S), dtype=np.int64)
         from safetensors.numpy import save_file
         d = os.path.join(work, "z3_data.safetensors")
@@ -223,9 +224,8 @@ def main():
     zrt = os.path.join(work, f"train_{tag}.zrt")
     init = os.path.join(work, f"init_{tag}.safetensors")
     opt = f"adamw lr={a.lr:g}" + (f" clip={a.clip:g}" if a.clip > 0 else "")
-    cmd = [zero_opt, model, f"--input-shape=input_ids={B}x{S}", "--train",
-           "--loss", "causal-lm:labels", "--optimizer", opt, "--emit=zrt", "-o", zrt,
-           "--weights-out", init]
+    cmd = tools.zero_opt(zero_opt, model, {"input_ids": (B, S)},
+                         ["--train", "--loss", "causal-lm:labels", "--optimizer", opt], zrt, init)
     t = time.perf_counter()
     sh(cmd)
     print(f"compiled in {time.perf_counter() - t:.1f} s: {' '.join(cmd)}", flush=True)

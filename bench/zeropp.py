@@ -32,7 +32,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from train_step import sh
-from zerokit import mpi
+from zerokit import mpi, tools
 
 VOCAB = 50257
 
@@ -82,8 +82,8 @@ def main():
         tag = name.replace(" ", "_")
         zrt, w = os.path.join(work, f"fwd_{tag}.zrt"), os.path.join(work, "fwd.safetensors")
         t = time.perf_counter()
-        sh([zero_opt, model, f"--input-shape=input_ids=1x{S}", f"--zero-pipeline={base}{extra}",
-            "--emit=zrt", "-o", zrt, "--weights-out", w])
+        sh(tools.zero_opt(zero_opt, model, {"input_ids": (1, S)},
+                          [f"--zero-pipeline={base}{extra}"], zrt, w))
         rep, out = os.path.join(work, f"fwd_{tag}.json"), os.path.join(work, f"fwd_{tag}.out")
         sh(mpirun + [zero_run, zrt, "--weights", w, "--input", f"input_ids={inp}",
                      "--output", out, "--threads", str(T), "--repeat", str(a.repeat),
@@ -123,9 +123,8 @@ def main():
                            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, f)
             zrt, w = os.path.join(work, f"train_{tag}.zrt"), os.path.join(work, "init.safetensors")
             t = time.perf_counter()
-            sh([zero_opt, model, f"--input-shape=input_ids=1x{S}", "--train", "--loss",
-                "causal-lm:labels", "--config", cfg, "--emit=zrt", "-o", zrt,
-                "--weights-out", w])
+            sh(tools.zero_opt(zero_opt, model, {"input_ids": (1, S)},
+                              ["--train", "--loss", "causal-lm:labels", "--config", cfg], zrt, w))
             log, rep = os.path.join(work, f"log_{tag}.json"), os.path.join(work, f"rep_{tag}.json")
             sh(mpirun + [zero_run, zrt, "--weights", w, "--data", data, "--steps", str(K),
                          "--threads", str(T), "--log-json", log, "--report-json", rep], env=env)
