@@ -150,12 +150,11 @@ def main():
         save_file({"input_ids": tokens, "labels": tokens.copy()}, data)
         zrt = os.path.join(a.work, f"train-np{n}.zrt")
         weights = os.path.join(a.work, f"train-np{n}.weights.safetensors")
-        cmd = [a.zero_opt, os.path.join(a.models, "gpt2.onnx"),
-               f"--input-shape=input_ids={rows}x{seq}", "--train", "--loss",
-               "causal-lm:labels", "--optimizer", "adamw lr=1e-3", "--emit=zrt", "-o", zrt,
-               "--weights-out", weights]
+        args = ["--train", "--loss", "causal-lm:labels", "--optimizer", "adamw lr=1e-3"]
         if n > 1:
-            cmd.append(f"--zero-pipeline=stage=3 dp={n}")
+            args.append(f"--zero-pipeline=stage=3 dp={n}")
+        cmd = tools.zero_opt(a.zero_opt, os.path.join(a.models, "gpt2.onnx"),
+                             {"input_ids": (rows, seq)}, args, zrt, weights)
         run(cmd)
         losses = {}
         for backend, binary in (("cpu", a.zero_run), ("cuda", a.zero_run_cuda)):

@@ -315,13 +315,9 @@ class Case:
     def compile(self, tag, model, shape, opts):
         zrt = os.path.join(self.work, tag + ".zrt")
         w = os.path.join(self.work, tag + ".safetensors")
-        cmd = [self.args.zero_opt, model, "--input-shape", "x=" + "x".join(map(str, shape))]
-        if opts is not None:
-            cmd.append("--zero-pipeline=" + pipeline_string(opts))
-        cmd += ["--emit=zrt", "-o", zrt, "--weights-out", w]
-        if opts is not None:
-            cmd.append("--report")
-        r = self.run(cmd, "compile")
+        args = [] if opts is None else ["--zero-pipeline=" + pipeline_string(opts), "--report"]
+        r = self.run(tools.zero_opt(self.args.zero_opt, model, {"x": shape}, args, zrt, w),
+                     "compile")
         report_peak = None
         m = re.search(r"peak gathered parameters \(bytes\)\s+(\d+)", r.stdout + r.stderr)
         if m:
