@@ -53,32 +53,26 @@ LogicalResult verifyImported(ModuleOp module) {
 
 /// One sharded global against DeepSpeed's flatten-pad-split rule: a flat
 /// shard of padded / world elements, padded = numel rounded up to the world.
-LogicalResult verifyShard(ml_program::GlobalOp global, DictionaryAttr shard) {
-  auto integer = [&](StringRef key) -> std::optional<int64_t> {
-    if (auto v = shard.getAs<IntegerAttr>(key))
-      return v.getInt();
-    return std::nullopt;
-  };
-  std::optional<int64_t> world = integer("world"), numel = integer("numel"),
-                         padded = integer("padded_numel");
+LogicalResult verifyShard(ml_program::GlobalOp global,
+                          ::zero::dist::ShardAttr shard) {
+  // The attribute's own verifier holds world >= 1 and DeepSpeed's padding;
+  // here the global's types must agree with it.
+  const int64_t world = shard.getWorld(), numel = shard.getNumel(),
+                padded = shard.getPaddedNumel();
   auto fail = [&](const Twine &what) {
     return global.emitOpError() << "is sharded (" << attrs::kShard.name << ") but " << what
                                 << " (zero-verify phase=sharded)";
   };
-  if (!world || !numel || !padded || *world < 1)
-    return fail("its shard does not give world >= 1, numel and padded_numel");
-  if (*padded != ::zero::paddedNumel(*numel, *world))
-    return fail("padded_numel " + Twine(*padded) + " is not numel " + Twine(*numel) +
-                " rounded up to a multiple of the world " + Twine(*world));
   if (auto full = attrs::kFullType.get(global)) {
     auto fullType = dyn_cast<ShapedType>(full.getValue());
-    if (!fullType || !fullType.hasStaticShape() || fullType.getNumElements() != *numel)
-      return fail("its " + attrs::kFullType.name + " does not hold numel " + Twine(*numel) +
-                  " elements");
+    if (!fullType || !fullType.hasStaticShape() ||
+        fullType.getNumElements() != numel)
+      return fail("its " + attrs::kFullType.name + " does not hold numel " +
+                  Twine(numel) + " elements");
   }
   auto type = dyn_cast<RankedTensorType>(global.getType());
-  if (!type || type.getRank() != 1 || type.getDimSize(0) != *padded / *world)
-    return fail("its type is not a flat shard of " + Twine(*padded / *world) +
+  if (!type || type.getRank() != 1 || type.getDimSize(0) != padded / world)
+    return fail("its type is not a flat shard of " + Twine(padded / world) +
                 " elements");
   return success();
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Target/ZRTSerialization.h"
+#include "zero/Dialect/Zero/ZeroDialect.h"
 #include "zero/Target/zrt_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -402,28 +403,21 @@ LogicalResult ProgramWriter::addEvent(EventOp ev, const char *name) {
 /// The training settings the runtime reads (absent for inference programs).
 flatbuffers::Offset<::zrt::fb::Training>
 ProgramWriter::training(::zero::zrt::ProgramOp program) {
-  auto t = program->getAttrOfType<DictionaryAttr>("training");
+  auto t = program->getAttrOfType<::zero::dist::TrainingAttr>("training");
   if (!t)
     return 0;
-  auto str = [&](StringRef key) {
-    auto s = t.getAs<StringAttr>(key);
-    return s ? s.str() : std::string();
-  };
-  int64_t accumulation = 1;
-  if (auto a = t.getAs<IntegerAttr>("accumulation_steps"))
-    accumulation = a.getInt();
   // fp16's loss scale and skipped outputs only where there are some, so
   // other programs' bytes stay as they were.
-  std::string lossScale = str("loss_scale"), skipped = str("skipped"),
-              csv = str("csv_monitor");
-  int64_t stepsPerPrint = 0;
-  if (auto n = t.getAs<IntegerAttr>("steps_per_print"))
-    stepsPerPrint = n.getInt();
+  std::string loss = t.getLoss().str(), gradNorm = t.getGradNorm().str(),
+              lr = t.getLr().str(), optimizer = t.getOptimizer().str(),
+              lossScale = t.getLossScale().str(),
+              skipped = t.getSkipped().str(), csv = t.getCsvMonitor().str();
   return ::zrt::fb::CreateTrainingDirect(
-      fbb, str("loss").c_str(), str("grad_norm").c_str(), str("lr").c_str(),
-      int32_t(accumulation), str("optimizer").c_str(),
-      lossScale.empty() ? nullptr : lossScale.c_str(), skipped.empty() ? nullptr : skipped.c_str(),
-      int32_t(stepsPerPrint), csv.empty() ? nullptr : csv.c_str());
+      fbb, loss.c_str(), gradNorm.c_str(), lr.c_str(),
+      int32_t(t.getAccumulationSteps()), optimizer.c_str(),
+      lossScale.empty() ? nullptr : lossScale.c_str(),
+      skipped.empty() ? nullptr : skipped.c_str(),
+      int32_t(t.getStepsPerPrint()), csv.empty() ? nullptr : csv.c_str());
 }
 
 /// Writes the program header over the finished tables and copies the bytes out.

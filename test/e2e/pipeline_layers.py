@@ -187,15 +187,15 @@ def main():
         if r.returncode != 0:
             failures.append(f"{case}: zero-opt failed: {r.stderr.strip()[:400]}")
             continue
-        m = re.search(r"zero\.pipeline_plan = \{(.*?)\}", r.stdout)
+        m = re.search(r"zero\.pipeline_plan = #zero\.pipeline_plan<(.*)>", r.stdout)
         if not m:
             failures.append(f"{case}: no zero.pipeline_plan in the output")
             continue
         plan = m.group(1)
         got_layers = re.findall(r'"([^"]+)"', re.search(r"layers = \[(.*?)\]", plan).group(1))
-        got_params = [int(x) for x in re.search(r"layer_params = array<i64: ([^>]*)>",
+        got_params = [int(x) for x in re.search(r"layer_params = \[([^\]]*)\]",
                                                 plan).group(1).split(",")]
-        got_parts = [int(x) for x in re.search(r"parts = array<i64: ([^>]*)>",
+        got_parts = [int(x) for x in re.search(r"parts = \[([^\]]*)\]",
                                                plan).group(1).split(",")]
         if method == "parameters":
             want = partition_balanced(params, stages)
@@ -205,7 +205,7 @@ def main():
             # Not DeepSpeed's: its balanced rule over the layers' multiply-
             # accumulates, computed here from onnx's shape inference.
             want = partition_balanced(macs, stages)
-            got_macs = [int(x) for x in re.search(r"layer_macs = array<i64: ([^>]*)>",
+            got_macs = [int(x) for x in re.search(r"layer_macs = \[([^\]]*)\]",
                                                   plan).group(1).split(",")]
             if got_macs != macs:
                 failures.append(f"{case}: multiply-accumulates per layer {got_macs}, "

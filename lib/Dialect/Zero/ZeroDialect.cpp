@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -19,11 +20,128 @@ using namespace zero::dist;
 #include "zero/Dialect/Zero/ZeroEnums.cpp.inc"
 #include "zero/Dialect/Zero/ZeroOpsDialect.cpp.inc"
 
+#include "llvm/ADT/TypeSwitch.h"
+#define GET_ATTRDEF_CLASSES
+#include "zero/Dialect/Zero/ZeroAttrDefs.cpp.inc"
+
 void ZeroDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "zero/Dialect/Zero/ZeroOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "zero/Dialect/Zero/ZeroAttrDefs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// The structured zero.* values
+//===----------------------------------------------------------------------===//
+
+using EmitFn = llvm::function_ref<InFlightDiagnostic()>;
+
+LogicalResult ShardAttr::verify(EmitFn emitError, int64_t world, int64_t numel,
+                                int64_t paddedNumel) {
+  if (world < 1)
+    return emitError() << "#zero.shard: world must be >= 1, got " << world;
+  if (numel < 0)
+    return emitError() << "#zero.shard: numel must be >= 0, got " << numel;
+  // DeepSpeed's rule: numel rounded up to a multiple of the world.
+  int64_t rounded = (numel + world - 1) / world * world;
+  if (paddedNumel != rounded)
+    return emitError() << "#zero.shard: padded_numel " << paddedNumel
+                       << " is not numel " << numel
+                       << " rounded up to a multiple of the world " << world
+                       << " (" << rounded << ")";
+  return success();
+}
+
+LogicalResult TrainingAttr::verify(EmitFn emitError, StringRef loss,
+                                   StringRef gradNorm, StringRef lr,
+                                   int64_t accumulationSteps, StringRef,
+                                   StringRef lossScale, StringRef skipped,
+                                   int64_t stepsPerPrint, StringRef) {
+  if (loss.empty() || gradNorm.empty() || lr.empty())
+    return emitError() << "#zero.training: loss, grad_norm and lr must name "
+                          "the step's results";
+  if (accumulationSteps < 1)
+    return emitError()
+           << "#zero.training: accumulation_steps must be >= 1, got "
+           << accumulationSteps;
+  if (lossScale.empty() != skipped.empty())
+    return emitError()
+           << "#zero.training: loss_scale and skipped come together "
+              "(fp16's dynamic loss scaler)";
+  if (stepsPerPrint < 0)
+    return emitError() << "#zero.training: steps_per_print must be >= 0, got "
+                       << stepsPerPrint;
+  return success();
+}
+
+LogicalResult PipelinePlanAttr::verify(EmitFn emitError, int64_t stages,
+                                       StringRef, ArrayAttr layers,
+                                       DenseI64ArrayAttr layerParams,
+                                       DenseI64ArrayAttr parts,
+                                       int64_t microBatches, int64_t dp,
+                                       StringRef, ArrayAttr layerClasses,
+                                       DenseI64ArrayAttr layerMacs) {
+  if (stages < 1 || microBatches < 1 || dp < 1)
+    return emitError() << "#zero.pipeline_plan: stages, micro_batches and dp "
+                          "must be >= 1, got "
+                       << stages << ", " << microBatches << ", " << dp;
+  const int64_t n = int64_t(layers.size());
+  if (!llvm::all_of(layers, [](Attribute a) { return isa<StringAttr>(a); }) ||
+      (layerClasses && !llvm::all_of(layerClasses, [](Attribute a) {
+         return isa<StringAttr>(a);
+       })))
+    return emitError() << "#zero.pipeline_plan: layers and layer_classes are "
+                          "lists of strings";
+  auto sameLength = [&](int64_t size, StringRef what) -> LogicalResult {
+    if (size == n)
+      return success();
+    return emitError() << "#zero.pipeline_plan: " << what << " has " << size
+                       << " entries for " << n << " layers";
+  };
+  if (failed(sameLength(layerParams.size(), "layer_params")) ||
+      (layerClasses &&
+       failed(sameLength(layerClasses.size(), "layer_classes"))) ||
+      (layerMacs && failed(sameLength(layerMacs.size(), "layer_macs"))))
+    return failure();
+  // parts: stages + 1 bounds from 0 to the layers, in order.
+  ArrayRef<int64_t> p = parts.asArrayRef();
+  if (int64_t(p.size()) != stages + 1 || p.front() != 0 || p.back() != n ||
+      !llvm::is_sorted(p))
+    return emitError() << "#zero.pipeline_plan: parts must be " << stages + 1
+                       << " bounds rising from 0 to " << n
+                       << " (stage s holds layers [parts[s], parts[s+1]))";
+  return success();
+}
+
+LogicalResult LossScalerAttr::verify(EmitFn emitError, FloatAttr lossScale,
+                                     int64_t initialScalePower,
+                                     int64_t lossScaleWindow,
+                                     int64_t hysteresis, FloatAttr minLossScale,
+                                     BoolAttr) {
+  if (lossScale.getValueAsDouble() < 0 || minLossScale.getValueAsDouble() <= 0)
+    return emitError() << "#zero.loss_scaler: loss_scale must be >= 0 (0: "
+                          "dynamic) and min_loss_scale > 0";
+  if (initialScalePower < 0 || lossScaleWindow < 1 || hysteresis < 1)
+    return emitError()
+           << "#zero.loss_scaler: initial_scale_power must be >= 0, "
+              "loss_scale_window and hysteresis >= 1";
+  return success();
+}
+
+LogicalResult OffloadConfigAttr::verify(EmitFn emitError, StringRef nvmePath,
+                                        int64_t bufferCount) {
+  if (nvmePath.empty())
+    return emitError() << "#zero.offload_config: nvme_path must name a folder";
+  if (bufferCount < 0)
+    return emitError()
+           << "#zero.offload_config: buffer_count must be >= 0, got "
+           << bufferCount;
+  return success();
 }
 
 namespace {
@@ -57,21 +175,21 @@ ArrayRef<KnownAttribute> knownAttributes() {
   static const KnownAttribute table[] = {
       known(a::kWorldSize, "an integer"),
       known(a::kStage, "an integer"),
-      known(a::kTraining, "a dictionary"),
+      known(a::kTraining, "a #zero.training"),
       known(a::kAccumulationSteps, "an integer"),
       known(a::kActivationCheckpointInterval, "an integer"),
-      known(a::kPipelinePlan, "a dictionary"),
-      known(a::kLossScaler, "a dictionary"),
+      known(a::kPipelinePlan, "a #zero.pipeline_plan"),
+      known(a::kLossScaler, "a #zero.loss_scaler"),
       known(a::kTensor, "a string"),
       known(a::kRole, "\"optimizer_state\" or \"counter\""),
-      known(a::kShard, "a dictionary"),
+      known(a::kShard, "a #zero.shard"),
       known(a::kFullType, "a type"),
       known(a::kBuffer, "a unit attribute"),
       known(a::kTrainable, "a unit attribute"),
       known(a::kGradType, "a type"),
       known(a::kWidenFrom, "a symbol reference"),
       known(a::kOffload, "\"cpu\" or \"nvme\""),
-      known(a::kOffloadConfig, "a dictionary"),
+      known(a::kOffloadConfig, "a #zero.offload_config"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
       known(a::kPhase, "a string"),
@@ -86,6 +204,39 @@ ArrayRef<KnownAttribute> knownAttributes() {
   return table;
 }
 
+/// Checks a structured value's fields again (its verifier runs when it is
+/// parsed, but not when a pass builds it with get()).
+LogicalResult verifyFields(Attribute value, EmitFn emitError) {
+  return llvm::TypeSwitch<Attribute, LogicalResult>(value)
+      .Case([&](ShardAttr a) {
+        return ShardAttr::verify(emitError, a.getWorld(), a.getNumel(),
+                                 a.getPaddedNumel());
+      })
+      .Case([&](TrainingAttr a) {
+        return TrainingAttr::verify(
+            emitError, a.getLoss(), a.getGradNorm(), a.getLr(),
+            a.getAccumulationSteps(), a.getOptimizer(), a.getLossScale(),
+            a.getSkipped(), a.getStepsPerPrint(), a.getCsvMonitor());
+      })
+      .Case([&](PipelinePlanAttr a) {
+        return PipelinePlanAttr::verify(
+            emitError, a.getStages(), a.getPartition(), a.getLayers(),
+            a.getLayerParams(), a.getParts(), a.getMicroBatches(), a.getDp(),
+            a.getSchedule(), a.getLayerClasses(), a.getLayerMacs());
+      })
+      .Case([&](LossScalerAttr a) {
+        return LossScalerAttr::verify(
+            emitError, a.getLossScale(), a.getInitialScalePower(),
+            a.getLossScaleWindow(), a.getHysteresis(), a.getMinLossScale(),
+            a.getConsecutiveHysteresis());
+      })
+      .Case([&](OffloadConfigAttr a) {
+        return OffloadConfigAttr::verify(emitError, a.getNvmePath(),
+                                         a.getBufferCount());
+      })
+      .Default([](Attribute) { return success(); });
+}
+
 /// Checks one zero.* attribute: a known name with a value of its type.
 LogicalResult verifyZeroAttribute(Operation *op, NamedAttribute attr,
                                   StringRef where) {
@@ -94,7 +245,9 @@ LogicalResult verifyZeroAttribute(Operation *op, NamedAttribute attr,
     if (k.name != name)
       continue;
     if (k.isValid(attr.getValue()))
-      return success();
+      return verifyFields(attr.getValue(), [&] {
+        return op->emitOpError() << where << "'" << name << "': ";
+      });
     return op->emitOpError() << where << "'" << name << "' must be " << k.expected
                              << ", got " << attr.getValue();
   }

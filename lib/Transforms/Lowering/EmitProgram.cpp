@@ -67,7 +67,8 @@ private:
   std::map<std::tuple<int, int64_t, std::string>, FlatSymbolRefAttr> buffers_;
 };
 
-void RuntimeLowering::emitProgramOp(OpBuilder &b, DictionaryAttr training) {
+void RuntimeLowering::emitProgramOp(OpBuilder &b,
+                                    ::zero::dist::TrainingAttr training) {
   b.setInsertionPoint(func_);
   auto program = ::zero::zrt::ProgramOp::create(b, func_.getLoc(), func_.getName(), worldSize_);
   program_ = program;
@@ -75,10 +76,8 @@ void RuntimeLowering::emitProgramOp(OpBuilder &b, DictionaryAttr training) {
     program->setAttr("training", training);
   // A pipeline: its replicas per stage (the runtime's data split and shard
   // positions).
-  if (DictionaryAttr plan = attrs::kPipelinePlan.get(module_)) {
-    auto dp = plan.getAs<IntegerAttr>("dp");
-    program->setAttr("pipeline_dp", b.getI32IntegerAttr(dp ? int32_t(dp.getInt()) : 1));
-  }
+  if (auto plan = attrs::kPipelinePlan.get(module_))
+    program->setAttr("pipeline_dp", b.getI32IntegerAttr(int32_t(plan.getDp())));
   Block *body = new Block();
   program.getBody().push_back(body);
   b.setInsertionPointToStart(body);
@@ -109,8 +108,8 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
       continue;
     StringAttr path;
     if (a == int(ArenaKind::Offload))
-      if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
-        path = cfg.getAs<StringAttr>("nvme_path");
+      if (auto cfg = attrs::kOffloadConfig.get(module_))
+        path = b.getStringAttr(cfg.getNvmePath());
     ::zero::zrt::ArenaOp::create(b, loc, kArenaNames[a], 0, 0,
                                  a == int(ArenaKind::Offload) ? residentPeak_
                                                               : 0,
@@ -126,7 +125,8 @@ void RuntimeLowering::emitResources(OpBuilder &b) {
   }
 }
 
-void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training) {
+void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers,
+                                  ::zero::dist::TrainingAttr training) {
   Location loc = func_.getLoc();
   for (auto &[global, s] : globals_) {
     auto type = cast<RankedTensorType>(global.getType());
@@ -147,9 +147,9 @@ void RuntimeLowering::emitGlobals(OpBuilder &b, BufferTable &buffers, Dictionary
     else if (training)
       op.setRoleAttr(
           b.getStringAttr(attrs::kTrainable.isSetOn(global) ? "parameter" : "frozen"));
-    if (DictionaryAttr shard = attrs::kShard.get(global)) {
-      op.setShardWorldAttr(cast<IntegerAttr>(shard.get("world")));
-      op.setPaddedNumelAttr(cast<IntegerAttr>(shard.get("padded_numel")));
+    if (auto shard = attrs::kShard.get(global)) {
+      op.setShardWorldAttr(b.getI64IntegerAttr(shard.getWorld()));
+      op.setPaddedNumelAttr(b.getI64IntegerAttr(shard.getPaddedNumel()));
     }
   }
 }
@@ -225,7 +225,7 @@ void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
 void RuntimeLowering::emit() {
   OpBuilder b(module_.getContext());
   Location loc = func_.getLoc();
-  DictionaryAttr training = attrs::kTraining.get(module_);
+  ::zero::dist::TrainingAttr training = attrs::kTraining.get(module_);
   emitProgramOp(b, training);
   emitResources(b);
   BufferTable buffers(b, loc, storages_, placement_);

@@ -280,9 +280,8 @@ void RuntimeLowering::swapAround(Operation *op) {
     return;
   const size_t i = size_t(at - offloadedUpdates_.begin());
   int64_t ahead = 4;
-  if (DictionaryAttr cfg = attrs::kOffloadConfig.get(module_))
-    if (auto n = cfg.getAs<IntegerAttr>("buffer_count"))
-      ahead = std::max<int64_t>(1, n.getInt());
+  if (auto cfg = attrs::kOffloadConfig.get(module_))
+    ahead = std::max<int64_t>(1, cfg.getBufferCount());
   swapOutResident(op->getLoc());
   for (; swappedIn_ < std::min(offloadedUpdates_.size(), i + size_t(ahead)); ++swappedIn_) {
     const OffloadedUpdate &u = offloadedUpdates_[swappedIn_];
@@ -607,9 +606,8 @@ LogicalResult RuntimeLowering::collect() {
   if (IntegerAttr w = attrs::kWorldSize.get(module_))
     worldSize_ = w.getInt();
   pipelined_ = attrs::kPipelinePlan.isSetOn(module_);
-  if (DictionaryAttr plan = attrs::kPipelinePlan.get(module_))
-    if (auto d = plan.getAs<IntegerAttr>("dp"))
-      pipelineDp_ = d.getInt();
+  if (auto plan = attrs::kPipelinePlan.get(module_))
+    pipelineDp_ = plan.getDp();
   Block &body = func_.getBody().front();
   bindArguments(body);
   findEvalSlice(body);
@@ -646,11 +644,11 @@ LogicalResult RuntimeLowering::collect() {
 }
 
 void RuntimeLowering::findEvalSlice(Block &body) {
-  DictionaryAttr training = attrs::kTraining.get(module_);
-  auto lossName = training ? training.getAs<StringAttr>("loss") : StringAttr();
+  auto training = attrs::kTraining.get(module_);
   auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-  if (!lossName || !ret)
+  if (!training || !ret)
     return;
+  StringRef lossName = training.getLoss();
   // Pipeline transfers: a stage's k-th receive of a tag from a stage is that
   // stage's k-th send of the tag to it.
   using Key = std::tuple<int64_t, int64_t, int64_t>; // from, to, tag
@@ -682,7 +680,7 @@ void RuntimeLowering::findEvalSlice(Block &body) {
   };
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto n = func_.getResultAttrOfType<StringAttr>(i, "onnx.name");
-    if ((n ? n.str() : "output" + std::to_string(i)) == lossName.getValue())
+    if ((n ? n.str() : "output" + std::to_string(i)) == lossName)
       need(v);
   }
   while (!work.empty()) {

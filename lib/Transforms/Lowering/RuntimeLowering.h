@@ -319,12 +319,13 @@ private:
   void emit();
   /// The zrt.program op with its attributes, before func_; moves `b` into
   /// its body.
-  void emitProgramOp(OpBuilder &b, DictionaryAttr training);
+  void emitProgramOp(OpBuilder &b, ::zero::dist::TrainingAttr training);
   /// Streams, the world and the process groups, the arenas (unsized), a
   /// block per storage.
   void emitResources(OpBuilder &b);
   /// A zrt.global per global: its buffer, name, full type, role, shard.
-  void emitGlobals(OpBuilder &b, BufferTable &buffers, DictionaryAttr training);
+  void emitGlobals(OpBuilder &b, BufferTable &buffers,
+                   ::zero::dist::TrainingAttr training);
   /// Each instruction, and the release marks after it.
   void emitInstructions(OpBuilder &b, BufferTable &buffers);
 

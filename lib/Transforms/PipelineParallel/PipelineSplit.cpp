@@ -411,23 +411,20 @@ struct ZeroPipelineSplitPass
       classes.push_back(b.getStringAttr(l.cls));
       params.push_back(l.params);
     }
-    SmallVector<NamedAttribute> plan{
-        b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-        b.getNamedAttr("partition", b.getStringAttr(partition)),
-        b.getNamedAttr("layers", b.getArrayAttr(names)),
-        b.getNamedAttr("layer_params", b.getDenseI64ArrayAttr(params)),
-        b.getNamedAttr("parts", b.getDenseI64ArrayAttr(partitioned.bounds)),
-        b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
-        b.getNamedAttr("dp", b.getI64IntegerAttr(dp)),
-        b.getNamedAttr("schedule",
-                       b.getStringAttr(
-                           training ? ::zero::stringifyEnum(schedule.getValue())
-                                    : StringRef("fill-drain")))};
+    ArrayAttr layerClasses;
     if (llvm::any_of(ls.layers, [](const ::zero::Layer &l) { return !l.cls.empty(); }))
-      plan.push_back(b.getNamedAttr("layer_classes", b.getArrayAttr(classes)));
+      layerClasses = b.getArrayAttr(classes);
+    DenseI64ArrayAttr layerMacs;
     if (StringRef(partition) == "compute") // the multiply-accumulates balanced
-      plan.push_back(b.getNamedAttr("layer_macs", b.getDenseI64ArrayAttr(partitioned.weights)));
-    attrs::kPipelinePlan.set(module, b.getDictionaryAttr(plan));
+      layerMacs = b.getDenseI64ArrayAttr(partitioned.weights);
+    attrs::kPipelinePlan.set(
+        module, ::zero::dist::PipelinePlanAttr::get(
+                    b.getContext(), stages, partition, b.getArrayAttr(names),
+                    b.getDenseI64ArrayAttr(params),
+                    b.getDenseI64ArrayAttr(partitioned.bounds), micro, dp,
+                    training ? ::zero::stringifyEnum(schedule.getValue())
+                             : StringRef("fill-drain"),
+                    layerClasses, layerMacs));
   }
 
   /// Each stage becomes its own function, @<name>_stage<s> (attribute

@@ -53,15 +53,11 @@ Value equal(ImplicitLocOpBuilder &b, Value x, Value y) {
 void addLossScaler(ModuleOp module, const LossScalerConfig &c) {
   Builder b(module.getContext());
   attrs::kLossScaler.set(
-      module,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("loss_scale", b.getF64FloatAttr(c.staticScale)),
-           b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(c.initialScalePower)),
-           b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(c.window)),
-           b.getNamedAttr("hysteresis", b.getI64IntegerAttr(c.hysteresis)),
-           b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(c.minScale)),
-           b.getNamedAttr("consecutive_hysteresis",
-                          b.getI64IntegerAttr(c.consecutiveHysteresis ? 1 : 0))}));
+      module, ::zero::dist::LossScalerAttr::get(
+                  module.getContext(), b.getF64FloatAttr(c.staticScale),
+                  c.initialScalePower, c.window, c.hysteresis,
+                  b.getF64FloatAttr(c.minScale),
+                  b.getBoolAttr(c.consecutiveHysteresis)));
   if (c.staticScale > 0)
     return;
   OpBuilder mb(module.getContext());
@@ -87,24 +83,16 @@ void addLossScaler(ModuleOp module, const LossScalerConfig &c) {
 }
 
 std::optional<LossScaler> findLossScaler(ModuleOp module) {
-  DictionaryAttr d = attrs::kLossScaler.get(module);
+  ::zero::dist::LossScalerAttr d = attrs::kLossScaler.get(module);
   if (!d)
     return std::nullopt;
   LossScaler s;
-  auto f = [&](StringRef k, double dflt) {
-    auto a = d.getAs<FloatAttr>(k);
-    return a ? a.getValueAsDouble() : dflt;
-  };
-  auto i = [&](StringRef k, int64_t dflt) {
-    auto a = d.getAs<IntegerAttr>(k);
-    return a ? a.getInt() : dflt;
-  };
-  s.config.staticScale = f("loss_scale", 0);
-  s.config.initialScalePower = i("initial_scale_power", 16);
-  s.config.window = i("loss_scale_window", 1000);
-  s.config.hysteresis = i("hysteresis", 2);
-  s.config.minScale = f("min_loss_scale", 1);
-  s.config.consecutiveHysteresis = i("consecutive_hysteresis", 0) != 0;
+  s.config.staticScale = d.getLossScale().getValueAsDouble();
+  s.config.initialScalePower = d.getInitialScalePower();
+  s.config.window = d.getLossScaleWindow();
+  s.config.hysteresis = d.getHysteresis();
+  s.config.minScale = d.getMinLossScale().getValueAsDouble();
+  s.config.consecutiveHysteresis = d.getConsecutiveHysteresis().getValue();
   if (s.config.staticScale <= 0) {
     SymbolTable symbols(module);
     s.scale = symbols.lookup<ml_program::GlobalOp>(kScale);

@@ -217,9 +217,8 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                                     : attrs::OffloadDevice::Cpu);
     if (nvme)
       attrs::kOffloadConfig.set(
-          module, b.getDictionaryAttr(
-                      {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
-                       b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
+          module, ::zero::dist::OffloadConfigAttr::get(b.getContext(), nvmePath,
+                                                       offloadBuffers));
   }
 
   /// Checks the optimizer's and the schedule's options (`kind`: the optimizer
@@ -787,12 +786,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     Type elem = cast<RankedTensorType>(state.getType()).getElementType();
     attrs::kFullType.set(state,
                          TypeAttr::get(RankedTensorType::get(u.fullType.getShape(), elem)));
-    attrs::kShard.set(state,
-                      b.getDictionaryAttr(
-                          {b.getNamedAttr("world", b.getI64IntegerAttr(world)),
-                           b.getNamedAttr("numel", b.getI64IntegerAttr(u.layout.numel)),
-                           b.getNamedAttr("padded_numel",
-                                          b.getI64IntegerAttr(u.layout.padded))}));
+    attrs::kShard.set(state, ::zero::dist::ShardAttr::get(b.getContext(), world,
+                                                          u.layout.numel,
+                                                          u.layout.padded));
   }
 
   /// A 16-bit parameter is stepped through its fp32 master copy, an
@@ -894,22 +890,12 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       os << " clip=" << clip;
     os << " schedule=" << ::zero::stringifyEnum(schedule.getValue());
     int64_t accumulation = attrs::kAccumulationSteps.getInt(module).value_or(1);
-    Builder b(&getContext());
-    SmallVector<NamedAttribute> entries{
-        b.getNamedAttr("loss", b.getStringAttr("loss")),
-        b.getNamedAttr("grad_norm", b.getStringAttr("grad_norm")),
-        b.getNamedAttr("lr", b.getStringAttr("lr")),
-        b.getNamedAttr("accumulation_steps", b.getI64IntegerAttr(accumulation)),
-        b.getNamedAttr("optimizer", b.getStringAttr(desc))};
-    if (::zero::training::findLossScaler(module)) {
-      entries.push_back(b.getNamedAttr("loss_scale", b.getStringAttr("loss_scale")));
-      entries.push_back(b.getNamedAttr("skipped", b.getStringAttr("skipped")));
-    }
-    if (stepsPerPrint > 0)
-      entries.push_back(b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(stepsPerPrint)));
-    if (!csvMonitor.empty())
-      entries.push_back(b.getNamedAttr("csv_monitor", b.getStringAttr(csvMonitor)));
-    attrs::kTraining.set(module, b.getDictionaryAttr(entries));
+    const bool scaled = ::zero::training::findLossScaler(module).has_value();
+    attrs::kTraining.set(
+        module, ::zero::dist::TrainingAttr::get(
+                    &getContext(), "loss", "grad_norm", "lr", accumulation,
+                    desc, scaled ? "loss_scale" : "", scaled ? "skipped" : "",
+                    std::max<int64_t>(stepsPerPrint, 0), csvMonitor));
   }
 };
 

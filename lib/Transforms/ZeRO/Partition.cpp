@@ -131,10 +131,8 @@ struct ZeroPartitionPass
         }
         attrs::kOffload.set(global, attrs::OffloadDevice::Nvme);
       }
-      attrs::kShard.set(global, b.getDictionaryAttr(
-                          {b.getNamedAttr("world", b.getI64IntegerAttr(dp)),
-                           b.getNamedAttr("numel", b.getI64IntegerAttr(numel)),
-                           b.getNamedAttr("padded_numel", b.getI64IntegerAttr(padded))}));
+      attrs::kShard.set(global, ::zero::dist::ShardAttr::get(b.getContext(), dp,
+                                                             numel, padded));
       auto uses = SymbolTable::getSymbolUses(global, module);
       if (!uses)
         continue;
@@ -156,9 +154,8 @@ struct ZeroPartitionPass
     }
     if (!nvmePath.empty() && !attrs::kOffloadConfig.get(module))
       attrs::kOffloadConfig.set(
-          module, b.getDictionaryAttr(
-                      {b.getNamedAttr("nvme_path", b.getStringAttr(nvmePath)),
-                       b.getNamedAttr("buffer_count", b.getI64IntegerAttr(offloadBuffers))}));
+          module, ::zero::dist::OffloadConfigAttr::get(b.getContext(), nvmePath,
+                                                       offloadBuffers));
     if (training)
       foldOptimizerShards(module);
     if (maxReuseDistance >= 0)

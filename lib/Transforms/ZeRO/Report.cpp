@@ -201,18 +201,16 @@ static void printLayers(ModuleOp module, raw_ostream &os) {
   if (plan) {
     // Already cut (the ops live in one function per stage): the plan names
     // the layers it cut between.
-    auto names = plan.getAs<ArrayAttr>("layers");
-    auto params = plan.getAs<DenseI64ArrayAttr>("layer_params");
-    auto classes = plan.getAs<ArrayAttr>("layer_classes");
-    if (names && params && int64_t(names.size()) == int64_t(params.size()))
-      for (auto [i, name] : llvm::enumerate(names)) {
-        ::zero::Layer l;
-        l.name = cast<StringAttr>(name).getValue().str();
-        l.params = params[i];
-        if (classes && i < classes.size())
-          l.cls = cast<StringAttr>(classes[i]).getValue().str();
-        ls.layers.push_back(std::move(l));
-      }
+    // The plan's verifier holds the lists to one length.
+    ArrayAttr classes = plan.getLayerClasses();
+    for (auto [i, name] : llvm::enumerate(plan.getLayers())) {
+      ::zero::Layer l;
+      l.name = cast<StringAttr>(name).getValue().str();
+      l.params = plan.getLayerParams()[i];
+      if (classes)
+        l.cls = cast<StringAttr>(classes[i]).getValue().str();
+      ls.layers.push_back(std::move(l));
+    }
     ls.segments = llvm::all_of(ls.layers, [](const ::zero::Layer &l) {
       return StringRef(l.name).starts_with("segment.");
     });
@@ -224,8 +222,7 @@ static void printLayers(ModuleOp module, raw_ostream &os) {
     return;
   ArrayRef<int64_t> parts;
   if (plan)
-    if (auto p = plan.getAs<DenseI64ArrayAttr>("parts"))
-      parts = p.asArrayRef();
+    parts = plan.getParts().asArrayRef();
   os << (ls.segments ? "layers (no module paths: segments between single-activation cut "
                        "points): "
                      : "layers (from the exporter's module paths): ")
@@ -237,9 +234,9 @@ static void printLayers(ModuleOp module, raw_ostream &os) {
       int64_t params = 0;
       for (int64_t k = parts[size_t(stage)]; k < parts[size_t(stage) + 1]; ++k)
         params += ls.layers[size_t(k)].params;
-      os << "  stage " << stage << " (" << plan.getAs<StringAttr>("partition").getValue()
-         << "): layers " << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1
-         << ", " << params << " parameters\n";
+      os << "  stage " << stage << " (" << plan.getPartition() << "): layers "
+         << parts[size_t(stage)] << "-" << parts[size_t(stage) + 1] - 1 << ", "
+         << params << " parameters\n";
     }
     os << llvm::format("  %4zu  %-36s %-22s %12lld parameters", i, l.name.c_str(),
                        l.cls.empty() ? "-" : l.cls.c_str(), (long long)l.params);
@@ -256,16 +253,11 @@ static void printLayers(ModuleOp module, raw_ostream &os) {
 /// bubble.
 static void printPipeline(ModuleOp module, raw_ostream &os) {
   auto plan = attrs::kPipelinePlan.get(module);
-  const int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  int64_t micro = 1;
-  if (auto m = plan.getAs<IntegerAttr>("micro_batches"))
-    micro = m.getInt();
+  const int64_t stages = plan.getStages(), micro = plan.getMicroBatches();
   std::vector<llvm::StringSet<>> loaded{size_t(stages)};
   std::vector<int64_t> paramBytes(size_t(stages), 0), sendBytes(size_t(stages), 0),
       sends(size_t(stages), 0), gatherPeak(size_t(stages), 0), gatherSent(size_t(stages), 0);
-  int64_t dp = 1;
-  if (auto d = plan.getAs<IntegerAttr>("dp"))
-    dp = d.getInt();
+  const int64_t dp = plan.getDp();
   // With replicas (dp > 1), each stage's rank holds its shards and gathers
   // the rest over the stage's replicas: the peak of gathered bytes live at
   // once in the stage's order of work, and the bytes its gathers send.
@@ -293,9 +285,7 @@ static void printPipeline(ModuleOp module, raw_ostream &os) {
     }
   });
   // A training step: its schedule (the bubble is the same for both).
-  StringRef schedule;
-  if (auto sch = plan.getAs<StringAttr>("schedule"))
-    schedule = sch.getValue();
+  StringRef schedule = plan.getSchedule();
   const bool training = schedule == "gpipe" || schedule == "1f1b";
   StringRef per = training ? "step" : "forward";
   os << "== zero-report: pipeline, " << stages << " stages x " << dp << " rank"
@@ -415,15 +405,15 @@ struct DataParallelReport {
 
   /// A training step's memory per rank (parameters, gradients, optimizer
   /// state) and, over several ranks, its communication.
-  void printTrainingStep(DictionaryAttr training) {
-    auto optimizer = training.getAs<StringAttr>("optimizer");
-    StringRef kind = optimizer ? optimizer.getValue().split(' ').first : "";
+  void printTrainingStep(::zero::dist::TrainingAttr training) {
+    StringRef optimizer = training.getOptimizer();
+    StringRef kind = optimizer.split(' ').first;
     bool adam = kind.starts_with("adam"), momentum = false;
-    if (optimizer && kind == "sgd")
-      momentum = !optimizer.getValue().contains("momentum=0.000000e+00");
+    if (kind == "sgd")
+      momentum = !optimizer.contains("momentum=0.000000e+00");
     int64_t psi = params.trained; // fp32: 4 bytes per trained element
-    os << "training step (" << (optimizer ? optimizer.getValue() : "") << ", "
-       << "accumulation " << training.getAs<IntegerAttr>("accumulation_steps").getInt()
+    os << "training step (" << optimizer << ", "
+       << "accumulation " << training.getAccumulationSteps()
        << "), per rank; Psi_t = trained parameter bytes\n";
     // Stages 1 and 2 over N ranks keep the gradient and state of a 1/N
     // shard (the ZeRO paper's 4 Psi + 12 Psi / N for fp32 Adam; padding

@@ -56,7 +56,7 @@ module {
 // PP:      zrt.collective "Send" {{.*}} {peer = 0 : i64, tag = 2 : i64} {ranks = array<i64: 1>}
 // PP:      zrt.collective "Recv" {{.*}} {peer = 0 : i64, tag = 3 : i64} {ranks = array<i64: 1>}
 // PP:      zrt.output "loss" from [[LOSS]]
-module attributes {zero.world_size = 2 : i64, zero.pipeline_plan = {dp = 1 : i64}, zero.training = {loss = "loss"}} {
+module attributes {zero.world_size = 2 : i64, zero.pipeline_plan = #zero.pipeline_plan<stages = 2, partition = "uniform", layers = ["relu", "sum"], layer_params = [0, 0], parts = [0, 1, 2], micro_batches = 1, dp = 1, schedule = "gpipe">, zero.training = #zero.training<loss = "loss", grad_norm = "grad_norm", lr = "lr", accumulation_steps = 1, optimizer = "sgd lr=1">} {
   func.func @train_step(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}, tensor<4xf32> {onnx.name = "grad"}, tensor<f32> {onnx.name = "other"}) {
     %l:2 = call @stage0(%x) : (tensor<4xf32>) -> (tensor<f32>, tensor<f32>)
     %g = call @stage1() : () -> tensor<4xf32>

@@ -33,9 +33,9 @@
 // CHECK-NEXT: zrt.buffer @[[C:.*]] : tensor<16xf32> at @activations[64] in_order[128]
 // CHECK-NEXT: zrt.kernel "Add" on @compute [@[[B]], @[[G3]]] -> [@[[C]]]
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w1"}
-  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w2"}
-  ml_program.global private @w3(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w3"}
+  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w1"}
+  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w2"}
+  ml_program.global private @w3(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w3"}
   func.func @prefetched(%x: tensor<16xf32>) -> tensor<16xf32> {
     %s1 = ml_program.global_load @w1 : tensor<8xf32>
     %g1 = zero.all_gather %s1 {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
@@ -62,9 +62,9 @@ module attributes {zero.world_size = 2 : i64} {
 // CHECK-NOT: in_order
 // CHECK: zrt.output
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w1"}
-  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w2"}
-  ml_program.global private @w3(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w3"}
+  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w1"}
+  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w2"}
+  ml_program.global private @w3(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w3"}
   func.func @inorder(%x: tensor<16xf32>) -> tensor<16xf32> {
     %s1 = ml_program.global_load @w1 : tensor<8xf32>
     %g1 = zero.all_gather %s1 {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>

@@ -19,7 +19,7 @@ module attributes {zero.world_size = 1 : i64} {
 // Tests that using a gathered parameter after its release is refused at the
 // release, with a note at the use.
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<2xf32>) : tensor<2xf32> {zero.full_type = tensor<4xf32>, zero.shard = {numel = 4 : i64, padded_numel = 4 : i64, world = 2 : i64}, zero.tensor = "w"}
+  ml_program.global private @w(#ml_program.extern : tensor<2xf32>) : tensor<2xf32> {zero.full_type = tensor<4xf32>, zero.shard = #zero.shard<world = 2, numel = 4, padded_numel = 4>, zero.tensor = "w"}
   func.func @use_after_release(%x: tensor<4xf32>) -> tensor<4xf32> {
     %s = ml_program.global_load @w : tensor<2xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
@@ -37,7 +37,7 @@ module attributes {zero.world_size = 2 : i64} {
 // Tests that releasing a gathered parameter twice is refused at the second
 // release, with a note at the first.
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<2xf32>) : tensor<2xf32> {zero.full_type = tensor<4xf32>, zero.shard = {numel = 4 : i64, padded_numel = 4 : i64, world = 2 : i64}, zero.tensor = "w"}
+  ml_program.global private @w(#ml_program.extern : tensor<2xf32>) : tensor<2xf32> {zero.full_type = tensor<4xf32>, zero.shard = #zero.shard<world = 2, numel = 4, padded_numel = 4>, zero.tensor = "w"}
   func.func @twice(%x: tensor<4xf32>) -> tensor<4xf32> {
     %s = ml_program.global_load @w : tensor<2xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<2xf32> -> tensor<4xf32>

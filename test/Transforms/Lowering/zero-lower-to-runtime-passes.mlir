@@ -38,7 +38,7 @@
 // CHECK:         zrt.buffer @[[B:.+]] : tensor<2x4xf32> at @params[0]
 // CHECK:         zrt.kernel "FusedElementwise" on @compute [@{{.+}}] -> [@{{.+}}] {ops = array<i64: 7, 0, 0, 5, 1, 0>} {ranks = array<i64: 0>}
 // CHECK:         zrt.kernel "Gemm" on @compute [@{{.+}}, @[[B]]] -> [@{{.+}}] {{.+}}transB = 1 : i64} {flops = {{[0-9]+}} : i64, ranks = array<i64: 1>}
-module attributes {zero.pipeline_plan = {dp = 1 : i64, stages = 2 : i64}, zero.world_size = 2 : i64} {
+module attributes {zero.pipeline_plan = #zero.pipeline_plan<stages = 2, partition = "uniform", layers = ["relu", "matmul"], layer_params = [0, 8], parts = [0, 1, 2], micro_batches = 1, dp = 1, schedule = "fill-drain">, zero.world_size = 2 : i64} {
   ml_program.global private @w(#ml_program.extern : tensor<2x4xf32>) : tensor<2x4xf32>
   func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
     %y = call @forward_stage0(%x) : (tensor<3x4xf32>) -> tensor<3x2xf32>

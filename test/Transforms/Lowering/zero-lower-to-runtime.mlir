@@ -66,7 +66,7 @@ func.func @views(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<100xf32>) {
 // CHECK: zrt.kernel "Relu" on @compute [@[[Y]]]
 // CHECK-NOT: zrt.wait
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<4x2xf32>, zero.shard = {numel = 8 : i64, padded_numel = 8 : i64, world = 2 : i64}, zero.tensor = "w"}
+  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<4x2xf32>, zero.shard = #zero.shard<world = 2, numel = 8, padded_numel = 8>, zero.tensor = "w"}
   func.func @gathered(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
     %s = ml_program.global_load @w : tensor<4xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<4xf32> -> tensor<8xf32>
@@ -86,8 +86,8 @@ module attributes {zero.world_size = 2 : i64} {
 // CHECK-LABEL: zrt.program @released world_size = 2
 // CHECK: zrt.arena @activations size = 192
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w1"}
-  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w2"}
+  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w1"}
+  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w2"}
   func.func @released(%x: tensor<16xf32>) -> tensor<16xf32> {
     %s1 = ml_program.global_load @w1 : tensor<8xf32>
     %g1 = zero.all_gather %s1 {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
@@ -110,8 +110,8 @@ module attributes {zero.world_size = 2 : i64} {
 // CHECK-LABEL: zrt.program @kept world_size = 2
 // CHECK: zrt.arena @activations size = 256
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w1"}
-  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "w2"}
+  ml_program.global private @w1(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w1"}
+  ml_program.global private @w2(#ml_program.extern : tensor<8xf32>) : tensor<8xf32> {zero.full_type = tensor<16xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "w2"}
   func.func @kept(%x: tensor<16xf32>) -> tensor<16xf32> {
     %s1 = ml_program.global_load @w1 : tensor<8xf32>
     %g1 = zero.all_gather %s1 {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
@@ -135,7 +135,7 @@ module attributes {zero.world_size = 2 : i64} {
 // CHECK: zrt.kernel "Gemm" on @compute [@{{.+}}, @[[W]]] -> [@{{.+}}] {alpha = 1.000000e+00 : f32, beta = 0.000000e+00 : f32, transA = 0 : i64, transB = 1 : i64}
 // CHECK-NOT: "Transpose"
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<2x4xf32>, zero.shard = {numel = 8 : i64, padded_numel = 8 : i64, world = 2 : i64}, zero.tensor = "w"}
+  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<2x4xf32>, zero.shard = #zero.shard<world = 2, numel = 8, padded_numel = 8>, zero.tensor = "w"}
   func.func @tied(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
     %s = ml_program.global_load @w : tensor<4xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<4xf32> -> tensor<8xf32>

@@ -91,8 +91,8 @@ func.func @in_order(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT:    %[[R:.+]] = onnx.Relu %[[Y]]
 // CHECK-NEXT:    return %[[R]]
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<2x4xf32>, zero.shard = {numel = 8 : i64, padded_numel = 8 : i64, world = 2 : i64}, zero.tensor = "w"}
-  ml_program.global private @v(#ml_program.extern : tensor<6xf32>) : tensor<6xf32> {zero.full_type = tensor<12xf32>, zero.shard = {numel = 12 : i64, padded_numel = 12 : i64, world = 2 : i64}, zero.tensor = "v"}
+  ml_program.global private @w(#ml_program.extern : tensor<4xf32>) : tensor<4xf32> {zero.full_type = tensor<2x4xf32>, zero.shard = #zero.shard<world = 2, numel = 8, padded_numel = 8>, zero.tensor = "w"}
+  ml_program.global private @v(#ml_program.extern : tensor<6xf32>) : tensor<6xf32> {zero.full_type = tensor<12xf32>, zero.shard = #zero.shard<world = 2, numel = 12, padded_numel = 12>, zero.tensor = "v"}
   func.func @tied(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
     %s = ml_program.global_load @w : tensor<4xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<4xf32> -> tensor<8xf32>
@@ -122,7 +122,7 @@ module attributes {zero.world_size = 2 : i64} {
 // CHECK-NEXT:    %[[Y:.+]] = onnx.Reshape %[[G]] {shape = array<i64: 2, 3, 5>}
 // CHECK-NEXT:    return %[[Y]]
 module attributes {zero.world_size = 2 : i64} {
-  ml_program.global private @w(#ml_program.extern : tensor<10xf32>) : tensor<10xf32> {zero.full_type = tensor<5x4xf32>, zero.shard = {numel = 20 : i64, padded_numel = 20 : i64, world = 2 : i64}, zero.tensor = "w"}
+  ml_program.global private @w(#ml_program.extern : tensor<10xf32>) : tensor<10xf32> {zero.full_type = tensor<5x4xf32>, zero.shard = #zero.shard<world = 2, numel = 20, padded_numel = 20>, zero.tensor = "w"}
   func.func @batched_tied(%x: tensor<2x3x4xf32>) -> tensor<2x3x5xf32> {
     %s = ml_program.global_load @w : tensor<10xf32>
     %g = zero.all_gather %s {world = 2 : i64} : tensor<10xf32> -> tensor<20xf32>

@@ -32,7 +32,7 @@
 // against 52 - 8 = 44 the other way), so %x0 is the one value sent; nothing
 // inside the residual block crosses.
 // RUN: awk '/^\/\/ -----/ { exit } { print }' %s | zero-opt --zero-pipeline-split="pp=2" | FileCheck %s --check-prefix=CUT
-// CUT:      zero.pipeline_plan = {{{.+}}layer_params = array<i64: 16, 36, 8>, layers = ["segment.0", "segment.1", "segment.2"]{{.+}}parts = array<i64: 0, 1, 3>
+// CUT:      zero.pipeline_plan = #zero.pipeline_plan<{{.+}}layers = ["segment.0", "segment.1", "segment.2"], layer_params = [16, 36, 8], parts = [0, 1, 3]
 // CUT-LABEL: func.func private @forward_stage0
 // CUT:      %[[X0:.+]] = onnx.MatMul %arg0, %{{.+}} :
 // CUT-NEXT: zero.send %[[X0]] {peer = 1 : i64, tag = 0 : i64}

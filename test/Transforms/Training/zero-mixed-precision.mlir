@@ -44,7 +44,7 @@
 // ZeRO-1 over 2 ranks: the bf16 gradient is reduce-scattered in bf16 (half the
 // bytes), the mean taken in f32; the rank steps its f32 master shard (a tensor
 // of the parameter's shape in f32) and the bf16 update is all-gathered.
-// SHARD: ml_program.global private mutable @w.master(dense<0.000000e+00> : tensor<6xf32>) : tensor<6xf32> {zero.full_type = tensor<4x3xf32>, zero.role = "optimizer_state", zero.shard = {numel = 12 : i64, padded_numel = 12 : i64, world = 2 : i64}, zero.tensor = "w.master", zero.widen_from = @w}
+// SHARD: ml_program.global private mutable @w.master(dense<0.000000e+00> : tensor<6xf32>) : tensor<6xf32> {zero.full_type = tensor<4x3xf32>, zero.role = "optimizer_state", zero.shard = #zero.shard<world = 2, numel = 12, padded_numel = 12>, zero.tensor = "w.master", zero.widen_from = @w}
 // SHARD: zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<12xbf16> -> tensor<6xbf16>
 // SHARD-NOT: zero.local_shard
 // SHARD: %[[U:[^,]+]], %{{.+}}, %{{.+}} = zero.adamw

@@ -135,8 +135,8 @@
 // S3P-NEXT: %[[B:.+]] = onnx.Slice %[[G]]
 // S3P-NEXT: ml_program.global_store @b2 = %[[B]] : tensor<3xf32>
 
-// S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.grad_type = tensor<8xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 2 : i64}
-// S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.grad_type = tensor<2xf32>, zero.shard = {numel = 3 : i64, padded_numel = 4 : i64, world = 2 : i64}
+// S3: ml_program.global private mutable @w1(#extern) : tensor<8xf32> {zero.full_type = tensor<3x5xf32>, zero.grad_type = tensor<8xf32>, zero.shard = #zero.shard<world = 2, numel = 15, padded_numel = 16>
+// S3: ml_program.global private mutable @b2(#extern1) : tensor<2xf32> {zero.full_type = tensor<3xf32>, zero.grad_type = tensor<2xf32>, zero.shard = #zero.shard<world = 2, numel = 3, padded_numel = 4>
 // S3-LABEL: func.func @train_step
 // S3: %[[W1:.+]] = ml_program.global_load @w1 : tensor<8xf32>
 // S3-NEXT: zero.all_gather %[[W1]] {world = 2 : i64} : tensor<8xf32> -> tensor<16xf32>

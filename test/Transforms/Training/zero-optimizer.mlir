@@ -45,7 +45,7 @@
 // In the runtime program, each update writes its parameter and state buffers
 // in place (the outputs are the input buffers), the counter is copied back,
 // and the roles tell the runtime what to read from the weights file.
-// ZRT: zrt.program @train_step world_size = 1 attributes {training = {accumulation_steps = 1 : i64, grad_norm = "grad_norm", loss = "loss", lr = "lr", optimizer = "adamw
+// ZRT: zrt.program @train_step world_size = 1 attributes {training = #zero.training<loss = "loss", grad_norm = "grad_norm", lr = "lr", accumulation_steps = 1, optimizer = "adamw
 // ZRT: zrt.global "w" tensor "w" : tensor<3x4xf32> into @[[W:b[0-9]+]] {gradient = tensor<3x4xf32>, role = "parameter"}
 // ZRT: zrt.global "optimizer_step" tensor "optimizer.step" : tensor<i64> into @[[STEP:b[0-9]+]] {role = "counter"}
 // ZRT: zrt.global "w.exp_avg_sq" tensor "w.exp_avg_sq" : tensor<3x4xf32> into @[[V:b[0-9]+]] {role = "optimizer_state"}

@@ -6,9 +6,9 @@
 // each load becomes shard load + all_gather + unpad slice + reshape.
 
 // CHECK: module attributes {zero.stage = 3 : i64, zero.world_size = 4 : i64}
-// CHECK: ml_program.global private @w1({{.*}}) : tensor<4xf32> {zero.full_type = tensor<3x5xf32>, zero.shard = {numel = 15 : i64, padded_numel = 16 : i64, world = 4 : i64}, zero.tensor = "w1"}
+// CHECK: ml_program.global private @w1({{.*}}) : tensor<4xf32> {zero.full_type = tensor<3x5xf32>, zero.shard = #zero.shard<world = 4, numel = 15, padded_numel = 16>, zero.tensor = "w1"}
 // CHECK: ml_program.global private @b1({{.*}}) : tensor<5xf32> {zero.tensor = "b1"}
-// CHECK: ml_program.global private @w2({{.*}}) : tensor<3xf32> {zero.full_type = tensor<5x2xf32>, zero.shard = {numel = 10 : i64, padded_numel = 12 : i64, world = 4 : i64}, zero.tensor = "w2"}
+// CHECK: ml_program.global private @w2({{.*}}) : tensor<3xf32> {zero.full_type = tensor<5x2xf32>, zero.shard = #zero.shard<world = 4, numel = 10, padded_numel = 12>, zero.tensor = "w2"}
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[S1:.+]] = ml_program.global_load @w1 : tensor<4xf32>
 // CHECK-NEXT: %[[G1:.+]] = zero.all_gather %[[S1]] {world = 4 : i64} : tensor<4xf32> -> tensor<16xf32>

@@ -33,9 +33,9 @@
 
 // REPORT: peak gathered parameters (bytes) 144{{$}}
 module attributes {zero.world_size = 2 : i64, zero.stage = 3 : i64} {
-  ml_program.global private @a(#ml_program.extern : tensor<1xf32>) : tensor<1xf32> {zero.full_type = tensor<2xf32>, zero.shard = {numel = 2 : i64, padded_numel = 2 : i64, world = 2 : i64}, zero.tensor = "a"}
-  ml_program.global private @b(#ml_program.extern : tensor<18xf32>) : tensor<18xf32> {zero.full_type = tensor<36xf32>, zero.shard = {numel = 36 : i64, padded_numel = 36 : i64, world = 2 : i64}, zero.tensor = "b"}
-  ml_program.global private @c(#ml_program.extern : tensor<13xf32>) : tensor<13xf32> {zero.full_type = tensor<26xf32>, zero.shard = {numel = 26 : i64, padded_numel = 26 : i64, world = 2 : i64}, zero.tensor = "c"}
+  ml_program.global private @a(#ml_program.extern : tensor<1xf32>) : tensor<1xf32> {zero.full_type = tensor<2xf32>, zero.shard = #zero.shard<world = 2, numel = 2, padded_numel = 2>, zero.tensor = "a"}
+  ml_program.global private @b(#ml_program.extern : tensor<18xf32>) : tensor<18xf32> {zero.full_type = tensor<36xf32>, zero.shard = #zero.shard<world = 2, numel = 36, padded_numel = 36>, zero.tensor = "b"}
+  ml_program.global private @c(#ml_program.extern : tensor<13xf32>) : tensor<13xf32> {zero.full_type = tensor<26xf32>, zero.shard = #zero.shard<world = 2, numel = 26, padded_numel = 26>, zero.tensor = "c"}
   func.func @forward(%x: tensor<2xf32>, %y: tensor<36xf32>, %z: tensor<26xf32>) -> (tensor<2xf32>, tensor<36xf32>, tensor<26xf32>) {
     %sa = ml_program.global_load @a : tensor<1xf32>
     %ga = zero.all_gather %sa {world = 2 : i64} : tensor<1xf32> -> tensor<2xf32>

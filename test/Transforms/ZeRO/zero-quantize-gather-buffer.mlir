@@ -8,9 +8,9 @@
 // mask stays whole on every rank, is read by its load directly, and is in no
 // gather, bucket or qwZ quantize, where a -inf would have no scale. The tied
 // embedding and the query weight around it are sharded and quantized as ever.
-// CHECK:      ml_program.global private @emb({{.*}}) : tensor<16xf32> {zero.full_type = tensor<8x4xf32>, zero.shard = {numel = 32 : i64, padded_numel = 32 : i64, world = 2 : i64}, zero.tensor = "emb"}
+// CHECK:      ml_program.global private @emb({{.*}}) : tensor<16xf32> {zero.full_type = tensor<8x4xf32>, zero.shard = #zero.shard<world = 2, numel = 32, padded_numel = 32>, zero.tensor = "emb"}
 // CHECK-NEXT: ml_program.global private @mask({{.*}}) : tensor<3x3xf32> {zero.buffer, zero.tensor = "mask"}
-// CHECK-NEXT: ml_program.global private @wq({{.*}}) : tensor<8xf32> {zero.full_type = tensor<4x4xf32>, zero.shard = {numel = 16 : i64, padded_numel = 16 : i64, world = 2 : i64}, zero.tensor = "wq"}
+// CHECK-NEXT: ml_program.global private @wq({{.*}}) : tensor<8xf32> {zero.full_type = tensor<4x4xf32>, zero.shard = #zero.shard<world = 2, numel = 16, padded_numel = 16>, zero.tensor = "wq"}
 // CHECK-LABEL: func.func @forward
 // CHECK:      zero.quantize %emb {{.+}} : tensor<16xf32> -> tensor<16xi8>, tensor<1xf32>
 // CHECK:      %[[MASK:.+]] = ml_program.global_load @mask : tensor<3x3xf32>

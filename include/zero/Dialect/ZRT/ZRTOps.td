@@ -29,7 +29,10 @@ def ZRT_ProgramOp : ZRT_Op<"program", [SymbolTable, Symbol, IsolatedFromAbove,
   let summary = "A runtime program: declarations, then instructions in order";
   let description = [{
     Each stream executes the instructions bound to it in the order they appear
-    here; streams synchronise only through `zrt.record` / `zrt.wait`.
+    here; streams synchronise only through `zrt.record` / `zrt.wait`. A
+    training step's program carries the module's settings as `training`
+    (a `#zero.training<...>`, the runtime's Training table) and a pipeline's
+    its replicas per stage as `pipeline_dp`.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$world_size);
   let regions = (region SizedRegion<1>:$body);

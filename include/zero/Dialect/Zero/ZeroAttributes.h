@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "zero/Dialect/Zero/ZeroDialect.h"
 #include "zero/Dialect/Zero/ZeroEnums.h.inc"
 
 namespace zero {
@@ -75,17 +76,18 @@ inline constexpr ZeroAttr<mlir::IntegerAttr> kWorldSize{"zero.world_size"};
 /// The ZeRO stage the program was compiled at.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kStage{"zero.stage"};
 /// A training step's settings (optimizer, schedule) for the runtime.
-inline constexpr ZeroAttr<mlir::DictionaryAttr> kTraining{"zero.training"};
+inline constexpr ZeroAttr<dist::TrainingAttr> kTraining{"zero.training"};
 /// Micro-batches (gradient accumulation steps) per training step.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kAccumulationSteps{"zero.accumulation_steps"};
 /// Layers per activation-checkpointed segment.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kActivationCheckpointInterval{
     "zero.activation_checkpoint_interval"};
 /// The pipeline split's plan: stages, their ranks and schedule.
-inline constexpr ZeroAttr<mlir::DictionaryAttr> kPipelinePlan{"zero.pipeline_plan"};
+inline constexpr ZeroAttr<dist::PipelinePlanAttr> kPipelinePlan{
+    "zero.pipeline_plan"};
 /// fp16 training's loss scaler (DeepSpeed's): its settings; the dynamic
 /// scaler's state is in the loss_scaler.* globals (Training/LossScaler.h).
-inline constexpr ZeroAttr<mlir::DictionaryAttr> kLossScaler{"zero.loss_scaler"};
+inline constexpr ZeroAttr<dist::LossScalerAttr> kLossScaler{"zero.loss_scaler"};
 
 // Global (parameter, buffer, optimizer state) attributes.
 /// The ONNX initializer name a global holds.
@@ -93,7 +95,7 @@ inline constexpr ZeroAttr<mlir::StringAttr> kTensor{"zero.tensor"};
 /// What a global the optimizer adds holds (e.g. "counter", the step count).
 inline constexpr ZeroEnumAttr<GlobalRole> kRole{"zero.role"};
 /// How a global is sharded over ranks (DeepSpeed's flatten-pad-split).
-inline constexpr ZeroAttr<mlir::DictionaryAttr> kShard{"zero.shard"};
+inline constexpr ZeroAttr<dist::ShardAttr> kShard{"zero.shard"};
 /// The unsharded type of a sharded global.
 inline constexpr ZeroAttr<mlir::TypeAttr> kFullType{"zero.full_type"};
 /// A model buffer (a register_buffer, running statistics, a constant folded
@@ -113,8 +115,9 @@ inline constexpr ZeroAttr<mlir::FlatSymbolRefAttr> kWidenFrom{"zero.widen_from"}
 /// Where an offloaded global lives ("nvme": a swap file, set by zero-optimizer
 /// on the optimizer state with offload_optimizer device nvme); absent: memory.
 inline constexpr ZeroEnumAttr<OffloadDevice> kOffload{"zero.offload"};
-/// On the module: the offload settings, {nvme_path, buffer_count}.
-inline constexpr ZeroAttr<mlir::DictionaryAttr> kOffloadConfig{"zero.offload_config"};
+/// On the module: the NVMe offload settings (nvme_path, buffer_count).
+inline constexpr ZeroAttr<dist::OffloadConfigAttr> kOffloadConfig{
+    "zero.offload_config"};
 
 // Op attributes.
 /// The pipeline stage an op runs on.

@@ -15,16 +15,8 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "zero/Dialect/Zero/ZeroBase.td"
 
-def Zero_Dialect : Dialect {
-  let name = "zero";
-  let summary = "ZeRO collectives and parameter life cycle";
-  let cppNamespace = "::zero::dist";
-  // The zero.* attributes the passes put on ops and function results
-  // (ZeroAttributes.h): each has a known name and value type.
-  let hasOperationAttrVerify = 1;
-  let hasRegionResultAttrVerify = 1;
-}
 
 class Zero_Op<string mnemonic, list<Trait> traits = []>
     : Op<Zero_Dialect, mnemonic, traits>;
