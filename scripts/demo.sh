@@ -16,8 +16,7 @@ OUT="$BUILD/demo"
 rm -rf "$OUT" && mkdir -p "$OUT"
 MODEL="$ROOT/test/models/gpt2.onnx"
 REF="$ROOT/test/models/gpt2.ref.safetensors"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+eval "$(PYTHONPATH="$ROOT/test/kit" "$PY" -m zerokit.mpi root oversubscribe yield_when_idle)"
 show() { echo "\$ $*"; "$@"; }
 
 # The reference inputs the fixture was exported with.

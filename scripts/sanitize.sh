@@ -26,8 +26,7 @@ ninja -C "$SAN" -j "${ZERO_JOBS:-2}"
 # Open MPI's own allocations are not ours to report; everything else is fatal.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+eval "$(PYTHONPATH="$ROOT/test/kit" python3 -m zerokit.mpi root oversubscribe yield_when_idle)"
 (cd "$SAN" && ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}")
 
 # Seeds: a real program and its weights from zero-opt, and .npy arrays.

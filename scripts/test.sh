@@ -11,8 +11,9 @@ BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
 export ZERO_PYENV="$BUILD/pyenv"
 "$ROOT/scripts/build.sh"
 "$ROOT/scripts/setup-pyenv.sh" test >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI's settings for the runtime's MPI tests (allowed as root, more ranks
+# than cores), from the test kit, which every driver takes them from too.
+eval "$(PYTHONPATH="$ROOT/test/kit" "$ZERO_PYENV/bin/python" -m zerokit.mpi root oversubscribe)"
 cd "$BUILD"
 ctest --output-on-failure -j "${ZERO_TEST_JOBS:-2}" "$@"
 # The layout tests again at each instruction set below this CPU's best

@@ -1,7 +1,7 @@
 """Checks that Open MPI's environment is set up in one place: the test kit.
 
 Every driver, property test, fixture probe, benchmark, lit test and shell
-script under test/ and bench/ that runs mpirun or zero-run takes its Open MPI
+script under test/, bench/ and scripts/ that runs mpirun or zero-run takes its Open MPI
 variables (allowed as root, oversubscription, yielding when idle, a session
 directory of its own) and mpirun's --oversubscribe from test/kit/zerokit/mpi.py:
 Python files import it, lit RUN lines use %mpirun (test/lit.cfg.py builds it
@@ -22,6 +22,10 @@ import sys
 
 root = sys.argv[1]
 KIT = os.path.join("test", "kit")
+# The kit itself; and the GPU kit, which runs alone on a device machine without
+# the test kit and strips Open MPI's variables from zero-run's environment
+# (never sets them).
+SKIP = (KIT, os.path.join("scripts", "gpu-kit"))
 LIT = (".test", ".mlir", ".onnxtext")
 SUFFIXES = (".py", ".sh", ".cmake") + LIT
 # The prefix and the flag are spelled with a class ([_], [s]) so that this file
@@ -48,10 +52,10 @@ def problems_in(rel, lines):
 if not os.path.exists(os.path.join(root, KIT, "zerokit", "mpi.py")):
     sys.exit(f"{root}: no {KIT}/zerokit/mpi.py")
 problems = []
-for folder in ("bench", "test"):
+for folder in ("bench", "scripts", "test"):
     for d, dirs, files in os.walk(os.path.join(root, folder)):
         rel_dir = os.path.relpath(d, root)
-        dirs[:] = sorted(x for x in dirs if os.path.join(rel_dir, x) != KIT
+        dirs[:] = sorted(x for x in dirs if os.path.join(rel_dir, x) not in SKIP
                          and x not in ("__pycache__", "Output"))
         for f in sorted(files):
             if not (f.endswith(SUFFIXES) or f == "CMakeLists.txt"):

@@ -22,12 +22,19 @@ launcher(*, root=False, yield_when_idle=False): the words that start a shell
     line running mpirun with this environment, -np and the command to follow:
     env VAR=VALUE... mpirun --oversubscribe
     (test/lit.cfg.py's %mpirun for the RUN lines).
+exports(*, root=False, oversubscribe=False, yield_when_idle=False): the shell
+    lines `export NAME=VALUE` of those settings, for a script that runs ctest
+    or mpirun several times:
+    eval "$(PYTHONPATH=test/kit python3 -m zerokit.mpi root oversubscribe)"
+    (scripts/test.sh, sanitize.sh, demo.sh; the words are the keywords).
 SH_RANK: this process's rank under mpirun, in sh (0 outside it).
 is_root(): whether this process runs as root.
 """
 import contextlib
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 
 SESSION_DIR = "OMPI_MCA_orte_tmpdir_base"
@@ -83,3 +90,21 @@ def launcher(*, root=False, yield_when_idle=False):
 
 def is_mpirun(cmd):
     return bool(cmd) and os.path.basename(str(cmd[0])) == "mpirun"
+
+
+def exports(*, root=False, oversubscribe=False, yield_when_idle=False):
+    e = env({}, root=root, oversubscribe=oversubscribe, yield_when_idle=yield_when_idle)
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(e.items()))
+
+
+def main(argv):
+    words = ("root", "oversubscribe", "yield_when_idle")
+    unknown = [a for a in argv if a not in words]
+    if unknown:
+        sys.exit(f"zerokit.mpi: unknown setting {unknown[0]}; the settings are "
+                 + ", ".join(words))
+    sys.stdout.write(exports(**{a: True for a in argv}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
