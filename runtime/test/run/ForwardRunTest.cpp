@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ProgramWriter.h"
+#include "RunFixture.h"
 
 #include "zrt/Bindings.h"
 #include "zrt/Communicator.h"
@@ -53,19 +54,9 @@ struct LinearRun {
 
   Status load() {
     ZRT_RETURN_IF_ERROR(test::writeLinearModel(dir, 1));
-    program = loadProgram(dir + "/model.zrt", &backend->kernels());
-    if (!program)
-      return program.status();
-    Expected<std::unique_ptr<Executor>> created =
-        Executor::create(*program, *backend, *comm);
-    if (!created)
-      return created.status();
-    executor = std::move(*created);
-    Expected<SafetensorsFile> weights =
-        SafetensorsFile::open(dir + "/weights.safetensors");
-    if (!weights)
-      return weights.status();
-    ZRT_RETURN_IF_ERROR(loadGlobals(*executor, *weights, 0));
+    ZRT_RETURN_IF_ERROR(test::loadProgramWithWeights(
+        dir + "/model.zrt", dir + "/weights.safetensors", *backend, *comm,
+        program, executor));
     inputs = {{"x", dir + "/x.npy"}};
     return bindInputs(*executor, inputs);
   }

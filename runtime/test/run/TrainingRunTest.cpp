@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ProgramWriter.h"
+#include "RunFixture.h"
 
 #include "zrt/Bindings.h"
 #include "zrt/Communicator.h"
@@ -157,21 +158,10 @@ struct TrainingSetup {
                              {"y", DType::F32, {kSteps, kB, kD}, y.data()}});
   }
   Status load() {
-    executor.reset();
-    program = loadProgram(dir + "/train.zrt", &backend->kernels());
-    if (!program)
-      return program.status();
-    Expected<std::unique_ptr<Executor>> created =
-        Executor::create(*program, *backend, *comm);
-    if (!created)
-      return created.status();
-    executor = std::move(*created);
-    Expected<SafetensorsFile> weights =
-        SafetensorsFile::open(dir + "/weights.safetensors");
-    if (!weights)
-      return weights.status();
     context.comm = comm.get();
-    return loadGlobals(*executor, *weights, 0);
+    return test::loadProgramWithWeights(dir + "/train.zrt",
+                                        dir + "/weights.safetensors", *backend,
+                                        *comm, program, executor);
   }
   TrainingPlanOptions planOptions(int64_t steps) const {
     TrainingPlanOptions o;
