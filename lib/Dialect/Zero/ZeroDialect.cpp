@@ -192,7 +192,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kOffloadConfig, "a #zero.offload_config"),
       known(a::kPipelineStage, "an integer"),
       known(a::kPipelineStep, "a string"),
-      known(a::kPhase, "a string"),
+      known(a::kPhase, "\"forward\" or \"backward\""),
       known(a::kMicroBatch, "an integer"),
       known(a::kStream, "\"compute\" or \"comm\""),
       known(a::kFusionGroup, "an integer"),

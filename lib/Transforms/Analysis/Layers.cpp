@@ -417,7 +417,8 @@ int64_t zero::layerMacs(const Layer &layer) {
     // Forward products only: a training step's backward repeats them in
     // proportion (twice), and its recomputed clones are not the layer's.
     if (auto phase = attrs::kPhase.get(op);
-        (phase && phase.getValue() != "forward") || attrs::kRecompute.isSetOn(op))
+        (phase && *phase != attrs::Phase::Forward) ||
+        attrs::kRecompute.isSetOn(op))
       continue;
     llvm::StringRef name = op->getName().getStringRef();
     if (op->getNumResults() != 1 || op->getNumOperands() < 2)

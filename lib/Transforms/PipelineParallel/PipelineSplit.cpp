@@ -671,7 +671,7 @@ struct ZeroPipelineSplitPass
       auto makeAdd = [&](Value x, Value y, int64_t st, Slot slot) -> Value {
         b.setInsertionPointAfter(later(x, y));
         auto add = ::zero::onnx::AddOp::create(b, root.getLoc(), root.getType(), x, y);
-        attrs::kPhase.set(add, b.getStringAttr("backward"));
+        attrs::kPhase.set(add, attrs::Phase::Backward);
         attrs::kMicroBatch.set(add, b.getI64IntegerAttr(slot.micro));
         stageOf[add] = st;
         slotOf[add] = slot;
@@ -764,7 +764,8 @@ struct ZeroPipelineSplitPass
       if (auto phase = attrs::kPhase.get(&op)) {
         seenTagged = true;
         Slot slot;
-        slot.phase = phase.getValue() == "forward" ? Slot::Forward : Slot::Backward;
+        slot.phase =
+            *phase == attrs::Phase::Forward ? Slot::Forward : Slot::Backward;
         slot.micro = attrs::kMicroBatch.get(&op).getInt();
         step.slotOf[&op] = slot;
       } else if (!seenTagged) {

@@ -32,11 +32,9 @@ namespace attrs = ::zero::attrs;
 
 namespace {
 
-/// The part of a training step an op belongs to ("forward", "backward"), or
-/// empty.
-StringRef phaseOf(Operation *op) {
-  auto p = attrs::kPhase.get(op);
-  return p ? p.getValue() : StringRef();
+/// The part of a training step an op belongs to, if tagged.
+std::optional<attrs::Phase> phaseOf(Operation *op) {
+  return attrs::kPhase.get(op);
 }
 
 /// The micro-batch of a tagged op.
@@ -105,7 +103,7 @@ struct ZeroActivationCheckpointPass
     std::map<SegmentKey, SmallVector<Operation *>> segments;
     for (Operation &op : body) {
       auto it = ls.layerOf.find(&op);
-      if (it == ls.layerOf.end() || phaseOf(&op) != "forward")
+      if (it == ls.layerOf.end() || phaseOf(&op) != attrs::Phase::Forward)
         continue;
       segments[{microBatchOf(&op), int64_t(it->second) / interval}].push_back(&op);
     }
@@ -120,7 +118,8 @@ struct ZeroActivationCheckpointPass
     llvm::SetVector<Operation *> readers;
     for (Operation *op : fwd)
       for (Operation *user : op->getUsers())
-        if (user->getBlock() == &body && phaseOf(user) == "backward" &&
+        if (user->getBlock() == &body &&
+            phaseOf(user) == attrs::Phase::Backward &&
             microBatchOf(user) == key.first)
           readers.insert(user);
     if (readers.empty())
@@ -150,7 +149,7 @@ struct ZeroActivationCheckpointPass
       if (!needed.contains(op))
         continue;
       Operation *copy = b.clone(*op, map);
-      attrs::kPhase.set(copy, b.getStringAttr("backward"));
+      attrs::kPhase.set(copy, attrs::Phase::Backward);
       attrs::kRecompute.set(copy, b.getUnitAttr());
       ++numRecomputed;
     }

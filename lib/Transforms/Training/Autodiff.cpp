@@ -451,13 +451,14 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
 
   /// With tag-micro-batches, marks each op built after `before` with its
   /// micro-batch and phase (zero-pipeline-split orders them per stage).
-  void tagSince(TrainStep &s, Operation *before, int64_t k, StringRef phase) {
+  void tagSince(TrainStep &s, Operation *before, int64_t k,
+                attrs::Phase phase) {
     if (!tagMicroBatches)
       return;
     for (Operation *op = before ? before->getNextNode() : &s.entry->front(); op;
          op = op->getNextNode()) {
       attrs::kMicroBatch.set(op, s.b.getI64IntegerAttr(k));
-      attrs::kPhase.set(op, s.b.getStringAttr(phase));
+      attrs::kPhase.set(op, phase);
     }
   }
 
@@ -470,7 +471,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     Operation *beforeForward = s.lastOp();
     IRMapping map;
     SmallVector<Operation *> ops = cloneForward(s, k, map);
-    tagSince(s, beforeForward, k, "forward");
+    tagSince(s, beforeForward, k, attrs::Phase::Forward);
     Operation *beforeBackward = s.lastOp();
     Value loss = map.lookup(s.forwardRet.getOperand(0));
     Type lossType = s.forwardRet.getOperand(0).getType();
@@ -506,7 +507,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         it->second = sumGradients(b, it->second, widen ? widenGradient(b, v) : v);
     }
     s.lossSum = s.lossSum ? onnx::AddOp::create(b, s.lossSum, loss).getResult() : loss;
-    tagSince(s, beforeBackward, k, "backward");
+    tagSince(s, beforeBackward, k, attrs::Phase::Backward);
     return success();
   }
 

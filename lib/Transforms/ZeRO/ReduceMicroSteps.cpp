@@ -194,11 +194,13 @@ struct ZeroReduceMicroStepsPass
   /// Copies `from`'s micro-batch and phase tags (a step zero-autodiff built
   /// with tag-micro-batches) onto the ops from `first` to `last`.
   static void copyTags(Operation *from, Operation *first, Operation *last) {
-    if (!from || !attrs::kPhase.isSetOn(from))
+    std::optional<attrs::Phase> phase =
+        from ? attrs::kPhase.get(from) : std::nullopt;
+    if (!phase)
       return;
     for (Operation *op = first;; op = op->getNextNode()) {
       attrs::kMicroBatch.set(op, attrs::kMicroBatch.get(from));
-      attrs::kPhase.set(op, attrs::kPhase.get(from));
+      attrs::kPhase.set(op, *phase);
       if (op == last)
         break;
     }

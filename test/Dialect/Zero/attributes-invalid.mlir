@@ -34,7 +34,7 @@ func.func @g(%a: tensor<2xf32>) -> (tensor<2xf32> {zero.grad_of = 3 : i64}) {
 // -----
 
 // Tests that a string-valued zero.* attribute takes one of its spellings
-// (ZeroEnums.td) only: a stream, an offload device, a global's role.
+// (ZeroEnums.td) only: a stream, an offload device, a global's role, a phase.
 func.func @h(%a: tensor<2xf32>) -> tensor<2xf32> {
   // expected-error@+1 {{attribute 'zero.stream' must be "compute" or "comm", got "gpu"}}
   %b = "onnx.Relu"(%a) {zero.stream = "gpu"} : (tensor<2xf32>) -> tensor<2xf32>
@@ -115,4 +115,12 @@ module attributes {zero.loss_scaler = #zero.loss_scaler<loss_scale = 0.0, initia
 
 // expected-error@+1 {{#zero.offload_config: nvme_path must name a folder}}
 module attributes {zero.offload_config = #zero.offload_config<nvme_path = "", buffer_count = 4>} {
+}
+
+// -----
+
+func.func @p(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{attribute 'zero.phase' must be "forward" or "backward", got "optimizer"}}
+  %b = "onnx.Relu"(%a) {zero.phase = "optimizer"} : (tensor<2xf32>) -> tensor<2xf32>
+  return %b : tensor<2xf32>
 }

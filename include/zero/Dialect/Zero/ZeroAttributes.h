@@ -58,11 +58,13 @@ template <typename E> struct ZeroEnumAttr {
       return symbolizeEnum<E>(v.getValue());
     return std::nullopt;
   }
+  std::optional<E> get(mlir::Operation &op) const { return get(&op); }
   /// The attribute itself (its spelling), null when absent.
   mlir::StringAttr getAttr(mlir::Operation *op) const {
     return op->getAttrOfType<mlir::StringAttr>(name);
   }
   bool isSetOn(mlir::Operation *op) const { return op->hasAttr(name); }
+  bool isSetOn(mlir::Operation &op) const { return isSetOn(&op); }
   void set(mlir::Operation *op, E value) const {
     op->setAttr(name,
                 mlir::StringAttr::get(op->getContext(), stringifyEnum(value)));
@@ -125,8 +127,8 @@ inline constexpr ZeroAttr<mlir::IntegerAttr> kPipelineStage{"zero.pipeline_stage
 /// The pipeline schedule step an op belongs to (e.g. "F0": the forward of
 /// micro-batch 0).
 inline constexpr ZeroAttr<mlir::StringAttr> kPipelineStep{"zero.pipeline_step"};
-/// Which part of a training step an op belongs to (e.g. "backward").
-inline constexpr ZeroAttr<mlir::StringAttr> kPhase{"zero.phase"};
+/// Which part of a training step an op belongs to ("forward", "backward").
+inline constexpr ZeroEnumAttr<Phase> kPhase{"zero.phase"};
 /// The micro-batch an op of a training step works on.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kMicroBatch{"zero.micro_batch"};
 /// The stream an op runs on ("comm": the communication stream).

@@ -28,6 +28,11 @@ def Zero_OffloadDevice : Zero_AttrEnum<"OffloadDevice",
   I32EnumAttrCase<"Cpu", 0, "cpu">,
   I32EnumAttrCase<"Nvme", 1, "nvme">]>;
 
+def Zero_Phase : Zero_AttrEnum<"Phase",
+    "zero.phase: the part of a training step an op belongs to", [
+  I32EnumAttrCase<"Forward", 0, "forward">,
+  I32EnumAttrCase<"Backward", 1, "backward">]>;
+
 def Zero_GlobalRole : Zero_AttrEnum<"GlobalRole",
     "zero.role: what a global that is not a model parameter holds", [
   I32EnumAttrCase<"OptimizerState", 0, "optimizer_state">,
