@@ -13,7 +13,11 @@ Modes (any combination; they run in this order):
                       outputs must equal the set of stored gradients.
   --adamw-step NAME   compile with the fixture's AdamW settings, run one step on the
                       reference inputs (--input, --save) and compare the saved
-                      parameters with the stored adamw.* (see "AdamW step tolerance").
+                      parameters with the stored adamw.* (see "AdamW step tolerance");
+                      then step 3 (non-zero moments, step 3's bias corrections) against
+                      PyTorch's AdamW rule in float64 applied to the state zero-run saved
+                      after step 2 and the gradient at those weights (grads.py
+                      mode_adamw_later).
   --train NAME        ds_config with AdamW, gradient_clipping, gradient accumulation 2
                       and a linear WarmupLR; 20 steps on generated data; the log's loss,
                       grad_norm and lr at every step and the final parameters are
@@ -94,7 +98,7 @@ from pathlib import Path
 from training.common import FIXTURES, ROOT, SKIP, TRAIN_DEFAULTS, Fail, Skip, Tools, log
 from training.ckpt import mode_ckpt
 from training.dp import mode_dp
-from training.grads import mode_adamw_step, mode_grads
+from training.grads import mode_adamw_later, mode_adamw_step, mode_grads
 from training.pp import mode_pp
 from training.precision import mode_bf16, mode_fp16
 from training.train import mode_train
@@ -209,6 +213,7 @@ def main():
         return 1
     jobs = [("grads", n, mode_grads) for n in a.grads] + \
            [("adamw-step", n, mode_adamw_step) for n in a.adamw_step] + \
+           [("adamw-later", n, mode_adamw_later) for n in a.adamw_step] + \
            [("train", n, mode_train) for n in a.train] + \
            [("dp", n, mode_dp) for n in a.dp] + \
            [("ckpt", n, mode_ckpt) for n in a.ckpt] + \
