@@ -53,9 +53,12 @@ unsupported_reason() {
   if ! ip netns add "$probe" 2>/dev/null; then
     echo "ip netns add is not permitted here"; return
   fi
-  if ! ip netns exec "$probe" unshare --uts --mount --propagation private true 2>/dev/null; then
+  # What the rsh agent does for every node.
+  if ! ip netns exec "$probe" unshare --uts --mount --propagation private \
+      sh -c "hostname $probe && mount -t tmpfs tmpfs /dev/shm" 2>/dev/null; then
     ip netns del "$probe" 2>/dev/null || true
-    echo "unshare --uts --mount is not permitted inside a network namespace"; return
+    echo "a hostname and a /dev/shm tmpfs of its own (unshare --uts --mount) are not" \
+      "permitted inside a network namespace"; return
   fi
   ip netns del "$probe"
   if ! ip link add "${probe}b" type bridge 2>/dev/null; then
