@@ -34,7 +34,8 @@ set -Eeuo pipefail
 
 UNSUPPORTED=77
 SUBNET_PREFIX=10.77
-LOCK="${TMPDIR:-/tmp}/zero-cluster.lock"
+# One lock for every cluster of this machine, whatever TMPDIR each caller has.
+LOCK=/tmp/zero-cluster.lock
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
