@@ -15,13 +15,19 @@ Cases (--case, repeatable; default all but uneven):
           context manager nothing of it is left (namespaces, bridge, state).
   zero3   ZeRO-3 on 2 nodes x 2 slots: losses, grad norms and saved weights
           bit-identical to one node.
-  hpz     hpZ (zero_hpz_partition_size 2) on 2 nodes x 2 under --map-by slot and
-          --map-by node: each bit-identical to hpZ on one node. Prints the bytes
-          the nodes' links sent in each placement.
+  hpz     hpZ (zero_hpz_partition_size 2) and plain ZeRO-3 on 2 nodes x 2 under
+          --map-by slot and --map-by node: each bit-identical to the same program
+          on one node; zero-run's placement lines exact (under --map-by node hpZ's
+          program ranks 0, 1 are launcher ranks 0, 2 on the first node; ZeRO-3,
+          with no node group, keeps the launcher's numbering); what the nodes'
+          links sent (their veth counters) for hpZ, in either placement, at most
+          0.75x ZeRO-3's over the same node-major numbering (--map-by slot), and
+          hpZ's under node within 5% of under slot (its re-gathers stay inside
+          the nodes whichever --map-by).
   uneven  hpZ 2 on nodes of 3 slots + 1: no renumbering puts the group {2, 3}
           inside one node, so zero-run must refuse before step 1, exiting
           non-zero with one line naming the ranks, their nodes and the fix
-          (--map-by slot / the hostfile's slots): REFUSAL below.
+          (--map-by slot / the hostfile's slots): refusal() below.
 
 Exit status: 0 passed, 1 a mismatch or a failed command, 77 where no cluster can
 be made here (not root, namespaces not permitted, ...), printing
@@ -44,6 +50,9 @@ from zerokit import cluster, mpi, tools as kit_tools
 
 RANKS, GROUP = 4, 2
 CASES = ("cluster", "zero3", "hpz", "uneven")
+# hpZ's re-gathers stay inside a node: of a step's three world collectives'
+# crossing bytes (gather, re-gather, reduce-scatter) about one third goes.
+HPZ_CROSSING_MAX = 0.75
 
 
 def refusal(text, nodes):
@@ -75,6 +84,7 @@ class Runs:
             "train_batch_size", "train_micro_batch_size_per_gpu",
             "gradient_accumulation_steps")}
         self.programs = {}
+        self.results = {}
 
     def program(self, tag, zopts):
         if tag not in self.programs:
@@ -99,12 +109,19 @@ class Runs:
 
     def train(self, tag, zopts, run_tag, launch=None):
         """Trains program TAG under LAUNCH (np, cmd -> mpirun's line; one node's
-        mpirun when None); returns (log rows, saved weights)."""
-        self.program(tag, zopts)
-        launch = launch or mpi.mpirun
-        run(launch(RANKS, self.args(tag, run_tag)), f"zero-run ({run_tag})")
-        return (read_log(self.work / f"log_{run_tag}.json", self.steps),
-                load_file(str(self.work / f"final_{run_tag}.safetensors")))
+        mpirun when None); returns (log rows, saved weights), once per RUN_TAG.
+        self.stdout[RUN_TAG] keeps what zero-run printed."""
+        if run_tag not in self.results:
+            self.program(tag, zopts)
+            launch = launch or mpi.mpirun
+            r, _ = run(launch(RANKS, self.args(tag, run_tag)), f"zero-run ({run_tag})")
+            self.results[run_tag] = (
+                (read_log(self.work / f"log_{run_tag}.json", self.steps),
+                 load_file(str(self.work / f"final_{run_tag}.safetensors"))), r.stdout)
+        return self.results[run_tag][0]
+
+    def stdout(self, run_tag):
+        return self.results[run_tag][1]
 
 
 def differences(got, want, what):
@@ -177,20 +194,60 @@ def case_zero3(runs, c2x2):
     return bad
 
 
+def placement_lines(nodes, map_by, renumbered):
+    """zero-run's placement lines for 4 ranks on 2 nodes x 2: the nodes in
+    launcher-rank order; under --map-by node launcher ranks 0, 2 are on the first
+    node, and RENUMBERED says whether they became program ranks 0, 1."""
+    if map_by == "slot":
+        return [f"zero-run: node {nodes[0]}: ranks 0, 1", f"zero-run: node {nodes[1]}: ranks 2, 3"]
+    if renumbered:
+        return [f"zero-run: node {nodes[0]}: ranks 0, 1 (launcher ranks 0, 2)",
+                f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
+    return [f"zero-run: node {nodes[0]}: ranks 0, 2", f"zero-run: node {nodes[1]}: ranks 1, 3"]
+
+
 def case_hpz(runs, c2x2):
+    """hpZ and plain ZeRO-3 under both placements: bit-identical to one node, the
+    placement zero-run reports, and the bytes that crossed between the nodes."""
     hpz = dict(zero_hpz_partition_size=GROUP)
-    one = runs.train("hpz", hpz, "hpz_one")
-    bad = []
+    nodes = [n for n, _, _ in c2x2.nodes]
+    one = {"zero3": runs.train("zero3", {}, "zero3_one"), "hpz": runs.train("hpz", hpz, "hpz_one")}
+    bad, crossed = [], {}
     for map_by in ("slot", "node"):
-        before = c2x2.bytes_sent()
-        got = runs.train("hpz", hpz, f"hpz_{map_by}",
-                         lambda np_, cmd: c2x2.mpirun(np_, cmd, map_by=map_by))
-        sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
-        diff = differences(got, one, f"hpZ {GROUP}, --map-by {map_by}")
-        bad += diff
-        log(f"  hpZ {GROUP}, 2 nodes x 2, --map-by {map_by}: "
-            f"{'bit-identical to' if not diff else 'DIFFERS from'} one node; the nodes' "
-            f"links sent {sum(sent.values())} B ({', '.join(f'{n} {b}' for n, b in sent.items())})")
+        for tag, zopts in (("zero3", {}), ("hpz", hpz)):
+            name = f"{'hpZ ' + str(GROUP) if tag == 'hpz' else 'ZeRO-3'}, --map-by {map_by}"
+            before = c2x2.bytes_sent()
+            got = runs.train(tag, zopts, f"{tag}_{map_by}",
+                             lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m))
+            sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
+            crossed[tag, map_by] = sum(sent.values())
+            diff = differences(got, one[tag], name)
+            want = placement_lines(nodes, map_by, renumbered=tag == "hpz")
+            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
+                     if ln.startswith("zero-run: node ")]
+            if lines != want:
+                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            bad += diff
+            log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
+                f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); {'; '.join(lines)}; "
+                f"the nodes' links sent {crossed[tag, map_by]} B "
+                f"({', '.join(f'{n} {b}' for n, b in sent.items())})")
+    # Against ZeRO-3 over the same numbering (node-major: --map-by slot), so
+    # that only hpZ's re-gathers differ. Under --map-by node ZeRO-3 keeps the
+    # launcher's round-robin numbering (no node group), over which MPI's world
+    # collectives cross the nodes with other, smaller exchanges: logged only.
+    z = crossed["zero3", "slot"]
+    for map_by in ("slot", "node"):
+        h = crossed["hpz", map_by]
+        log(f"  --map-by {map_by}: hpZ sent {h} B across, {h / z:.3f}x ZeRO-3's {z} B "
+            f"(--map-by slot; {crossed['zero3', map_by]} B under --map-by {map_by})")
+        if h > HPZ_CROSSING_MAX * z:
+            bad.append(f"hpZ {GROUP}, --map-by {map_by}: the links sent {h} B, more than "
+                       f"{HPZ_CROSSING_MAX}x ZeRO-3's {z} B: are its groups split across nodes?")
+    slot, node = crossed["hpz", "slot"], crossed["hpz", "node"]
+    if abs(node - slot) > 0.05 * slot:
+        bad.append(f"hpZ {GROUP}: the links sent {node} B under --map-by node, {slot} B "
+                   "under --map-by slot: more than 5% apart")
     return bad
 
 
