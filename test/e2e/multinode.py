@@ -24,6 +24,10 @@ Cases (--case, repeatable; default all but uneven):
           0.75x ZeRO-3's over the same node-major numbering (--map-by slot), and
           hpZ's under node within 5% of under slot (its re-gathers stay inside
           the nodes whichever --map-by).
+  groups  qgZ inside hpZ's groups, and a pipeline of 2 stages x 2 replicas, on 2
+          nodes x 2 under --map-by slot and --map-by node: bit-identical to one
+          node, renumbered node by node under --map-by node (placement lines),
+          the same bytes across in both placements (within 5%).
   uneven  hpZ 2 on nodes of 3 slots + 1: no renumbering puts the group {2, 3}
           inside one node, so zero-run must refuse before step 1, exiting
           non-zero with one line naming the ranks, their nodes and the fix
@@ -49,7 +53,7 @@ from training.common import Fail, log, read_log, read_train_ref, run, Tools
 from zerokit import cluster, mpi, tools as kit_tools
 
 RANKS, GROUP = 4, 2
-CASES = ("cluster", "zero3", "hpz", "uneven")
+CASES = ("cluster", "zero3", "hpz", "groups", "uneven")
 # hpZ's re-gathers stay inside a node: of a step's three world collectives'
 # crossing bytes (gather, re-gather, reduce-scatter) about one third goes.
 HPZ_CROSSING_MAX = 0.75
@@ -86,18 +90,23 @@ class Runs:
         self.programs = {}
         self.results = {}
 
-    def program(self, tag, zopts):
+    def program(self, tag, zopts, stages=1):
+        """Program TAG: ZEROPTS over the RANKS ranks, cut into STAGES pipeline
+        stages of RANKS / STAGES replicas each when STAGES > 1."""
         if tag not in self.programs:
+            dp = RANKS // stages
             cfg = dict(self.cfg0, train_batch_size=self.rows,
-                       train_micro_batch_size_per_gpu=self.rows // RANKS,
+                       train_micro_batch_size_per_gpu=self.rows // dp,
                        gradient_accumulation_steps=1)
             cfg["zero_optimization"] = dict(stage=3, stage3_param_persistence_threshold=0,
                                             stage3_max_reuse_distance=0, **zopts)
             cp = self.work / f"ds_{tag}.json"
             cp.write_text(json.dumps(cfg, indent=1) + "\n")
             zrt, w = self.work / f"{tag}.zrt", self.work / f"init_{tag}.safetensors"
-            self.tools.compile(Path(self.a.models) / f"{self.a.model}_loss.onnx", self.shapes,
-                               ["--config", str(cp)], zrt, w)
+            shapes = {k: (self.rows // dp,) + v[1:] for k, v in self.shapes.items()}
+            pipeline = [f"--zero-pipeline=pp={stages}"] if stages > 1 else []
+            self.tools.compile(Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
+                               ["--config", str(cp), *pipeline], zrt, w)
             self.programs[tag] = (zrt, w)
         return self.programs[tag]
 
@@ -107,12 +116,12 @@ class Runs:
         return [self.tools.zero_run, str(zrt), "--weights", str(w), "--data", str(self.data),
                 "--steps", str(self.steps), "--log-json", str(lp), "--save", str(sp)]
 
-    def train(self, tag, zopts, run_tag, launch=None):
+    def train(self, tag, zopts, run_tag, launch=None, stages=1):
         """Trains program TAG under LAUNCH (np, cmd -> mpirun's line; one node's
         mpirun when None); returns (log rows, saved weights), once per RUN_TAG.
-        self.stdout[RUN_TAG] keeps what zero-run printed."""
+        self.stdout(RUN_TAG) is what zero-run printed."""
         if run_tag not in self.results:
-            self.program(tag, zopts)
+            self.program(tag, zopts, stages)
             launch = launch or mpi.mpirun
             r, _ = run(launch(RANKS, self.args(tag, run_tag)), f"zero-run ({run_tag})")
             self.results[run_tag] = (
@@ -251,6 +260,43 @@ def case_hpz(runs, c2x2):
     return bad
 
 
+def case_groups(runs, c2x2):
+    """The other node groups: qgZ's hierarchical form (its all-to-all inside hpZ's
+    groups, then across) and a pipeline of 2 stages x 2 replicas (each stage on a
+    node, its replicas' ZeRO-3 inside it; item 5 of issue 50). Under --map-by node
+    zero-run renumbers both as under --map-by slot: losses, grad norms and weights
+    bit-identical to one node, the same bytes across (within 5%)."""
+    programs = (("qgZ inside hpZ 2", "qgz", dict(zero_hpz_partition_size=GROUP,
+                                                  zero_quantized_gradients=True), 1),
+                ("pp=2 x dp=2", "pp2", {}, 2))
+    bad = []
+    nodes = [n for n, _, _ in c2x2.nodes]
+    for what, tag, zopts, stages in programs:
+        one = runs.train(tag, zopts, f"{tag}_one", stages=stages)
+        crossed = {}
+        for map_by in ("slot", "node"):
+            name = f"{what}, --map-by {map_by}"
+            before = c2x2.bytes_sent()
+            got = runs.train(tag, zopts, f"{tag}_{map_by}",
+                             lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m),
+                             stages=stages)
+            crossed[map_by] = sum(b - before[n] for n, b in c2x2.bytes_sent().items())
+            diff = differences(got, one, name)
+            want = placement_lines(nodes, map_by, renumbered=True)
+            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
+                     if ln.startswith("zero-run: node ")]
+            if lines != want:
+                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            bad += diff
+            log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
+                f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); "
+                f"the nodes' links sent {crossed[map_by]} B")
+        if abs(crossed["node"] - crossed["slot"]) > 0.05 * crossed["slot"]:
+            bad.append(f"{what}: the links sent {crossed['node']} B under --map-by node, "
+                       f"{crossed['slot']} B under --map-by slot: more than 5% apart")
+    return bad
+
+
 def case_uneven(runs, a):
     runs.program("hpz", dict(zero_hpz_partition_size=GROUP))
     with cluster.cluster(2, slots=(3, 1)) as c:
@@ -285,7 +331,7 @@ def main():
     p.add_argument("--work", required=True)
     a = p.parse_args()
     a.bin_dir, a.np = None, None
-    cases = a.case or ["cluster", "zero3", "hpz"]
+    cases = a.case or ["cluster", "zero3", "hpz", "groups"]
     why = cluster.unsupported()
     if why:
         print(f"UNSUPPORTED: {why}")
@@ -297,12 +343,14 @@ def main():
         log(f"== multinode {a.model}: stage 3 over {RANKS} ranks, {a.steps} steps, "
             f"cases {', '.join(cases)}")
         bad = case_cluster() if "cluster" in cases else []
-        if "zero3" in cases or "hpz" in cases:
+        if {"zero3", "hpz", "groups"} & set(cases):
             with cluster.cluster(2, slots=2) as c2x2:
                 if "zero3" in cases:
                     bad += case_zero3(runs, c2x2)
                 if "hpz" in cases:
                     bad += case_hpz(runs, c2x2)
+                if "groups" in cases:
+                    bad += case_groups(runs, c2x2)
         if "uneven" in cases:
             bad += case_uneven(runs, a)
     except cluster.Unsupported as e:
