@@ -46,6 +46,14 @@ public:
   /// This rank's index among the ranks on its host (MPI_COMM_TYPE_SHARED),
   /// in [0, localSize()).
   virtual int localRank() const { return 0; }
+  /// Each world rank's node, by rank: its host's name, one per set of ranks
+  /// that share memory (MPI_COMM_TYPE_SHARED). By default every rank is on
+  /// this host.
+  virtual std::vector<std::string> nodeNames() const;
+  /// Renumbers the world: the process of rank r becomes rank rankOf[r]
+  /// (zrt/Placement.h's answer, the same permutation on every rank), for
+  /// everything after it. Collective over the world, before setup().
+  virtual Status reorder(const std::vector<int> &rankOf);
 
   /// Builds the program's process groups and `numChannels` independent
   /// channels. Collective over the world: every rank calls it with the same

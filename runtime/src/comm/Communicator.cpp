@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 namespace zrt {
 
@@ -146,6 +147,21 @@ private:
 };
 
 } // namespace
+
+std::vector<std::string> Communicator::nodeNames() const {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::strcpy(host, "localhost");
+  return std::vector<std::string>(size_t(worldSize()), host);
+}
+
+Status Communicator::reorder(const std::vector<int> &rankOf) {
+  for (size_t r = 0; r < rankOf.size(); ++r)
+    if (rankOf[r] != int(r))
+      return Status::error("the " + name() +
+                           " communicator cannot renumber its ranks");
+  return Status::ok();
+}
 
 std::unique_ptr<Communicator> createLocalCommunicator() {
   return std::make_unique<LocalCommunicator>();

@@ -23,6 +23,7 @@ const char *const kControlStepNames[] = {
     "comparison of the ranks' collectives (--check-collectives) after training "
     "step",
     "evaluation (--eval-tokens) after training step",
+    "placement of the ranks on the nodes (zero-run start-up)",
 };
 
 } // namespace

@@ -660,6 +660,45 @@ TEST(Agreement, OtherCollectiveCountsAfterAStepAreNamed) {
   }
 }
 
+TEST(Placement, NodeNamesAreTheHostsName) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(world->nodeNames(),
+            std::vector<std::string>(size_t(world->worldSize()), host));
+}
+
+TEST(Placement, ReorderRenumbersTheWorld) {
+  const int size = world->worldSize(), before = world->rank();
+  if (size > 1) // not a permutation: refused before any MPI call
+    EXPECT_FALSE(
+        world->reorder(std::vector<int>(world->worldSize(), 0)).isOk());
+  std::vector<int> reversed;
+  for (int r = 0; r < size; ++r)
+    reversed.push_back(size - 1 - r);
+  Status s = world->reorder(reversed);
+  if (world->name() == "local") {
+    EXPECT_TRUE(s.isOk()) << s.message(); // the identity
+    return;
+  }
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(world->rank(), size - 1 - before);
+  // The world's collectives follow the new numbering: new rank i is the
+  // process that was rank size - 1 - i.
+  ASSERT_TRUE(world->setup({}, 1).isOk());
+  std::vector<float> mine = {float(before)}, all(size_t(size), -1.0f);
+  CommContext ctx;
+  ASSERT_TRUE(world->allGather(ref(mine), ref(all), ctx).isOk());
+  for (int i = 0; i < size; ++i)
+    EXPECT_EQ(all[size_t(i)], float(size - 1 - i));
+  std::vector<std::string> names = world->gatherToRoot(std::to_string(before));
+  if (world->rank() == 0)
+    for (int i = 0; i < size; ++i)
+      EXPECT_EQ(names[size_t(i)], std::to_string(size - 1 - i));
+  // And back, for whatever runs after.
+  ASSERT_TRUE(world->reorder(reversed).isOk());
+  EXPECT_EQ(world->rank(), before);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {

@@ -38,6 +38,7 @@
 #include "zrt/ForwardRun.h"
 #include "zrt/MpiCommunicator.h"
 #include "zrt/OutputFile.h"
+#include "zrt/Placement.h"
 #include "zrt/Program.h"
 #include "zrt/RunControl.h"
 #include "zrt/TrainingCheckpoint.h"
@@ -339,7 +340,51 @@ Status openProgram(RankRun &run, int threads, bool &usageError) {
     if (!run.weightsFile)
       return run.weightsFile.status();
   }
-  return checkOutputsCreatable(run);
+  return Status::ok();
+}
+
+/// Phase 1, once every rank has the program: which program rank each process
+/// is on the launcher's nodes (zrt/Placement.h), decided by rank 0 and taken
+/// by every rank before anything depends on a rank (weights and data shards,
+/// file names, reports). A placement that splits one of the program's node
+/// groups ends every rank here, rank 0 printing why in one line; with more
+/// than one node rank 0 prints the placement. Returns 0, else the exit code.
+int placeRanksOnNodes(RankRun &run) {
+  Communicator &comm = run.comm;
+  const std::vector<std::string> nodes = comm.nodeNames();
+  std::vector<int32_t> rankOf(nodes.size(), -1); // all -1: refused
+  std::string refusal;
+  if (comm.rank() == 0) {
+    Expected<std::vector<int>> placed = placeRanks(nodes, run.program->groups);
+    if (placed)
+      std::copy(placed->begin(), placed->end(), rankOf.begin());
+    else
+      refusal = placed.status().message();
+  }
+  auto watched = run.watch(kPlaceRanks);
+  Status status =
+      comm.broadcastBytes(rankOf.data(), rankOf.size() * sizeof(int32_t), 0);
+  if (status.isOk() && rankOf[0] < 0) {
+    if (comm.rank() == 0)
+      std::fprintf(stderr, "zero-run: error: %s\n", refusal.c_str());
+    std::fflush(stderr);
+    return 1;
+  }
+  const std::vector<int> programRank(rankOf.begin(), rankOf.end());
+  bool identity = true;
+  for (size_t r = 0; r < programRank.size(); ++r)
+    identity = identity && programRank[r] == int(r);
+  if (status.isOk() && !identity)
+    status = comm.reorder(programRank);
+  if (!status.isOk())
+    return failDuringRun(comm, status);
+  run.rt.backend->setRank(comm.rank(), comm.worldSize());
+  if (comm.rank() == 0 &&
+      std::count(nodes.begin(), nodes.end(), nodes[0]) != int64_t(nodes.size()))
+    for (const std::string &line : describePlacement(nodes, programRank))
+      std::printf("zero-run: %s\n", line.c_str());
+  std::fflush(stdout);
+  return 0;
 }
 
 /// Phase 1: every rank opens the program, the backend and the weights
@@ -356,6 +401,13 @@ int openProgramOnEveryRank(RankRun &run) {
     auto watched = run.watch(kAgreeOnProgram);
     if (!agree(comm, status))
       return usageError ? 2 : 1;
+  }
+  if (int code = placeRanksOnNodes(run))
+    return code;
+  {
+    auto watched = run.watch(kAgreeOnProgram);
+    if (!agree(comm, checkOutputsCreatable(run)))
+      return 1;
   }
   if (opts.checkCollectives) {
     auto watched = run.watch(kCompareHashes);

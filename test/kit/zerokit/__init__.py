@@ -6,6 +6,9 @@ benchmarks share for running zero-opt and zero-run.
                  passes --oversubscribe (drivers and benchmarks import it, lit's
                  %mpirun is built from it in test/lit.cfg.py, CMake sets none;
                  test/Structure/mpi-env.test checks it).
+  zerokit.cluster  a cluster of network-namespace nodes on this machine
+                 (scripts/cluster.sh) for the multi-node drivers, always
+                 brought down again.
   zerokit.tools  running a tool: in a session directory of its own (call), or
                  failing the driver when it fails (run).
   zerokit.data   data the drivers share (the GPL-3 byte tokens).

@@ -4,14 +4,19 @@
 // (MPI_Comm_split of the world, keyed by the position in the group's rank list,
 // so MPI ranks are group ranks; a partitioned group's parts are the split's
 // colours), duplicated once per channel so that two communication streams never
-// interleave operations on one communicator.
+// interleave operations on one communicator. Each rank's node (its processor
+// name; the ranks of one MPI_COMM_TYPE_SHARED split are one node) is gathered
+// once at start, and reorder() replaces the world by a split of it keyed by
+// each process's program rank (zrt/Placement.h), so everything after it, the
+// program's groups included, runs over the renumbered world.
 //
 // With MPI_THREAD_MULTIPLE, collectives are the blocking MPI calls (their tuned
 // algorithms were up to 2x faster than the non-blocking ones for a 64 MiB
-// allreduce on 2 ranks here). With less thread support they are issued non-blocking and
-// completed by polling MPI_Test, holding the mutex that serialises MPI calls per
-// call rather than for the whole collective, so two streams' collectives cannot
-// deadlock on it; a cancelled run then also stops waiting.
+// allreduce on 2 ranks here). With less thread support they are issued
+// non-blocking and completed by polling MPI_Test, holding the mutex that
+// serialises MPI calls per call rather than for the whole collective, so two
+// streams' collectives cannot deadlock on it; a cancelled run then also stops
+// waiting.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +28,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +81,7 @@ public:
                         &local);
     MPI_Comm_size(local, &localSize_);
     MPI_Comm_rank(local, &localRank_);
+    nodes_ = gatherNodeNames(local);
     MPI_Comm_free(&local);
     MPI_Op_create(sumF16, /*commute=*/1, &sumF16_);
     MPI_Op_create(sumBF16, /*commute=*/1, &sumBF16_);
@@ -94,6 +101,34 @@ public:
   int worldSize() const override { return size_; }
   int localSize() const override { return localSize_; }
   int localRank() const override { return localRank_; }
+  std::vector<std::string> nodeNames() const override { return nodes_; }
+
+  /// The world again, split with this process's new rank as the key: every
+  /// collective after it (the program's groups, zero-run's agreements) runs
+  /// over the renumbered world.
+  Status reorder(const std::vector<int> &rankOf) override {
+    std::vector<int> sorted = rankOf;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t r = 0; r < sorted.size(); ++r)
+      if (sorted.size() != size_t(size_) || sorted[r] != int(r))
+        return Status::error("cannot renumber " + std::to_string(size_) +
+                             " ranks with a list that is not a permutation");
+    auto lock = serialize();
+    freeChannels();
+    MPI_Comm next = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(control_, 0, rankOf[size_t(rank_)], &next);
+    if (rc != MPI_SUCCESS)
+      return Status::error("cannot renumber the ranks: " + mpiErrorString(rc));
+    MPI_Comm_free(&control_);
+    control_ = next;
+    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(control_, &rank_);
+    std::vector<std::string> nodes(nodes_.size());
+    for (size_t r = 0; r < nodes_.size(); ++r)
+      nodes[size_t(rankOf[r])] = nodes_[r];
+    nodes_ = std::move(nodes);
+    return Status::ok();
+  }
 
   Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
@@ -345,6 +380,35 @@ public:
   }
 
 private:
+  /// Every world rank's node, by rank: its processor name (the host's). Two
+  /// nodes that report one name (hosts named alike) stay two nodes, told
+  /// apart by their first world rank; `local` holds this node's ranks.
+  std::vector<std::string> gatherNodeNames(MPI_Comm local) {
+    constexpr int width = MPI_MAX_PROCESSOR_NAME + 1;
+    char name[width] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    int first = rank_; // local rank 0 is the node's first world rank
+    MPI_Bcast(&first, 1, MPI_INT, 0, local);
+    std::vector<char> names(size_t(size_) * width);
+    std::vector<int> firsts(names.size() / width);
+    MPI_Allgather(name, width, MPI_CHAR, names.data(), width, MPI_CHAR,
+                  control_);
+    MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, control_);
+    std::vector<std::string> plain, nodes;
+    for (int r = 0; r < size_; ++r)
+      plain.emplace_back(&names[size_t(r) * width]);
+    for (size_t r = 0; r < plain.size(); ++r) {
+      nodes.push_back(plain[r]);
+      for (size_t other = 0; other < plain.size(); ++other)
+        if (plain[other] == plain[r] && firsts[other] != firsts[r]) {
+          nodes.back() += "#" + std::to_string(firsts[r]);
+          break;
+        }
+    }
+    return nodes;
+  }
+
   struct GroupComm {
     MPI_Comm comm = MPI_COMM_NULL;
     int rank = 0;
@@ -507,6 +571,7 @@ private:
   bool multiple_;
   MPI_Comm control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, localSize_ = 1, localRank_ = 0;
+  std::vector<std::string> nodes_; ///< by rank
   MPI_Op sumF16_ = MPI_OP_NULL, sumBF16_ = MPI_OP_NULL;
   std::vector<std::vector<GroupComm>> channels_; // [channel][group + 1]
   std::mutex pendingMutex_;

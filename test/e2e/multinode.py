@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""ZeRO-3 and hpZ across nodes: training on a cluster of network namespaces on
+this machine (zerokit.cluster, scripts/cluster.sh: each node its own network on a
+bridge, its own hostname and /dev/shm; shared memory inside a node, TCP between
+nodes) against the same program on one node (plain mpirun). The fixture's
+stored training data (NAME_loss.train.ref.safetensors) tiled to --steps steps;
+stage 3 over 4 ranks, no persistent parameters and reuse distance 0, so the
+backward re-gathers every parameter (hpZ's work).
+
+Cases (--case, repeatable; default all but uneven):
+  cluster the cluster itself: 3 nodes of 1, 2 and 1 slots with a 1gbit link;
+          mpirun -np 4 --map-by slot places 1, 2 and 1 processes on them, each
+          with its node's hostname and /dev/shm (one tmpfs per node, none shared
+          with this machine's), every node's link shaped to 1gbit; after the
+          context manager nothing of it is left (namespaces, bridge, state).
+  zero3   ZeRO-3 on 2 nodes x 2 slots: losses, grad norms and saved weights
+          bit-identical to one node.
+  hpz     hpZ (zero_hpz_partition_size 2) and plain ZeRO-3 on 2 nodes x 2 under
+          --map-by slot and --map-by node: each bit-identical to the same program
+          on one node; zero-run's placement lines exact (under --map-by node hpZ's
+          program ranks 0, 1 are launcher ranks 0, 2 on the first node; ZeRO-3,
+          with no node group, keeps the launcher's numbering); what the nodes'
+          links sent (their veth counters) for hpZ, in either placement, at most
+          0.75x ZeRO-3's over the same node-major numbering (--map-by slot), and
+          hpZ's under node within 5% of under slot (its re-gathers stay inside
+          the nodes whichever --map-by).
+  groups  qgZ inside hpZ's groups, and a pipeline of 2 stages x 2 replicas, on 2
+          nodes x 2 under --map-by slot and --map-by node: bit-identical to one
+          node, renumbered node by node under --map-by node (placement lines),
+          the same bytes across in both placements (within 5%).
+  uneven  hpZ 2 on nodes of 3 slots + 1: no renumbering puts the group {2, 3}
+          inside one node, so zero-run must refuse before step 1, exiting
+          non-zero with one line naming the ranks, their nodes and the fix
+          (--map-by slot / the hostfile's slots): refusal() below.
+
+Exit status: 0 passed, 1 a mismatch or a failed command, 77 where no cluster can
+be made here (not root, namespaces not permitted, ...), printing
+"UNSUPPORTED: <reason>".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from training.common import Fail, log, read_log, read_train_ref, run, Tools
+from zerokit import cluster, mpi, tools as kit_tools
+
+RANKS, GROUP = 4, 2
+CASES = ("cluster", "zero3", "hpz", "groups", "uneven")
+# hpZ's re-gathers stay inside a node: of a step's three world collectives'
+# crossing bytes (gather, re-gather, reduce-scatter) about one third goes.
+HPZ_CROSSING_MAX = 0.75
+
+
+def refusal(text, nodes):
+    """Whether TEXT holds zero-run's refusal of the uneven placement: one line
+    naming ranks 2 and 3, both nodes, and the fix (--map-by or slots)."""
+    for line in text.splitlines():
+        if all(n in line for n in nodes) and re.search(r"\b2\b", line) and \
+                re.search(r"\b3\b", line) and re.search(r"rank", line, re.I) and \
+                ("--map-by" in line or "slots" in line):
+            return True
+    return False
+
+
+class Runs:
+    """The fixture compiled once per ZeRO config, and zero-run over its data."""
+
+    def __init__(self, a, tools, work):
+        stored = read_train_ref(a.models, a.model)
+        self.a, self.tools, self.work, self.steps = a, tools, work, a.steps
+        reps = -(-a.steps // stored["steps"])
+        data = {k: np.concatenate([v] * reps)[:a.steps] for k, v in stored["data"].items()}
+        self.rows = next(iter(data.values())).shape[1]
+        if self.rows % RANKS:
+            raise Fail(f"{self.rows} rows per step do not split over {RANKS} ranks")
+        self.data = work / "batches.safetensors"
+        save_file({k: np.ascontiguousarray(v) for k, v in data.items()}, str(self.data))
+        self.shapes = {k: (self.rows // RANKS,) + v.shape[2:] for k, v in data.items()}
+        self.cfg0 = {k: v for k, v in stored["config"].items() if k not in (
+            "train_batch_size", "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps")}
+        self.programs = {}
+        self.results = {}
+
+    def program(self, tag, zopts, stages=1):
+        """Program TAG: ZEROPTS over the RANKS ranks, cut into STAGES pipeline
+        stages of RANKS / STAGES replicas each when STAGES > 1."""
+        if tag not in self.programs:
+            dp = RANKS // stages
+            cfg = dict(self.cfg0, train_batch_size=self.rows,
+                       train_micro_batch_size_per_gpu=self.rows // dp,
+                       gradient_accumulation_steps=1)
+            cfg["zero_optimization"] = dict(stage=3, stage3_param_persistence_threshold=0,
+                                            stage3_max_reuse_distance=0, **zopts)
+            cp = self.work / f"ds_{tag}.json"
+            cp.write_text(json.dumps(cfg, indent=1) + "\n")
+            zrt, w = self.work / f"{tag}.zrt", self.work / f"init_{tag}.safetensors"
+            shapes = {k: (self.rows // dp,) + v[1:] for k, v in self.shapes.items()}
+            pipeline = [f"--zero-pipeline=pp={stages}"] if stages > 1 else []
+            self.tools.compile(Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
+                               ["--config", str(cp), *pipeline], zrt, w)
+            self.programs[tag] = (zrt, w)
+        return self.programs[tag]
+
+    def args(self, tag, run_tag):
+        zrt, w = self.programs[tag]
+        lp, sp = self.work / f"log_{run_tag}.json", self.work / f"final_{run_tag}.safetensors"
+        return [self.tools.zero_run, str(zrt), "--weights", str(w), "--data", str(self.data),
+                "--steps", str(self.steps), "--log-json", str(lp), "--save", str(sp)]
+
+    def train(self, tag, zopts, run_tag, launch=None, stages=1):
+        """Trains program TAG under LAUNCH (np, cmd -> mpirun's line; one node's
+        mpirun when None); returns (log rows, saved weights), once per RUN_TAG.
+        self.stdout(RUN_TAG) is what zero-run printed."""
+        if run_tag not in self.results:
+            self.program(tag, zopts, stages)
+            launch = launch or mpi.mpirun
+            r, _ = run(launch(RANKS, self.args(tag, run_tag)), f"zero-run ({run_tag})")
+            self.results[run_tag] = (
+                (read_log(self.work / f"log_{run_tag}.json", self.steps),
+                 load_file(str(self.work / f"final_{run_tag}.safetensors"))), r.stdout)
+        return self.results[run_tag][0]
+
+    def stdout(self, run_tag):
+        return self.results[run_tag][1]
+
+
+def differences(got, want, what):
+    """What differs, bit for bit, between two (log rows, weights) results."""
+    (g_rows, g_w), (w_rows, w_w) = got, want
+    bad = []
+    for key in ("loss", "grad_norm"):
+        g, w = [r[key] for r in g_rows], [r[key] for r in w_rows]
+        if g != w:
+            i = next(i for i, (x, y) in enumerate(zip(g, w)) if x != y)
+            bad.append(f"{what}: {key} at step {i + 1} is {g[i]!r}, one node's {w[i]!r}")
+    if sorted(g_w) != sorted(w_w):
+        bad.append(f"{what}: saved tensors {sorted(g_w)}, one node's {sorted(w_w)}")
+    bad += [f"{what}: weight {k} differs from one node's" for k in sorted(w_w)
+            if k in g_w and g_w[k].tobytes() != w_w[k].tobytes()]
+    return bad
+
+
+def case_cluster():
+    """What every other case stands on: the nodes are separate machines to Open MPI."""
+    probe = "echo $(hostname) $(stat -c %d /dev/shm)"
+    shm_here = subprocess.run(["stat", "-c", "%d", "/dev/shm"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    with cluster.cluster(3, slots=(1, 2, 1), rate="1gbit") as c:
+        names = [n for n, _, _ in c.nodes]
+        r = run(c.mpirun(4, ["sh", "-c", probe], map_by="slot"), "mpirun (cluster probe)")[0]
+        shaped = [subprocess.run(["tc", "-n", n, "class", "show", "dev", "eth0"],
+                                 capture_output=True, text=True).stdout for n in names]
+        state = c.state
+    seen = sorted(line.split() for line in r.stdout.splitlines() if line.strip())
+    hosts = [h for h, _ in seen]
+    shm = {h: d for h, d in seen}
+    bad = []
+    if hosts != sorted([names[0], names[1], names[1], names[2]]):
+        bad.append(f"cluster: processes ran on {hosts}, expected 1, 2 and 1 on {names}")
+    if len(set(shm.values())) != 3 or shm_here in shm.values():
+        bad.append(f"cluster: /dev/shm devices {shm} (this machine's {shm_here}): "
+                   "expected one of its own per node")
+    bad += [f"cluster: {n}'s link is not shaped to 1gbit: {s!r}"
+            for n, s in zip(names, shaped) if "rate 1Gbit" not in s]
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    if any(n in left for n in names) or state.exists():
+        bad.append(f"cluster: left behind after down: namespaces {left.split()}, "
+                   f"state {state} exists: {state.exists()}")
+    log(f"  cluster of 3 nodes (1, 2, 1 slots): processes on {', '.join(hosts)}; "
+        f"/dev/shm of their own; links at 1gbit; {'nothing' if not bad else 'something'} "
+        "left after down")
+    return bad
+
+
+def case_zero3(runs, c2x2):
+    """ZeRO-3 on 2 x 2 equals one node; and the job did cross the link: a node
+    cannot learn the other's shards unless they are sent, so each node's link
+    carried at least half the parameters' bytes per step (every parameter is
+    gathered at least once a step)."""
+    one = runs.train("zero3", {}, "zero3_one")
+    before = c2x2.bytes_sent()
+    got = runs.train("zero3", {}, "zero3_2x2", c2x2.mpirun)
+    sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
+    bad = differences(got, one, "ZeRO-3 on 2 nodes x 2")
+    params = sum(v.nbytes for v in load_file(str(runs.programs["zero3"][1])).values())
+    floor = params // 2 * runs.steps
+    bad += [f"ZeRO-3 on 2 nodes x 2: {n}'s link sent {b} B, less than half the parameters' "
+            f"{params} B per step ({floor} B): did the ranks run on two nodes?"
+            for n, b in sent.items() if b < floor]
+    log(f"  ZeRO-3, 2 nodes x 2: {'bit-identical to' if not bad else 'DIFFERS from'} one node "
+        f"(step {runs.steps} loss {got[0][-1]['loss']!r}, one node {one[0][-1]['loss']!r}); "
+        f"the links sent {', '.join(f'{n} {b}' for n, b in sent.items())} B (at least "
+        f"{floor} each)")
+    return bad
+
+
+def placement_lines(nodes, map_by, renumbered):
+    """zero-run's placement lines for 4 ranks on 2 nodes x 2: the nodes in
+    launcher-rank order; under --map-by node launcher ranks 0, 2 are on the first
+    node, and RENUMBERED says whether they became program ranks 0, 1."""
+    if map_by == "slot":
+        return [f"zero-run: node {nodes[0]}: ranks 0, 1", f"zero-run: node {nodes[1]}: ranks 2, 3"]
+    if renumbered:
+        return [f"zero-run: node {nodes[0]}: ranks 0, 1 (launcher ranks 0, 2)",
+                f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
+    return [f"zero-run: node {nodes[0]}: ranks 0, 2", f"zero-run: node {nodes[1]}: ranks 1, 3"]
+
+
+def case_hpz(runs, c2x2):
+    """hpZ and plain ZeRO-3 under both placements: bit-identical to one node, the
+    placement zero-run reports, and the bytes that crossed between the nodes."""
+    hpz = dict(zero_hpz_partition_size=GROUP)
+    nodes = [n for n, _, _ in c2x2.nodes]
+    one = {"zero3": runs.train("zero3", {}, "zero3_one"), "hpz": runs.train("hpz", hpz, "hpz_one")}
+    bad, crossed = [], {}
+    for map_by in ("slot", "node"):
+        for tag, zopts in (("zero3", {}), ("hpz", hpz)):
+            name = f"{'hpZ ' + str(GROUP) if tag == 'hpz' else 'ZeRO-3'}, --map-by {map_by}"
+            before = c2x2.bytes_sent()
+            got = runs.train(tag, zopts, f"{tag}_{map_by}",
+                             lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m))
+            sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
+            crossed[tag, map_by] = sum(sent.values())
+            diff = differences(got, one[tag], name)
+            want = placement_lines(nodes, map_by, renumbered=tag == "hpz")
+            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
+                     if ln.startswith("zero-run: node ")]
+            if lines != want:
+                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            bad += diff
+            log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
+                f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); {'; '.join(lines)}; "
+                f"the nodes' links sent {crossed[tag, map_by]} B "
+                f"({', '.join(f'{n} {b}' for n, b in sent.items())})")
+    # Against ZeRO-3 over the same numbering (node-major: --map-by slot), so
+    # that only hpZ's re-gathers differ. Under --map-by node ZeRO-3 keeps the
+    # launcher's round-robin numbering (no node group), over which MPI's world
+    # collectives cross the nodes with other, smaller exchanges: logged only.
+    z = crossed["zero3", "slot"]
+    for map_by in ("slot", "node"):
+        h = crossed["hpz", map_by]
+        log(f"  --map-by {map_by}: hpZ sent {h} B across, {h / z:.3f}x ZeRO-3's {z} B "
+            f"(--map-by slot; {crossed['zero3', map_by]} B under --map-by {map_by})")
+        if h > HPZ_CROSSING_MAX * z:
+            bad.append(f"hpZ {GROUP}, --map-by {map_by}: the links sent {h} B, more than "
+                       f"{HPZ_CROSSING_MAX}x ZeRO-3's {z} B: are its groups split across nodes?")
+    slot, node = crossed["hpz", "slot"], crossed["hpz", "node"]
+    if abs(node - slot) > 0.05 * slot:
+        bad.append(f"hpZ {GROUP}: the links sent {node} B under --map-by node, {slot} B "
+                   "under --map-by slot: more than 5% apart")
+    return bad
+
+
+def case_groups(runs, c2x2):
+    """The other node groups: qgZ's hierarchical form (its all-to-all inside hpZ's
+    groups, then across) and a pipeline of 2 stages x 2 replicas (each stage on a
+    node, its replicas' ZeRO-3 inside it; item 5 of issue 50). Under --map-by node
+    zero-run renumbers both as under --map-by slot: losses, grad norms and weights
+    bit-identical to one node, the same bytes across (within 5%)."""
+    programs = (("qgZ inside hpZ 2", "qgz", dict(zero_hpz_partition_size=GROUP,
+                                                  zero_quantized_gradients=True), 1),
+                ("pp=2 x dp=2", "pp2", {}, 2))
+    bad = []
+    nodes = [n for n, _, _ in c2x2.nodes]
+    for what, tag, zopts, stages in programs:
+        one = runs.train(tag, zopts, f"{tag}_one", stages=stages)
+        crossed = {}
+        for map_by in ("slot", "node"):
+            name = f"{what}, --map-by {map_by}"
+            before = c2x2.bytes_sent()
+            got = runs.train(tag, zopts, f"{tag}_{map_by}",
+                             lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m),
+                             stages=stages)
+            crossed[map_by] = sum(b - before[n] for n, b in c2x2.bytes_sent().items())
+            diff = differences(got, one, name)
+            want = placement_lines(nodes, map_by, renumbered=True)
+            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
+                     if ln.startswith("zero-run: node ")]
+            if lines != want:
+                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            bad += diff
+            log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
+                f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); "
+                f"the nodes' links sent {crossed[map_by]} B")
+        if abs(crossed["node"] - crossed["slot"]) > 0.05 * crossed["slot"]:
+            bad.append(f"{what}: the links sent {crossed['node']} B under --map-by node, "
+                       f"{crossed['slot']} B under --map-by slot: more than 5% apart")
+    return bad
+
+
+def case_uneven(runs, a):
+    runs.program("hpz", dict(zero_hpz_partition_size=GROUP))
+    with cluster.cluster(2, slots=(3, 1)) as c:
+        cmd = c.mpirun(RANKS, runs.args("hpz", "hpz_uneven"), map_by="slot")
+        log("  $ " + " ".join(map(str, cmd)))
+        r = kit_tools.call(cmd, mpi.env(root=True, oversubscribe=True), timeout=a.timeout)
+        nodes = [n for n, _, _ in c.nodes]
+    out = (r.stdout + r.stderr).strip()
+    log_path = runs.work / "log_hpz_uneven.json"
+    if r.returncode == 0:
+        return [f"hpZ {GROUP} on nodes of 3 + 1 slots ran (exit 0): the group {{2, 3}} spans "
+                f"{nodes[0]} and {nodes[1]}; zero-run must refuse before step 1"]
+    if not refusal(out, nodes) or (log_path.exists() and json.loads(log_path.read_text())):
+        return [f"hpZ {GROUP} on nodes of 3 + 1 slots: exit {r.returncode}, but not the refusal "
+                f"naming ranks 2 and 3, nodes {nodes[0]} and {nodes[1]} and the fix "
+                f"before step 1:\n{out[-3000:]}"]
+    log(f"  hpZ {GROUP}, nodes of 3 + 1 slots: refused before step 1 (exit {r.returncode}): "
+        + next(line for line in out.splitlines() if refusal(line, nodes)))
+    return []
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--zero-opt", required=True)
+    p.add_argument("--zero-run", required=True)
+    p.add_argument("--models", required=True)
+    p.add_argument("--model", default="gpt2")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--case", action="append", choices=CASES)
+    p.add_argument("--timeout", type=float, default=120,
+                   help="seconds the refused run may take (uneven)")
+    p.add_argument("--work", required=True)
+    a = p.parse_args()
+    a.bin_dir, a.np = None, None
+    cases = a.case or ["cluster", "zero3", "hpz", "groups"]
+    why = cluster.unsupported()
+    if why:
+        print(f"UNSUPPORTED: {why}")
+        return cluster.UNSUPPORTED
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        runs = Runs(a, Tools(a), work)
+        log(f"== multinode {a.model}: stage 3 over {RANKS} ranks, {a.steps} steps, "
+            f"cases {', '.join(cases)}")
+        bad = case_cluster() if "cluster" in cases else []
+        if {"zero3", "hpz", "groups"} & set(cases):
+            with cluster.cluster(2, slots=2) as c2x2:
+                if "zero3" in cases:
+                    bad += case_zero3(runs, c2x2)
+                if "hpz" in cases:
+                    bad += case_hpz(runs, c2x2)
+                if "groups" in cases:
+                    bad += case_groups(runs, c2x2)
+        if "uneven" in cases:
+            bad += case_uneven(runs, a)
+    except cluster.Unsupported as e:
+        print(f"UNSUPPORTED: {e}")
+        return cluster.UNSUPPORTED
+    except Fail as e:
+        bad = [str(e)]
+    for b in bad:
+        log(f"FAIL: {b}")
+    log("PASS" if not bad else f"{len(bad)} failure(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
