@@ -29,7 +29,7 @@ LIBRARIES = {
     "base": (["base", "math"], ["Status.h", "Tensor.h"], []),
     "program": (["program"], ["Kernel.h", "Program.h", "Backend.h"], ["base"]),
     "io": (["io"], ["TensorFile.h", "Checksum.h", "OutputFile.h", "Checkpoint.h"], ["base"]),
-    "comm": (["comm"], ["Communicator.h", "Agreement.h"], ["program"]),
+    "comm": (["comm"], ["Communicator.h", "Agreement.h", "Placement.h"], ["program"]),
     "comm_mpi": (["comm/mpi"], ["MpiCommunicator.h"], ["comm"]),
     "kernels": (["kernels"], [], ["program"]),
     "cpu": (["cpu"], ["CpuBackend.h"], ["kernels", "io"]),
