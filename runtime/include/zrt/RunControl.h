@@ -41,6 +41,7 @@ enum ControlStep : uint64_t {
   kCheckpoint,
   kCompareCollectives,
   kEvaluate,
+  kGatherPlacement,
 };
 
 /// The watchdog tag of control step `kind` at training step `step` (0: none).

@@ -23,6 +23,7 @@ const char *const kControlStepNames[] = {
     "comparison of the ranks' collectives (--check-collectives) after training "
     "step",
     "evaluation (--eval-tokens) after training step",
+    "gathering of the ranks' nodes (zero-run start-up)",
 };
 
 } // namespace
