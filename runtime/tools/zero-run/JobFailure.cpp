@@ -39,6 +39,7 @@ std::string rankList(const std::vector<int> &ranks) {
 
 /// The termination note, but for the step: formatted by noteTermination().
 std::string gNoteHead, gNoteTail;
+const char kNoteStep[] = " at training step ";
 const std::atomic<int64_t> *gNoteStep = nullptr;
 
 void writeAll(const char *data, size_t size) {
@@ -52,15 +53,16 @@ void writeAll(const char *data, size_t size) {
 }
 
 void onTerminate(int signo) {
-  char digits[24];
-  size_t n = 0;
-  int64_t step = gNoteStep ? gNoteStep->load() : 0;
-  do {
-    digits[sizeof digits - 1 - n++] = char('0' + step % 10);
-    step /= 10;
-  } while (step > 0 && n < sizeof digits);
   writeAll(gNoteHead.data(), gNoteHead.size());
-  writeAll(digits + sizeof digits - n, n);
+  int64_t step = gNoteStep ? gNoteStep->load() : 0;
+  if (step > 0) { // none before training step 1, nor in a forward run
+    char digits[24];
+    size_t n = 0;
+    for (; step > 0 && n < sizeof digits; step /= 10)
+      digits[sizeof digits - 1 - n++] = char('0' + step % 10);
+    writeAll(kNoteStep, sizeof kNoteStep - 1);
+    writeAll(digits + sizeof digits - n, n);
+  }
   writeAll(gNoteTail.data(), gNoteTail.size());
   std::signal(signo, SIG_DFL);
   std::raise(signo);
@@ -146,8 +148,7 @@ void endJob(Communicator &comm, int code, double graceSeconds) {
 void noteTermination(int rank, const JobPlacement &placement,
                      const std::atomic<int64_t> *currentStep) {
   gNoteHead = "[rank " + std::to_string(rank) +
-              "] zero-run: ended by SIGTERM (mpirun ends the job) at training "
-              "step ";
+              "] zero-run: ended by SIGTERM (mpirun ends the job)";
   gNoteTail = " on node " + placement.node(rank) +
               "; the job's ranks: " + placement.describe() + "\n";
   gNoteStep = currentStep;

@@ -48,9 +48,10 @@ private:
                          double graceSeconds = 10);
 
 /// From now on, a SIGTERM (mpirun ending the job, on another rank's failure
-/// or a lost node) prints "[rank R] zero-run: ended by SIGTERM at training
-/// step N on node H; the job's ranks: <placement>" before the process dies
-/// of it. `currentStep` (0: before the first step) must outlive the process.
+/// or a lost node) prints "[rank R] zero-run: ended by SIGTERM (mpirun ends
+/// the job) at training step N on node H; the job's ranks: <placement>"
+/// before the process dies of it (no step before training step 1 or in a
+/// forward run). `currentStep` must outlive the process.
 void noteTermination(int rank, const JobPlacement &placement,
                      const std::atomic<int64_t> *currentStep);
 
