@@ -290,10 +290,13 @@ void prepareForNodeLoss(RankRun &run) {
   Communicator &comm = run.comm;
   if (comm.worldSize() < 2)
     return;
+  std::optional<JobPlacement> placement;
   {
     auto watched = run.watch(kGatherPlacement);
-    run.placement = JobPlacement::gather(comm);
+    placement = JobPlacement::gather(comm);
   }
+  // Set once no collective is watched: the watchdog's thread reads it.
+  run.placement = std::move(placement);
   noteTermination(comm.rank(), *run.placement, &run.currentStep);
   if (comm.rank() != 0)
     return;
