@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -99,6 +100,7 @@ def lose_node(runs, c, case):
     status, its output, the save directory, the names of node 1 and its ranks)."""
     nodes = [n for n, _, _ in c.nodes]
     save_dir = runs.work / f"ck_{case}"
+    shutil.rmtree(save_dir, ignore_errors=True)  # an earlier run's checkpoints
     cmd = c.mpirun(RANKS, runs.args("n4", case) + [
         "--timeout", str(TIMEOUT), "--save-dir", str(save_dir),
         "--save-every", str(SAVE_EVERY)], map_by="slot")
