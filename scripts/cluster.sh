@@ -34,6 +34,8 @@ set -Eeuo pipefail
 
 UNSUPPORTED=77
 SUBNET_PREFIX=10.77
+# mpirun's flags for a job that must end when a node is lost (docs/training.md).
+KEEPALIVE_FLAGS="--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 4"
 # One lock for every cluster of this machine, whatever TMPDIR each caller has.
 LOCK=/tmp/zero-cluster.lock
 
@@ -234,9 +236,13 @@ cmd_flags() {
   dir=$(state_dir "$@")
   subnet=$(cat "$dir/subnet")
   # No tree spawn: every daemon is started from here, through the agent.
+  # The keepalive of the daemons' links (6-13 s instead of Open MPI's 300-480)
+  # lets mpirun notice a lost node before zero-run's --timeout ends the ranks
+  # (docs/training.md, "When a node is lost").
   echo "--hostfile $dir/hostfile --mca plm_rsh_agent $dir/rsh-agent" \
     "--mca plm_rsh_no_tree_spawn 1 --mca btl self,vader,tcp" \
-    "--mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet"
+    "--mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet" \
+    "$KEEPALIVE_FLAGS"
 }
 
 cmd_status() {

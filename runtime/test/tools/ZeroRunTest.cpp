@@ -117,6 +117,35 @@ std::vector<float> readTensor(const std::string &path, const std::string &name) 
   return out;
 }
 
+/// The MatMuls writeProgramBusyOnRank1() puts before the program.
+constexpr int kBusyChain = 1000;
+
+/// The 2-rank linear model with a chain of kBusyChain MatMuls on rank 1 only
+/// before its part of the final AllReduce, written to `path`: 1000 products
+/// of 2.1 GFLOP each keep rank 1 busy for seconds, even at ~250 GFLOP/s (200
+/// once finished inside 2 s on an AVX-512 core).
+Status writeProgramBusyOnRank1(const std::string &path) {
+  test::LinearModel m = test::makeLinearModel(2);
+  Program &p = m.program;
+  constexpr int64_t n = 1024;
+  uint32_t arena = uint32_t(p.arenas.size());
+  p.arenas.push_back({"scratch", 3 * n * n * 4, 3 * n * n * 4, 3 * n * n * 4});
+  uint32_t a = uint32_t(p.buffers.size());
+  for (int i = 0; i < 3; ++i)
+    p.buffers.push_back({"scratch." + std::to_string(i),
+                         DType::F32,
+                         {n, n},
+                         arena,
+                         uint64_t(i) * n * n * 4});
+  for (int i = 0; i < kBusyChain; ++i) {
+    Instruction mm =
+        test::makeInstruction("MatMul", 0, {a, a + 1}, {a + 2}, "busy.rank1");
+    mm.ranks = {1};
+    p.instructions.insert(p.instructions.begin(), mm);
+  }
+  return test::writeFile(path, test::serializeProgram(p));
+}
+
 class ZeroRun : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -485,26 +514,7 @@ TEST_F(ZeroRun, EndsTheJobWhenARankIsStopped) {
   // With --overlap on, rank 1's gather runs beside its MatMuls (taking turns,
   // it would wait for them, and rank 0 would be stuck in the gather instead).
   std::string sub = generate(2);
-  test::LinearModel m = test::makeLinearModel(2);
-  Program &p = m.program;
-  // 1000 products of 2.1 GFLOP each: rank 1 is still busy when it is
-  // stopped, even at ~250 GFLOP/s (200 once finished inside 2 s on an
-  // AVX-512 core, and the job then ended normally).
-  constexpr int64_t n = 1024;
-  constexpr int chain = 1000;
-  uint32_t arena = uint32_t(p.arenas.size());
-  p.arenas.push_back({"scratch", 3 * n * n * 4, 3 * n * n * 4, 3 * n * n * 4});
-  uint32_t a = uint32_t(p.buffers.size());
-  for (int i = 0; i < 3; ++i)
-    p.buffers.push_back({"scratch." + std::to_string(i), DType::F32, {n, n},
-                         arena, uint64_t(i) * n * n * 4});
-  for (int i = 0; i < chain; ++i) {
-    Instruction mm = test::makeInstruction("MatMul", 0, {a, a + 1}, {a + 2},
-                                           "busy.rank1");
-    mm.ranks = {1};
-    p.instructions.insert(p.instructions.begin(), mm);
-  }
-  ASSERT_TRUE(test::writeFile(sub + "/slow1.zrt", test::serializeProgram(p)).isOk());
+  ASSERT_TRUE(writeProgramBusyOnRank1(sub + "/slow1.zrt").isOk());
   std::string script = sub + "/stop-rank1.sh";
   std::ofstream(script) << kRankVariable
                         << "if [ \"$rank\" = 1 ]; then (sleep 2; kill -STOP $$) "
@@ -518,11 +528,43 @@ TEST_F(ZeroRun, EndsTheJobWhenARankIsStopped) {
       40, &seconds);
   EXPECT_NE(r.exitCode, 0) << r.output;
   EXPECT_LT(seconds, 20.0) << r.output;
+  EXPECT_THAT(
+      r.output,
+      HasSubstr("[rank 0] zero-run: error: rank 0: collective AllReduce "
+                "(instruction " +
+                std::to_string(kBusyChain + 7) +
+                ", \"sum.y\") did not complete within 3 s; a rank may "
+                "have stopped or be running a different program"));
+}
+
+TEST_F(ZeroRun, NamesTheNodesWhenMpirunEndsTheJob) {
+  // Rank 1 is killed (as on a lost node) while rank 0 waits for it in the
+  // final AllReduce: mpirun ends rank 0 with SIGTERM, and rank 0 says so,
+  // naming its node and the job's placement (both ranks on this host).
+  std::string sub = generate(2);
+  ASSERT_TRUE(writeProgramBusyOnRank1(sub + "/slow1.zrt").isOk());
+  std::string script = sub + "/kill-rank1.sh";
+  std::ofstream(script)
+      << kRankVariable
+      << "if [ \"$rank\" = 1 ]; then (sleep 2; kill -KILL $$) "
+         ">/dev/null 2>&1 & fi\n"
+      << "exec " << ZRT_ZERO_RUN << " \"$@\"\n";
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  double seconds = 0;
+  CommandResult r =
+      runScriptOnRanks(2, script,
+                       sub + "/slow1.zrt --weights " + sub +
+                           "/weights.safetensors --input x=" + sub +
+                           "/x.npy --threads 1 --timeout 30 --overlap on",
+                       40, &seconds);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_LT(seconds, 20.0) << r.output;
   EXPECT_THAT(r.output,
-              HasSubstr("[rank 0] zero-run: error: rank 0: collective AllReduce "
-                        "(instruction " + std::to_string(chain + 7) +
-                        ", \"sum.y\") did not complete within 3 s; a rank may "
-                        "have stopped or be running a different program"));
+              HasSubstr("[rank 0] zero-run: ended by SIGTERM (mpirun ends the "
+                        "job) on node " +
+                        std::string(host) + "; the job's ranks: " + host +
+                        ": ranks 0-1\n"));
 }
 
 TEST_F(ZeroRun, ExplainsADirectoryGivenAsTheProgram) {

@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "JobFailure.h"
 #include "Options.h"
 #include "RunReport.h"
 #include "Training.h"
@@ -52,6 +53,7 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -165,7 +167,7 @@ static int defaultThreads(int localRanks) {
 int failDuringRun(Communicator &comm, const Status &status) {
   printError(comm, status.message());
   if (comm.worldSize() > 1)
-    comm.abortJob(1);
+    endJob(comm, 1);
   return 1;
 }
 
@@ -213,6 +215,15 @@ struct RankRun {
     const int64_t step = currentStep.load();
     return step > 0 ? " (during training step " + std::to_string(step) + ")" : "";
   }
+  /// "; ranks on other nodes than this one (zc1n0): zc1n1: ranks 2-3": where
+  /// a collective's missing ranks may be when a node is lost ("" on one node).
+  std::string otherNodesContext() const {
+    if (!placement || placement->numNodes() < 2)
+      return "";
+    return "; ranks on other nodes than this one (" +
+           placement->node(comm.rank()) +
+           "): " + placement->describe(placement->node(comm.rank()));
+  }
   /// Whether the program trains (each run is one optimizer step).
   bool training() { return program->training.has_value(); }
   /// Where the run modes run: the world, the data communicator, the
@@ -232,6 +243,8 @@ struct RankRun {
   const Options &opts;
   Communicator &comm;
   std::unique_ptr<Watchdog> watchdog;
+  /// Every rank's node (a job of several ranks), for the failure messages.
+  std::optional<JobPlacement> placement;
   Runtime rt;
   Expected<Program> program = Status::error("");
   Expected<SafetensorsFile> weightsFile = Status::error("no --weights");
@@ -253,20 +266,42 @@ struct RankRun {
 
 /// The watchdog of zero-run's own collectives, which get the same time limit
 /// as the program's; none with --timeout 0.
-std::unique_ptr<Watchdog> startWatchdog(Communicator &comm,
-                                        const Options &opts) {
-  if (opts.timeout <= 0)
+std::unique_ptr<Watchdog> startWatchdog(RankRun &run) {
+  if (run.opts.timeout <= 0)
     return nullptr;
   return std::make_unique<Watchdog>(
-      opts.timeout, 1, [&comm, &opts](size_t, uint64_t step) {
+      run.opts.timeout, 1, [&run](size_t, uint64_t step) {
+        Communicator &comm = run.comm;
         printError(comm, "rank " + std::to_string(comm.rank()) +
                              ": collective " + describeControlTag(step) +
                              " did not complete within " +
-                             secondsString(opts.timeout) +
+                             secondsString(run.opts.timeout) +
                              " s; a rank may have stopped or be running a "
-                             "different program");
-        comm.abortJob(1);
+                             "different program" +
+                             run.otherNodesContext());
+        endJob(comm, 1);
       });
+}
+
+/// A job of several ranks: learns every rank's node (for the failure
+/// messages), prints a note naming the rank, its node and the step if mpirun
+/// ends this rank, and warns (rank 0) when a lost node would leave mpirun
+/// waiting.
+void prepareForNodeLoss(RankRun &run) {
+  Communicator &comm = run.comm;
+  if (comm.worldSize() < 2)
+    return;
+  // Set once, after the renumbering and while no collective is watched: the
+  // watchdog's thread reads it.
+  run.placement = JobPlacement::of(comm);
+  noteTermination(comm.rank(), *run.placement, &run.currentStep);
+  if (comm.rank() != 0)
+    return;
+  if (std::optional<std::string> warning =
+          lostNodeWarning(run.opts.timeout, run.placement->numNodes())) {
+    std::fprintf(stderr, "zero-run: %s\n", warning->c_str());
+    std::fflush(stderr);
+  }
 }
 
 /// This rank's kernel threads: --threads (with a warning when that is more
@@ -404,6 +439,7 @@ int openProgramOnEveryRank(RankRun &run) {
   }
   if (int code = placeRanksOnNodes(run))
     return code;
+  prepareForNodeLoss(run);
   {
     auto watched = run.watch(kAgreeOnProgram);
     if (!agree(comm, checkOutputsCreatable(run)))
@@ -455,8 +491,9 @@ int createExecutor(RankRun &run) {
     run.program->useInOrderPlan();
   // Through the data communicator: NCCL's aborts its communicators first.
   execOptions.onTimeout = [&run](const Status &error) {
-    printError(run.comm, error.message() + run.stepContext());
-    run.dataComm().abortJob(1);
+    printError(run.comm,
+               error.message() + run.stepContext() + run.otherNodesContext());
+    endJob(run.dataComm(), 1);
   };
   // A failure may leave other ranks inside a collective with this one (and
   // this rank's other streams in a blocking one), so it ends the whole job
@@ -464,7 +501,7 @@ int createExecutor(RankRun &run) {
   if (comm.worldSize() > 1)
     execOptions.onError = [&run](const Status &error) {
       printError(run.comm, error.message());
-      run.dataComm().abortJob(1);
+      endJob(run.dataComm(), 1);
     };
   Expected<std::unique_ptr<Executor>> executor = Status::error("");
   {
@@ -730,7 +767,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
     return 2;
   }
   RankRun run(opts, comm);
-  run.watchdog = startWatchdog(comm, opts);
+  run.watchdog = startWatchdog(run);
   if (int code = openProgramOnEveryRank(run))
     return code;
   if (int code = createExecutor(run))
@@ -759,7 +796,7 @@ int main(int argc, char **argv) {
     // what the standard library throws (std::bad_alloc on a huge allocation).
     printError(**comm, std::string("internal error: ") + e.what());
     if ((*comm)->worldSize() > 1)
-      (*comm)->abortJob(1);
+      endJob(**comm, 1);
     return 1;
   }
   std::fflush(stdout);
