@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Target/ZRTSerialization.h"
-#include "zero/Dialect/Zero/ZeroDialect.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 #include "zero/Target/zrt_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -242,8 +242,10 @@ void ProgramWriter::declareStream(::zero::zrt::StreamOp s) {
   streams[s.getSymName()] = streamTable.size();
   streamTable.push_back(::zrt::fb::CreateStreamDirect(
       fbb, s.getSymName().str().c_str(),
-      s.getKind() == "comm" ? ::zrt::fb::StreamKind_Comm
-                            : ::zrt::fb::StreamKind_Compute));
+      ::zero::attrs::symbolizeEnum<::zero::attrs::StreamKind>(s.getKind()) ==
+              ::zero::attrs::StreamKind::Comm
+          ? ::zrt::fb::StreamKind_Comm
+          : ::zrt::fb::StreamKind_Compute));
 }
 
 /// A process group: the world ranks a collective runs over.

@@ -85,8 +85,8 @@ void RuntimeLowering::emitProgramOp(OpBuilder &b,
 
 void RuntimeLowering::emitResources(OpBuilder &b) {
   Location loc = func_.getLoc();
-  for (const char *s : kStreamNames)
-    ::zero::zrt::StreamOp::create(b, loc, s, s);
+  for (int s : {kCompute, kComm})
+    ::zero::zrt::StreamOp::create(b, loc, streamName(s), streamName(s));
   SmallVector<int64_t> ranks;
   for (int64_t r = 0; r < worldSize_; ++r)
     ranks.push_back(r);
@@ -181,7 +181,9 @@ static int64_t productFlops(const Instr &in) {
 
 void RuntimeLowering::emitInstructions(OpBuilder &b, BufferTable &buffers) {
   MLIRContext *ctx = b.getContext();
-  auto streamRef = [&](int s) { return FlatSymbolRefAttr::get(ctx, kStreamNames[s]); };
+  auto streamRef = [&](int s) {
+    return FlatSymbolRefAttr::get(ctx, streamName(s));
+  };
   auto worldRef = FlatSymbolRefAttr::get(ctx, "world");
   auto ranksAttr = [&](const Instr &in) -> DenseI64ArrayAttr {
     return in.ranks.empty() ? nullptr : b.getDenseI64ArrayAttr(in.ranks);

@@ -182,7 +182,7 @@ struct ZeroInsertEventsPass
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
     auto streamRef = [&](int s) {
-      return FlatSymbolRefAttr::get(ctx, kStreamNames[s]);
+      return FlatSymbolRefAttr::get(ctx, streamName(s));
     };
     for (auto [i, in] : llvm::enumerate(m.instrs)) {
       auto ranks = in.op->getAttrOfType<DenseI64ArrayAttr>("ranks");

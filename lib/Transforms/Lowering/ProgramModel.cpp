@@ -112,7 +112,7 @@ FailureOr<ProgramModel> ProgramModel::read(zrt::ProgramOp program,
       in.op = &op;
       if (auto k = dyn_cast<zrt::KernelOp>(op)) {
         in.name = k.getKernel();
-        in.stream = k.getStream() == kStreamNames[kComm] ? kComm : kCompute;
+        in.stream = k.getStream() == streamName(kComm) ? kComm : kCompute;
         if (auto r = k.getRanksAttr())
           in.ranks.assign(r.asArrayRef().begin(), r.asArrayRef().end());
         blocksOf(k.getIns(), in.ins, in.inTypes);
@@ -121,7 +121,7 @@ FailureOr<ProgramModel> ProgramModel::read(zrt::ProgramOp program,
         auto c = cast<zrt::CollectiveOp>(op);
         in.isCollective = true;
         in.name = c.getKind();
-        in.stream = c.getStream() == kStreamNames[kComm] ? kComm : kCompute;
+        in.stream = c.getStream() == streamName(kComm) ? kComm : kCompute;
         if (auto r = c.getRanksAttr())
           in.ranks.assign(r.asArrayRef().begin(), r.asArrayRef().end());
         blocksOf(c.getIns(), in.ins, in.inTypes);

@@ -64,8 +64,11 @@ private:
   llvm::StringMap<std::pair<int, Type>> bufferView_;
 };
 
-/// The names of the streams and arenas, by StreamId and ArenaKind.
-inline constexpr const char *kStreamNames[2] = {"compute", "comm"};
+/// The name of stream `s` (StreamKind's spelling) and of the arenas, by
+/// ArenaKind.
+inline llvm::StringRef streamName(int s) {
+  return ::zero::attrs::stringifyEnum(::zero::attrs::StreamKind(s));
+}
 inline constexpr const char *kArenaNames[kNumArenas] = {
     "params", "constants", "activations", "offload", "host"};
 

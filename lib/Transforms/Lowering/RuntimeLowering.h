@@ -13,6 +13,7 @@
 #include "zero/Transforms/Analysis/GatherPlan.h"
 
 #include "zero/Dialect/ZRT/ZRTDialect.h"
+#include "zero/Dialect/Zero/ZeroAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -45,7 +46,12 @@ inline int64_t byteSize(Type t) { return ::zero::tensorBytes(t); }
 /// backend's kernels read over the bus (zero.offload "cpu").
 enum class ArenaKind { Params = 0, Constants = 1, Activations = 2, Offload = 3, Host = 4 };
 constexpr int kNumArenas = 5;
-enum StreamId { kCompute = 0, kComm = 1 };
+/// The program's two streams, numbered as zero.stream's StreamKind
+/// (ZeroEnums.td), which spells their names.
+enum StreamId {
+  kCompute = int(::zero::attrs::StreamKind::Compute),
+  kComm = int(::zero::attrs::StreamKind::Comm)
+};
 
 /// A block of memory some values live in (several, when views alias it).
 struct Storage {
