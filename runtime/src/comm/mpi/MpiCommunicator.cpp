@@ -17,11 +17,11 @@
 // doubling / halving at every size: its own choice for 4 ranks is a butterfly
 // for 8-16 KiB blocks (the small exchanges first) and reduce-then-scatter from
 // 1 MiB, which cross the nodes 2x and 2.5x the least. Their largest exchanges
-// are between positions p/2 apart:
-// in bit-reversed order those are neighbouring group ranks, so with the ranks
-// numbered node by node (zrt/Placement.h) the large exchanges stay inside a
-// node and only the smallest cross (the least the data needs: (n-1)/n of the
-// buffer into each of n nodes), where the plain order sent the largest across.
+// are between positions p/2 apart: in bit-reversed order those are
+// neighbouring group ranks, so with the ranks numbered node by node
+// (zrt/Placement.h) the large exchanges stay inside a node and only the
+// smallest cross (the least the data needs: (n-1)/n of the buffer into each of
+// n nodes), where the plain order sent the largest across.
 // The all-gather's blocks are swapped back into group-rank order; the
 // reduce-scatter's input blocks are swapped before. Its sum is then a binary
 // tree over consecutive group ranks ((x0+x1)+(x2+x3)): fixed by the group's
@@ -33,8 +33,8 @@
 // exchanges are known exactly, in bit-reversed order), the peer itself for
 // sends and all-to-all blocks; recursive doubling (the whole buffer to each
 // partner) for all-reduces and a root sending to every rank for broadcasts,
-// which tuned follows for the small buffers programs reduce and broadcast;
-// (p-1)/p of the buffer spread over the peers for groups of other sizes.
+// which tuned follows for the small buffers programs reduce and broadcast; a
+// block to each peer for all-gathers and reduce-scatters over other sizes.
 // (Open MPI 4.1's pml monitoring counts each peer's bytes, but its MPI_T
 // variables are gone once the monitoring pml is unloaded at MPI_Init, issue
 // open-mpi/ompi#9260.) Messages outside collectives (zero-run's agreements,
@@ -218,13 +218,14 @@ public:
                                "group " + std::to_string(g) + ": " +
                                mpiErrorString(rc));
       }
-      for (GroupComm &c : comms) {
+      for (size_t g = 0; g < comms.size(); ++g) {
+        GroupComm &c = comms[g];
         if (c.comm == MPI_COMM_NULL)
           continue;
         MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN);
         MPI_Comm_rank(c.comm, &c.rank);
         MPI_Comm_size(c.comm, &c.size);
-        c.worldRanks = groupRanks(int(&c - comms.data()) - 1);
+        c.worldRanks = groupRanks(int(g) - 1); // comms[0] is the world
         if (!reversesOrder(c.size))
           continue;
         MPI_Comm_split(c.comm, 0, bitReversed(c.rank, c.size), &c.reversed);
