@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 #include <unistd.h>
@@ -108,6 +109,10 @@ TEST_F(Collectives, ReduceScatterSumsAndKeepsOwnBlock) {
 TEST_F(Collectives, ReduceScatterAddsNeighbouringRanksFirst) {
   if (size != 4)
     GTEST_SKIP() << "the sum's tree is pinned for 4 ranks";
+  const char *level = std::getenv("ZRT_MPI_THREAD_LEVEL");
+  if (level && std::string(level) == "serialized")
+    GTEST_SKIP()
+        << "libnbc's non-blocking reduce-scatter adds in its own order";
   const float mine[] = {1e8f, -1e8f, 1.0f, 1e-8f};
   const size_t block = 1024;
   std::vector<float> in(block * size_t(size), mine[rank]), out(block, -1);
