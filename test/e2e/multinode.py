@@ -17,17 +17,18 @@ Cases (--case, repeatable; default all but uneven):
           bit-identical to one node.
   hpz     hpZ (zero_hpz_partition_size 2) and plain ZeRO-3 on 2 nodes x 2 under
           --map-by slot and --map-by node: each bit-identical to the same program
-          on one node; zero-run's placement lines exact (under --map-by node hpZ's
-          program ranks 0, 1 are launcher ranks 0, 2 on the first node; ZeRO-3,
-          with no node group, keeps the launcher's numbering); what the nodes'
-          links sent (their veth counters) for hpZ, in either placement, at most
-          0.75x ZeRO-3's over the same node-major numbering (--map-by slot), and
-          hpZ's under node within 5% of under slot (its re-gathers stay inside
-          the nodes whichever --map-by).
+          on one node; zero-run's placement lines exact (under --map-by node both
+          are renumbered node by node: program ranks 0, 1 are launcher ranks 0,
+          2 on the first node); what the nodes' links sent (their veth counters)
+          for hpZ at most 0.75x ZeRO-3's under the same --map-by, each program's
+          under node within 5% of under slot (the world's all-gathers and
+          reduce-scatters cross the least in either placement), and zero-run's
+          report's bytes_sent_across_nodes (all ranks) within 15% of the links'.
   groups  qgZ inside hpZ's groups, and a pipeline of 2 stages x 2 replicas, on 2
           nodes x 2 under --map-by slot and --map-by node: bit-identical to one
           node, renumbered node by node under --map-by node (placement lines),
-          the same bytes across in both placements (within 5%).
+          the same bytes across in both placements (within 5%), the report's
+          bytes_sent_across_nodes within 15% of the links'.
   uneven  hpZ 2 on nodes of 3 slots + 1: no renumbering puts the group {2, 3}
           inside one node, so zero-run must refuse before step 1, exiting
           non-zero with one line naming the ranks, their nodes and the fix
@@ -57,6 +58,9 @@ CASES = ("cluster", "zero3", "hpz", "groups", "uneven")
 # hpZ's re-gathers stay inside a node: of a step's three world collectives'
 # crossing bytes (gather, re-gather, reduce-scatter) about one third goes.
 HPZ_CROSSING_MAX = 0.75
+# zero-run's bytes_sent_across_nodes against the links' counters (which add the
+# TCP/IP headers, acknowledgements and Open MPI's own setup traffic).
+REPORT_TOLERANCE = 0.15
 
 
 def refusal(text, nodes):
@@ -114,7 +118,8 @@ class Runs:
         zrt, w = self.programs[tag]
         lp, sp = self.work / f"log_{run_tag}.json", self.work / f"final_{run_tag}.safetensors"
         return [self.tools.zero_run, str(zrt), "--weights", str(w), "--data", str(self.data),
-                "--steps", str(self.steps), "--log-json", str(lp), "--save", str(sp)]
+                "--steps", str(self.steps), "--log-json", str(lp), "--save", str(sp),
+                "--report-json", str(self.work / f"report_{run_tag}.json")]
 
     def train(self, tag, zopts, run_tag, launch=None, stages=1):
         """Trains program TAG under LAUNCH (np, cmd -> mpirun's line; one node's
@@ -131,6 +136,26 @@ class Runs:
 
     def stdout(self, run_tag):
         return self.results[run_tag][1]
+
+    def across(self, run_tag):
+        """zero-run's bytes_sent_across_nodes of RUN_TAG: (all ranks, per rank)."""
+        r = json.loads((self.work / f"report_{run_tag}.json").read_text())
+        return r.get("bytes_sent_across_nodes"), [
+            x.get("bytes_sent_across_nodes") for x in r["ranks"]]
+
+
+def report_vs_wire(runs, run_tag, name, wire):
+    """The report's bytes across the nodes against what the links carried:
+    (failures, a phrase for the log)."""
+    total, per_rank = runs.across(run_tag)
+    if total is None or None in per_rank or sum(per_rank) != total:
+        return [f"{name}: zero-run's report has bytes_sent_across_nodes {total}, per rank "
+                f"{per_rank}: expected a total and every rank's share"], "no report"
+    ratio = total / wire
+    bad = [] if abs(ratio - 1) <= REPORT_TOLERANCE else [
+        f"{name}: zero-run reports {total} B sent across the nodes, the links carried "
+        f"{wire} B ({ratio:.3f}x; within {REPORT_TOLERANCE:.0%} expected)"]
+    return bad, f"report {total} B ({ratio:.3f}x; per rank {', '.join(map(str, per_rank))})"
 
 
 def differences(got, want, what):
@@ -203,16 +228,14 @@ def case_zero3(runs, c2x2):
     return bad
 
 
-def placement_lines(nodes, map_by, renumbered):
+def placement_lines(nodes, map_by):
     """zero-run's placement lines for 4 ranks on 2 nodes x 2: the nodes in
     launcher-rank order; under --map-by node launcher ranks 0, 2 are on the first
-    node, and RENUMBERED says whether they became program ranks 0, 1."""
+    node and become program ranks 0, 1 (node by node, for every program)."""
     if map_by == "slot":
         return [f"zero-run: node {nodes[0]}: ranks 0, 1", f"zero-run: node {nodes[1]}: ranks 2, 3"]
-    if renumbered:
-        return [f"zero-run: node {nodes[0]}: ranks 0, 1 (launcher ranks 0, 2)",
-                f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
-    return [f"zero-run: node {nodes[0]}: ranks 0, 2", f"zero-run: node {nodes[1]}: ranks 1, 3"]
+    return [f"zero-run: node {nodes[0]}: ranks 0, 1 (launcher ranks 0, 2)",
+            f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
 
 
 def case_hpz(runs, c2x2):
@@ -231,7 +254,10 @@ def case_hpz(runs, c2x2):
             sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
             crossed[tag, map_by] = sum(sent.values())
             diff = differences(got, one[tag], name)
-            want = placement_lines(nodes, map_by, renumbered=tag == "hpz")
+            reported, said = report_vs_wire(runs, f"{tag}_{map_by}", name,
+                                            crossed[tag, map_by])
+            diff += reported
+            want = placement_lines(nodes, map_by)
             lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
                      if ln.startswith("zero-run: node ")]
             if lines != want:
@@ -240,23 +266,21 @@ def case_hpz(runs, c2x2):
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); {'; '.join(lines)}; "
                 f"the nodes' links sent {crossed[tag, map_by]} B "
-                f"({', '.join(f'{n} {b}' for n, b in sent.items())})")
-    # Against ZeRO-3 over the same numbering (node-major: --map-by slot), so
-    # that only hpZ's re-gathers differ. Under --map-by node ZeRO-3 keeps the
-    # launcher's round-robin numbering (no node group), over which MPI's world
-    # collectives cross the nodes with other, smaller exchanges: logged only.
-    z = crossed["zero3", "slot"]
+                f"({', '.join(f'{n} {b}' for n, b in sent.items())}); {said}")
+    # Against ZeRO-3 under the same --map-by: both are numbered node by node,
+    # so only hpZ's re-gathers differ (the world's collectives cross the least
+    # in both, whatever the launcher's order).
     for map_by in ("slot", "node"):
-        h = crossed["hpz", map_by]
-        log(f"  --map-by {map_by}: hpZ sent {h} B across, {h / z:.3f}x ZeRO-3's {z} B "
-            f"(--map-by slot; {crossed['zero3', map_by]} B under --map-by {map_by})")
+        h, z = crossed["hpz", map_by], crossed["zero3", map_by]
+        log(f"  --map-by {map_by}: hpZ sent {h} B across, {h / z:.3f}x ZeRO-3's {z} B")
         if h > HPZ_CROSSING_MAX * z:
             bad.append(f"hpZ {GROUP}, --map-by {map_by}: the links sent {h} B, more than "
                        f"{HPZ_CROSSING_MAX}x ZeRO-3's {z} B: are its groups split across nodes?")
-    slot, node = crossed["hpz", "slot"], crossed["hpz", "node"]
-    if abs(node - slot) > 0.05 * slot:
-        bad.append(f"hpZ {GROUP}: the links sent {node} B under --map-by node, {slot} B "
-                   "under --map-by slot: more than 5% apart")
+    for tag in ("zero3", "hpz"):
+        slot, node = crossed[tag, "slot"], crossed[tag, "node"]
+        if abs(node - slot) > 0.05 * slot:
+            bad.append(f"{tag}: the links sent {node} B under --map-by node, {slot} B "
+                       "under --map-by slot: more than 5% apart")
     return bad
 
 
@@ -282,7 +306,9 @@ def case_groups(runs, c2x2):
                              stages=stages)
             crossed[map_by] = sum(b - before[n] for n, b in c2x2.bytes_sent().items())
             diff = differences(got, one, name)
-            want = placement_lines(nodes, map_by, renumbered=True)
+            reported, said = report_vs_wire(runs, f"{tag}_{map_by}", name, crossed[map_by])
+            diff += reported
+            want = placement_lines(nodes, map_by)
             lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
                      if ln.startswith("zero-run: node ")]
             if lines != want:
@@ -290,7 +316,7 @@ def case_groups(runs, c2x2):
             bad += diff
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); "
-                f"the nodes' links sent {crossed[map_by]} B")
+                f"the nodes' links sent {crossed[map_by]} B; {said}")
         if abs(crossed["node"] - crossed["slot"]) > 0.05 * crossed["slot"]:
             bad.append(f"{what}: the links sent {crossed['node']} B under --map-by node, "
                        f"{crossed['slot']} B under --map-by slot: more than 5% apart")

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,13 @@ public:
   /// Collectives of `kind` this rank took part in.
   uint64_t callCount(OpKind kind) const {
     return calls_[collectiveIndex(kind)].load();
+  }
+  /// Bytes this process has sent in collectives to processes on other nodes
+  /// since setup(): each collective's exchanges with each peer as the
+  /// algorithm that ran it sends them (zrt_comm_mpi says which); nothing
+  /// where the communicator cannot tell.
+  virtual std::optional<uint64_t> bytesSentAcrossNodes() const {
+    return std::nullopt;
   }
   /// Bytes this rank sent in collectives over program group `group` (-1:
   /// the world) since setup(), counted like bytesSent().

@@ -27,10 +27,12 @@ namespace zrt {
 /// given the node each process runs on (`nodeOfRank`, by launcher rank) and the
 /// program's process groups. A group that must sit inside one node (hpZ's
 /// "hpz", qgZ's "qgz_inside") is required to; a pipeline's stage replicas
-/// ("dp") are placed inside one node when some numbering does it. The
-/// numbering is the launcher's own when that satisfies the groups (always with
-/// one node or no such group), else the node-major one: the nodes in order of
-/// their first launcher rank, each node's processes in launcher-rank order.
+/// ("dp") are placed inside one node when some numbering does it. With
+/// several nodes the numbering is the node-major one (the nodes in order of
+/// their first launcher rank, each node's processes in launcher-rank order),
+/// where the collectives of zrt_comm_mpi cross the nodes least, and the
+/// launcher's own only where that alone keeps a pipeline's replicas together;
+/// with one node it is the launcher's.
 /// When neither puts every required group inside one node, the error says
 /// which ranks, on which nodes, and how to place them.
 Expected<std::vector<int>>

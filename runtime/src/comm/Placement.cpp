@@ -3,8 +3,11 @@
 // zrt/Placement.h's decision. A table names the process groups the compiler
 // means to sit inside one node; each is cut into its blocks (consecutive
 // group-size slices of its rank list). Two numberings are tried, the
-// launcher's first (so a job placed as the program intends runs as it always
-// did) and then the node-major one. The node-scoped groups are consecutive
+// node-major one first and then the launcher's. Node-major is also what the
+// world's collectives want: zrt_comm_mpi runs all-gathers and reduce-scatters
+// in bit-reversed rank order, whose large exchanges are then between ranks of
+// one node (the launcher's round-robin numbering of --map-by node would send
+// them across). The node-scoped groups are consecutive
 // blocks of k ranks covering the world, so every numbering that keeps each
 // block inside one node needs a multiple of k processes on every node, and the
 // node-major numbering keeps them there whenever that holds: when it fails too,
@@ -172,15 +175,17 @@ placeRanks(const std::vector<std::string> &nodeOfRank,
   std::vector<int> identity(nodeOfRank.size());
   std::iota(identity.begin(), identity.end(), 0);
   const std::vector<NodeBlock> blocks = nodeBlocks(groups);
-  if (names.size() <= 1 || blocks.empty())
+  if (names.size() <= 1)
     return identity;
   // Launcher ranks by program rank: the nodes one after the other.
   std::vector<int> nodeMajor = identity;
   std::stable_sort(nodeMajor.begin(), nodeMajor.end(), [&](int a, int b) {
     return node[size_t(a)] < node[size_t(b)];
   });
+  if (blocks.empty())
+    return inverse(nodeMajor);
   for (bool requiredOnly : {false, true})
-    for (const std::vector<int> *order : {&identity, &nodeMajor})
+    for (const std::vector<int> *order : {&nodeMajor, &identity})
       if (!splitBlock(blocks, node, *order, requiredOnly))
         return inverse(*order);
   return Status::error(refusal(*splitBlock(blocks, node, nodeMajor, true),

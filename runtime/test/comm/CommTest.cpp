@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 #include <unistd.h>
@@ -97,6 +98,26 @@ TEST_F(Collectives, ReduceScatterSumsAndKeepsOwnBlock) {
   // sum_r (r + rank*s + i) = size*(rank*s + i) + size*(size-1)/2
   for (int i = 0; i < s; ++i)
     EXPECT_EQ(out[i], float(size * (rank * s + i) + size * (size - 1) / 2));
+}
+
+// Over 4 ranks, for blocks Open MPI reduces by recursive halving (4 KiB here),
+// the sum is ((x0 + x1) + (x2 + x3)) whatever the nodes: in the bit-reversed
+// order the first halving step adds neighbouring ranks. With 1e8, -1e8, 1,
+// 1e-8 that is 1; the plain order's ((x0 + x2) + (x1 + x3)) loses the 1
+// against 1e8 and gives 0. (The blocking calls of MPI_THREAD_MULTIPLE: libnbc's
+// non-blocking ones, under less thread support, add in an order of their own.)
+TEST_F(Collectives, ReduceScatterAddsNeighbouringRanksFirst) {
+  if (size != 4)
+    GTEST_SKIP() << "the sum's tree is pinned for 4 ranks";
+  const char *level = std::getenv("ZRT_MPI_THREAD_LEVEL");
+  if (level && std::string(level) == "serialized")
+    GTEST_SKIP()
+        << "libnbc's non-blocking reduce-scatter adds in its own order";
+  const float mine[] = {1e8f, -1e8f, 1.0f, 1e-8f};
+  const size_t block = 1024;
+  std::vector<float> in(block * size_t(size), mine[rank]), out(block, -1);
+  ASSERT_TRUE(world->reduceScatter(ref(in), ref(out), {}).isOk());
+  EXPECT_EQ(out, std::vector<float>(block, 1.0f));
 }
 
 TEST_F(Collectives, AllReduceSumsF32I64AndF16) {

@@ -119,11 +119,13 @@ TEST(Placement, OneNodeKeepsTheLaunchersRanks) {
   EXPECT_EQ(place({"n0", "n0", "n0"}, {blocks("hpz", 3, 3)}), Ranks({0, 1, 2}));
 }
 
-TEST(Placement, NoNodeGroupKeepsTheLaunchersRanks) {
-  // ZeRO-3 alone (world collectives) and qgZ's second level, meant to cross.
-  EXPECT_EQ(place({"n0", "n1", "n0", "n1"}, {}), Ranks({0, 1, 2, 3}));
+TEST(Placement, NoNodeGroupIsNumberedNodeByNode) {
+  // ZeRO-3 alone (world collectives) and qgZ's second level, meant to cross:
+  // node-major, where the bit-reversed collectives keep their large exchanges
+  // inside a node.
+  EXPECT_EQ(place({"n0", "n1", "n0", "n1"}, {}), Ranks({0, 2, 1, 3}));
   EXPECT_EQ(place({"n0", "n1", "n0", "n1"}, {strided("qgz_across", 4, 2)}),
-            Ranks({0, 1, 2, 3}));
+            Ranks({0, 2, 1, 3}));
   EXPECT_EQ(place({"n0", "n0", "n0", "n1"}, {blocks("other", 4, 2)}),
             Ranks({0, 1, 2, 3}));
 }
@@ -135,10 +137,10 @@ TEST(Placement, PipelineStagesFillNodesWhenTheyFit) {
   EXPECT_EQ(place({"n0", "n1", "n0", "n1"}, {blocks("dp", 4, 2)}),
             Ranks({0, 2, 1, 3}));
   // A stage of 4 replicas on nodes of 2 cannot fit one node: it still runs,
-  // in the launcher's numbering.
+  // numbered node by node.
   EXPECT_EQ(
       place({"a", "b", "c", "d", "a", "b", "c", "d"}, {blocks("dp", 8, 4)}),
-      Ranks({0, 1, 2, 3, 4, 5, 6, 7}));
+      Ranks({0, 2, 4, 6, 1, 3, 5, 7}));
   // ... unless hpZ inside the stage needs the node-major one.
   EXPECT_EQ(place({"a", "b", "c", "d", "a", "b", "c", "d"},
                   {blocks("dp", 8, 4), blocks("hpz", 8, 2)}),

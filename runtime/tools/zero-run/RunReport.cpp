@@ -259,6 +259,9 @@ void describeCommunication(const Program &p, const Communicator &comm, nlohmann:
   for (const auto &[group, key] : groupKeys(p))
     byGroup[key] = comm.bytesSentInGroup(group);
   rank["bytes_sent_by_group"] = byGroup;
+  // Each collective's exchanges with peers on other nodes, by its algorithm.
+  if (std::optional<uint64_t> across = comm.bytesSentAcrossNodes())
+    rank["bytes_sent_across_nodes"] = *across;
 }
 
 /// Per arena: planned, no-reuse and lower-bound bytes, and the peak live
@@ -334,17 +337,23 @@ nlohmann::json describeRun(const Program &program, const std::string &backend,
   if (backend == "cpu")
     run["cpu_isa"] = cpuKernelIsa();
   double wall = 0;
-  uint64_t resident = 0, read = 0, sent = 0;
+  uint64_t resident = 0, read = 0, sent = 0, across = 0;
+  bool acrossOnEveryRank = !ranks.empty();
   for (const nlohmann::json &r : ranks) {
     wall = std::max(wall, r["wall_time_s"].get<double>());
     resident += r["param_bytes_resident"].get<uint64_t>();
     read += r["weights_bytes_read"].get<uint64_t>();
     sent += r["bytes_sent_total"].get<uint64_t>();
+    acrossOnEveryRank &= r.contains("bytes_sent_across_nodes");
+    if (r.contains("bytes_sent_across_nodes"))
+      across += r["bytes_sent_across_nodes"].get<uint64_t>();
   }
   run["wall_time_s"] = wall;
   run["param_bytes_resident_total"] = resident;
   run["weights_bytes_read_total"] = read;
   run["bytes_sent_total"] = sent;
+  if (acrossOnEveryRank)
+    run["bytes_sent_across_nodes"] = across;
   run["ranks"] = ranks;
   return run;
 }
@@ -445,7 +454,10 @@ void formatRank(const nlohmann::json &r, std::ostringstream &os) {
     if (it.value().get<uint64_t>() || r["collective_calls"][it.key()] != 0)
       os << " " << it.key() << " " << humanBytes(it.value()) << " ("
          << r["collective_calls"][it.key()] << " calls)";
-  os << " total " << humanBytes(r["bytes_sent_total"]) << "\n";
+  os << " total " << humanBytes(r["bytes_sent_total"]);
+  if (r.contains("bytes_sent_across_nodes"))
+    os << ", across nodes " << humanBytes(r["bytes_sent_across_nodes"]);
+  os << "\n";
   if (r["bytes_sent_by_group"].size() > 1) {
     os << "  [rank " << r["rank"] << "] bytes sent by group:";
     for (auto it = r["bytes_sent_by_group"].begin();
@@ -489,9 +501,13 @@ std::string formatReport(const nlohmann::json &run) {
   os << "per rank:\n";
   for (const nlohmann::json &r : run["ranks"])
     formatRank(r, os);
-  os << "totals: parameters resident " << humanBytes(run["param_bytes_resident_total"])
-     << ", weights read " << humanBytes(run["weights_bytes_read_total"])
-     << ", bytes sent " << humanBytes(run["bytes_sent_total"]) << "\n";
+  os << "totals: parameters resident "
+     << humanBytes(run["param_bytes_resident_total"]) << ", weights read "
+     << humanBytes(run["weights_bytes_read_total"]) << ", bytes sent "
+     << humanBytes(run["bytes_sent_total"]);
+  if (run.contains("bytes_sent_across_nodes"))
+    os << ", across nodes " << humanBytes(run["bytes_sent_across_nodes"]);
+  os << "\n";
   return os.str();
 }
 

@@ -10,6 +10,36 @@
 // each process's program rank (zrt/Placement.h), so everything after it, the
 // program's groups included, runs over the renumbered world.
 //
+// All-gathers and reduce-scatters over a group of 2^m > 2 ranks run on a copy
+// of its communicator whose ranks are in bit-reversed order (group rank g at
+// position bitrev(g)). Open MPI's tuned component is asked (before MPI_Init,
+// where the environment does not say otherwise) to run them by recursive
+// doubling / halving at every size: its own choice for 4 ranks is a butterfly
+// for 8-16 KiB blocks (the small exchanges first) and reduce-then-scatter from
+// 1 MiB, which cross the nodes 2x and 2.5x the least. Their largest exchanges
+// are between positions p/2 apart: in bit-reversed order those are
+// neighbouring group ranks, so with the ranks numbered node by node
+// (zrt/Placement.h) the large exchanges stay inside a node and only the
+// smallest cross (the least the data needs: (n-1)/n of the buffer into each of
+// n nodes), where the plain order sent the largest across.
+// The all-gather's blocks are swapped back into group-rank order; the
+// reduce-scatter's input blocks are swapped before. Its sum is then a binary
+// tree over consecutive group ranks ((x0+x1)+(x2+x3)): fixed by the group's
+// size alone, so the same bits on one node or several, under any --map-by.
+//
+// bytesSentAcrossNodes() sums, over the peers on other nodes, what each
+// collective sent to each peer under the algorithm that ran it: recursive
+// doubling / halving for all-gathers and reduce-scatters over 2^m ranks (the
+// exchanges are known exactly, in bit-reversed order), the peer itself for
+// sends and all-to-all blocks; recursive doubling (the whole buffer to each
+// partner) for all-reduces and a root sending to every rank for broadcasts,
+// which tuned follows for the small buffers programs reduce and broadcast; a
+// block to each peer for all-gathers and reduce-scatters over other sizes.
+// (Open MPI 4.1's pml monitoring counts each peer's bytes, but its MPI_T
+// variables are gone once the monitoring pml is unloaded at MPI_Init, issue
+// open-mpi/ompi#9260.) Messages outside collectives (zero-run's agreements,
+// the program's broadcast) are not counted.
+//
 // With MPI_THREAD_MULTIPLE, collectives are the blocking MPI calls (their tuned
 // algorithms were up to 2x faster than the non-blocking ones for a 64 MiB
 // allreduce on 2 ranks here). With less thread support they are issued
@@ -29,12 +59,14 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -54,6 +86,34 @@ void sumBF16(void *in, void *inout, int *len, MPI_Datatype *) {
   for (int i = 0; i < *len; ++i)
     b[i] = math::floatToBfloat16(math::bfloat16ToFloat(a[i]) +
                                 math::bfloat16ToFloat(b[i]));
+}
+
+/// The position of group rank `g` in a group of `size` ranks (a power of two):
+/// g's bits reversed.
+int bitReversed(int g, int size) {
+  int reversed = 0;
+  for (int bit = 1; bit < size; bit <<= 1)
+    reversed = (reversed << 1) | ((g & bit) ? 1 : 0);
+  return reversed;
+}
+
+/// Whether a group of `size` ranks gets the bit-reversed communicator.
+bool reversesOrder(int size) { return size > 2 && (size & (size - 1)) == 0; }
+
+/// Swaps block i of `blocks` with block bitReversed(i) (its own inverse):
+/// position order to group-rank order and back.
+void swapBitReversed(uint8_t *blocks, uint64_t blockBytes, int size) {
+  std::vector<uint8_t> spare(blockBytes);
+  for (int i = 0; i < size; ++i) {
+    int j = bitReversed(i, size);
+    if (j <= i)
+      continue;
+    uint8_t *a = blocks + blockBytes * uint64_t(i);
+    uint8_t *b = blocks + blockBytes * uint64_t(j);
+    std::memcpy(spare.data(), a, blockBytes);
+    std::memcpy(a, b, blockBytes);
+    std::memcpy(b, spare.data(), blockBytes);
+  }
 }
 
 bool overlaps(const void *a, uint64_t na, const void *b, uint64_t nb) {
@@ -103,6 +163,14 @@ public:
   int localRank() const override { return localRank_; }
   std::vector<std::string> nodeNames() const override { return nodes_; }
 
+  std::optional<uint64_t> bytesSentAcrossNodes() const override {
+    uint64_t across = 0;
+    for (size_t peer = 0; peer < sentTo_.size(); ++peer)
+      if (nodes_[peer] != nodes_[size_t(rank_)])
+        across += sentTo_[peer].load();
+    return across;
+  }
+
   /// The world again, split with this process's new rank as the key: every
   /// collective after it (the program's groups, zero-run's agreements) runs
   /// over the renumbered world.
@@ -134,6 +202,7 @@ public:
                int numChannels) override {
     freeChannels();
     setGroups(groups);
+    sentTo_ = std::vector<std::atomic<uint64_t>>(size_t(size_));
     channels_.assign(size_t(std::max(1, numChannels)), {});
     for (std::vector<GroupComm> &comms : channels_) {
       comms.assign(groups.size() + 1, GroupComm());
@@ -149,12 +218,18 @@ public:
                                "group " + std::to_string(g) + ": " +
                                mpiErrorString(rc));
       }
-      for (GroupComm &c : comms) {
+      for (size_t g = 0; g < comms.size(); ++g) {
+        GroupComm &c = comms[g];
         if (c.comm == MPI_COMM_NULL)
           continue;
         MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN);
         MPI_Comm_rank(c.comm, &c.rank);
         MPI_Comm_size(c.comm, &c.size);
+        c.worldRanks = groupRanks(int(g) - 1); // comms[0] is the world
+        if (!reversesOrder(c.size))
+          continue;
+        MPI_Comm_split(c.comm, 0, bitReversed(c.rank, c.size), &c.reversed);
+        MPI_Comm_set_errhandler(c.reversed, MPI_ERRORS_RETURN);
       }
     }
     return Status::ok();
@@ -166,17 +241,23 @@ public:
     ZRT_RETURN_IF_ERROR(prepare(OpKind::AllGather, in, out, ctx, gc));
     uint64_t shard = in.bytes();
     ZRT_RETURN_IF_ERROR(checkCount(OpKind::AllGather, shard));
+    const bool reversed = gc.reversed != MPI_COMM_NULL;
+    MPI_Comm comm = reversed ? gc.reversed : gc.comm;
+    int position = reversed ? bitReversed(gc.rank, gc.size) : gc.rank;
+    auto *blocks = static_cast<uint8_t *>(out.data);
     std::vector<uint8_t> temp;
-    const void *send = sendBuffer(
-        in, out, static_cast<uint8_t *>(out.data) + shard * gc.rank, temp);
-    ZRT_RETURN_IF_ERROR(complete(
-        OpKind::AllGather, ctx, [&](MPI_Request *req) {
-          return req ? MPI_Iallgather(send, int(shard), MPI_BYTE, out.data,
-                                      int(shard), MPI_BYTE, gc.comm, req)
-                     : MPI_Allgather(send, int(shard), MPI_BYTE, out.data,
-                                     int(shard), MPI_BYTE, gc.comm);
-        }));
+    const void *send = sendBuffer(in, out, blocks + shard * position, temp);
+    ZRT_RETURN_IF_ERROR(complete(OpKind::AllGather, ctx, [&](MPI_Request *req) {
+      return req ? MPI_Iallgather(send, int(shard), MPI_BYTE, out.data,
+                                  int(shard), MPI_BYTE, comm, req)
+                 : MPI_Allgather(send, int(shard), MPI_BYTE, out.data,
+                                 int(shard), MPI_BYTE, comm);
+    }));
+    if (reversed)
+      swapBitReversed(blocks, shard, gc.size);
     countCall(OpKind::AllGather, ctx.group, shard * uint64_t(gc.size - 1));
+    // Recursive doubling: 2^i blocks to the partner 2^i positions away.
+    countExchanges(gc, shard);
     return Status::ok();
   }
 
@@ -189,17 +270,30 @@ public:
     MPI_Op op;
     ZRT_RETURN_IF_ERROR(sumType(OpKind::ReduceScatter, in.dtype, type, op));
     std::vector<uint8_t> temp;
-    const void *send = sendBuffer(in, out, out.data, temp);
+    const bool reversed = gc.reversed != MPI_COMM_NULL;
+    MPI_Comm comm = reversed ? gc.reversed : gc.comm;
+    const void *send;
+    if (reversed) {
+      // Block j goes to position j: group rank bitReversed(j)'s block.
+      const auto *blocks = static_cast<const uint8_t *>(in.data);
+      temp.assign(blocks, blocks + in.bytes());
+      swapBitReversed(temp.data(), out.bytes(), gc.size);
+      send = temp.data();
+    } else {
+      send = sendBuffer(in, out, out.data, temp);
+    }
     ZRT_RETURN_IF_ERROR(complete(
         OpKind::ReduceScatter, ctx, [&](MPI_Request *req) {
           int count = int(out.numel());
           return req ? MPI_Ireduce_scatter_block(send, out.data, count, type,
-                                                 op, gc.comm, req)
+                                                 op, comm, req)
                      : MPI_Reduce_scatter_block(send, out.data, count, type, op,
-                                                gc.comm);
+                                                comm);
         }));
     countCall(OpKind::ReduceScatter, ctx.group,
               out.bytes() * uint64_t(gc.size - 1));
+    // Recursive halving: p/2^i blocks to the partner p/2^i positions away.
+    countExchanges(gc, out.bytes());
     return Status::ok();
   }
 
@@ -221,6 +315,9 @@ public:
     // Ring volume: a reduce-scatter then an all-gather of n/g-sized blocks.
     countCall(OpKind::AllReduce, ctx.group,
               2 * uint64_t(gc.size - 1) * out.bytes() / uint64_t(gc.size));
+    for (int d = 1; d < gc.size; d <<= 1)
+      if ((gc.rank ^ d) < gc.size)
+        countPeer(gc, gc.rank ^ d, out.bytes());
     return Status::ok();
   }
 
@@ -242,6 +339,9 @@ public:
     }));
     countCall(OpKind::Broadcast, ctx.group,
               gc.rank == root ? out.bytes() * uint64_t(gc.size - 1) : 0);
+    for (int peer = 0; gc.rank == root && peer < gc.size; ++peer)
+      if (peer != root)
+        countPeer(gc, peer, out.bytes());
     return Status::ok();
   }
 
@@ -260,6 +360,9 @@ public:
                                 int(block), MPI_BYTE, gc.comm);
     }));
     countCall(OpKind::AllToAll, ctx.group, block * uint64_t(gc.size - 1));
+    for (int peer = 0; peer < gc.size; ++peer)
+      if (peer != gc.rank)
+        countPeer(gc, peer, block);
     return Status::ok();
   }
 
@@ -292,6 +395,7 @@ public:
     }
     ZRT_RETURN_IF_ERROR(reapSends(/*all=*/false, ctx));
     countCall(OpKind::Send, ctx.group, in.bytes());
+    countPeer(gc, peer, in.bytes());
     return Status::ok();
   }
 
@@ -411,8 +515,12 @@ private:
 
   struct GroupComm {
     MPI_Comm comm = MPI_COMM_NULL;
+    /// The same ranks in bit-reversed order, for all-gathers and
+    /// reduce-scatters; null where the size is not a power of two above 2.
+    MPI_Comm reversed = MPI_COMM_NULL;
     int rank = 0;
     int size = 1;
+    std::vector<int> worldRanks; ///< by group rank
   };
 
   /// A send in flight: its request and the copy of its bytes.
@@ -420,6 +528,31 @@ private:
     MPI_Request request = MPI_REQUEST_NULL;
     std::vector<uint8_t> bytes;
   };
+
+  /// Counts `bytes` sent to group rank `peer` of `gc`.
+  void countPeer(const GroupComm &gc, int peer, uint64_t bytes) {
+    sentTo_[size_t(gc.worldRanks[size_t(peer)])] += bytes;
+  }
+
+  /// Counts an all-gather or reduce-scatter of `block`-byte blocks over 2^m
+  /// positions: recursive doubling sends 2^i blocks to the partner 2^i
+  /// positions away (i = 0, 1, ...), recursive halving the same exchanges
+  /// largest first. Groups of other sizes: a block to each peer.
+  void countExchanges(const GroupComm &gc, uint64_t block) {
+    if (gc.size < 2 || (gc.size & (gc.size - 1)) != 0) {
+      for (int peer = 0; peer < gc.size; ++peer)
+        if (peer != gc.rank)
+          countPeer(gc, peer, block);
+      return;
+    }
+    const bool reversed = gc.reversed != MPI_COMM_NULL;
+    int position = reversed ? bitReversed(gc.rank, gc.size) : gc.rank;
+    for (int d = 1; d < gc.size; d <<= 1) {
+      int partner = position ^ d;
+      countPeer(gc, reversed ? bitReversed(partner, gc.size) : partner,
+                block * uint64_t(d));
+    }
+  }
 
   /// Frees the sends that have completed; with `all`, polls until every one
   /// has (or the run is cancelled). The caller holds pendingMutex_.
@@ -453,8 +586,9 @@ private:
   void freeChannels() {
     for (std::vector<GroupComm> &comms : channels_)
       for (GroupComm &c : comms)
-        if (c.comm != MPI_COMM_NULL)
-          MPI_Comm_free(&c.comm);
+        for (MPI_Comm *m : {&c.comm, &c.reversed})
+          if (*m != MPI_COMM_NULL)
+            MPI_Comm_free(m);
     channels_.clear();
   }
 
@@ -572,6 +706,8 @@ private:
   MPI_Comm control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, localSize_ = 1, localRank_ = 0;
   std::vector<std::string> nodes_; ///< by rank
+  /// Bytes sent to each world rank in collectives (countPeers()).
+  std::vector<std::atomic<uint64_t>> sentTo_;
   MPI_Op sumF16_ = MPI_OP_NULL, sumBF16_ = MPI_OP_NULL;
   std::vector<std::vector<GroupComm>> channels_; // [channel][group + 1]
   std::mutex pendingMutex_;
@@ -592,6 +728,13 @@ Expected<std::unique_ptr<Communicator>> createWorldCommunicator(int *argc,
   if (initialised) {
     MPI_Query_thread(&provided);
   } else {
+    // Open MPI reads its parameters from the environment at MPI_Init; one
+    // set there (or on mpirun's line, which exports it) wins.
+    // Recursive doubling / halving for every all-gather and reduce-scatter
+    // (see the file's comment): the bit-reversed order's exchanges.
+    setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
+    setenv("OMPI_MCA_coll_tuned_allgather_algorithm", "3", 0);
+    setenv("OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm", "3", 0);
     // ZRT_MPI_THREAD_LEVEL=serialized asks for less, to test that path.
     const char *level = std::getenv("ZRT_MPI_THREAD_LEVEL");
     int wanted = level && std::string(level) == "serialized"
