@@ -92,6 +92,7 @@ class Runs:
             "train_batch_size", "train_micro_batch_size_per_gpu",
             "gradient_accumulation_steps")}
         self.programs = {}
+        self.compile_args = {}
         self.results = {}
 
     def program(self, tag, zopts, stages=1):
@@ -112,7 +113,23 @@ class Runs:
             self.tools.compile(Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
                                ["--config", str(cp), *pipeline], zrt, w)
             self.programs[tag] = (zrt, w)
+            self.compile_args[tag] = (shapes, ["--config", str(cp), *pipeline])
         return self.programs[tag]
+
+    def pipeline_sends(self, tag):
+        """Bytes a step of pipeline program TAG sends between its stages, per
+        replica, as zero-opt --report plans them (its "sent per step" column,
+        summed over the stages): the activations forward, their gradients back."""
+        shapes, extra = self.compile_args[tag]
+        cmd = kit_tools.zero_opt(self.tools.zero_opt,
+                                 Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
+                                 ["--train", *extra, "--report"],
+                                 self.work / f"{tag}_report.zrt",
+                                 self.work / f"{tag}_report.safetensors")
+        r, _ = run(cmd, "zero-opt --report")
+        # zero-opt prints its report on stderr (stdout may be the program).
+        rows = re.findall(r"^\s+stage \d+\s+\d+\s+(\d+)\s+\d+", r.stderr, re.M)
+        return sum(int(x) for x in rows) if rows else None
 
     def args(self, tag, run_tag):
         zrt, w = self.programs[tag]
@@ -320,6 +337,31 @@ def case_groups(runs, c2x2):
         if abs(crossed["node"] - crossed["slot"]) > 0.05 * crossed["slot"]:
             bad.append(f"{what}: the links sent {crossed['node']} B under --map-by node, "
                        f"{crossed['slot']} B under --map-by slot: more than 5% apart")
+        if stages > 1:
+            bad += pipeline_vs_wire(runs, tag, what, crossed, RANKS // stages)
+    return bad
+
+
+def pipeline_vs_wire(runs, tag, what, crossed, dp):
+    """A pipeline whose stages each sit on one node sends across the nodes what
+    its stages send each other, the activations and their gradients: zero-opt
+    --report's per-step sends, times the replicas and the steps. The links carry
+    that plus TCP/IP's headers and the few world collectives of a step (the
+    clipping norm): within REPORT_TOLERANCE, never less."""
+    per_step = runs.pipeline_sends(tag)
+    if not per_step:
+        return [f"{what}: zero-opt --report printed no per-stage sends"]
+    want = per_step * dp * runs.steps
+    bad = []
+    for map_by, wire in crossed.items():
+        ratio = wire / want
+        ok = 1 <= ratio <= 1 + REPORT_TOLERANCE
+        log(f"  {what}, --map-by {map_by}: the links sent {wire} B, the stages' sends "
+            f"{per_step} B/step x {dp} replicas x {runs.steps} steps = {want} B "
+            f"({ratio:.3f}x)")
+        if not ok:
+            bad.append(f"{what}, --map-by {map_by}: the links sent {wire} B, {ratio:.3f}x "
+                       f"the activations' {want} B (1 to {1 + REPORT_TOLERANCE:.2f}x expected)")
     return bad
 
 
