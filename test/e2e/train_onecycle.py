@@ -155,7 +155,8 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
                                                              "weight_decay": WD}},
-                   "scheduler": {"type": "OneCycle", "params": SCHED}}, f)
+                   "scheduler": {"type": "OneCycle", "params": SCHED},
+                   "gradient_clipping": 0}, f)  # the reference does not clip
 
     # The reference: float64 AdamW under OneCycle's lr and betas.
     W, b, lrs = reference(OneCycle(SCHED), W0, b0, xs, ys)
@@ -195,7 +196,8 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
                                                              "weight_decay": WD}},
-                   "scheduler": {"type": "LRRangeTest", "params": RANGE}}, f)
+                   "scheduler": {"type": "LRRangeTest", "params": RANGE},
+                   "gradient_clipping": 0}, f)  # the reference does not clip
     W, b, lrs = reference(LRRangeTest(RANGE), W0, b0, xs, ys, betas=(0.9, 0.999))
     prog = os.path.join(w, "range.zrt")
     run(zero_opt(a.zero_opt, onnx_path, {"x": (B, IN), "y": (B, OUT)},
