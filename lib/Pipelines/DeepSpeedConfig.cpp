@@ -50,6 +50,13 @@ std::string autoNote(llvm::StringRef key, llvm::StringRef value) {
   return ("note: " + key + " \"auto\" -> " + value).str();
 }
 
+/// `v` as the config spells it: 3, 0.5, 1e-06.
+std::string formatNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 /// A key of one of DeepSpeed's config models (DeepSpeedConfigModel
 /// subclasses) and its default there: `json` the default as JSON text, or
 /// null where the default is absent (None, or computed from other keys) and
@@ -286,6 +293,46 @@ std::string readNumber(llvm::StringRef path, const llvm::json::Object &obj,
   return "";
 }
 
+/// The Adam params DeepSpeed 0.19 refuses, or zero-opt's Adam cannot honour:
+/// max_grad_norm (DeepSpeed's ValueError: clipping is gradient_clipping),
+/// amsgrad true (FusedAdam has no AMSGrad variant) and bias_correction false
+/// (zero-opt's Adam always corrects the moments). An error naming the key.
+std::string checkAdamParams(llvm::StringRef path,
+                            const llvm::json::Object &params) {
+  if (const llvm::json::Value *v = params.get("max_grad_norm"))
+    return (path +
+            ": optimizer.params.max_grad_norm is not an optimizer parameter in "
+            "DeepSpeed (its engine raises ValueError); clip with the top-level "
+            "\"gradient_clipping\": " +
+            (v->getAsNumber() ? formatNumber(*v->getAsNumber())
+                              : std::string("<norm>")))
+        .str();
+  if (const llvm::json::Value *v = params.get("amsgrad")) {
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return (path + ": optimizer.params.amsgrad must be true or false").str();
+    if (*b)
+      return (path +
+              ": optimizer.params.amsgrad true is not supported: DeepSpeed's "
+              "FusedAdam refuses the AMSGrad variant and zero-opt's Adam has "
+              "none; drop the key or give false")
+          .str();
+  }
+  if (const llvm::json::Value *v = params.get("bias_correction")) {
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return (path + ": optimizer.params.bias_correction must be true or false")
+          .str();
+    if (!*b)
+      return (path +
+              ": optimizer.params.bias_correction false is not supported: "
+              "zero-opt's Adam always corrects the moments' bias (DeepSpeed's "
+              "default, true); drop the key or give true")
+          .str();
+  }
+  return "";
+}
+
 /// The config's optimizer block ({"type", "params"}) into `o`, with
 /// DeepSpeed's defaults and meaning of Adam.
 std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
@@ -339,11 +386,25 @@ std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
   }
   if (std::optional<bool> n = params->getBoolean("nesterov"))
     o.nesterov = *n;
+  // torch_adam builds torch.optim.AdamW, whose weight_decay defaults to 0.01
+  // (DeepSpeed's own FusedAdam: 0).
+  if (o.type == "adamw" &&
+      params->getBoolean("torch_adam") == std::optional<bool>(true) &&
+      !params->get("weight_decay")) {
+    o.weightDecay = 0.01;
+    warnings.push_back(
+        "note: optimizer.params.weight_decay absent with torch_adam true -> "
+        "0.01 (torch.optim.AdamW's default, which DeepSpeed builds)");
+  }
+  if (kind == "adam" || kind == "adamw")
+    if (std::string e = checkAdamParams(path, *params); !e.empty())
+      return e;
   for (const auto &kv : *params) {
     llvm::StringRef k = kv.first;
     if (k != "lr" && k != "eps" && k != "weight_decay" && k != "momentum" &&
-        k != "dampening" && k != "betas" && k != "nesterov" && k != "adam_w_mode" &&
-        k != "torch_adam")
+        k != "dampening" && k != "betas" && k != "nesterov" &&
+        k != "adam_w_mode" && k != "torch_adam" && k != "amsgrad" &&
+        k != "bias_correction" && k != "max_grad_norm")
       warnings.push_back("optimizer.params." + k.str() + " is not supported and is ignored");
   }
   return "";
@@ -381,18 +442,71 @@ std::string readOneCycle(llvm::StringRef path, const llvm::json::Object &params,
       return (path + ": scheduler.params.cycle_momentum must be true or false").str();
     o.cycleMomentum = *b;
   }
+  // The stair counts (DeepSpeed 0.19; 0.18 and before ignored them).
+  for (auto [key, out] :
+       {std::pair<const char *, int64_t *>{"cycle_first_stair_count",
+                                           &o.cycleFirstStairCount},
+        {"cycle_second_stair_count", &o.cycleSecondStairCount}}) {
+    const llvm::json::Value *v = params.get(key);
+    if (!v || v->kind() == llvm::json::Value::Null)
+      continue; // cycle_second_stair_count: null is the first's
+    std::optional<int64_t> n = v->getAsInteger();
+    if (!n || *n < 0)
+      return (path + ": scheduler.params." + key + " must be an integer >= 0")
+          .str();
+    *out = *n;
+  }
   for (const auto &kv : params) {
     llvm::StringRef k = kv.first;
-    if (k == "cycle_first_stair_count" || k == "cycle_second_stair_count")
-      warnings.push_back("scheduler.params." + k.str() +
-                         " is ignored, as DeepSpeed's OneCycle ignores it");
-    else if (k != "cycle_min_lr" && k != "cycle_max_lr" && k != "decay_lr_rate" &&
-             k != "cycle_first_step_size" && k != "cycle_second_step_size" &&
-             k != "decay_step_size" && k != "cycle_min_mom" && k != "cycle_max_mom" &&
-             k != "decay_mom_rate" && k != "cycle_momentum" && k != "last_batch_iteration")
+    if (k != "cycle_min_lr" && k != "cycle_max_lr" && k != "decay_lr_rate" &&
+        k != "cycle_first_step_size" && k != "cycle_second_step_size" &&
+        k != "decay_step_size" && k != "cycle_min_mom" &&
+        k != "cycle_max_mom" && k != "decay_mom_rate" &&
+        k != "cycle_momentum" && k != "last_batch_iteration" &&
+        k != "cycle_first_stair_count" && k != "cycle_second_stair_count")
       warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
   }
   return "";
+}
+
+/// scheduler.params.last_batch_iteration: DeepSpeed's schedules start after
+/// that step (-1, their default: at the beginning). zero-opt's schedule
+/// counts the program's own steps, so only -1 is honoured.
+std::string checkLastBatchIteration(llvm::StringRef path,
+                                    const llvm::json::Object &params) {
+  const llvm::json::Value *v = params.get("last_batch_iteration");
+  if (!v)
+    return "";
+  std::optional<int64_t> k = v->getAsInteger();
+  if (!k)
+    return (path + ": scheduler.params.last_batch_iteration must be an integer")
+        .str();
+  if (*k == -1)
+    return "";
+  return (path + ": scheduler.params.last_batch_iteration " + llvm::Twine(*k) +
+          " (DeepSpeed resumes the schedule after that step) is not supported: "
+          "zero-opt's schedule starts at the program's first step; drop the "
+          "key or give -1 (DeepSpeed's default)")
+      .str();
+}
+
+/// WarmupDecayLR and WarmupCosineLR with total_num_steps at or below the
+/// warmup (at least 2 steps, as DeepSpeed raises it): DeepSpeed warns and
+/// keeps the lr at the decay's floor after the warmup.
+void warnShortDecay(const zero::ZeroOptimizerPassOptions &o,
+                    std::vector<std::string> &warnings) {
+  const bool cosine = o.schedule == zero::LRSchedule::WarmupCosineLR;
+  if (!cosine && o.schedule != zero::LRSchedule::WarmupDecayLR)
+    return;
+  const int64_t warmup = std::max<int64_t>(2, o.warmupNumSteps);
+  if (o.totalNumSteps < 0 || o.totalNumSteps > warmup)
+    return;
+  warnings.push_back(
+      "scheduler.params.total_num_steps " + std::to_string(o.totalNumSteps) +
+      " is not above warmup_num_steps " + std::to_string(warmup) +
+      ": no decay window; after the warmup the lr stays at " +
+      (cosine ? "cos_min_ratio x the optimizer's lr" : "warmup_min_lr") +
+      " (as DeepSpeed, which warns and clamps)");
 }
 
 /// The config's scheduler block ({"type", "params"}) into `o`.
@@ -416,6 +530,8 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
   llvm::json::Object none;
   if (!params)
     params = &none;
+  if (std::string e = checkLastBatchIteration(path, *params); !e.empty())
+    return e;
   if (*type == "OneCycle")
     return readOneCycle(path, *params, o, warnings);
   if (*type == "LRRangeTest") {
@@ -476,6 +592,7 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
         k != "warmup_type" && k != "last_batch_iteration")
       warnings.push_back("scheduler.params." + k.str() + " is not supported and is ignored");
   }
+  warnShortDecay(o, warnings);
   return "";
 }
 
@@ -659,6 +776,9 @@ std::string readWorldSize(llvm::StringRef path, const llvm::json::Object &root,
                         "gradient_accumulation_steps"})
     if (root.get(key) && (!intKey(key) || *intKey(key) <= 0))
       return (path + ": " + key + " must be a positive integer").str();
+  opts.configBatch = batch.value_or(0);
+  opts.configMicroBatch = micro.value_or(0);
+  opts.configAccumulation = accumulation.value_or(0);
   fixesWorld = batch && micro;
   if (!fixesWorld)
     return "";
@@ -688,12 +808,15 @@ std::string checkSections(llvm::StringRef path, const llvm::json::Object &root,
     // The training keys are read by zero-opt --train (readTrainingConfig);
     // gradient_accumulation_steps is its micro-batches, and the micro-batch
     // size is checked against the model's batch (zero-autodiff).
-    if (key == "optimizer" || key == "scheduler" || key == "gradient_clipping" ||
-        key == "gradient_accumulation_steps" ||
-        (opts.training && (key == "bf16" || key == "fp16" ||
-                           key == "communication_data_type" || key == "data_types" ||
-                           key == "csv_monitor" || key == "steps_per_print")) ||
-        (opts.training && key == "train_micro_batch_size_per_gpu"))
+    if (key == "optimizer" || key == "scheduler" ||
+        key == "gradient_clipping" || key == "gradient_accumulation_steps" ||
+        key == "gradient_allreduce_op" ||
+        (opts.training &&
+         (key == "bf16" || key == "bfloat16" || key == "fp16" ||
+          key == "communication_data_type" || key == "data_types" ||
+          key == "csv_monitor" || key == "steps_per_print")) ||
+        (opts.training && (key == "train_micro_batch_size_per_gpu" ||
+                           key == "train_batch_size")))
       continue;
     if (key == "zero_optimization" || (fixesWorld && (key == "train_batch_size" ||
         key == "train_micro_batch_size_per_gpu")))
@@ -743,6 +866,49 @@ std::string readDeprecatedOffload(llvm::StringRef path, const std::string &key,
     return "";
   const llvm::json::Value device(llvm::json::Object{{"device", "cpu"}});
   return readOffload(path, now, device, opts, warnings);
+}
+
+/// Whether DeepSpeed 0.19's DeepSpeedZeroConfig takes `key`: a JSON name of
+/// kZeroDefaults, the stage, its newer fields, or a field's Python name
+/// (populate_by_name) where the JSON name is its stage3_ alias.
+bool isZeroConfigKey(llvm::StringRef key) {
+  if (key == "stage" || key == "compute_grad_norm" ||
+      key == "parameter_alignment")
+    return true;
+  for (const ModelDefault &d : kZeroDefaults) {
+    llvm::StringRef name(d.key);
+    if (name == key ||
+        (name.starts_with("stage3_") && name.drop_front(7) == key))
+      return true;
+  }
+  return false;
+}
+
+/// A zero_optimization key by its JSON name: a field's Python name
+/// (prefetch_bucket_size) as its stage3_ alias, which DeepSpeed takes alike.
+std::string canonicalZeroKey(llvm::StringRef key) {
+  for (const ModelDefault &d : kZeroDefaults)
+    if (llvm::StringRef(d.key).starts_with("stage3_") &&
+        llvm::StringRef(d.key).drop_front(7) == key)
+      return d.key;
+  return key.str();
+}
+
+/// An error for a key DeepSpeed's zero config refuses (extra="forbid"),
+/// naming the nearest key it accepts.
+std::string unknownZeroKey(llvm::StringRef path, llvm::StringRef key) {
+  llvm::StringRef nearest = "stage";
+  unsigned best = key.edit_distance(nearest);
+  for (const ModelDefault &d : kZeroDefaults)
+    if (unsigned distance = key.edit_distance(d.key); distance < best) {
+      best = distance;
+      nearest = d.key;
+    }
+  return (path + ": zero_optimization." + key +
+          " is not a key of DeepSpeed's zero config, which refuses unknown "
+          "keys (DeepSpeedZeroConfig, extra=\"forbid\"); did you mean " +
+          nearest + "? (docs/training.md lists the keys zero-opt reads)")
+      .str();
 }
 
 /// One key of zero_optimization (`zo`) into `opts` and `sizes`: an error
@@ -808,6 +974,8 @@ std::string readZeroKey(llvm::StringRef path, const std::string &key,
     if (!value.getAsBoolean())
       return (path + ": zero_optimization." + key + " must be true or false").str();
     warnings.push_back("zero_optimization." + key + " has no effect: " + why);
+  } else if (!isZeroConfigKey(key)) {
+    return unknownZeroKey(path, key);
   } else {
     warnings.push_back("zero_optimization." + key + " is not supported and is ignored");
   }
@@ -822,13 +990,25 @@ std::string readZeroOptimization(llvm::StringRef path, const llvm::json::Value *
   Stage3Sizes sizes;
   opts.maxReuseDistance = 1'000'000'000;
   const int64_t kBytesPerElement = 4; // fp32 programs
-  if (z) {
+  if (z && z->getAsBoolean()) {
+    // DeepSpeed's deprecated form (read_zero_config_deprecated): true is
+    // stage 1, false stage 0.
+    opts.stage = *z->getAsBoolean() ? 1 : 0;
+    opts.stageGiven = true;
+    warnings.push_back("note: zero_optimization " +
+                       std::string(opts.stage ? "true" : "false") +
+                       " is DeepSpeed's deprecated form of {\"stage\": " +
+                       std::to_string(opts.stage) + "}: read as stage " +
+                       std::to_string(opts.stage));
+  } else if (z) {
     const llvm::json::Object *zo = z->getAsObject();
     if (!zo)
-      return (path + ": zero_optimization must be an object").str();
+      return (path + ": zero_optimization must be an object (or DeepSpeed's "
+                     "deprecated true / false)")
+          .str();
     for (const auto &kv : *zo)
-      if (std::string e = readZeroKey(path, kv.first.str(), kv.second, *zo, opts, sizes,
-                                      warnings);
+      if (std::string e = readZeroKey(path, canonicalZeroKey(kv.first),
+                                      kv.second, *zo, opts, sizes, warnings);
           !e.empty())
         return e;
   }
@@ -861,11 +1041,23 @@ std::string zero::readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &opts,
 
 namespace {
 
-/// `v` as the config spells it: 3, 0.5, 1e-06.
-std::string formatNumber(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
-  return text;
+/// A dtype name as DeepSpeed reads it, as "fp32", "fp16" or "bf16":
+/// communication_data_type in any case (get_communication_data_type lowers
+/// it); data_types' by DtypeEnum's spellings (fp32, float32, float,
+/// torch.float32, ...). None for anything else.
+std::optional<StringRef> canonicalDtype(StringRef name, bool communication) {
+  if (communication) {
+    const std::string lower = name.lower();
+    for (StringRef t : {"fp32", "fp16", "bf16"})
+      if (lower == t)
+        return t;
+    return std::nullopt;
+  }
+  return llvm::StringSwitch<std::optional<StringRef>>(name)
+      .Cases("fp32", "float32", "float", "torch.float32", StringRef("fp32"))
+      .Cases("fp16", "float16", "half", "torch.float16", StringRef("fp16"))
+      .Cases("bf16", "bfloat16", "torch.bfloat16", StringRef("bf16"))
+      .Default(std::nullopt);
 }
 
 /// One key of the "fp16" block into the loss scaler's settings: "" when
@@ -876,9 +1068,13 @@ std::string readLossScaler(StringRef path, StringRef key, const llvm::json::Valu
     return (path + ": fp16." + key + " must be " + what).str();
   };
   if (key == "loss_scale" || key == "min_loss_scale") {
+    // min_loss_scale is an int in DeepSpeed (DeepSpeedFP16Config).
     std::optional<double> d = v.getAsNumber();
-    if (!d || *d < 0 || (key == "min_loss_scale" && *d == 0))
-      return bad(key == "loss_scale" ? "a number >= 0 (0: dynamic)" : "a number > 0");
+    if (!d || *d < 0 ||
+        (key == "min_loss_scale" && (*d < 1 || *d != std::floor(*d))))
+      return bad(key == "loss_scale"
+                     ? "a number >= 0 (0: dynamic)"
+                     : "a whole number >= 1 (an int in DeepSpeed)");
     (key == "loss_scale" ? settings.lossScale : settings.minLossScale) = *d;
     return "";
   }
@@ -908,7 +1104,16 @@ std::string readLossScaler(StringRef path, StringRef key, const llvm::json::Valu
 std::string readPrecision(StringRef path, const llvm::json::Object &root,
                           zero::TrainSettings &settings, std::vector<std::string> &warnings) {
   bool enabled[2] = {false, false};
-  const char *names[2] = {"fp16", "bf16"};
+  // "bfloat16" is DeepSpeed's older spelling of "bf16" (get_bfloat16_config
+  // reads it when "bf16" is absent).
+  const bool legacyBf16 = !root.get("bf16") && root.get("bfloat16");
+  const char *names[2] = {"fp16", legacyBf16 ? "bfloat16" : "bf16"};
+  if (legacyBf16)
+    warnings.push_back(
+        "note: bfloat16 is DeepSpeed's older spelling of bf16: read as bf16");
+  else if (root.get("bfloat16"))
+    warnings.push_back(
+        "bfloat16 is ignored: DeepSpeed reads bf16 when both are given");
   for (int i = 0; i < 2; ++i) {
     const llvm::json::Value *v = root.get(names[i]);
     if (!v)
@@ -940,16 +1145,6 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
                          " is not supported and is ignored");
     }
   }
-  // DeepSpeed halves and doubles the dynamic scale: its floor must be a
-  // power of two for the scale to reach it.
-  if (enabled[0] && settings.lossScale == 0) {
-    int exponent = 0;
-    if (std::frexp(settings.minLossScale, &exponent) != 0.5)
-      return (path + ": fp16.min_loss_scale " + formatNumber(settings.minLossScale) +
-              " is not a power of two; the dynamic loss scale halves and doubles, so "
-              "its floor must be one (e.g. 1, the default)")
-          .str();
-  }
   if (enabled[0] && enabled[1])
     return (path + ": fp16 and bf16 are both enabled; DeepSpeed trains in one of "
                    "them: disable the other")
@@ -961,14 +1156,19 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
   // communication_data_type: the gradients' reductions in fp32 instead of the
   // training's 16-bit type.
   if (const llvm::json::Value *c = root.get("communication_data_type")) {
-    std::optional<StringRef> t = c->getAsString();
+    std::optional<StringRef> given = c->getAsString();
+    std::optional<StringRef> t =
+        given ? canonicalDtype(*given, /*communication=*/true) : std::nullopt;
     const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
-    if (!t || (*t != "fp32" && *t != "fp16" && *t != "bf16"))
-      return (path + ": communication_data_type must be \"fp32\", \"fp16\" or \"bf16\"")
+    if (!t)
+      return (path + ": communication_data_type must be \"fp32\", \"fp16\" or "
+                     "\"bf16\" (any case, as DeepSpeed)")
           .str();
     if (*t != "fp32" && *t != own)
-      return (path + ": communication_data_type \"" + *t + "\" with " + own +
-              " training is not supported; give \"fp32\" or \"" + own + "\"")
+      return (path + ": communication_data_type \"" + *given + "\" with " +
+              own + " training is not supported; give \"fp32\"" +
+              (StringRef(own) == "fp32" ? ""
+                                        : " or \"" + std::string(own) + "\""))
           .str();
     settings.step.commF32 = *t == "fp32" && settings.precision != zero::Precision::FP32;
   }
@@ -988,12 +1188,19 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
       }
       if (kv.second.kind() == llvm::json::Value::Null)
         continue; // DeepSpeed's default, None: the training's own type
-      std::optional<StringRef> t = kv.second.getAsString();
-      if (!t || (*t != "fp32" && *t != "fp16" && *t != "bf16"))
-        return (path + ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or \"bf16\"")
+      std::optional<StringRef> given = kv.second.getAsString();
+      std::optional<StringRef> t =
+          given ? canonicalDtype(*given, /*communication=*/false)
+                : std::nullopt;
+      if (!t)
+        return (path +
+                ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or "
+                "\"bf16\" (or DeepSpeed's DtypeEnum spellings: \"float32\", "
+                "\"float16\", \"bfloat16\", ...)")
             .str();
       const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
-      const bool automatic = enabled[0] == enabled[1] && (root.get("fp16") || root.get("bf16"));
+      const bool automatic =
+          enabled[0] == enabled[1] && (root.get("fp16") || root.get(names[1]));
       if (*t == own || (automatic && *t != "fp32"))
         continue;
       if (*t == "fp32" && enabled[1]) {
@@ -1009,6 +1216,49 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
               (enabled[1] ? " or \"fp32\"" : ""))
           .str();
     }
+  }
+  return "";
+}
+
+/// What DeepSpeed 0.19's engine makes of what the config leaves out, and its
+/// gradient_allreduce_op: gradient_clipping absent clips at 1.0
+/// (GRADIENT_CLIPPING_DEFAULT; 0.18 and before: 0, no clipping); WarmupLR
+/// without warmup_max_lr peaks at the optimizer's lr (following --optimizer
+/// lr=); "sum" is refused (zero-opt's step averages the gradients).
+std::string applyEngineDefaults(StringRef path, const llvm::json::Object &root,
+                                zero::TrainSettings &settings,
+                                std::vector<std::string> &warnings) {
+  zero::ZeroOptimizerPassOptions &o = settings.step;
+  if (!root.get("gradient_clipping")) {
+    o.clip = 1.0;
+    warnings.push_back(
+        "note: gradient_clipping absent -> 1.0 (DeepSpeed 0.19's default; "
+        "0.18 and before: 0, no clipping; give 0 to train without)");
+  }
+  const llvm::json::Object *sched = root.getObject("scheduler");
+  const llvm::json::Object *params =
+      sched ? sched->getObject("params") : nullptr;
+  if (o.schedule == zero::LRSchedule::WarmupLR &&
+      (!params || !params->get("warmup_max_lr"))) {
+    o.warmupMaxLr = o.lr;
+    settings.warmupMaxLrAuto = true;
+    warnings.push_back("note: scheduler.params.warmup_max_lr absent -> " +
+                       formatNumber(o.lr) +
+                       " (WarmupLR peaks at the optimizer's lr, as DeepSpeed)");
+  }
+  if (const llvm::json::Value *v = root.get("gradient_allreduce_op")) {
+    std::optional<StringRef> op = v->getAsString();
+    const std::string given = op ? op->lower() : "";
+    if (given != "mean" && given != "sum")
+      return (path + ": gradient_allreduce_op must be \"mean\" or \"sum\" "
+                     "(DeepSpeed's)")
+          .str();
+    if (given == "sum")
+      return (path + ": gradient_allreduce_op \"" + *op +
+              "\" (DeepSpeed sums the gradients over the ranks) is not "
+              "supported: zero-opt's step averages them (\"mean\", "
+              "DeepSpeed's default); drop the key or give \"mean\"")
+          .str();
   }
   return "";
 }
@@ -1108,6 +1358,9 @@ std::string zero::readTrainingConfig(llvm::StringRef path, TrainSettings &settin
   if (const llvm::json::Value *v = root->get("scheduler"))
     if (std::string e = readScheduler(path, *v, settings.step, warnings); !e.empty())
       return e;
+  if (std::string e = applyEngineDefaults(path, *root, settings, warnings);
+      !e.empty())
+    return e;
   return readPrecision(path, *root, settings, warnings);
 }
 

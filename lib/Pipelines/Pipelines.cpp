@@ -206,6 +206,44 @@ checkZeroPlusPlus(const zero::ZeroSettings &settings,
   return success();
 }
 
+/// The world the config's batch sizes give (`configDp`; 0 or less: none)
+/// against --zero-pipeline dp=: for a training step DeepSpeed derives the
+/// accumulation when the config leaves it out (settings.derivedAccumulation);
+/// otherwise they must agree (a forward program has no accumulation).
+static LogicalResult
+checkConfigWorld(StringRef config, bool dpGiven, int64_t configDp,
+                 zero::ZeroSettings &settings,
+                 function_ref<LogicalResult(const Twine &)> errorHandler) {
+  // DeepSpeed derives the accumulation from the batch, the micro-batch and
+  // the world size when the config leaves it out.
+  if (settings.training && configDp > 0 && dpGiven &&
+      settings.configAccumulation == 0 && settings.dp != configDp) {
+    if (configDp % settings.dp != 0)
+      return errorHandler(
+          config + ": train_batch_size " + Twine(settings.configBatch) +
+          " is not a multiple of train_micro_batch_size_per_gpu " +
+          Twine(settings.configMicroBatch) + " x dp=" + Twine(settings.dp) +
+          "; DeepSpeed derives gradient_accumulation_steps from their "
+          "quotient");
+    settings.derivedAccumulation = configDp / settings.dp;
+    llvm::errs() << "note: " << config
+                 << ": gradient_accumulation_steps absent -> "
+                 << settings.derivedAccumulation << " (train_batch_size "
+                 << settings.configBatch
+                 << " / (train_micro_batch_size_per_gpu "
+                 << settings.configMicroBatch << " x dp=" << settings.dp
+                 << "), as DeepSpeed derives it)\n";
+    return success();
+  }
+  if (configDp > 0 && settings.dp != configDp)
+    return errorHandler(
+        config + ": the batch sizes give a world of " + Twine(configDp) +
+        " ranks but --zero-pipeline says dp=" + Twine(settings.dp) +
+        "; make train_batch_size = micro batch x accumulation "
+        "x dp, or drop one of them");
+  return success();
+}
+
 LogicalResult
 zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
                                function_ref<LogicalResult(const Twine &)> errorHandler) {
@@ -306,13 +344,8 @@ zero::parseZeroPipelineOptions(StringRef optionString, ZeroSettings &settings,
   if (settings.dp > 0 && !zero::isSupportedWorldSize(settings.dp))
     return errorHandler("--zero-pipeline: dp must be at most " +
                         Twine(zero::kMaxWorldSize) + ", got " + Twine(settings.dp));
-  if (configDp > 0 && settings.dp != configDp)
-    return errorHandler(options.config + ": the batch sizes give a world of " +
-                        Twine(configDp) + " ranks but --zero-pipeline says dp=" +
-                        Twine(settings.dp) +
-                        "; make train_batch_size = micro batch x accumulation "
-                        "x dp, or drop one of them");
-  return success();
+  return checkConfigWorld(options.config, given.contains("dp"), configDp,
+                          settings, errorHandler);
 }
 
 /// Builds the pipeline from its option string.
@@ -465,6 +498,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.accumulation = settings.accumulation;
   ad.accumF32 = settings.accumF32;
   ad.microBatchSize = settings.microBatchSize;
+  ad.microBatchOrigin = settings.microBatchOrigin;
   const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
   ad.tagMicroBatches = settings.zeroGiven && (settings.zero.pp > 1 || checkpoint > 0);
   pm.addPass(createZeroAutodiffPass(ad));

@@ -19,7 +19,9 @@ f32); the saved W and b equal the reference's after 16 steps (rtol 1e-4); the
 2-rank run logs the 1-rank losses (rtol 1e-6). Then DeepSpeed's LRRangeTest
 (staircase, step size 3, rate 0.5; lr_range_test_min_lr before the first
 scheduler step, then min * (1 + rate * floor((k + 1) / size))) the same way
-at 1 rank, betas the optimizer's.
+at 1 rank, betas the optimizer's. And the OneCycle cycle in stairs (DeepSpeed
+0.19's cycle_first_stair_count 2, cycle_second_stair_count 3: lr and beta1
+held flat on the stair of each half's integer position) at 1 rank.
 """
 import argparse
 import json
@@ -57,7 +59,16 @@ class OneCycle:
         it = self.k + 1
         cycle = math.floor(1 + it / self.total)
         x = 1.0 + it / self.total - cycle
-        return x / self.ratio if x <= self.ratio else (x - 1) / (self.ratio - 1)
+        rising = x <= self.ratio
+        stairs = self.p.get("cycle_first_stair_count", 0)
+        if not rising:
+            stairs = self.p.get("cycle_second_stair_count", stairs)
+        if stairs > 0:  # DeepSpeed 0.19: the stair of the half's integer position
+            first, second = self.p["cycle_first_step_size"], self.p["cycle_second_step_size"]
+            pos = it % self.total
+            pos = pos * stairs / first if pos <= first else (self.total - pos) * stairs / second
+            return math.floor(pos) / stairs
+        return x / self.ratio if rising else (x - 1) / (self.ratio - 1)
 
     def step(self):
         self.k += 1
@@ -155,7 +166,8 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
                                                              "weight_decay": WD}},
-                   "scheduler": {"type": "OneCycle", "params": SCHED}}, f)
+                   "scheduler": {"type": "OneCycle", "params": SCHED},
+                   "gradient_clipping": 0}, f)  # the reference does not clip
 
     # The reference: float64 AdamW under OneCycle's lr and betas.
     W, b, lrs = reference(OneCycle(SCHED), W0, b0, xs, ys)
@@ -191,11 +203,36 @@ def main():
         sys.exit(f"FAIL: 2 ranks log {l2}, 1 rank {l1}")
     print("ranks ok: ZeRO-2 over 2 ranks logs the 1-rank losses")
 
+    # OneCycle in stairs (DeepSpeed 0.19): 2 up, 3 down, at 1 rank.
+    stairs = dict(SCHED, cycle_first_stair_count=2, cycle_second_stair_count=3)
+    W, b, lrs = reference(OneCycle(stairs), W0, b0, xs, ys)
+    with open(cfg, "w") as f:
+        json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
+                                                             "weight_decay": WD}},
+                   "scheduler": {"type": "OneCycle", "params": stairs},
+                   "gradient_clipping": 0}, f)  # the reference does not clip
+    prog, log = os.path.join(w, "stairs.zrt"), os.path.join(w, "stairs.json")
+    saved = os.path.join(w, "stairs.safetensors")
+    run(zero_opt(a.zero_opt, onnx_path, {"x": (B, IN), "y": (B, OUT)}, ["--train", "--config", cfg],
+                 prog, os.path.join(w, "init.safetensors")))
+    run([a.zero_run, prog, "--weights", os.path.join(w, "init.safetensors"), "--data", data,
+         "--log-json", log, "--save", saved])
+    got_lrs = [r["lr"] for r in json.load(open(log))]
+    if not np.allclose(got_lrs, lrs, rtol=1e-6, atol=0):
+        sys.exit(f"FAIL: stairs: logged lrs {got_lrs} != OneCycle's {lrs}")
+    got = load_file(saved)
+    for name, want in (("W", W), ("b", b)):
+        if not np.allclose(got[name], want, rtol=1e-4, atol=1e-6):
+            sys.exit(f"FAIL: stairs: {name} after {STEPS} steps differs from the reference by "
+                     f"{np.abs(got[name] - want).max():.3g}")
+    print("stairs ok: lr " + " ".join(f"{x:.4g}" for x in got_lrs) + "; W and b equal the reference")
+
     # LRRangeTest, betas the optimizer's (0.9, 0.999).
     with open(cfg, "w") as f:
         json.dump({"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "eps": EPS,
                                                              "weight_decay": WD}},
-                   "scheduler": {"type": "LRRangeTest", "params": RANGE}}, f)
+                   "scheduler": {"type": "LRRangeTest", "params": RANGE},
+                   "gradient_clipping": 0}, f)  # the reference does not clip
     W, b, lrs = reference(LRRangeTest(RANGE), W0, b0, xs, ys, betas=(0.9, 0.999))
     prog = os.path.join(w, "range.zrt")
     run(zero_opt(a.zero_opt, onnx_path, {"x": (B, IN), "y": (B, OUT)},

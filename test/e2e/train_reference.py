@@ -222,7 +222,8 @@ def deepspeed_lr(scheduler, base_lr, t):
     it = t - 1  # last_batch_iteration when optimizer step t runs
     if kind in ("WarmupLR", "WarmupDecayLR"):
         min_lr = float(p.get("warmup_min_lr", 0.0))
-        max_lr = float(p.get("warmup_max_lr", 0.001))
+        # WarmupLR's warmup_max_lr None is the optimizer's lr; WarmupDecayLR's is 0.001.
+        max_lr = float(p.get("warmup_max_lr", base_lr if kind == "WarmupLR" else 0.001))
         wsteps = max(2, int(p.get("warmup_num_steps", 1000)))
         wtype = p.get("warmup_type", "log")
         if wtype not in ("log", "linear"):
@@ -257,9 +258,11 @@ def deepspeed_lr(scheduler, base_lr, t):
                 raise ValueError(f"WarmupCosineLR: warmup_type {wtype!r}")
             ratio = wmin + ratio * (1.0 - wmin)
         else:
+            # DeepSpeed 0.19 clamps the progress: past total_num_steps (or with
+            # total <= warmup) the ratio stays at cos_min_ratio.
             real_last = it - wsteps + 1
-            real_total = total - wsteps
-            ratio = (1 + math.cos(math.pi * real_last / real_total)) / 2
+            real_total = max(1, total - wsteps)
+            ratio = (1 + math.cos(math.pi * min(1.0, real_last / real_total))) / 2
             ratio = max(0.0, cos_min + (1.0 - cos_min) * ratio)
         return float(base_lr) * ratio
     raise ValueError(f"unsupported scheduler type {kind!r}")
@@ -393,7 +396,9 @@ class Reference:
         import torch
         config = config or {}
         K = int(config.get("gradient_accumulation_steps", 1))
-        clip = float(config.get("gradient_clipping", 0.0))
+        # DeepSpeed 0.19 clips at 1.0 when a config leaves gradient_clipping out
+        # (zero-opt without --config does not clip).
+        clip = float(config.get("gradient_clipping", 1.0 if config else 0.0))
         opt_cfg = config.get("optimizer")
         sched_cfg = config.get("scheduler")
         steps = steps if steps is not None else next(iter(data.values())).shape[0]
@@ -448,7 +453,9 @@ class Reference:
         import torch
         if int(config.get("gradient_accumulation_steps", 1)) != 1:
             raise ValueError("train_bf16 takes K = 1")
-        clip = float(config.get("gradient_clipping", 0.0))
+        # DeepSpeed 0.19 clips at 1.0 when a config leaves gradient_clipping out
+        # (zero-opt without --config does not clip).
+        clip = float(config.get("gradient_clipping", 1.0 if config else 0.0))
         self.model.to(torch.bfloat16)
         self.dtype = torch.bfloat16
         params = [self.named[n] for n in self.trainable]
@@ -492,7 +499,9 @@ class Reference:
         Returns dict(losses, scales, skipped)."""
         import torch
         fp = config["fp16"]
-        clip = float(config.get("gradient_clipping", 0.0))
+        # DeepSpeed 0.19 clips at 1.0 when a config leaves gradient_clipping out
+        # (zero-opt without --config does not clip).
+        clip = float(config.get("gradient_clipping", 1.0 if config else 0.0))
         H = int(fp.get("hysteresis", 2))
         window = int(fp.get("loss_scale_window", 1000))
         min_scale = float(fp.get("min_loss_scale", 1))
@@ -687,7 +696,7 @@ def check_ref(name, models_dir=MODELS, rtol=1e-5, atol=1e-7, verbose=True):
     inputs; gradients vs grad.*, parameters vs adamw.*, loss vs torch.loss."""
     ref = Reference(name, models_dir)
     meta = ref.meta
-    cfg = {"gradient_accumulation_steps": 1,
+    cfg = {"gradient_accumulation_steps": 1, "gradient_clipping": 0,  # adamw.* is unclipped
            "optimizer": {"type": "AdamW", "params": {
                "lr": float(meta["lr"]), "betas": [float(meta["beta1"]), float(meta["beta2"])],
                "eps": float(meta["eps"]), "weight_decay": float(meta["weight_decay"])}}}

@@ -136,7 +136,9 @@ def main():
     # micro-batches of 4 (the same arithmetic); both draw 8 rows a step.
     cfg = os.path.join(w, "acc2.json")
     with open(cfg, "w") as f:
-        json.dump({"gradient_accumulation_steps": 2}, f)
+        # No clipping, as the pipeline's --optimizer (DeepSpeed 0.19 clips at 1.0
+        # when a config leaves gradient_clipping out).
+        json.dump({"gradient_accumulation_steps": 2, "gradient_clipping": 0}, f)
     acc = compile_("acc2", B // 2, ["--config", cfg])
     pp = compile_("pp2", B // 2, ["--zero-pipeline", "pp=2 micro-batches=2"])
     accumulated = train(acc, "acc2-log.json", "--tokens", bin_path, "--steps", str(steps), "--seed",

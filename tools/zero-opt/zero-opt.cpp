@@ -604,6 +604,39 @@ static int printModelMemoryEstimate(ModuleOp module, MemoryEstimateSpec spec) {
                              spec.mixed.value_or(sixteen), /*counted=*/true);
 }
 
+/// The batch sizes DeepSpeed derives from the world size: the accumulation
+/// (train_batch_size and the micro-batch given; parseZeroPipelineOptions
+/// derived it), the micro-batch (train_batch_size without it), which
+/// zero-autodiff checks against the model's batch.
+static LogicalResult
+deriveBatchSizes(const zero::ZeroSettings &zs, zero::TrainSettings &settings,
+                 function_ref<LogicalResult(const Twine &)> errorHandler) {
+  if (zs.derivedAccumulation > 0)
+    settings.accumulation = zs.derivedAccumulation;
+  if (zs.configBatch == 0 || zs.configMicroBatch > 0)
+    return success();
+  const int64_t world = settings.step.world,
+                accumulation = settings.accumulation;
+  const std::string quotient =
+      "train_batch_size " + std::to_string(zs.configBatch) + " / (" +
+      std::to_string(world) + " rank(s) x " + std::to_string(accumulation) +
+      " accumulation step(s))";
+  if (zs.configBatch % (world * accumulation) != 0)
+    return errorHandler(
+        trainConfig + ": " + quotient +
+        " is not a whole micro-batch; DeepSpeed derives "
+        "train_micro_batch_size_per_gpu from it: give a multiple, or the "
+        "micro-batch");
+  settings.microBatchSize = zs.configBatch / (world * accumulation);
+  settings.microBatchOrigin =
+      "the micro-batch DeepSpeed derives, " + quotient + ",";
+  llvm::errs() << "note: " << trainConfig
+               << ": train_micro_batch_size_per_gpu absent -> "
+               << settings.microBatchSize << " (" << quotient
+               << ", as DeepSpeed derives it)\n";
+  return success();
+}
+
 /// With --train: the --zero-pipeline options (and the config's
 /// zero_optimization and batch sizes) give the step's data-parallel world
 /// and ZeRO stage (DeepSpeed's default: stage 0) and, with pipeline stages,
@@ -658,7 +691,7 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
                           "steps: give one of them, or the same number");
     settings.accumulation = zs.microBatches;
   }
-  return success();
+  return deriveBatchSizes(zs, settings, errorHandler);
 }
 
 /// --loss KIND:LABELS[@OUTPUT] into the training settings.

@@ -30,7 +30,11 @@ std::string readDeepSpeedConfig(llvm::StringRef path, ZeroSettings &settings,
                                 std::vector<std::string> &warnings);
 
 /// Reads the training keys of a DeepSpeed config: optimizer.{type,params},
-/// scheduler.{type,params}, gradient_clipping, gradient_accumulation_steps.
+/// scheduler.{type,params}, gradient_clipping, gradient_accumulation_steps,
+/// the precision blocks, as DeepSpeed 0.19 reads them: what the config leaves
+/// out takes 0.19's default (gradient_clipping 1.0, WarmupLR's peak the
+/// optimizer's lr, ...), each noted in `warnings` ("note: " lines); what 0.19
+/// refuses, or zero-opt cannot honour, is an error naming the key.
 std::string readTrainingConfig(llvm::StringRef path, TrainSettings &settings,
                                std::vector<std::string> &warnings);
 

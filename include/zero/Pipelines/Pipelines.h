@@ -52,6 +52,12 @@ struct ZeroSettings {
   /// Set before parsing when the settings are for a training step: training
   /// keys are then not warned about.
   bool training = false;
+  /// The config's batch sizes (0: not given), for what DeepSpeed derives
+  /// from the world size: the micro-batch without
+  /// train_micro_batch_size_per_gpu, the accumulation without
+  /// gradient_accumulation_steps (derivedAccumulation; 0: none derived).
+  int64_t configBatch = 0, configMicroBatch = 0, configAccumulation = 0;
+  int64_t derivedAccumulation = 0;
   /// ZeRO++: hpZ group size (zero_hpz_partition_size; 1: off), qwZ and qgZ
   /// bits (zero_quantized_weights: 8, zero_quantized_gradients: 4; 0: off)
   /// and elements per quantization scale.
@@ -192,8 +198,11 @@ struct TrainSettings {
   std::string trainOutput; ///< the output that is the loss ("" : found)
   std::string freeze;
   int64_t accumulation = 1;
-  /// The config's train_micro_batch_size_per_gpu (0: not given).
+  /// The config's train_micro_batch_size_per_gpu, or the one DeepSpeed
+  /// derives from train_batch_size (0: neither given), and where it comes
+  /// from when derived (zero-autodiff's micro-batch-origin).
   int64_t microBatchSize = 0;
+  std::string microBatchOrigin;
   bool optimizer = true;  ///< false: --optimizer none (gradients are outputs)
   /// The config's "bf16" / "fp16" (zero-mixed-precision before zero-autodiff).
   Precision precision = Precision::FP32;

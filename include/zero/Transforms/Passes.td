@@ -534,7 +534,7 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     Option<"hysteresis", "hysteresis", "int64_t", "2",
            "fp16, dynamic: overflows before the scale halves">,
     Option<"minLossScale", "min-loss-scale", "double", "1",
-           "fp16, dynamic: the scale's floor (a power of two)">,
+           "fp16, dynamic: the scale's floor (the halved scale is at least this)">,
     Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
            "fp16, dynamic: a clean step restores the hysteresis">,
   ];
@@ -584,6 +584,9 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
            "The rows of one micro-batch the config promises "
            "(train_micro_batch_size_per_gpu; 0: not checked): the model's "
            "batch (its inputs' largest dim 0) must equal it">,
+    Option<"microBatchOrigin", "micro-batch-origin", "std::string", "\"\"",
+           "Where micro-batch-size comes from when DeepSpeed derives it (named in "
+           "the error; empty: the config's train_micro_batch_size_per_gpu)">,
     Option<"tagMicroBatches", "tag-micro-batches", "bool", "false",
            "Mark each op with its micro-batch (zero.micro_batch) and phase "
            "(zero.phase = forward | backward), for zero-pipeline-split to "
@@ -751,6 +754,11 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "DeepSpeed cycle_first_step_size (OneCycle)">,
     Option<"cycleSecondStepSize", "cycle-second-step-size", "double", "-1",
            "DeepSpeed cycle_second_step_size (OneCycle; -1: the first's)">,
+    Option<"cycleFirstStairCount", "cycle-first-stair-count", "int64_t", "0",
+           "DeepSpeed cycle_first_stair_count (OneCycle; 0: continuous): the first "
+           "half's lr (and momentum) held flat in this many stairs">,
+    Option<"cycleSecondStairCount", "cycle-second-stair-count", "int64_t", "-1",
+           "DeepSpeed cycle_second_stair_count (OneCycle; -1: the first's)">,
     Option<"decayStepSize", "decay-step-size", "double", "0",
            "DeepSpeed decay_step_size (OneCycle; 0: no decay after the cycle)">,
     Option<"cycleMomentum", "cycle-momentum", "bool", "true",

@@ -382,13 +382,15 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
     auto name = func.getArgAttrOfType<StringAttr>(widest.getArgNumber(), "onnx.name");
     std::string input =
         name ? name.getValue().str() : "#" + std::to_string(widest.getArgNumber());
-    return func.emitOpError() << "the config's train_micro_batch_size_per_gpu is " << micro
-                              << " but the model's batch is " << batch << " (input '"
-                              << input << "' is " << widest.getType()
-                              << "): one micro-batch is one run of the model; export it "
-                                 "(or give --input-shape) with batch "
-                              << micro << ", or set train_micro_batch_size_per_gpu to "
-                              << batch;
+    const std::string origin =
+        microBatchOrigin.empty() ? "the config's train_micro_batch_size_per_gpu"
+                                 : std::string(microBatchOrigin);
+    return func.emitOpError()
+           << origin << " is " << micro << " but the model's batch is " << batch
+           << " (input '" << input << "' is " << widest.getType()
+           << "): one micro-batch is one run of the model; export it "
+              "(or give --input-shape) with batch "
+           << micro << ", or set train_micro_batch_size_per_gpu to " << batch;
   }
 
   /// @train_step's input types: the model's, with `accumulation`

@@ -82,12 +82,14 @@ struct ZeroMixedPrecisionPass
     if (failed(retypeFunction(func)))
       return signalPassFailure();
     if (precision == ::zero::Precision::FP16) {
-      double p = std::log2(minLossScale);
-      if (lossScale < 0 || minLossScale <= 0 || p != std::floor(p) || lossScaleWindow < 1 ||
+      // min_loss_scale floors the halved scale (max(scale / 2, min), as
+      // DeepSpeed's DynamicLossScaler): any value > 0 is a floor.
+      if (lossScale < 0 || minLossScale <= 0 || lossScaleWindow < 1 ||
           hysteresis < 1 || initialScalePower < 0 || initialScalePower > 120) {
-        module.emitError() << "zero-mixed-precision: fp16's loss scaler needs loss-scale >= 0, "
-                              "a power of two min-loss-scale, loss-scale-window >= 1, "
-                              "hysteresis >= 1 and initial-scale-power in [0, 120]";
+        module.emitError()
+            << "zero-mixed-precision: fp16's loss scaler needs loss-scale "
+               ">= 0, min-loss-scale > 0, loss-scale-window >= 1, "
+               "hysteresis >= 1 and initial-scale-power in [0, 120]";
         return signalPassFailure();
       }
       ::zero::training::addLossScaler(

@@ -241,14 +241,16 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                                    "and zero dampening (as torch.optim.SGD)";
     StringRef sched = ::zero::stringifyEnum(schedule.getValue());
     if (sched == "OneCycle" &&
-        (!(cycleFirstStepSize > 0) || cycleSecondStepSize < -1 || decayStepSize < 0 ||
-         cycleMinLr < 0 || cycleMaxLr < 0 ||
+        (!(cycleFirstStepSize > 0) || cycleSecondStepSize < -1 ||
+         decayStepSize < 0 || cycleFirstStairCount < 0 ||
+         cycleSecondStairCount < -1 || cycleMinLr < 0 || cycleMaxLr < 0 ||
          (cyclesMomentum(kind) && !(cycleMinMom >= 0 && cycleMinMom < 1 &&
                                     cycleMaxMom >= 0 && cycleMaxMom < 1))))
       return module.emitError()
              << "zero-optimizer: OneCycle needs cycle_first_step_size > 0, "
-                "cycle_second_step_size and decay_step_size >= 0, cycle_min_lr and "
-                "cycle_max_lr >= 0, and momenta in [0, 1)";
+                "cycle_second_step_size, decay_step_size and the stair "
+                "counts >= 0, cycle_min_lr and cycle_max_lr >= 0, and momenta "
+                "in [0, 1)";
     if (sched == "LRRangeTest" && !(lrRangeTestStepSize > 0))
       return module.emitError() << "zero-optimizer: LRRangeTest needs lr_range_test_step_size "
                                    "> 0, got "
@@ -560,6 +562,15 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
                 b.getF64FloatAttr(cycleSecondStepSize < 0 ? cycleFirstStepSize
                                                           : cycleSecondStepSize));
     op->setAttr("decay_step_size", b.getF64FloatAttr(decayStepSize));
+    // Stairs (DeepSpeed 0.19): the cycle's height held flat in that many
+    // steps of each half; absent, the cycle is continuous.
+    const int64_t second = cycleSecondStairCount < 0 ? cycleFirstStairCount
+                                                     : cycleSecondStairCount;
+    if (cycleFirstStairCount > 0 || second > 0) {
+      op->setAttr("cycle_first_stair_count",
+                  b.getI64IntegerAttr(cycleFirstStairCount));
+      op->setAttr("cycle_second_stair_count", b.getI64IntegerAttr(second));
+    }
   }
 
   /// Whether Adam's beta1 follows OneCycle's momentum cycle (DeepSpeed's

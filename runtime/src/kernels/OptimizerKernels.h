@@ -91,23 +91,39 @@ inline Status checkVector(const char *op, const char *operand,
 /// optimizer step for k = t - 2, as in lrScheduleKernel.
 struct OneCycle {
   double first = 2000, second = 2000, decayStep = 0;
+  /// Stairs per half (DeepSpeed 0.19's cycle_*_stair_count; 0: continuous).
+  int64_t firstStairs = 0, secondStairs = 0;
 
   static OneCycle of(const AttrMap &attrs) {
     OneCycle c;
     c.first = numberAttr(attrs, "cycle_first_step_size", 2000);
     c.second = numberAttr(attrs, "cycle_second_step_size", c.first);
     c.decayStep = numberAttr(attrs, "decay_step_size", 0);
+    c.firstStairs = int64_t(numberAttr(attrs, "cycle_first_stair_count", 0));
+    c.secondStairs = int64_t(
+        numberAttr(attrs, "cycle_second_stair_count", double(c.firstStairs)));
     return c;
   }
   double total() const { return first + second; }
   /// The cycle's height at scheduler step k (k < total()): 0 at the ends,
-  /// 1 at the peak, from (k + 1) as DeepSpeed's _get_scale_factor.
+  /// 1 at the peak, from (k + 1) as DeepSpeed's _get_scale_factor; with
+  /// stairs, floored to the stair of the half's integer position (as
+  /// DeepSpeed 0.19, not from the float height, which may land just under
+  /// a stair).
   double scale(int64_t k) const {
     const double ratio = first / total();
     const double iteration = double(k + 1);
     const double cycle = std::floor(1 + iteration / total());
     const double x = 1. + iteration / total() - cycle;
-    return x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
+    const bool rising = x <= ratio;
+    const int64_t stairs = rising ? firstStairs : secondStairs;
+    if (stairs <= 0)
+      return rising ? x / ratio : (x - 1) / (ratio - 1);
+    const double position = std::fmod(iteration, total());
+    const double stair = position <= first
+                             ? position * double(stairs) / first
+                             : (total() - position) * double(stairs) / second;
+    return std::floor(stair) / double(stairs);
   }
   /// Steps after the cycle, at scheduler step k >= total().
   double decayed(int64_t k) const { return double(k) - total() + 1; }
@@ -352,16 +368,14 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
       ratio = warmupGamma(warmupType, k, warmup);
       ratio = warmupMinRatio + ratio * (1.0 - warmupMinRatio);
     } else {
+      // As DeepSpeed 0.19: the cosine's progress clamped to [0, 1], so past
+      // total_num_steps (or with no decay window, total <= warmup) the
+      // ratio stays at cos_min_ratio instead of climbing back.
       const int64_t realLastStep = k - warmup + 1;
-      const int64_t realTotalSteps = total - warmup;
-      if (realTotalSteps == 0)
-        return kernelError(op, "total_num_steps equals warmup_num_steps",
-                           std::to_string(total),
-                           "more steps than the warmup (DeepSpeed divides by "
-                           "their difference)");
-      ratio =
-          (1 + std::cos(kPi * double(realLastStep) / double(realTotalSteps))) /
-          2;
+      const int64_t realTotalSteps = std::max<int64_t>(1, total - warmup);
+      const double progress =
+          std::min(1.0, double(realLastStep) / double(realTotalSteps));
+      ratio = (1 + std::cos(kPi * progress)) / 2;
       ratio = std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * ratio);
     }
     lr = k < 0 ? 0.0 : baseLr * ratio;

@@ -321,7 +321,8 @@ def Zero_LrScheduleOp : Zero_Op<"lr_schedule", [Pure]> {
     attributes with DeepSpeed's names (warmup_min_lr, warmup_max_lr,
     warmup_num_steps, warmup_type, total_num_steps, cos_min_ratio,
     warmup_min_ratio, lr; cycle_min_lr, cycle_max_lr, decay_lr_rate,
-    cycle_first_step_size, cycle_second_step_size, decay_step_size;
+    cycle_first_step_size, cycle_second_step_size, decay_step_size,
+    cycle_first_stair_count, cycle_second_stair_count (absent: 0, continuous);
     lr_range_test_min_lr, lr_range_test_step_size, lr_range_test_step_rate,
     lr_range_test_staircase). The
     result is the rate DeepSpeed's engine uses for its t-th optimizer step.

@@ -386,7 +386,10 @@ struct DeepSpeedSchedule {
       if (k < w) {
         ratio = warmupMinRatio + warmupFraction(k, w) * (1 - warmupMinRatio);
       } else {
-        const double progress = double(k - w + 1) / double(totalSteps - w);
+        // DeepSpeed 0.19 clamps the progress at 1 (the floor past the end).
+        const double progress =
+            std::min(1.0, double(k - w + 1) /
+                              double(std::max<int64_t>(1, totalSteps - w)));
         ratio = std::max(0.0, cosMinRatio + (1 - cosMinRatio) *
                                                 (1 + std::cos(3.141592653589793 * progress)) / 2);
       }
@@ -474,6 +477,41 @@ TEST(LrSchedule, WarmupCosineLR) {
   d.warmupType = "linear";
   d.cosMinRatio = 0.05;
   checkSchedule(d, {1, 2, 4, 6, 7, 8, 20, 27, 100});
+  // Past total_num_steps the lr stays at cos_min_ratio x lr (DeepSpeed 0.19;
+  // 0.18's unclamped cosine climbed back toward the peak).
+  for (int64_t t : {27, 28, 40, 47, 100})
+    EXPECT_FLOAT_EQ(schedule(d.attrMap(), t), float(0.02 * 0.05))
+        << "step " << t;
+  // No decay window (total_num_steps = warmup_num_steps): the floor right
+  // after the warmup.
+  d.totalSteps = 5;
+  checkSchedule(d, {1, 2, 6, 7, 8, 30});
+  EXPECT_FLOAT_EQ(schedule(d.attrMap(), 7), float(0.02 * 0.05));
+}
+
+TEST(LrSchedule, OneCycleStairs) {
+  // cycle_first_step_size = cycle_second_step_size = 4 in 2 stairs each:
+  // DeepSpeed 0.19's _get_scale_factor floors (k + 1) % 8 x 2 / 4 (rising)
+  // or (8 - (k + 1) % 8) x 2 / 4 (falling) to halves, so the lr is flat in
+  // pairs of steps: steps t = k + 2 = 2..9 run 0, .5, .5, 1, .5, .5, 0, 0 of
+  // the way from cycle_min_lr 0.1 to cycle_max_lr 0.5.
+  AttrMap a = attrs({{"type", s("OneCycle")},
+                     {"cycle_min_lr", f(0.1)},
+                     {"cycle_max_lr", f(0.5)},
+                     {"cycle_first_step_size", f(4)},
+                     {"cycle_second_step_size", f(4)},
+                     {"cycle_first_stair_count", i(2)},
+                     {"cycle_second_stair_count", i(2)}});
+  const float want[] = {0.1f, 0.3f, 0.3f, 0.5f, 0.3f, 0.3f, 0.1f, 0.1f};
+  for (int64_t t = 2; t <= 9; ++t)
+    EXPECT_FLOAT_EQ(schedule(a, t), want[t - 2]) << "step " << t;
+  // Without stairs the same cycle is continuous: a quarter of the way at t = 2.
+  AttrMap smooth = attrs({{"type", s("OneCycle")},
+                          {"cycle_min_lr", f(0.1)},
+                          {"cycle_max_lr", f(0.5)},
+                          {"cycle_first_step_size", f(4)},
+                          {"cycle_second_step_size", f(4)}});
+  EXPECT_FLOAT_EQ(schedule(smooth, 2), 0.2f);
 }
 
 TEST(LrSchedule, RejectsBadAttributes) {
@@ -492,12 +530,6 @@ TEST(LrSchedule, RejectsBadAttributes) {
               HasSubstr("missing attribute lr"));
   EXPECT_THAT(error(attrs({{"type", s("WarmupDecayLR")}})),
               HasSubstr("missing attribute total_num_steps"));
-  step = 9; // past the warmup of 5 with no steps left to decay over
-  EXPECT_THAT(error(attrs({{"type", s("WarmupCosineLR")},
-                           {"lr", f(0.1)},
-                           {"warmup_num_steps", i(5)},
-                           {"total_num_steps", i(5)}})),
-              HasSubstr("total_num_steps equals warmup_num_steps"));
   step = 0;
   EXPECT_THAT(error(attrs({{"type", s("constant")}, {"lr", f(0.1)}})),
               HasSubstr("step counter below 1"));
