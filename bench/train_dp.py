@@ -140,6 +140,9 @@ def main():
         with open(cfg, "w") as f:
             json.dump({"train_batch_size": B, "train_micro_batch_size_per_gpu": B // N,
                        "gradient_accumulation_steps": 1, "zero_optimization": {"stage": stage},
+                       # PyTorch's DDP and FSDP2 here do not clip (DeepSpeed 0.19
+                       # clips at 1.0 where the config does not say).
+                       "gradient_clipping": 0,
                        "optimizer": {"type": "AdamW", "params": {"lr": a.lr, "weight_decay": 0.01}}}, f)
         zrt = os.path.join(work, f"s{stage}.zrt")
         w = os.path.join(work, "init.safetensors")
