@@ -255,6 +255,21 @@ def placement_lines(nodes, map_by):
             f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
 
 
+def check_run(runs, run_tag, name, got, one, wire, nodes, map_by):
+    """One run on 2 nodes x 2 against one node's (bit for bit), its report's bytes
+    across the nodes against the WIRE's, and the placement zero-run printed
+    against the node-by-node numbering: (failures, its placement lines, a phrase
+    on the report for the log)."""
+    diff = differences(got, one, name)
+    reported, said = report_vs_wire(runs, run_tag, name, wire)
+    diff += reported
+    want = placement_lines(nodes, map_by)
+    lines = [ln for ln in runs.stdout(run_tag).splitlines() if ln.startswith("zero-run: node ")]
+    if lines != want:
+        diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+    return diff, lines, said
+
+
 def case_hpz(runs, c2x2):
     """hpZ and plain ZeRO-3 under both placements: bit-identical to one node, the
     placement zero-run reports, and the bytes that crossed between the nodes."""
@@ -270,15 +285,8 @@ def case_hpz(runs, c2x2):
                              lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m))
             sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
             crossed[tag, map_by] = sum(sent.values())
-            diff = differences(got, one[tag], name)
-            reported, said = report_vs_wire(runs, f"{tag}_{map_by}", name,
-                                            crossed[tag, map_by])
-            diff += reported
-            want = placement_lines(nodes, map_by)
-            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
-                     if ln.startswith("zero-run: node ")]
-            if lines != want:
-                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            diff, lines, said = check_run(runs, f"{tag}_{map_by}", name, got, one[tag],
+                                          crossed[tag, map_by], nodes, map_by)
             bad += diff
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); {'; '.join(lines)}; "
@@ -322,14 +330,8 @@ def case_groups(runs, c2x2):
                              lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m),
                              stages=stages)
             crossed[map_by] = sum(b - before[n] for n, b in c2x2.bytes_sent().items())
-            diff = differences(got, one, name)
-            reported, said = report_vs_wire(runs, f"{tag}_{map_by}", name, crossed[map_by])
-            diff += reported
-            want = placement_lines(nodes, map_by)
-            lines = [ln for ln in runs.stdout(f"{tag}_{map_by}").splitlines()
-                     if ln.startswith("zero-run: node ")]
-            if lines != want:
-                diff.append(f"{name}: zero-run's placement {lines}, expected {want}")
+            diff, _, said = check_run(runs, f"{tag}_{map_by}", name, got, one,
+                                      crossed[map_by], nodes, map_by)
             bad += diff
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); "
@@ -386,24 +388,43 @@ def case_uneven(runs, a):
     return []
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def driver_arguments(doc, model, steps, cases, extra=()):
+    """The multi-node drivers' command line (this one's and nodeloss.py's): the
+    tools, the fixture MODEL, the STEPS, --case among CASES, --work, and EXTRA
+    (name, keywords) options."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--zero-opt", required=True)
     p.add_argument("--zero-run", required=True)
     p.add_argument("--models", required=True)
-    p.add_argument("--model", default="gpt2")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--case", action="append", choices=CASES)
-    p.add_argument("--timeout", type=float, default=120,
-                   help="seconds the refused run may take (uneven)")
+    p.add_argument("--model", default=model)
+    p.add_argument("--steps", type=int, default=steps[0], help=steps[1])
+    p.add_argument("--case", action="append", choices=cases)
+    for name, kw in extra:
+        p.add_argument(name, **kw)
     p.add_argument("--work", required=True)
     a = p.parse_args()
     a.bin_dir, a.np = None, None
-    cases = a.case or ["cluster", "zero3", "hpz", "groups"]
+    return a
+
+
+def cluster_unsupported():
+    """Prints UNSUPPORTED and its reason, and returns the exit status ctest counts
+    as a skip, where no cluster can be made here; None where one can."""
     why = cluster.unsupported()
     if why:
         print(f"UNSUPPORTED: {why}")
         return cluster.UNSUPPORTED
+    return None
+
+
+def main():
+    a = driver_arguments(__doc__, "gpt2", (10, None), CASES,
+                         [("--timeout", dict(type=float, default=120,
+                                             help="seconds the refused run may take (uneven)"))])
+    cases = a.case or ["cluster", "zero3", "hpz", "groups"]
+    skip = cluster_unsupported()
+    if skip is not None:
+        return skip
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     try:

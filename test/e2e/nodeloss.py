@@ -20,7 +20,6 @@ root, namespaces not permitted, ...), printing "UNSUPPORTED: <reason>".
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -29,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from multinode import Runs
+from multinode import Runs, cluster_unsupported, driver_arguments
 from training.common import Fail, log, read_log, run, Tools
 from zerokit import cluster, mpi
 
@@ -212,22 +211,12 @@ def case_resume(runs, c, save_dir):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--zero-opt", required=True)
-    p.add_argument("--zero-run", required=True)
-    p.add_argument("--models", required=True)
-    p.add_argument("--model", default="mlp")
-    p.add_argument("--steps", type=int, default=20000,
-                   help="steps of the job (it is lost long before)")
-    p.add_argument("--case", action="append", choices=CASES)
-    p.add_argument("--work", required=True)
-    a = p.parse_args()
-    a.bin_dir, a.np = None, None
+    a = driver_arguments(__doc__, "mlp", (20000, "steps of the job (it is lost long before)"),
+                         CASES)
     cases = a.case or list(CASES)
-    why = cluster.unsupported()
-    if why:
-        print(f"UNSUPPORTED: {why}")
-        return cluster.UNSUPPORTED
+    skip = cluster_unsupported()
+    if skip is not None:
+        return skip
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     bad = []

@@ -48,6 +48,14 @@ def mode_grads(a, tools, name, work):
     return failures
 
 
+def adamw_settings(meta):
+    """The fixture's AdamW settings (lr, beta1, beta2, eps, weight decay) and the
+    --optimizer line that compiles them."""
+    lr, b1, b2 = float(meta["lr"]), float(meta["beta1"]), float(meta["beta2"])
+    eps, wd = float(meta["eps"]), float(meta["weight_decay"])
+    return lr, b1, b2, eps, wd, f"adamw lr={lr!r} betas={b1!r},{b2!r} eps={eps!r} weight-decay={wd!r}"
+
+
 def adam_step1_allowed(want_w, g, lr, eps, rtol, atol, grtol, gatol):
     """Per-element allowed |w - want| after one AdamW step from zero state (see the
     module docstring). Returns (allowed, number of elements the gradient noise widens)."""
@@ -75,9 +83,7 @@ def mode_adamw_step(a, tools, name, work):
     log(f"== train-adamw-step {name}: one AdamW step (--input, --save) vs stored adamw.*")
     ref, meta = read_ref(a.models, name)
     inputs = ref_inputs(ref)
-    lr, b1, b2 = float(meta["lr"]), float(meta["beta1"]), float(meta["beta2"])
-    eps, wd = float(meta["eps"]), float(meta["weight_decay"])
-    opt = f"adamw lr={lr!r} betas={b1!r},{b2!r} eps={eps!r} weight-decay={wd!r}"
+    lr, b1, b2, eps, wd, opt = adamw_settings(meta)
     zrt, weights = work / "t.zrt", work / "init.safetensors"
     tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes_of(inputs), ["--optimizer", opt],
                   zrt, weights)
@@ -129,9 +135,7 @@ def mode_adamw_later(a, tools, name, work, later=3):
         f"rule in float64")
     ref, meta = read_ref(a.models, name)
     inputs = ref_inputs(ref)
-    lr, b1, b2 = float(meta["lr"]), float(meta["beta1"]), float(meta["beta2"])
-    eps, wd = float(meta["eps"]), float(meta["weight_decay"])
-    opt = f"adamw lr={lr!r} betas={b1!r},{b2!r} eps={eps!r} weight-decay={wd!r}"
+    lr, b1, b2, eps, wd, opt = adamw_settings(meta)
     zrt, weights = work / "later.zrt", work / "later_init.safetensors"
     gzrt, gweights = work / "later_grad.zrt", work / "later_grad_init.safetensors"
     tools.compile(Path(a.models) / f"{name}_loss.onnx", shapes_of(inputs), ["--optimizer", opt],
