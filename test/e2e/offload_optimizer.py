@@ -29,6 +29,7 @@ without zero_optimization.offload_optimizer {"device": "nvme"}:
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -195,6 +196,14 @@ def main():
         print(f"killed ok: SIGKILL after checkpoint {open(latest).read().strip()}: no swap file "
               "left; resumed from it to the end")
 
+    def drop(tag):
+        """Removes a checked case's saved weights, optimizer state and
+        checkpoints (hundreds of MB each) so the test's folder stays small."""
+        for f in os.listdir(w):
+            p = os.path.join(w, f)
+            if f.startswith(tag) and (f.endswith((".w", ".opt")) or os.path.isdir(p)):
+                shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+
     # offload_param's max_in_cpu: 0, then the first half of the weights' shards
     # (DeepSpeed keeps those in host memory; the biases stay whole, below the
     # persistence threshold, and count for nothing).
@@ -264,6 +273,9 @@ def main():
             print(f"resume ok: saved at step {steps - 1}, resumed to {steps}: parameters and "
                   "optimizer state bit for bit")
             killed(progs[True], data)
+            drop("ck")  # ck and ck-killed
+            drop("resumed")
+        drop(tag)
 
     # Offload device "cpu": the optimizer state (and, with offload_param at
     # stage 3, the weights' shards) in the host arena, which is pinned host
@@ -288,6 +300,7 @@ def main():
               f"{' with offload_param' if params else ''}: losses, parameters and optimizer "
               "state bit-identical to the run without offload, and after a resume; the state "
               f"{'and the shards ' if params else ''}in the host arena")
+        drop(tag)
 
     # errors
     cfg = os.path.join(w, "nopath.json")
