@@ -22,13 +22,16 @@ Cases (--case, repeatable; default all but uneven):
           2 on the first node); what the nodes' links sent (their veth counters)
           for hpZ at most 0.75x ZeRO-3's under the same --map-by, each program's
           under node within 5% of under slot (the world's all-gathers and
-          reduce-scatters cross the least in either placement), and zero-run's
-          report's bytes_sent_across_nodes (all ranks) within 15% of the links'.
+          reduce-scatters cross the least in either placement), zero-run's
+          report's bytes_sent_across_nodes (all ranks) within 15% of the links',
+          and zero-opt --report --nodes 2's bytes across per step, times the
+          steps, equal to zero-run's count (in total and per rank).
   groups  qgZ inside hpZ's groups, and a pipeline of 2 stages x 2 replicas, on 2
           nodes x 2 under --map-by slot and --map-by node: bit-identical to one
           node, renumbered node by node under --map-by node (placement lines),
-          the same bytes across in both placements (within 5%), the report's
-          bytes_sent_across_nodes within 15% of the links'.
+          the same bytes across in both placements (within 5%), the reports'
+          bytes across (zero-run's, and zero-opt --report --nodes 2's per step
+          times the steps) within 15% of the links'.
   uneven  hpZ 2 on nodes of 3 slots + 1: no renumbering puts the group {2, 3}
           inside one node, so zero-run must refuse before step 1, exiting
           non-zero with one line naming the ranks, their nodes and the fix
@@ -53,7 +56,7 @@ from safetensors.numpy import load_file, save_file
 from training.common import Fail, log, read_log, read_train_ref, run, Tools
 from zerokit import cluster, mpi, tools as kit_tools
 
-RANKS, GROUP = 4, 2
+RANKS, GROUP, NODES = 4, 2, 2
 CASES = ("cluster", "zero3", "hpz", "groups", "uneven")
 # hpZ's re-gathers stay inside a node: of a step's three world collectives'
 # crossing bytes (gather, re-gather, reduce-scatter) about one third goes.
@@ -93,6 +96,7 @@ class Runs:
             "gradient_accumulation_steps")}
         self.programs = {}
         self.compile_args = {}
+        self.reports = {}
         self.results = {}
 
     def program(self, tag, zopts, stages=1):
@@ -116,20 +120,36 @@ class Runs:
             self.compile_args[tag] = (shapes, ["--config", str(cp), *pipeline])
         return self.programs[tag]
 
+    def report(self, tag):
+        """zero-opt --report --nodes 2 of program TAG: its text (once per TAG)."""
+        if tag not in self.reports:
+            shapes, extra = self.compile_args[tag]
+            cmd = kit_tools.zero_opt(self.tools.zero_opt,
+                                     Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
+                                     ["--train", *extra, "--report", f"--nodes={NODES}"],
+                                     self.work / f"{tag}_report.zrt",
+                                     self.work / f"{tag}_report.safetensors")
+            r, _ = run(cmd, "zero-opt --report")
+            # zero-opt prints its report on stderr (stdout may be the program).
+            self.reports[tag] = r.stderr
+        return self.reports[tag]
+
     def pipeline_sends(self, tag):
         """Bytes a step of pipeline program TAG sends between its stages, per
         replica, as zero-opt --report plans them (its "sent per step" column,
         summed over the stages): the activations forward, their gradients back."""
-        shapes, extra = self.compile_args[tag]
-        cmd = kit_tools.zero_opt(self.tools.zero_opt,
-                                 Path(self.a.models) / f"{self.a.model}_loss.onnx", shapes,
-                                 ["--train", *extra, "--report"],
-                                 self.work / f"{tag}_report.zrt",
-                                 self.work / f"{tag}_report.safetensors")
-        r, _ = run(cmd, "zero-opt --report")
-        # zero-opt prints its report on stderr (stdout may be the program).
-        rows = re.findall(r"^\s+stage \d+\s+\d+\s+(\d+)\s+\d+", r.stderr, re.M)
+        rows = re.findall(r"^\s+stage \d+\s+\d+\s+(\d+)\s+\d+", self.report(tag), re.M)
         return sum(int(x) for x in rows) if rows else None
+
+    def planned_across(self, tag):
+        """zero-opt --report --nodes 2's bytes a step of TAG sends across the
+        nodes, all ranks (its "total" row under "across nodes"), and per rank."""
+        text = self.report(tag)
+        total = re.search(r"^\s+total\s+(\d+)\s+\d+\s+\d+$", text, re.M)
+        per_rank = re.search(r"^\s+across nodes per rank[^:]*:((?: \d+)+)$", text, re.M)
+        if not total or not per_rank:
+            return None, None
+        return int(total[1]), [int(x) for x in per_rank[1].split()]
 
     def args(self, tag, run_tag):
         zrt, w = self.programs[tag]
@@ -161,9 +181,12 @@ class Runs:
             x.get("bytes_sent_across_nodes") for x in r["ranks"]]
 
 
-def report_vs_wire(runs, run_tag, name, wire):
-    """The report's bytes across the nodes against what the links carried:
-    (failures, a phrase for the log)."""
+def report_vs_wire(runs, tag, run_tag, name, wire):
+    """The reports' bytes across the nodes against what the links carried:
+    zero-run's (this run's) within REPORT_TOLERANCE of the wire, and zero-opt
+    --report --nodes 2's plan of a step equal to zero-run's count per step, for
+    every rank (both model each collective as it runs). (failures, a phrase for
+    the log)."""
     total, per_rank = runs.across(run_tag)
     if total is None or None in per_rank or sum(per_rank) != total:
         return [f"{name}: zero-run's report has bytes_sent_across_nodes {total}, per rank "
@@ -172,7 +195,22 @@ def report_vs_wire(runs, run_tag, name, wire):
     bad = [] if abs(ratio - 1) <= REPORT_TOLERANCE else [
         f"{name}: zero-run reports {total} B sent across the nodes, the links carried "
         f"{wire} B ({ratio:.3f}x; within {REPORT_TOLERANCE:.0%} expected)"]
-    return bad, f"report {total} B ({ratio:.3f}x; per rank {', '.join(map(str, per_rank))})"
+    planned, planned_ranks = runs.planned_across(tag)
+    steps = runs.steps
+    if planned is None:
+        bad.append(f"{name}: zero-opt --report --nodes {NODES} printed no bytes across nodes")
+    elif planned * steps != total or [p * steps for p in planned_ranks] != per_rank:
+        bad.append(f"{name}: zero-opt --report --nodes {NODES} plans {planned} B per step "
+                   f"across the nodes (per rank {planned_ranks}), x {steps} steps "
+                   f"{planned * steps} B; zero-run counted {total} B (per rank {per_rank})")
+    else:
+        planned_ratio = planned * steps / wire
+        if abs(planned_ratio - 1) > REPORT_TOLERANCE:
+            bad.append(f"{name}: zero-opt --report plans {planned * steps} B across the nodes "
+                       f"over the run, the links carried {wire} B ({planned_ratio:.3f}x)")
+    return bad, (f"zero-run's report {total} B ({ratio:.3f}x; per rank "
+                 f"{', '.join(map(str, per_rank))}), zero-opt --report's plan "
+                 f"{planned} B/step x {steps}")
 
 
 def differences(got, want, what):
@@ -255,13 +293,14 @@ def placement_lines(nodes, map_by):
             f"zero-run: node {nodes[1]}: ranks 2, 3 (launcher ranks 1, 3)"]
 
 
-def check_run(runs, run_tag, name, got, one, wire, nodes, map_by):
+def check_run(runs, tag, map_by, name, got, one, wire, nodes):
     """One run on 2 nodes x 2 against one node's (bit for bit), its report's bytes
     across the nodes against the WIRE's, and the placement zero-run printed
     against the node-by-node numbering: (failures, its placement lines, a phrase
     on the report for the log)."""
+    run_tag = f"{tag}_{map_by}"
     diff = differences(got, one, name)
-    reported, said = report_vs_wire(runs, run_tag, name, wire)
+    reported, said = report_vs_wire(runs, tag, run_tag, name, wire)
     diff += reported
     want = placement_lines(nodes, map_by)
     lines = [ln for ln in runs.stdout(run_tag).splitlines() if ln.startswith("zero-run: node ")]
@@ -285,8 +324,8 @@ def case_hpz(runs, c2x2):
                              lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m))
             sent = {n: b - before[n] for n, b in c2x2.bytes_sent().items()}
             crossed[tag, map_by] = sum(sent.values())
-            diff, lines, said = check_run(runs, f"{tag}_{map_by}", name, got, one[tag],
-                                          crossed[tag, map_by], nodes, map_by)
+            diff, lines, said = check_run(runs, tag, map_by, name, got, one[tag],
+                                          crossed[tag, map_by], nodes)
             bad += diff
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); {'; '.join(lines)}; "
@@ -330,8 +369,8 @@ def case_groups(runs, c2x2):
                              lambda np_, cmd, m=map_by: c2x2.mpirun(np_, cmd, map_by=m),
                              stages=stages)
             crossed[map_by] = sum(b - before[n] for n, b in c2x2.bytes_sent().items())
-            diff, _, said = check_run(runs, f"{tag}_{map_by}", name, got, one,
-                                      crossed[map_by], nodes, map_by)
+            diff, _, said = check_run(runs, tag, map_by, name, got, one,
+                                      crossed[map_by], nodes)
             bad += diff
             log(f"  {name}, 2 nodes x 2: {'bit-identical to' if not diff else 'DIFFERS from'} "
                 f"one node (step {runs.steps} loss {got[0][-1]['loss']!r}); "

@@ -99,6 +99,13 @@ static cl::opt<bool> zeroReport(
     "report",
     cl::desc("Print the per-rank memory/communication plan (zero-report)"),
     cl::cat(toolCategory));
+static cl::opt<std::string> reportNodes(
+    "nodes",
+    cl::desc(
+        "With --report: the nodes the ranks run on, N (the world split "
+        "evenly) or the ranks of each node (3,1); the report adds the bytes "
+        "per step crossing nodes and staying inside, per collective"),
+    cl::value_desc("N|k0,k1,..."), cl::cat(toolCategory));
 static cl::opt<std::string> estimateMemory(
     "estimate-memory",
     cl::desc("Print the ZeRO paper's per-rank model-state memory and "
@@ -792,8 +799,15 @@ static LogicalResult buildPassPipeline(PassManager &pm,
   }
   if (failed(passPipeline.addToPipeline(pm, errorHandler)))
     return failure();
-  if (zeroReport)
-    pm.addPass(zero::createZeroReportPass());
+  if (!reportNodes.empty() && !zeroReport)
+    return errorHandler(
+        "--nodes needs --report (it places the ranks for the report's "
+        "bytes across nodes)");
+  if (zeroReport) {
+    zero::ZeroReportPassOptions report;
+    report.nodes = reportNodes;
+    pm.addPass(zero::createZeroReportPass(report));
+  }
   return success();
 }
 

@@ -263,11 +263,18 @@ def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {
     Prints per-rank bytes of parameter shards, persistent parameters and the
     peak of gathered parameters, and communication bytes per rank per forward by
     collective, next to the ZeRO paper's closed forms (Psi/N shard bytes,
-    Psi(N-1)/N gathered per forward).
+    Psi(N-1)/N gathered per forward). With `nodes`, also the bytes a step
+    sends across nodes and inside them, summed over the ranks, per collective
+    next to the least its data needs, modelled as zero-run's MPI communicator
+    runs each collective (so equal to its `bytes_sent_across_nodes` per step).
   }];
   let options = [
     Option<"output", "output", "std::string", "\"-\"",
            "Where to print the report (- for stderr)">,
+    Option<"nodes", "nodes", "std::string", "\"\"",
+           "The nodes the ranks run on: N (the world split evenly) or the ranks "
+           "of each node (3,1); adds the bytes per step that cross nodes and "
+           "stay inside them, per collective">,
   ];
 }
 

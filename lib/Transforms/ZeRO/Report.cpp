@@ -23,6 +23,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <map>
+#include <set>
 
 #define DEBUG_TYPE "zero-report"
 
@@ -49,6 +50,32 @@ static bool movesParameter(Operation &op) {
   if (isa<::zero::dist::DequantizeOp>(op))
     return false;
   return ::zero::isGather(&op) || ::zero::isQuantizedShardGather(&op);
+}
+
+/// The report's name for a collective that moves bytes, by what it moves;
+/// none for other ops (a zero.dequantize is compute, though isGather names
+/// it for the passes).
+static std::optional<std::string> collectiveKind(Operation &op) {
+  namespace dist = ::zero::dist;
+  if (isa<dist::DequantizeOp>(op))
+    return std::nullopt;
+  if (::zero::isGather(&op))
+    return !::zero::overDataParallelWorld(&op) ? "all_gather (hpZ, in group)"
+           : isa<dist::BucketAllGatherOp>(op)  ? "all_gather (bucketed)"
+                                               : "all_gather";
+  if (::zero::isQuantizedShardGather(&op))
+    return "all_gather (qwZ data + scales)";
+  if (isa<dist::AllGatherOp, dist::BucketAllGatherOp>(op))
+    return "all_gather (updates)"; // a computed value: a step's updated shards
+  if (auto a = dyn_cast<dist::AllToAllOp>(op))
+    return a.getGroupAttr()
+               ? "all_to_all (qgZ, " + a.getGroupAttr().getValue().str() + ")"
+               : std::string("all_to_all (qgZ)");
+  if (isa<dist::ReduceScatterOp, dist::AllReduceOp, dist::BroadcastOp>(op))
+    return op.getName().stripDialect().str();
+  if (isa<dist::SendOp>(op))
+    return "send (between pipeline stages)";
+  return std::nullopt;
 }
 
 namespace {
@@ -142,50 +169,33 @@ struct CommunicationTally {
       }
       return;
     }
-    if (::zero::isGather(&op)) {
-      StringRef kind = op.hasAttr("group")
-                           ? "all_gather (hpZ, in group)"
-                           : isa<::zero::dist::BucketAllGatherOp>(op)
-                                 ? "all_gather (bucketed)"
-                                 : "all_gather";
-      record(kind.str(), gatherSentBytes(&op, world));
-      return;
-    }
-    if (movesParameter(op)) {
-      record("all_gather (qwZ data + scales)", gatherSentBytes(&op, world));
-      return;
-    }
-    if (auto g = dyn_cast<::zero::dist::AllGatherOp>(op)) {
-      // A computed value's gather (a training step's updated shards).
-      record("all_gather (updates)", ::zero::tensorBytes(g.getType()) / world * (world - 1));
-      return;
-    }
-    if (auto a = dyn_cast<::zero::dist::AllToAllOp>(op)) {
-      int64_t g = a.getWorld();
-      record(a.getGroupAttr() ? "all_to_all (qgZ, " + a.getGroupAttr().getValue().str() + ")"
-                              : std::string("all_to_all (qgZ)"),
-             ::zero::tensorBytes(a.getType()) / g * (g - 1));
-      return;
-    }
     if (auto sec = dyn_cast<::zero::dist::LocalShardOp>(op); sec && sec.getGroupAttr()) {
       secondaryBytes += ::zero::tensorBytes(sec.getType());
       return;
     }
     if (attrs::kQgzFallback.isSetOn(&op))
       ++qgzFallbacks;
-    if (isa<::zero::dist::ReduceScatterOp, ::zero::dist::AllReduceOp,
-            ::zero::dist::BroadcastOp>(op)) {
+    std::optional<std::string> kind = collectiveKind(op);
+    if (!kind || isa<::zero::dist::SendOp>(op))
+      return; // sends: the pipeline's report
+    int64_t bytes;
+    if (isa<::zero::dist::AllGatherOp, ::zero::dist::BucketAllGatherOp>(op)) {
+      bytes = gatherSentBytes(&op, world);
+    } else if (auto a = dyn_cast<::zero::dist::AllToAllOp>(op)) {
+      bytes =
+          ::zero::tensorBytes(a.getType()) / a.getWorld() * (a.getWorld() - 1);
+    } else {
       // Ring volumes, as the runtime counts them: a reduce-scatter sends
       // (N-1)/N of its input, an all-reduce twice that.
-      int64_t bytes = ::zero::tensorBytes(op.getOperand(0).getType());
+      bytes = ::zero::tensorBytes(op.getOperand(0).getType());
       if (isa<::zero::dist::ReduceScatterOp>(op)) {
         bytes = bytes / world * (world - 1);
         gradShardBytes += ::zero::tensorBytes(op.getResult(0).getType());
       } else if (isa<::zero::dist::AllReduceOp>(op)) {
         bytes = 2 * (world - 1) * bytes / world;
       }
-      record(op.getName().stripDialect().str(), bytes);
     }
+    record(*kind, bytes);
   }
 };
 
@@ -466,6 +476,256 @@ struct DataParallelReport {
   }
 };
 
+/// The nodes the program's ranks run on, numbered node by node (as zero-run
+/// places them whatever mpirun's --map-by: zrt/Placement.h).
+struct NodeLayout {
+  std::vector<int64_t> slots;  // ranks per node
+  std::vector<int64_t> nodeOf; // by program rank
+
+  /// `spec` is N (the world split evenly over N nodes) or the ranks of each
+  /// node, "3,1".
+  static FailureOr<NodeLayout> parse(StringRef spec, int64_t world,
+                                     ModuleOp module) {
+    NodeLayout layout;
+    SmallVector<StringRef> parts;
+    spec.split(parts, ',');
+    for (StringRef p : parts) {
+      int64_t n = 0;
+      if (p.trim().getAsInteger(10, n) || n < 1)
+        return module.emitError()
+               << "zero-report: nodes=\"" << spec
+               << "\": expected N (nodes) or the ranks of each node "
+                  "(3,1), each a positive integer";
+      layout.slots.push_back(n);
+    }
+    if (layout.slots.size() == 1) {
+      int64_t n = layout.slots[0];
+      if (world % n != 0)
+        return module.emitError() << "zero-report: nodes=" << n
+                                  << " does not split the program's " << world
+                                  << " ranks evenly; give the ranks of each "
+                                     "node instead, e.g. 3,1";
+      layout.slots.assign(size_t(n), world / n);
+    }
+    int64_t sum = 0;
+    for (int64_t k : layout.slots)
+      sum += k;
+    if (sum != world)
+      return module.emitError()
+             << "zero-report: nodes=\"" << spec << "\" places " << sum
+             << " ranks; the program runs on " << world;
+    for (auto [node, k] : llvm::enumerate(layout.slots))
+      layout.nodeOf.insert(layout.nodeOf.end(), size_t(k), int64_t(node));
+    return layout;
+  }
+
+  std::string describe() const {
+    std::string text = std::to_string(slots.size()) + " nodes";
+    if (llvm::all_equal(slots))
+      return text + " x " + std::to_string(slots[0]) + " ranks";
+    text += " of ";
+    for (auto [i, k] : llvm::enumerate(slots))
+      text += (i ? ", " : "") + std::to_string(k);
+    return text + " ranks";
+  }
+};
+
+/// Position i's bits reversed over log2(size) bits.
+static int64_t bitReversed(int64_t i, int64_t size) {
+  int64_t r = 0;
+  for (int64_t b = 1; b < size; b <<= 1)
+    r = (r << 1) | ((i & b) ? 1 : 0);
+  return r;
+}
+
+/// The bytes a step sends to ranks on other nodes and on the same node,
+/// summed over the ranks, per collective: each rank's sends to each peer as
+/// zero-run's MPI communicator runs the collective (MpiCommunicator.cpp, whose
+/// bytesSentAcrossNodes() counts the same): all-gathers and reduce-scatters
+/// over 2^m > 2 ranks by recursive doubling / halving in bit-reversed rank
+/// order, a block to each peer over other sizes; all-reduces by recursive
+/// doubling (the whole buffer to each partner); a broadcast's root to every
+/// rank; an all-to-all's blocks and a stage's sends to their peers. Beside
+/// each, the least its data needs across nodes: a gather or reduce-scatter of
+/// D bytes over a group on m nodes, D(m-1); an all-reduce 2D(m-1); a
+/// broadcast D(m-1); all-to-alls and sends what they address to other nodes.
+struct NodeTraffic {
+  struct Entry {
+    int64_t count = 0, across = 0, inside = 0, least = 0;
+  };
+  const NodeLayout &layout;
+  int64_t world, pipelineDp;
+  std::map<std::string, Entry> kinds;
+  std::vector<int64_t> acrossOf; // by rank
+
+  static NodeTraffic of(ModuleOp module, const NodeLayout &layout,
+                        int64_t world) {
+    auto plan = attrs::kPipelinePlan.get(module);
+    NodeTraffic t{layout,
+                  world,
+                  plan ? plan.getDp() : 1,
+                  {},
+                  std::vector<int64_t>(size_t(world), 0)};
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.getBody().empty())
+        continue;
+      // Stage s of a pipeline runs on its replicas' ranks [s*dp, (s+1)*dp).
+      std::vector<int64_t> ranks;
+      if (auto st = attrs::kPipelineStage.get(func))
+        for (int64_t d = 0; d < t.pipelineDp; ++d)
+          ranks.push_back(st.getInt() * t.pipelineDp + d);
+      else
+        for (int64_t r = 0; r < world; ++r)
+          ranks.push_back(r);
+      func.walk([&](Operation *op) {
+        if (std::optional<std::string> kind = collectiveKind(*op))
+          for (int64_t r : ranks)
+            t.count(*op, *kind, r);
+      });
+    }
+    return t;
+  }
+
+  /// The world ranks of the group `op` runs over that holds rank `r`, in
+  /// group-rank order (empty when none does).
+  std::vector<int64_t> groupOf(Operation *op, int64_t r) {
+    auto ref = op->getAttrOfType<FlatSymbolRefAttr>("group");
+    std::vector<int64_t> members;
+    if (!ref) {
+      for (int64_t q = 0; q < world; ++q)
+        members.push_back(q);
+      return members;
+    }
+    auto group =
+        SymbolTable::lookupNearestSymbolFrom<::zero::dist::ProcessGroupOp>(op,
+                                                                           ref);
+    if (!group)
+      return members;
+    ArrayRef<int64_t> all = group.getRanks();
+    int64_t k =
+        group.getGroupSize() > 0 ? group.getGroupSize() : int64_t(all.size());
+    auto it = llvm::find(all, r);
+    if (it == all.end())
+      return members;
+    int64_t part = (it - all.begin()) / k;
+    members.assign(all.begin() + part * k, all.begin() + (part + 1) * k);
+    return members;
+  }
+
+  /// Rank `from` sends `bytes` to rank `to`.
+  void send(Entry &e, int64_t from, int64_t to, int64_t bytes) {
+    if (layout.nodeOf[size_t(from)] != layout.nodeOf[size_t(to)]) {
+      e.across += bytes;
+      acrossOf[size_t(from)] += bytes;
+    } else {
+      e.inside += bytes;
+    }
+  }
+
+  /// Rank `r`'s part of `op`.
+  void count(Operation &op, const std::string &kind, int64_t r) {
+    namespace dist = ::zero::dist;
+    Entry &e = kinds[kind];
+    if (auto s = dyn_cast<dist::SendOp>(op)) {
+      int64_t peer = int64_t(s.getPeer()) * pipelineDp + r % pipelineDp;
+      int64_t bytes = ::zero::tensorBytes(s.getInput().getType());
+      ++e.count;
+      send(e, r, peer, bytes);
+      if (layout.nodeOf[size_t(r)] != layout.nodeOf[size_t(peer)])
+        e.least += bytes;
+      return;
+    }
+    std::vector<int64_t> members = groupOf(&op, r);
+    const int64_t g = int64_t(members.size());
+    if (g == 0)
+      return;
+    ++e.count;
+    const int64_t p = llvm::find(members, r) - members.begin();
+    std::set<int64_t> spanned;
+    for (int64_t q : members)
+      spanned.insert(layout.nodeOf[size_t(q)]);
+    const int64_t m = int64_t(spanned.size());
+    if (isa<dist::AllGatherOp, dist::BucketAllGatherOp, dist::ReduceScatterOp>(
+            op)) {
+      const int64_t block = isa<dist::ReduceScatterOp>(op)
+                                ? ::zero::tensorBytes(op.getResult(0).getType())
+                                : ::zero::gatheredBytes(&op) / g;
+      if (p == 0)
+        e.least += block * g * (m - 1);
+      if (g < 2 || (g & (g - 1)) != 0) {
+        for (int64_t q = 0; q < g; ++q)
+          if (q != p)
+            send(e, r, members[size_t(q)], block);
+        return;
+      }
+      const bool reversed = g > 2;
+      const int64_t position = reversed ? bitReversed(p, g) : p;
+      for (int64_t d = 1; d < g; d <<= 1) {
+        int64_t partner = position ^ d;
+        send(e, r,
+             members[size_t(reversed ? bitReversed(partner, g) : partner)],
+             block * d);
+      }
+    } else if (isa<dist::AllReduceOp>(op)) {
+      const int64_t bytes = ::zero::tensorBytes(op.getResult(0).getType());
+      if (p == 0)
+        e.least += 2 * bytes * (m - 1);
+      for (int64_t d = 1; d < g; d <<= 1)
+        if ((p ^ d) < g)
+          send(e, r, members[size_t(p ^ d)], bytes);
+    } else if (auto b = dyn_cast<dist::BroadcastOp>(op)) {
+      const int64_t bytes = ::zero::tensorBytes(b.getType());
+      if (p != int64_t(b.getRoot()))
+        return;
+      e.least += bytes * (m - 1);
+      for (int64_t q = 0; q < g; ++q)
+        if (q != p)
+          send(e, r, members[size_t(q)], bytes);
+    } else if (auto a = dyn_cast<dist::AllToAllOp>(op)) {
+      const int64_t block = ::zero::tensorBytes(a.getInput().getType()) / g;
+      for (int64_t q = 0; q < g; ++q)
+        if (q != p) {
+          send(e, r, members[size_t(q)], block);
+          if (layout.nodeOf[size_t(r)] !=
+              layout.nodeOf[size_t(members[size_t(q)])])
+            e.least += block;
+        }
+    }
+  }
+
+  void print(raw_ostream &os) {
+    os << "== zero-report: across nodes, " << layout.describe()
+       << " (ranks numbered node by node, as zero-run places them) ==\n";
+    os << "per step, all ranks (bytes sent)          calls   across nodes   "
+          "inside nodes"
+          "   least across\n";
+    Entry total;
+    for (auto &[kind, e] : kinds) {
+      if (e.count == 0)
+        continue;
+      os << llvm::format("  %-36s %7lld %14lld %14lld %14lld\n", kind.c_str(),
+                         (long long)e.count, (long long)e.across,
+                         (long long)e.inside, (long long)e.least);
+      total.across += e.across;
+      total.inside += e.inside;
+      total.least += e.least;
+    }
+    os << llvm::format("  %-36s %7s %14lld %14lld %14lld\n", "total", "",
+                       (long long)total.across, (long long)total.inside,
+                       (long long)total.least);
+    os << "  across nodes per rank (zero-run --report-json's "
+          "bytes_sent_across_nodes / "
+          "steps):";
+    for (int64_t b : acrossOf)
+      os << " " << b;
+    os << "\n  (least across: a gather or reduce-scatter of D bytes over a "
+          "group on m "
+          "nodes D(m-1), an all-reduce 2D(m-1), a broadcast D(m-1); "
+          "all-to-alls and "
+          "sends what they address to other nodes)\n";
+  }
+};
+
 struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> {
   using Base::Base;
 
@@ -493,6 +753,15 @@ struct ZeroReportPass : public ::zero::impl::ZeroReportPassBase<ZeroReportPass> 
       DataParallelReport{module, *os, world, stage, ParameterBytes::of(module),
                          CommunicationTally::of(module, world)}
           .print();
+    }
+    if (!nodes.empty()) {
+      auto plan = attrs::kPipelinePlan.get(module);
+      const int64_t world = plan ? plan.getStages() * plan.getDp()
+                                 : attrs::kWorldSize.getInt(module).value_or(1);
+      FailureOr<NodeLayout> layout = NodeLayout::parse(nodes, world, module);
+      if (failed(layout))
+        return signalPassFailure();
+      NodeTraffic::of(module, *layout, world).print(*os);
     }
     if (file)
       file->keep();
