@@ -989,6 +989,11 @@ std::string readZeroOptimization(llvm::StringRef path, const llvm::json::Value *
                                  std::vector<std::string> &warnings) {
   Stage3Sizes sizes;
   opts.maxReuseDistance = 1'000'000'000;
+  // DeepSpeed's reduce_bucket_size where the config does not give it: its
+  // engines reduce the gradients in buckets of 5e8 elements (stage 0's
+  // allreduce_gradients too, MEMORY_OPT_ALLREDUCE_SIZE).
+  if (opts.training)
+    opts.reduceBucketElems = 500'000'000;
   const int64_t kBytesPerElement = 4; // fp32 programs
   if (z && z->getAsBoolean()) {
     // DeepSpeed's deprecated form (read_zero_config_deprecated): true is

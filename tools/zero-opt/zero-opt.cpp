@@ -659,6 +659,8 @@ readTrainingZeroSettings(zero::TrainSettings &settings,
   settings.step.world = zs.dp < 0 ? 1 : zs.dp;
   settings.step.stage = zs.stageGiven ? zs.stage : 0;
   settings.step.bucket = zs.reduceBucketElems;
+  // qgZ quantizes a bucket's slices in blocks: one gradient's each, as alone.
+  settings.step.bucketAlign = zs.quantizeGradients > 0 ? zs.quantizeBlock : 1;
   const bool shards = settings.step.stage == 3 && settings.step.world >= 2;
   if (zs.offloadParam == "cpu" && !shards) {
     // As DeepSpeed, which only reads offload_param at stage 3: nothing to move.

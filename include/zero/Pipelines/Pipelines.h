@@ -33,7 +33,8 @@ struct ZeroSettings {
   int64_t maxReuseDistance = -1;    ///< elements; -1: never re-gather
   bool stageGiven = false;          ///< stage set by an option or the config
   /// Training: gradients reduced in buckets of this many elements
-  /// (zero_optimization.reduce_bucket_size); 0: each gradient alone.
+  /// (zero_optimization.reduce_bucket_size, 5e8 when a config leaves it
+  /// out, as DeepSpeed); 0: each gradient alone.
   int64_t reduceBucketElems = 0;
   /// zero_optimization.offload_optimizer: "" (none), "cpu" or "nvme"; with
   /// nvme, the directory of the swap files and the buffers in flight

@@ -712,6 +712,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
            "Reduce gradients in buckets of at most this many elements, in the "
            "order they become final (DeepSpeed's reduce_bucket_size); 0: each "
            "gradient alone">,
+    Option<"bucketAlign", "bucket-align", "int64_t", "1",
+           "Pad each sharded gradient's slice in a bucket to a multiple of this "
+           "many elements (qgZ's quantization block: no block then spans two "
+           "gradients, each quantized as alone, as DeepSpeed's per-tensor qgZ)">,
     Option<"commF32", "comm-fp32", "bool", "false",
            "16-bit gradients are reduced in f32 (DeepSpeed's communication_data_type "
            "\"fp32\"): twice the bytes, the sums not rounded to 16 bits">,

@@ -485,9 +485,16 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         parts.push_back(g);
         total += l.numel;
       } else {
-        parts.push_back(onnx::ReshapeOp::create(cb, ::zero::flatPadded(cb, g, l.padded),
-                                                ArrayRef<int64_t>{int64_t(world), l.shard}));
-        total += l.shard;
+        Value rows =
+            onnx::ReshapeOp::create(cb, ::zero::flatPadded(cb, g, l.padded),
+                                    ArrayRef<int64_t>{int64_t(world), l.shard});
+        // Each rank's slice padded to the alignment (zeros, summed and
+        // sliced off): qgZ's blocks then never span two gradients.
+        const int64_t width = alignedShard(l.shard);
+        if (width != l.shard)
+          rows = padColumns(cb, rows, width - l.shard);
+        parts.push_back(rows);
+        total += width;
       }
     }
     Value avg;
@@ -515,6 +522,23 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         piece = onnx::ReshapeOp::create(s.b, piece, gt.getShape());
       grad = piece;
     }
+  }
+
+  /// A bucket member's slice of `shard` elements rounded up to bucketAlign.
+  int64_t alignedShard(int64_t shard) const {
+    const int64_t a = std::max<int64_t>(1, bucketAlign);
+    return (shard + a - 1) / a * a;
+  }
+
+  /// `rows` ([N, s]) with `extra` zero columns after each row.
+  static Value padColumns(ImplicitLocOpBuilder &b, Value rows, int64_t extra) {
+    auto t = cast<RankedTensorType>(rows.getType());
+    auto zeros =
+        RankedTensorType::get({t.getDimSize(0), extra}, t.getElementType());
+    Value z = onnx::ConstantOp::create(
+        b, zeros,
+        DenseElementsAttr::get(zeros, b.getZeroAttr(t.getElementType())));
+    return onnx::ConcatOp::create(b, ValueRange{rows, z}, uint64_t(1));
   }
 
   /// The step counter: t = step + 1, stored back (by finishStep, once

@@ -35,8 +35,10 @@ def mode_zeropp(a, tools, name, work):
         fp32 run's (the same program without quantization); the largest relative loss
         difference per phase is printed. Bytes per rank and step, measured by the
         runtime: the world all-gathers move (N-1)(s + 4 ceil(s/64)) per shard gather
-        and the gradients' all-to-alls (N-1)(s/2 + 4 ceil(s/64)) per parameter (one
-        level: every rank's slice goes to its owner once), printed next to fp32.
+        and the gradients' all-to-alls (N-1)(a/2 + 4 a/64) per parameter, its shard s
+        padded to a = 64 ceil(s/64) in the one bucket of DeepSpeed's default
+        reduce_bucket_size (one level: every rank's slice goes to its owner once),
+        printed next to fp32.
       * hpZ (zero_hpz_partition_size 2): losses and weights bit-identical to hpZ off;
         the backward re-gathers went over the group only: the world group carries one
         gather of every shard per micro-batch, the hpz group (K-1)/K of the padded
@@ -105,8 +107,14 @@ def mode_zeropp(a, tools, name, work):
     one = sum((ranks - 1) * 4 * s for s in shard)  # every shard gathered once
     trained = [-(-fp_w[k].size // ranks) for k in fp_w]
     # qgZ: each rank's slice for every other rank crosses once, as int4 + scales
-    # (one level; the hierarchy sends (K-1)G + (G-1) = N-1 slices too).
-    want_a2a = sum((ranks - 1) * qbytes(s, 4) for s in trained) * steps
+    # (one level; the hierarchy sends (K-1)G + (G-1) = N-1 slices too). The
+    # config leaves reduce_bucket_size to DeepSpeed's default, 5e8 elements,
+    # more than any fixture trains: every gradient reduces in one bucket, each
+    # gradient's slice padded with zeros to a multiple of the block so that
+    # it is quantized in its own blocks, as alone (DeepSpeed's per-tensor qgZ).
+    if sum(trained) > 500_000_000:
+        raise Fail(f"{name} trains {sum(trained)} elements per shard: more than one bucket")
+    want_a2a = sum((ranks - 1) * qbytes(-(-s // block) * block, 4) for s in trained) * steps
     q_gather = q_rep[0]["bytes_sent"].get("AllGather", 0)
     for r in q_rep:
         got_a = r["bytes_sent"].get("AllToAll", 0)
