@@ -79,6 +79,7 @@ InstructionCost kernelCost(const Program &p, const Instruction &inst,
     }
   if (inst.op == "SwapIn" || inst.op == "SwapOut") {
     cost.offloadIo = true;
+    cost.nvmeBytes = deviceBytes + hostBytes;
     cost.seconds =
         transferSeconds(machine.link(LinkClass::Nvme), deviceBytes + hostBytes);
     return cost;
@@ -95,6 +96,7 @@ InstructionCost kernelCost(const Program &p, const Instruction &inst,
   const double hostSeconds =
       hostBytes / machine.link(LinkClass::HostDevice).bandwidth;
   cost.offloadIo = hostSeconds > std::max(computeSeconds, memorySeconds);
+  cost.hostBytes = hostBytes;
   cost.seconds = std::max({computeSeconds, memorySeconds, hostSeconds}) +
                  machine.device.launchSeconds;
   return cost;
@@ -310,6 +312,8 @@ bool Simulator::step(int rank, uint32_t stream) {
     const InstructionCost cost = kernelCost(p_, inst, m_);
     (cost.offloadIo ? r.io : r.compute).push_back({t, t + cost.seconds});
     r.flops += cost.flops;
+    bytesByLink_[int(LinkClass::HostDevice)] += cost.hostBytes;
+    bytesByLink_[int(LinkClass::Nvme)] += cost.nvmeBytes;
     r.peakSeconds += cost.peakSeconds;
     finish(rank, stream, index, t, t, t + cost.seconds);
     return true;

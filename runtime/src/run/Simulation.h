@@ -41,8 +41,11 @@ struct InstructionCost {
   double seconds = 0;
   uint64_t flops = 0;     ///< a product's floating-point operations
   double peakSeconds = 0; ///< flops at the peak of their element type
-  bool offloadIo =
-      false; ///< moves offloaded bytes (SwapIn/SwapOut, host arenas)
+  /// Moves offloaded bytes (SwapIn/SwapOut, kernels bound by host arenas).
+  bool offloadIo = false;
+  /// Bytes over the host-device link (host-arena operands) and the NVMe link
+  /// (SwapIn/SwapOut).
+  double hostBytes = 0, nvmeBytes = 0;
 };
 
 /// The cost of kernel instruction `inst` of `program`: max(flops / (peak x
