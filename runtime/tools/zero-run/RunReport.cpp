@@ -511,8 +511,15 @@ std::string formatReport(const nlohmann::json &run) {
   return os.str();
 }
 
+nlohmann::json traceDocument(nlohmann::json events) {
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
 nlohmann::json traceEvents(const Executor &executor, int rank) {
-  const Program &p = executor.program();
+  return traceEvents(executor.program(), executor.stats(), rank);
+}
+
+nlohmann::json traceEvents(const Program &p, const RunStats &stats, int rank) {
   nlohmann::json events = nlohmann::json::array();
   // A pipeline: one process per stage replica, and a "schedule" track whose
   // spans are the training schedule's steps (F3: micro-batch 3's forward,
@@ -536,7 +543,7 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
                         {"tid", scheduleTrack}});
   };
   bool anyStep = false;
-  for (const TraceEvent &e : executor.stats().trace) {
+  for (const TraceEvent &e : stats.trace) {
     const Instruction &inst = p.instructions[e.instruction];
     const char *cat = inst.kind == OpKind::Kernel  ? "kernel"
                       : isCollective(inst.kind) ? "collective"
@@ -567,7 +574,7 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
   closeStep();
   // Memory over time (with --report or --report-json): a counter track per
   // arena, its live bytes at every change (scripts/plot_memory.py draws them).
-  for (const MemorySample &m : executor.stats().memoryTimeline)
+  for (const MemorySample &m : stats.memoryTimeline)
     events.push_back({{"name", "live bytes: " + p.arenas[m.arena].name},
                       {"cat", "memory"},
                       {"ph", "C"},

@@ -40,6 +40,14 @@ std::string formatReport(const nlohmann::json &run);
 /// This rank's trace events (Chrome trace format, pid = rank, tid = stream).
 nlohmann::json traceEvents(const Executor &executor, int rank);
 
+/// The same from a run's figures (stats.trace and stats.memoryTimeline): a
+/// real run's, or one rank's simulated step (zero-run --simulate).
+nlohmann::json traceEvents(const Program &program, const RunStats &stats,
+                           int rank);
+
+/// The --trace document of every rank's traceEvents().
+nlohmann::json traceDocument(nlohmann::json events);
+
 } // namespace zrt
 
 #endif // ZRT_TOOLS_ZERORUN_RUNREPORT_H
