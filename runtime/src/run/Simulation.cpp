@@ -513,21 +513,26 @@ nlohmann::json describeSimulation(const Program &program,
   double compute = 0, comm = 0, io = 0, bubble = 0, peakSeconds = 0;
   for (const RankSimulation &r : sim.ranks) {
     nlohmann::json arenas = nlohmann::json::object();
-    uint64_t peak = 0, devicePeak = 0;
+    // Device memory: every arena but host memory and swap files; the
+    // executor allocates each arena's planned size whole.
+    uint64_t peak = 0, devicePeak = 0, devicePlanned = 0;
     for (size_t a = 0; a < program.arenas.size(); ++a) {
       const uint64_t bytes =
           a < r.stats.peakLiveBytes.size() ? r.stats.peakLiveBytes[a] : 0;
       arenas[program.arenas[a].name] = bytes;
       peak += bytes;
-      if (!program.arenas[a].host && program.arenas[a].path.empty())
+      if (!program.arenas[a].host && program.arenas[a].path.empty()) {
         devicePeak += bytes;
+        devicePlanned += program.arenas[a].size;
+      }
     }
     ranks.push_back(
         {{"rank", r.rank},
          {"node", r.node},
          {"peak_bytes", peak},
          {"device_peak_bytes", devicePeak},
-         {"fits_device_memory", devicePeak <= machine.device.memoryBytes},
+         {"device_planned_bytes", devicePlanned},
+         {"fits_device_memory", devicePlanned <= machine.device.memoryBytes},
          {"arenas", arenas},
          {"end_s", r.stats.wallSeconds},
          {"compute_s", r.computeSeconds},

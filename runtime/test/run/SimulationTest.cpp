@@ -218,6 +218,7 @@ TEST(Simulation, PipelineBubbleOfEqualStages) {
 // Relu, h + y during the second: 2000 bytes; with the global, 2400.
 TEST(Simulation, PeakBytesFollowTheMemoryPlan) {
   Builder b(1, 1);
+  b.p.arenas[0].size = 2000; // the plan: y takes x's bytes
   b.p.arenas.push_back({"params", 400, 400, 400});
   const uint32_t x = b.buffer(250, 0), h = b.buffer(250, 1000),
                  y = b.buffer(250, 0);
@@ -236,7 +237,12 @@ TEST(Simulation, PeakBytesFollowTheMemoryPlan) {
   EXPECT_EQ(rank["peak_bytes"].get<uint64_t>(), 2400u);
   EXPECT_EQ(rank["arenas"]["activations"].get<uint64_t>(), 2000u);
   EXPECT_EQ(rank["arenas"]["params"].get<uint64_t>(), 400u);
+  EXPECT_EQ(rank["device_planned_bytes"].get<uint64_t>(), 2400u);
   EXPECT_TRUE(rank["fits_device_memory"].get<bool>()); // 2400 <= 1e6
+  b.p.arenas[0].size = 1000000; // planned beyond the device's 1e6 bytes
+  EXPECT_FALSE(describeSimulation(b.p, roundMachine(),
+                                  sim)["ranks"][0]["fits_device_memory"]
+                   .get<bool>());
 }
 
 // Tests the products' FLOPs from their shapes: MatMul [2,3,4] x [4,5] is
