@@ -403,28 +403,36 @@ void Simulator::replayMemory(int rank, RankSimulation &out) const {
   tracker.setSimulatedTime(0);
   tracker.reset();
   // Boundaries in time order; at equal times an instruction's end comes
-  // before another's start (a stream finishes one step before its next).
+  // before another's start (a stream finishes one step before its next). An
+  // instruction that takes no time (a Record, a Send) starts and finishes at
+  // its start's place, never finishing before it starts.
+  enum Edge { Finish = 0, Start = 1, StartAndFinish = 2 };
   struct Boundary {
     double at;
-    int finish; // 0: finish, 1: start
+    Edge edge;
     size_t order;
     size_t index;
   };
   std::vector<Boundary> boundaries;
   for (size_t k = 0; k < r.executed.size(); ++k) {
-    boundaries.push_back({r.executed[k].arrival, 1, k, r.executed[k].index});
-    boundaries.push_back({r.executed[k].end, 0, k, r.executed[k].index});
+    const Executed &e = r.executed[k];
+    if (e.end <= e.arrival) {
+      boundaries.push_back({e.arrival, StartAndFinish, k, e.index});
+      continue;
+    }
+    boundaries.push_back({e.arrival, Start, k, e.index});
+    boundaries.push_back({e.end, Finish, k, e.index});
   }
   std::sort(boundaries.begin(), boundaries.end(),
             [](const Boundary &a, const Boundary &b) {
-              return std::tie(a.at, a.finish, a.order) <
-                     std::tie(b.at, b.finish, b.order);
+              return std::make_tuple(a.at, a.edge != Finish, a.order) <
+                     std::make_tuple(b.at, b.edge != Finish, b.order);
             });
   for (const Boundary &b : boundaries) {
     tracker.setSimulatedTime(b.at * 1e6);
-    if (b.finish)
+    if (b.edge != Finish)
       tracker.instructionStarted(p_.instructions[b.index]);
-    else
+    if (b.edge != Start)
       tracker.instructionFinished(p_.instructions[b.index]);
   }
   out.stats.peakLiveBytes = tracker.peaks();

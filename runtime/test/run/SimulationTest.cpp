@@ -245,6 +245,22 @@ TEST(Simulation, PeakBytesFollowTheMemoryPlan) {
                    .get<bool>());
 }
 
+// Tests that an instruction taking no time starts before it finishes in the
+// memory replay: h's last reader is a Send at 1 ms (buffered: no time), so h
+// dies there and the second Relu's output does not add to it: x + h, then
+// x + z, 2000 bytes, not 3000.
+TEST(Simulation, PeakBytesReleaseASentBuffer) {
+  Builder b(1, 1);
+  const uint32_t x = b.buffer(250, 0), h = b.buffer(250, 1000),
+                 z = b.buffer(250, 2000);
+  b.p.inputs = {{"x", x}};
+  b.relu(0, x, h);
+  b.pointToPoint("Send", 0, h, 0, 1, {});
+  b.relu(0, x, z);
+  const Simulation sim = simulate(b.p, roundMachine());
+  EXPECT_EQ(sim.ranks[0].stats.peakLiveBytes[0], 2000u);
+}
+
 // Tests the products' FLOPs from their shapes: MatMul [2,3,4] x [4,5] is
 // 2 x (2*3*5) x 4 = 240; Gemm with transA of A [6,3] (K = 6) into [3,7]:
 // 2 x 21 x 6 = 252, min(M, N, K) = 3. A product's time: 240 FLOPs at 1e9
