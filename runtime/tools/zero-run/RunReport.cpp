@@ -138,9 +138,8 @@ double upperMedian(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-/// Per stream: time spent in kernels and collectives (busy), in waits for
-/// the other stream (waiting), and neither (idle: the stream had nothing to
-/// run), over the run's wall time, from the instruction timings.
+} // namespace
+
 nlohmann::json describeStreams(const Program &p, const RunStats &stats) {
   nlohmann::json streams = nlohmann::json::array();
   for (size_t st = 0; st < p.streams.size(); ++st) {
@@ -159,6 +158,8 @@ nlohmann::json describeStreams(const Program &p, const RunStats &stats) {
   }
   return streams;
 }
+
+namespace {
 
 /// A pipeline stage (instructions that run on some ranks only): the
 /// fraction of the run this rank computed nothing, waiting for its

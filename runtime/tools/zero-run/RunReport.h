@@ -29,6 +29,12 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             const std::vector<double> &iterationSeconds = {},
                             const std::vector<double> &iterationBubbles = {});
 
+/// Per stream: time spent in kernels and collectives (busy), in waits for
+/// the other stream (waiting), and neither (idle: the stream had nothing to
+/// run), over the run's wall time, from the instruction timings (a real
+/// run's, or a simulated step's).
+nlohmann::json describeStreams(const Program &program, const RunStats &stats);
+
 /// The whole --report-json document from every rank's describeRank().
 nlohmann::json describeRun(const Program &program, const std::string &backend,
                            const Communicator &comm, int threads,

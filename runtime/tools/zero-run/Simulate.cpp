@@ -78,7 +78,11 @@ int simulate(const Options &opts) {
   Expected<Simulation> sim = simulateProgram(*program, *machine, options);
   if (!sim)
     return fail(sim.status());
-  const nlohmann::json described = describeSimulation(*program, *machine, *sim);
+  nlohmann::json described = describeSimulation(*program, *machine, *sim);
+  // Each rank's streams as a run's report gives them (busy, waiting, idle).
+  for (const RankSimulation &r : sim->ranks)
+    described["ranks"][size_t(r.rank)]["streams"] =
+        describeStreams(*program, r.stats);
   if (opts.report || opts.reportJson.empty())
     printSummary(described);
   if (!opts.reportJson.empty()) {
