@@ -381,6 +381,32 @@ TEST(Simulation, ShippedMachinesLoad) {
   EXPECT_EQ(cpu->devicesPerNode, 2);
 }
 
+// Tests the placement of ranks on nodes: rank r on node r / devices_per_node,
+// or world / K per node with --nodes K; a world the machine cannot hold, or
+// one that K does not divide, is refused naming the way out.
+TEST(Simulation, RanksAreLaidNodeByNode) {
+  Builder b(8, 1);
+  const uint32_t x = b.buffer(4), y = b.buffer(4);
+  b.relu(0, x, y);
+  const MachineModel m = roundMachine(); // 1 node of 4 devices
+  SimulationOptions options;
+  Expected<Simulation> tooMany = simulateProgram(b.p, m, options);
+  ASSERT_FALSE(tooMany.isOk());
+  EXPECT_THAT(tooMany.status().message(), HasSubstr("pass --nodes K"));
+  options.nodes = 3;
+  Expected<Simulation> uneven = simulateProgram(b.p, m, options);
+  ASSERT_FALSE(uneven.isOk());
+  EXPECT_THAT(uneven.status().message(),
+              HasSubstr("do not spread evenly over 3 nodes"));
+  options.nodes = 1; // 8 ranks on a node of 4 devices
+  EXPECT_FALSE(simulateProgram(b.p, m, options).isOk());
+  options.nodes = 4;
+  Expected<Simulation> four = simulateProgram(b.p, m, options);
+  ASSERT_TRUE(four.isOk()) << four.status().message();
+  EXPECT_EQ(four->ranksPerNode, 2);
+  EXPECT_EQ(four->ranks[5].node, 2);
+}
+
 // Tests that a program that cannot finish is reported, not looped on: a
 // collective that only one of its two members reaches.
 TEST(Simulation, DeadlockIsReported) {
