@@ -211,9 +211,12 @@ void LiveBytesTracker::updatePeak(uint32_t arena) {
   peak_[arena] = std::max(peak_[arena], total);
   if (total != current_[arena]) {
     current_[arena] = total;
-    const double us = std::max(
-        0.0, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_)
-                 .count());
+    const double us =
+        simulatedUs_ >= 0
+            ? simulatedUs_
+            : std::max(0.0, std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - start_)
+                                .count());
     timeline_.push_back({us, arena, total});
   }
 }

@@ -50,6 +50,9 @@ public:
   std::vector<uint64_t> peaks() const;
   /// From now on, samples are timed from `start`.
   void setStart(std::chrono::steady_clock::time_point start) { start_ = start; }
+  /// From now on, samples are timed `us` microseconds from the start
+  /// instead of by the clock (a simulated run, run/Simulation.h).
+  void setSimulatedTime(double us) { simulatedUs_ = us; }
   /// Every change of an arena's live size since reset(), timed from the
   /// setStart() time, in time order.
   const std::vector<MemorySample> &timeline() const { return timeline_; }
@@ -77,6 +80,7 @@ private:
   std::vector<uint64_t> current_; ///< per arena: the live size now
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::vector<MemorySample> timeline_;
+  double simulatedUs_ = -1; ///< < 0: time by the clock
 
   // Gathered blocks: block of each buffer (-1: not gathered), and per block
   // its arena, byte range [begin, end), executed reads of its buffers, and

@@ -741,6 +741,76 @@ TEST_F(ZeroRun, ReportsBytesSentPerProcessGroup) {
               HasSubstr("[rank 3] bytes sent by group: nodes 16 B world 24 B"));
 }
 
+// Tests zero-run --simulate end to end: a 2-rank program simulated in one
+// process without mpirun (a run of it there would refuse: it was compiled for
+// 2 ranks), a report whose "simulation" object has the contract's keys and
+// whose peaks equal the sums of a real run's peak_live_bytes (the linear
+// model's buffers live the same whatever the interleaving), a trace with one
+// process per rank; a bad machine description and an option a simulation
+// does not read are refused naming what is wrong.
+TEST_F(ZeroRun, SimulatesEveryRankWithoutALauncher) {
+  std::string sub = generate(2);
+  CommandResult real =
+      zeroRun(2, args(sub, "--report-json " + sub + "/real.json --threads 1"));
+  ASSERT_EQ(real.exitCode, 0) << real.output;
+  const std::string machine = std::string(ZRT_MACHINES_DIR) + "/cpu-2core.json";
+  CommandResult sim =
+      zeroRun(0, sub + "/model.zrt --simulate " + machine + " --report-json " +
+                     sub + "/sim.json --trace " + sub + "/sim-trace.json");
+  ASSERT_EQ(sim.exitCode, 0) << sim.output;
+  nlohmann::json report = readJson(sub + "/sim.json");
+  ASSERT_FALSE(report.is_discarded());
+  const nlohmann::json &s = report["simulation"];
+  for (const char *key : {"step_s", "compute_s", "exposed_communication_s",
+                          "bubble_s", "offload_io_s", "mfu", "ranks"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  EXPECT_GT(s["step_s"].get<double>(), 0.0);
+  EXPECT_NEAR(s["compute_s"].get<double>() +
+                  s["exposed_communication_s"].get<double>() +
+                  s["bubble_s"].get<double>() + s["offload_io_s"].get<double>(),
+              s["step_s"].get<double>(), 1e-12);
+  nlohmann::json measured = readJson(sub + "/real.json");
+  ASSERT_EQ(s["ranks"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const nlohmann::json &rank = s["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    uint64_t sum = 0;
+    for (const nlohmann::json &a : measured["ranks"][r]["arenas"]) {
+      sum += a["peak_live_bytes"].get<uint64_t>();
+      EXPECT_EQ(rank["arenas"][a["name"].get<std::string>()],
+                a["peak_live_bytes"]);
+    }
+    EXPECT_EQ(rank["peak_bytes"].get<uint64_t>(), sum);
+  }
+  nlohmann::json trace = readJson(sub + "/sim-trace.json");
+  std::set<int> processes;
+  for (const nlohmann::json &e : trace["traceEvents"])
+    if (e["name"] == "process_name")
+      processes.insert(e["pid"].get<int>());
+  EXPECT_EQ(processes, (std::set<int>{0, 1}));
+
+  {
+    std::ofstream bad(sub + "/bad.json");
+    std::ifstream good(machine);
+    std::string text((std::istreambuf_iterator<char>(good)),
+                     std::istreambuf_iterator<char>());
+    text.replace(text.find("\"devices_per_node\": 2"), 21,
+                 "\"devices_per_node\": 0");
+    bad << text;
+  }
+  CommandResult badMachine =
+      zeroRun(0, sub + "/model.zrt --simulate " + sub + "/bad.json");
+  EXPECT_EQ(badMachine.exitCode, 1);
+  EXPECT_THAT(
+      badMachine.output,
+      HasSubstr(
+          sub +
+          "/bad.json: key \"devices_per_node\": expected a positive integer"));
+  CommandResult extra = zeroRun(0, args(sub, "--simulate " + machine));
+  EXPECT_EQ(extra.exitCode, 2);
+  EXPECT_THAT(extra.output, HasSubstr("--weights: not used by --simulate"));
+}
+
 TEST_F(ZeroRun, ReportsUsageErrors) {
   CommandResult none = zeroRun(0, "");
   EXPECT_EQ(none.exitCode, 2);

@@ -106,6 +106,17 @@ const char *const kZeroRunUsage =
     "between ISAs,\n"
     "                               never between layouts on one\n";
 
+const char *const kSimulateUsage =
+    "simulation (no kernel runs, no MPI; docs/simulate.md):\n"
+    "  --simulate MACHINE.json      simulate one step of every rank on the "
+    "machine\n"
+    "                               described there (machines/*.json); "
+    "--report,\n"
+    "                               --report-json and --trace as for a run\n"
+    "  --nodes K                    spread the ranks over K nodes (default: "
+    "rank r\n"
+    "                               on node r / devices_per_node)\n";
+
 namespace {
 
 /// The options that take no value, and the member each sets.
@@ -121,7 +132,7 @@ const std::pair<const char *, bool Options::*> kFlagOptions[] = {
 const std::pair<const char *, std::string Options::*> kTextOptions[] = {
     {"--weights", &Options::weights},        {"--output", &Options::output},
     {"--report-json", &Options::reportJson}, {"--trace", &Options::trace},
-    {"--backend", &Options::backend},
+    {"--backend", &Options::backend},        {"--simulate", &Options::simulate},
 };
 
 /// The training options that name a file or a directory.
@@ -147,8 +158,9 @@ const std::pair<const char *, int64_t Options::*> kTrainingCountOptions[] = {
 
 /// The other options that take a value, each checked by storeCheckedValue.
 const char *const kCheckedValueOptions[] = {
-    "--input",   "--threads",      "--overlap", "--timeout", "--repeat",
-    "--warmup",  "--tokens-dtype", "--seed",    "--labels", "--peak-tflops"};
+    "--input",  "--threads",     "--overlap",      "--timeout",
+    "--repeat", "--warmup",      "--tokens-dtype", "--seed",
+    "--labels", "--peak-tflops", "--nodes"};
 
 /// The entry of `table` for option `name`, or null.
 template <typename Entry, size_t N>
@@ -211,6 +223,14 @@ Status storeCheckedValue(const std::string &arg, const std::string &value,
     return storeInput(value, opts);
   if (arg == "--tokens-dtype" || arg == "--seed" || arg == "--labels")
     opts.trainingFlags.push_back(arg);
+  if (arg == "--nodes") {
+    std::optional<long long> n = parseCount(value, 1, 100000);
+    if (!n)
+      return Status::error("--nodes " + value +
+                           ": expected a positive count of nodes");
+    opts.nodes = int(*n);
+    return Status::ok();
+  }
   if (arg == "--peak-tflops") {
     opts.trainingFlags.push_back(arg);
     char *end = nullptr;
@@ -311,6 +331,10 @@ Status checkArguments(const Options &opts) {
     return Status::error("no program given");
   if (opts.saveEvery > 0 && opts.saveDir.empty())
     return Status::error("--save-every needs --save-dir DIR");
+  if (opts.nodes > 0 && opts.simulate.empty())
+    return Status::error(
+        "--nodes K: only with --simulate MACHINE.json (a run learns "
+        "the nodes from the launcher)");
   // Outputs never overwrite what the run reads, nor each other.
   ZRT_RETURN_IF_ERROR(checkOutputPaths(opts));
   return checkBackendName(opts);
@@ -325,7 +349,8 @@ Status checkOutputPaths(const Options &opts) {
       {"--weights", opts.weights},
       {"--data", opts.data},
       {"--tokens", opts.tokens},
-      {"--eval-tokens", opts.evalTokens}};
+      {"--eval-tokens", opts.evalTokens},
+      {"--simulate", opts.simulate}};
   for (const auto &[name, path] : opts.inputs)
     reads.push_back({"--input", path});
   std::vector<std::pair<std::string, std::string>> writes = {
@@ -352,7 +377,34 @@ Status checkOutputPaths(const Options &opts) {
   return Status::ok();
 }
 
+bool wantsSimulation(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--simulate" || arg.rfind("--simulate=", 0) == 0)
+      return true;
+  }
+  return false;
+}
 
+Status checkSimulationOptions(int argc, char **argv) {
+  const char *const read[] = {
+      "--simulate", "--nodes", "--report", "--report-json",
+      "--trace",    "--help",  "-h"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("-", 0) != 0 || arg.size() < 2)
+      continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(std::begin(read), std::end(read), arg) == std::end(read))
+      return Status::error(
+          arg + ": not used by --simulate, which runs nothing (it reads "
+                "the program and the machine description only; it "
+                "takes --nodes, --report, --report-json and --trace)");
+    if (takesValue(arg) && argv[i][arg.size()] != '=')
+      ++i; // its value
+  }
+  return Status::ok();
+}
 
 /// Parses argv; `--opt value` and `--opt=value` are both accepted.
 Status parseArguments(int argc, char **argv, Options &opts) {

@@ -21,6 +21,8 @@ namespace zrt {
 
 /// zero-run --help.
 extern const char *const kZeroRunUsage;
+/// zero-run --help's part on --simulate (printed after kZeroRunUsage).
+extern const char *const kSimulateUsage;
 
 struct Options {
   std::string model;
@@ -60,6 +62,10 @@ struct Options {
   double timeout = 600; ///< seconds a collective may take; 0: no limit
   std::string backend = "cpu";
   bool help = false;
+  /// --simulate MACHINE.json: simulate every rank on that machine instead
+  /// of running (no kernel, no MPI); --nodes K spreads the ranks over K nodes.
+  std::string simulate;
+  int nodes = 0;
 };
 
 /// Parses argv; `--opt value` and `--opt=value` are both accepted. Checks
@@ -68,6 +74,14 @@ Status parseArguments(int argc, char **argv, Options &opts);
 
 /// Checks that no output overwrites what the run reads, nor another output.
 Status checkOutputPaths(const Options &opts);
+
+/// Whether argv asks for --simulate (checked before MPI is started, which a
+/// simulation does not use).
+bool wantsSimulation(int argc, char **argv);
+
+/// Checks that a --simulate command line has only the options a simulation
+/// reads (--simulate, --nodes, --report, --report-json, --trace).
+Status checkSimulationOptions(int argc, char **argv);
 
 /// Checks the options that depend on whether the program trains: the
 /// training options need a training program, and a training program refuses

@@ -138,9 +138,8 @@ double upperMedian(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-/// Per stream: time spent in kernels and collectives (busy), in waits for
-/// the other stream (waiting), and neither (idle: the stream had nothing to
-/// run), over the run's wall time, from the instruction timings.
+} // namespace
+
 nlohmann::json describeStreams(const Program &p, const RunStats &stats) {
   nlohmann::json streams = nlohmann::json::array();
   for (size_t st = 0; st < p.streams.size(); ++st) {
@@ -159,6 +158,8 @@ nlohmann::json describeStreams(const Program &p, const RunStats &stats) {
   }
   return streams;
 }
+
+namespace {
 
 /// A pipeline stage (instructions that run on some ranks only): the
 /// fraction of the run this rank computed nothing, waiting for its
@@ -511,8 +512,15 @@ std::string formatReport(const nlohmann::json &run) {
   return os.str();
 }
 
+nlohmann::json traceDocument(nlohmann::json events) {
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
 nlohmann::json traceEvents(const Executor &executor, int rank) {
-  const Program &p = executor.program();
+  return traceEvents(executor.program(), executor.stats(), rank);
+}
+
+nlohmann::json traceEvents(const Program &p, const RunStats &stats, int rank) {
   nlohmann::json events = nlohmann::json::array();
   // A pipeline: one process per stage replica, and a "schedule" track whose
   // spans are the training schedule's steps (F3: micro-batch 3's forward,
@@ -536,7 +544,7 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
                         {"tid", scheduleTrack}});
   };
   bool anyStep = false;
-  for (const TraceEvent &e : executor.stats().trace) {
+  for (const TraceEvent &e : stats.trace) {
     const Instruction &inst = p.instructions[e.instruction];
     const char *cat = inst.kind == OpKind::Kernel  ? "kernel"
                       : isCollective(inst.kind) ? "collective"
@@ -567,7 +575,7 @@ nlohmann::json traceEvents(const Executor &executor, int rank) {
   closeStep();
   // Memory over time (with --report or --report-json): a counter track per
   // arena, its live bytes at every change (scripts/plot_memory.py draws them).
-  for (const MemorySample &m : executor.stats().memoryTimeline)
+  for (const MemorySample &m : stats.memoryTimeline)
     events.push_back({{"name", "live bytes: " + p.arenas[m.arena].name},
                       {"cat", "memory"},
                       {"ph", "C"},

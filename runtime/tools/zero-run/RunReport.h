@@ -29,6 +29,12 @@ nlohmann::json describeRank(const Executor &executor, const Communicator &comm,
                             const std::vector<double> &iterationSeconds = {},
                             const std::vector<double> &iterationBubbles = {});
 
+/// Per stream: time spent in kernels and collectives (busy), in waits for
+/// the other stream (waiting), and neither (idle: the stream had nothing to
+/// run), over the run's wall time, from the instruction timings (a real
+/// run's, or a simulated step's).
+nlohmann::json describeStreams(const Program &program, const RunStats &stats);
+
 /// The whole --report-json document from every rank's describeRank().
 nlohmann::json describeRun(const Program &program, const std::string &backend,
                            const Communicator &comm, int threads,
@@ -39,6 +45,14 @@ std::string formatReport(const nlohmann::json &run);
 
 /// This rank's trace events (Chrome trace format, pid = rank, tid = stream).
 nlohmann::json traceEvents(const Executor &executor, int rank);
+
+/// The same from a run's figures (stats.trace and stats.memoryTimeline): a
+/// real run's, or one rank's simulated step (zero-run --simulate).
+nlohmann::json traceEvents(const Program &program, const RunStats &stats,
+                           int rank);
+
+/// The --trace document of every rank's traceEvents().
+nlohmann::json traceDocument(nlohmann::json events);
 
 } // namespace zrt
 

@@ -27,6 +27,7 @@
 #include "JobFailure.h"
 #include "Options.h"
 #include "RunReport.h"
+#include "Simulate.h"
 #include "Training.h"
 
 #include "zrt/Agreement.h"
@@ -727,9 +728,9 @@ void writeTrace(RankRun &run, Status &status) {
   for (const std::string &r : ranks)
     for (nlohmann::json &e : nlohmann::json::parse(r))
       all.push_back(std::move(e));
-  nlohmann::json doc = {{"traceEvents", all}, {"displayTimeUnit", "ms"}};
   if (status.isOk())
-    status = writeText(run.opts.trace, doc.dump() + "\n");
+    status =
+        writeText(run.opts.trace, traceDocument(std::move(all)).dump() + "\n");
 }
 
 /// Phase 4: the outputs, a training run's results and the reports (files
@@ -759,6 +760,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
   if (opts.help && status.isOk()) {
     if (comm.rank() == 0)
       std::fputs(kZeroRunUsage, stdout);
+    std::fputs(kSimulateUsage, stdout);
     return 0;
   }
   if (!status.isOk()) {
@@ -782,6 +784,9 @@ int runMain(int argc, char **argv, Communicator &comm) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A simulation runs nothing: it starts no MPI and needs no launcher.
+  if (wantsSimulation(argc, argv))
+    return simulateMain(argc, argv);
   Expected<std::unique_ptr<Communicator>> comm =
       createWorldCommunicator(&argc, &argv);
   if (!comm) {

@@ -1,0 +1,372 @@
+//===- MachineModel.cpp - A machine description for --simulate ------------===//
+//
+// The loader checks every key it knows and refuses the ones it does not (a
+// misspelt key would otherwise leave a default in place silently). The cost
+// formulas are the usual alpha-beta models of ring and recursive-doubling
+// collectives; docs/simulate.md writes them out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "run/MachineModel.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace zrt {
+
+const char *linkClassName(LinkClass c) {
+  switch (c) {
+  case LinkClass::IntraNode:
+    return "intra_node";
+  case LinkClass::InterNode:
+    return "inter_node";
+  case LinkClass::HostDevice:
+    return "host_device";
+  case LinkClass::Nvme:
+    return "nvme";
+  }
+  return "?";
+}
+
+double MachineModel::peakFlops(DType dtype) const {
+  if (dtype == DType::BF16)
+    return device.peakBF16;
+  if (dtype == DType::F16)
+    return device.peakF16;
+  return device.peakF32;
+}
+
+double MachineModel::matmulEfficiency(double minDim) const {
+  const std::vector<EfficiencyPoint> &curve = device.matmulEfficiency;
+  if (curve.empty())
+    return 1;
+  if (minDim <= curve.front().minDim)
+    return curve.front().efficiency;
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (minDim <= curve[i].minDim) {
+      const EfficiencyPoint &a = curve[i - 1], &b = curve[i];
+      const double t = (std::log2(minDim) - std::log2(a.minDim)) /
+                       (std::log2(b.minDim) - std::log2(a.minDim));
+      return a.efficiency + t * (b.efficiency - a.efficiency);
+    }
+  return curve.back().efficiency;
+}
+
+namespace {
+
+using nlohmann::json;
+
+/// Reads one JSON object's keys, each checked; the first problem is kept
+/// and names the file and the key's path.
+class KeyReader {
+public:
+  KeyReader(const std::string &path, Status &error)
+      : path_(path), error_(error) {}
+
+  /// The object at `key` of `parent` (`where` its own path), or null with
+  /// an error when it is missing or not an object.
+  const json *object(const json &parent, const std::string &where,
+                     const std::string &key, bool required = true) {
+    const std::string name = join(where, key);
+    auto it = parent.find(key);
+    if (it == parent.end()) {
+      if (required)
+        fail(name, "missing");
+      return nullptr;
+    }
+    if (!it->is_object()) {
+      fail(name, "expected an object");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  /// A number at `key`, > 0 (or >= 0 when `zeroAllowed`), into `out`.
+  void number(const json &parent, const std::string &where,
+              const std::string &key, double &out, bool zeroAllowed = false) {
+    const std::string name = join(where, key);
+    auto it = parent.find(key);
+    if (it == parent.end())
+      return fail(name, "missing");
+    if (!it->is_number())
+      return fail(name, "expected a number, got " + it->dump());
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0 || (v == 0 && !zeroAllowed))
+      return fail(name, std::string("expected a ") +
+                            (zeroAllowed ? "non-negative" : "positive") +
+                            " number, got " + it->dump());
+    out = v;
+  }
+
+  /// A positive integer at `key` into `out` (absent: `out` kept when
+  /// not `required`).
+  void count(const json &parent, const std::string &where,
+             const std::string &key, int &out, bool required = true) {
+    const std::string name = join(where, key);
+    auto it = parent.find(key);
+    if (it == parent.end()) {
+      if (required)
+        fail(name, "missing");
+      return;
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > 1000000)
+      return fail(name, "expected a positive integer, got " + it->dump());
+    out = int(it->get<int64_t>());
+  }
+
+  /// A string at `key` that is one of `choices` into `out` (absent: kept).
+  void choice(const json &parent, const std::string &where,
+              const std::string &key, const std::vector<std::string> &choices,
+              std::string &out) {
+    const std::string name = join(where, key);
+    auto it = parent.find(key);
+    if (it == parent.end())
+      return;
+    std::string list;
+    for (const std::string &c : choices)
+      list += (list.empty() ? "" : ", ") + c;
+    if (!it->is_string() || std::find(choices.begin(), choices.end(),
+                                      it->get<std::string>()) == choices.end())
+      return fail(name, "expected one of " + list + ", got " + it->dump());
+    out = it->get<std::string>();
+  }
+
+  /// Refuses keys of `object` outside `known`.
+  void onlyKeys(const json &object, const std::string &where,
+                const std::set<std::string> &known) {
+    for (auto it = object.begin(); it != object.end(); ++it)
+      if (!known.count(it.key())) {
+        std::string list;
+        for (const std::string &k : known)
+          list += (list.empty() ? "" : ", ") + k;
+        return fail(join(where, it.key()),
+                    "unknown key (known here: " + list + ")");
+      }
+  }
+
+  void fail(const std::string &key, const std::string &what) {
+    if (error_.isOk())
+      error_ = Status::error(path_ + ": key \"" + key + "\": " + what);
+  }
+
+  static std::string join(const std::string &where, const std::string &key) {
+    return where.empty() ? key : where + "." + key;
+  }
+
+private:
+  const std::string &path_;
+  Status &error_;
+};
+
+/// device.matmul_efficiency: [{"min_dim", "efficiency"}...], min_dim
+/// increasing, efficiency in (0, 1].
+void readEfficiencyCurve(KeyReader &keys, const json &device,
+                         DeviceModel &out) {
+  auto it = device.find("matmul_efficiency");
+  if (it == device.end())
+    return;
+  const std::string where = "device.matmul_efficiency";
+  if (!it->is_array() || it->empty())
+    return keys.fail(
+        where, "expected a non-empty array of {\"min_dim\", \"efficiency\"}");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json &point = (*it)[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!point.is_object())
+      return keys.fail(at, "expected an object {\"min_dim\", \"efficiency\"}");
+    keys.onlyKeys(point, at, {"min_dim", "efficiency"});
+    EfficiencyPoint p;
+    keys.number(point, at, "min_dim", p.minDim);
+    keys.number(point, at, "efficiency", p.efficiency);
+    if (p.efficiency > 1)
+      return keys.fail(at + ".efficiency",
+                       "expected at most 1 (a fraction of the peak)");
+    if (!out.matmulEfficiency.empty() &&
+        p.minDim <= out.matmulEfficiency.back().minDim)
+      return keys.fail(at + ".min_dim",
+                       "expected min_dim to increase along the array");
+    out.matmulEfficiency.push_back(p);
+  }
+}
+
+void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
+  const json *device = keys.object(root, "", "device");
+  if (!device)
+    return;
+  keys.onlyKeys(*device, "device",
+                {"peak_flops", "memory_bandwidth", "memory_bytes",
+                 "kernel_launch_s", "matmul_efficiency", "note"});
+  if (const json *peak = keys.object(*device, "device", "peak_flops")) {
+    keys.onlyKeys(*peak, "device.peak_flops", {"f32", "bf16", "f16", "note"});
+    keys.number(*peak, "device.peak_flops", "f32", out.peakF32);
+    keys.number(*peak, "device.peak_flops", "bf16", out.peakBF16);
+    keys.number(*peak, "device.peak_flops", "f16", out.peakF16);
+  }
+  keys.number(*device, "device", "memory_bandwidth", out.memoryBandwidth);
+  double capacity = 0;
+  keys.number(*device, "device", "memory_bytes", capacity);
+  out.memoryBytes = uint64_t(capacity);
+  keys.number(*device, "device", "kernel_launch_s", out.launchSeconds, true);
+  readEfficiencyCurve(keys, *device, out);
+}
+
+void readLinks(KeyReader &keys, const json &root, MachineModel &out) {
+  const json *links = keys.object(root, "", "links");
+  if (!links)
+    return;
+  keys.onlyKeys(*links, "links",
+                {"intra_node", "inter_node", "host_device", "nvme"});
+  for (int c = 0; c < kNumLinkClasses; ++c) {
+    const std::string name = linkClassName(LinkClass(c));
+    const std::string where = "links." + name;
+    const json *link = keys.object(*links, "links", name);
+    if (!link)
+      continue;
+    keys.onlyKeys(*link, where, {"bandwidth", "latency", "algorithm", "note"});
+    keys.number(*link, where, "bandwidth", out.links[c].bandwidth);
+    keys.number(*link, where, "latency", out.links[c].latency, true);
+    std::string algorithm = "ring";
+    keys.choice(*link, where, "algorithm", {"ring", "recursive_doubling"},
+                algorithm);
+    out.links[c].algorithm = algorithm == "ring"
+                                 ? CollectiveAlgorithm::Ring
+                                 : CollectiveAlgorithm::RecursiveDoubling;
+  }
+}
+
+} // namespace
+
+Expected<MachineModel> parseMachineModel(const std::string &text,
+                                         const std::string &path) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return Status::error(path + ": not valid JSON");
+  if (!root.is_object())
+    return Status::error(path +
+                         ": expected a JSON object (a machine description)");
+  MachineModel machine;
+  machine.path = path;
+  Status error = Status::ok();
+  KeyReader keys(path, error);
+  keys.onlyKeys(root, "",
+                {"name", "sources", "note", "nodes", "devices_per_node",
+                 "device", "links", "collectives"});
+  if (auto it = root.find("name"); it != root.end()) {
+    if (it->is_string())
+      machine.name = it->get<std::string>();
+    else
+      keys.fail("name", "expected a string");
+  }
+  keys.count(root, "", "nodes", machine.nodes, /*required=*/false);
+  keys.count(root, "", "devices_per_node", machine.devicesPerNode);
+  readDevice(keys, root, machine.device);
+  readLinks(keys, root, machine);
+  if (const json *collectives = keys.object(root, "", "collectives", false)) {
+    keys.onlyKeys(*collectives, "collectives", {"across_nodes", "note"});
+    std::string across = "two_level";
+    keys.choice(*collectives, "collectives", "across_nodes",
+                {"two_level", "flat"}, across);
+    machine.twoLevel = across == "two_level";
+  }
+  if (!error.isOk())
+    return error;
+  return machine;
+}
+
+Expected<MachineModel> loadMachineModel(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    return Status::error(path + ": cannot read the machine description");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parseMachineModel(text.str(), path);
+}
+
+double transferSeconds(const LinkModel &link, double bytes) {
+  return link.latency + bytes / link.bandwidth;
+}
+
+namespace {
+
+/// One collective of `n` ranks over one link class, `bytes` as in
+/// collectiveSeconds.
+double flatSeconds(const LinkModel &link, OpKind kind, int n, double bytes) {
+  if (n <= 1)
+    return 0;
+  const double steps = link.algorithm == CollectiveAlgorithm::Ring
+                           ? double(n - 1)
+                           : std::ceil(std::log2(double(n)));
+  const double share = double(n - 1) / double(n) * bytes / link.bandwidth;
+  switch (kind) {
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+    return steps * link.latency + share;
+  case OpKind::AllReduce: // ring: reduce-scatter then all-gather;
+                          // recursive halving then doubling (Rabenseifner)
+    return 2 * steps * link.latency + 2 * share;
+  case OpKind::Broadcast: // a pipelined ring; a binomial tree
+    return link.algorithm == CollectiveAlgorithm::Ring
+               ? steps * link.latency + bytes / link.bandwidth
+               : steps * (link.latency + bytes / link.bandwidth);
+  case OpKind::AllToAll: // pairwise exchange; Bruck (half the buffer a step)
+    return link.algorithm == CollectiveAlgorithm::Ring
+               ? steps * link.latency + share
+               : steps * (link.latency + 0.5 * bytes / link.bandwidth);
+  default:
+    return transferSeconds(link, bytes);
+  }
+}
+
+} // namespace
+
+double collectiveSeconds(const MachineModel &machine, OpKind kind,
+                         const std::vector<int> &ranks, int ranksPerNode,
+                         double bytes) {
+  const int n = int(ranks.size());
+  if (n <= 1)
+    return 0;
+  std::map<int, int> perNode; // node -> members there
+  for (int r : ranks)
+    ++perNode[r / std::max(1, ranksPerNode)];
+  const int m = int(perNode.size());
+  int k = 0;
+  for (const auto &[node, count] : perNode)
+    k = std::max(k, count);
+  const LinkModel &intra = machine.link(LinkClass::IntraNode);
+  const LinkModel &inter = machine.link(LinkClass::InterNode);
+  if (m == 1)
+    return flatSeconds(intra, kind, n, bytes);
+  if (k == 1 || !machine.twoLevel)
+    return flatSeconds(inter, kind, n, bytes);
+  // Two levels: k ranks on each of m nodes.
+  const double local = bytes / double(k); // what one node-local index holds
+  switch (kind) {
+  case OpKind::AllGather:
+    return flatSeconds(inter, kind, m, local) +
+           flatSeconds(intra, kind, k, bytes);
+  case OpKind::ReduceScatter:
+    return flatSeconds(intra, kind, k, bytes) +
+           flatSeconds(inter, kind, m, local);
+  case OpKind::AllReduce:
+    return flatSeconds(intra, OpKind::ReduceScatter, k, bytes) +
+           flatSeconds(inter, OpKind::AllReduce, m, local) +
+           flatSeconds(intra, OpKind::AllGather, k, bytes);
+  case OpKind::Broadcast:
+    return flatSeconds(inter, kind, m, bytes) +
+           flatSeconds(intra, kind, k, bytes);
+  case OpKind::AllToAll:
+    return flatSeconds(intra, kind, k, bytes / double(m)) +
+           flatSeconds(inter, kind, m, bytes);
+  default:
+    return transferSeconds(inter, bytes);
+  }
+}
+
+} // namespace zrt

@@ -1,0 +1,102 @@
+//===- MachineModel.h - A machine description for --simulate ----*- C++ -*-===//
+//
+// What zero-run --simulate knows of a machine (docs/simulate.md): how many
+// nodes and devices, each device's peak rates by element type, memory
+// bandwidth and capacity, kernel launch cost and matrix-product efficiency by
+// shape, and per link class (inside a node, across nodes, host <-> device,
+// NVMe) a bandwidth, a latency and the collective algorithm. The costs of a
+// kernel and of a collective are functions of this description alone, so the
+// simulator's timeline and the unit tests share them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_RUN_MACHINEMODEL_H
+#define ZRT_RUN_MACHINEMODEL_H
+
+#include "zrt/Program.h"
+#include "zrt/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// The classes of link a transfer can take.
+enum class LinkClass : uint8_t { IntraNode = 0, InterNode, HostDevice, Nvme };
+constexpr int kNumLinkClasses = 4;
+
+/// "intra_node", "inter_node", "host_device", "nvme".
+const char *linkClassName(LinkClass c);
+
+/// How a collective moves its bytes over one link class.
+enum class CollectiveAlgorithm : uint8_t { Ring = 0, RecursiveDoubling };
+
+/// One link class: what one rank can send one way, and the cost of a message.
+struct LinkModel {
+  double bandwidth = 0; ///< bytes/s one way, per rank
+  double latency = 0;   ///< seconds per message (per algorithm step)
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+};
+
+/// A point of the matrix-product efficiency curve: products whose smallest
+/// dimension min(M, N, K) is `minDim` reach `efficiency` of the peak.
+struct EfficiencyPoint {
+  double minDim = 1;
+  double efficiency = 1;
+};
+
+/// One device (a GPU, or a CPU core that a rank runs on).
+struct DeviceModel {
+  double peakF32 = 0, peakBF16 = 0, peakF16 = 0; ///< FLOP/s, dense
+  double memoryBandwidth = 0;                    ///< bytes/s
+  uint64_t memoryBytes = 0;                      ///< capacity
+  double launchSeconds = 0;                      ///< per kernel
+  /// Increasing in minDim; interpolated linearly in log2(minDim), clamped at
+  /// both ends. Empty: efficiency 1.
+  std::vector<EfficiencyPoint> matmulEfficiency;
+};
+
+/// A cluster of identical nodes.
+struct MachineModel {
+  std::string path; ///< the file it was read from, for messages
+  std::string name;
+  int nodes = 1;
+  int devicesPerNode = 1;
+  DeviceModel device;
+  LinkModel links[kNumLinkClasses];
+  /// A collective whose group spans several nodes with several ranks on each:
+  /// true: inside nodes, then across, then inside again (hierarchical);
+  /// false: one flat algorithm over the inter-node link.
+  bool twoLevel = true;
+
+  const LinkModel &link(LinkClass c) const { return links[int(c)]; }
+  /// The peak FLOP/s of products in element type `dtype` (f32's for types
+  /// other than f16 and bf16).
+  double peakFlops(DType dtype) const;
+  /// The efficiency of a product whose smallest dimension is `minDim`.
+  double matmulEfficiency(double minDim) const;
+};
+
+/// Reads and checks the machine description at `path`. Every error names the
+/// file and the key ("M.json: key \"device.peak_flops.bf16\": ...").
+Expected<MachineModel> loadMachineModel(const std::string &path);
+
+/// Like loadMachineModel, from the JSON text `text`; `path` names it.
+Expected<MachineModel> parseMachineModel(const std::string &text,
+                                         const std::string &path);
+
+/// The seconds a collective of `kind` over `ranks` (world ranks, each on node
+/// rank / ranksPerNode) takes once every member has reached it. `bytes` is
+/// the size of the whole buffer the collective produces or reduces (an
+/// AllGather's output, a ReduceScatter's input, an AllReduce's buffer, a
+/// Broadcast's and an AllToAll's buffer). docs/simulate.md gives the formulas.
+double collectiveSeconds(const MachineModel &machine, OpKind kind,
+                         const std::vector<int> &ranks, int ranksPerNode,
+                         double bytes);
+
+/// The seconds `bytes` take over one link class (latency + bytes / bandwidth).
+double transferSeconds(const LinkModel &link, double bytes);
+
+} // namespace zrt
+
+#endif // ZRT_RUN_MACHINEMODEL_H

@@ -1,0 +1,578 @@
+//===- Simulation.cpp - A program's simulated step on a machine -----------===//
+//-===//
+//
+// A discrete-event simulation without a clock: each (rank, stream) keeps the
+// time it is free and a cursor into its instructions, and the loop advances
+// every cursor as far as its dependencies allow (an event not yet recorded, a
+// collective some member has not reached, a message not yet sent) until none
+// can move. Since an instruction's times depend only on its stream and on the
+// instructions it waits for, never on the order the loop visits streams in,
+// the result is the same whatever that order. A stream that cannot finish is
+// a deadlock, reported naming the instruction.
+//
+// Memory: each rank's instructions start and finish at simulated times; a
+// LiveBytesTracker (the one a real run's --report-json uses) replays those
+// boundaries in time order, so the peaks are the executor's figure for the
+// simulated interleaving.
+//
+//===----------------------------------------------------------------------===//
+
+#include "run/Simulation.h"
+
+#include "executor/LiveBytes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace zrt {
+
+namespace {
+
+int64_t dim(const std::vector<int64_t> &shape, int fromEnd) {
+  const int n = int(shape.size());
+  return fromEnd <= n ? shape[size_t(n - fromEnd)] : 1;
+}
+
+} // namespace
+
+uint64_t productFlops(const Program &p, const Instruction &inst,
+                      double &minDim) {
+  minDim = 1;
+  if ((inst.op == "MatMul" || inst.op == "Gemm") && inst.inputs.size() >= 2 &&
+      !inst.outputs.empty()) {
+    const BufferDesc &a = p.buffers[inst.inputs[0]];
+    const BufferDesc &b = p.buffers[inst.inputs[1]];
+    const BufferDesc &out = p.buffers[inst.outputs[0]];
+    if (a.shape.empty() || b.shape.empty())
+      return 0;
+    int64_t m = 0, k = 0;
+    if (inst.op == "Gemm" && a.shape.size() == 2) {
+      const bool transA = inst.attrs.getInt("transA", 0) != 0;
+      k = transA ? a.shape[0] : a.shape[1];
+      m = transA ? a.shape[1] : a.shape[0];
+    } else {
+      k = a.shape.back(); // numpy matmul: [..., M, K] x [..., K, N]
+      m = dim(a.shape, 2);
+    }
+    const int64_t n = b.shape.size() >= 2 ? dim(out.shape, 1) : 1;
+    minDim = double(std::max<int64_t>(1, std::min({m, n, k})));
+    return uint64_t(2 * out.numel() * k);
+  }
+  if (inst.flops > 0)
+    minDim = std::max(1.0, std::cbrt(double(inst.flops) / 2));
+  return inst.flops;
+}
+
+InstructionCost kernelCost(const Program &p, const Instruction &inst,
+                           const MachineModel &machine) {
+  InstructionCost cost;
+  double deviceBytes = 0, hostBytes = 0;
+  for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
+    for (uint32_t b : *list) {
+      const BufferDesc &d = p.buffers[b];
+      const ArenaDesc &arena = p.arenas[d.arena];
+      // Host arenas (offload device cpu) are read over the bus; a swap
+      // file's pages are in memory once SwapIn has read them.
+      (arena.host ? hostBytes : deviceBytes) += double(d.bytes());
+    }
+  if (inst.op == "SwapIn" || inst.op == "SwapOut") {
+    cost.offloadIo = true;
+    cost.nvmeBytes = deviceBytes + hostBytes;
+    cost.seconds =
+        transferSeconds(machine.link(LinkClass::Nvme), deviceBytes + hostBytes);
+    return cost;
+  }
+  double minDim = 1;
+  cost.flops = productFlops(p, inst, minDim);
+  double computeSeconds = 0;
+  if (cost.flops > 0) {
+    const DType dtype = p.buffers[inst.inputs[0]].dtype;
+    cost.peakSeconds = double(cost.flops) / machine.peakFlops(dtype);
+    computeSeconds = cost.peakSeconds / machine.matmulEfficiency(minDim);
+  }
+  const double memorySeconds = deviceBytes / machine.device.memoryBandwidth;
+  const double hostSeconds =
+      hostBytes / machine.link(LinkClass::HostDevice).bandwidth;
+  cost.offloadIo = hostSeconds > std::max(computeSeconds, memorySeconds);
+  cost.hostBytes = hostBytes;
+  cost.seconds = std::max({computeSeconds, memorySeconds, hostSeconds}) +
+                 machine.device.launchSeconds;
+  return cost;
+}
+
+namespace {
+
+/// A time interval of one rank's timeline.
+struct Interval {
+  double begin = 0, end = 0;
+};
+
+/// The length of the union of `intervals`.
+double unionLength(std::vector<Interval> intervals) {
+  std::sort(
+      intervals.begin(), intervals.end(),
+      [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
+  double total = 0, openBegin = 0, openEnd = -1;
+  for (const Interval &i : intervals) {
+    if (i.end <= i.begin)
+      continue;
+    if (i.begin > openEnd) {
+      total += std::max(0.0, openEnd - openBegin);
+      openBegin = i.begin;
+      openEnd = i.end;
+    } else {
+      openEnd = std::max(openEnd, i.end);
+    }
+  }
+  return total + std::max(0.0, openEnd - openBegin);
+}
+
+/// One instance of a collective: instruction `index` in one part of its group.
+struct CollectiveInstance {
+  size_t expected = 0;
+  double lastArrival = 0;
+  size_t arrived = 0;
+  double start = 0, end = 0;
+  bool resolved() const { return arrived == expected; }
+};
+
+/// A message in flight: when its Send started and how long it travels.
+struct Message {
+  double sent = 0, travel = 0;
+};
+
+/// One executed instruction, for the trace, the breakdown and the memory
+/// replay: arrival at it, begin of its own work, end.
+struct Executed {
+  size_t index = 0;
+  uint32_t stream = 0;
+  double arrival = 0, begin = 0, end = 0;
+};
+
+class Simulator {
+public:
+  Simulator(const Program &p, const MachineModel &m, int ranksPerNode)
+      : p_(p), m_(m), ranksPerNode_(ranksPerNode) {}
+
+  Status run(Simulation &out);
+
+private:
+  struct StreamState {
+    std::vector<size_t> steps; ///< instruction indices, in program order
+    size_t next = 0;
+    double free = 0;
+    bool arrived = false; ///< at steps[next], a collective it registered with
+    double arrival = 0;
+  };
+  struct RankState {
+    std::vector<StreamState> streams;
+    std::vector<double> eventTime; ///< -1: not recorded yet
+    std::vector<Executed> executed;
+    std::vector<Interval> compute, communication, io;
+    uint64_t flops = 0;
+    double peakSeconds = 0;
+  };
+
+  /// Advances (rank, stream) by one instruction if it can.
+  bool step(int rank, uint32_t stream);
+  bool stepCollective(int rank, uint32_t stream, size_t index);
+  bool stepRecv(int rank, uint32_t stream, size_t index);
+  void finish(int rank, uint32_t stream, size_t index, double arrival,
+              double begin, double end);
+  /// The world ranks of the part of `inst`'s group that `rank` uses.
+  std::vector<int> membersOf(const Instruction &inst, int rank) const;
+  int peerRank(const Instruction &inst, int rank) const;
+  LinkClass linkBetween(int a, int b) const {
+    return a / ranksPerNode_ == b / ranksPerNode_ ? LinkClass::IntraNode
+                                                  : LinkClass::InterNode;
+  }
+  double collectiveCost(const Instruction &inst,
+                        const std::vector<int> &members);
+  Status deadlock() const;
+  void summarize(int rank, double step, RankSimulation &out) const;
+  void replayMemory(int rank, RankSimulation &out) const;
+
+  const Program &p_;
+  const MachineModel &m_;
+  int ranksPerNode_;
+  std::vector<RankState> ranks_;
+  std::map<std::pair<size_t, int>, CollectiveInstance>
+      collectives_; // (index, first member)
+  std::map<std::tuple<int, int, int64_t>, std::vector<Message>>
+      mailboxes_; // src, dst, tag
+  std::map<std::tuple<int, int, int64_t>, size_t> received_;
+  double bytesByLink_[kNumLinkClasses] = {0, 0, 0, 0};
+};
+
+std::vector<int> Simulator::membersOf(const Instruction &inst, int rank) const {
+  std::vector<int> members;
+  if (inst.group < 0) {
+    for (int r = 0; r < p_.worldSize; ++r)
+      members.push_back(r);
+  } else {
+    const ProcessGroupDesc &g = p_.groups[size_t(inst.group)];
+    members = g.groupSize > 0 ? g.part(g.partOf(rank)) : g.ranks;
+  }
+  members.erase(std::remove_if(members.begin(), members.end(),
+                               [&](int r) { return !inst.runsOn(r); }),
+                members.end());
+  return members;
+}
+
+int Simulator::peerRank(const Instruction &inst, int rank) const {
+  const int peer = int(inst.attrs.getInt("peer", 0));
+  const int dp = inst.ranks.empty() ? 1 : int(inst.ranks.size());
+  return peer * dp + rank % dp;
+}
+
+double Simulator::collectiveCost(const Instruction &inst,
+                                 const std::vector<int> &members) {
+  double seconds = 0, bytes = 0;
+  // A coalesced AllGather runs one gather per input, one after the other.
+  const size_t calls = inst.kind == OpKind::AllGather ? inst.inputs.size() : 1;
+  for (size_t c = 0; c < calls; ++c) {
+    const bool byOutput = inst.kind == OpKind::AllGather;
+    const std::vector<uint32_t> &buffers =
+        byOutput ? inst.outputs : inst.inputs;
+    if (c >= buffers.size())
+      break;
+    const double s = double(p_.buffers[buffers[c]].bytes());
+    seconds += collectiveSeconds(m_, inst.kind, members, ranksPerNode_, s);
+    bytes += s;
+  }
+  bool oneNode = true;
+  for (int r : members)
+    oneNode &= r / ranksPerNode_ == members.front() / ranksPerNode_;
+  bytesByLink_[int(oneNode ? LinkClass::IntraNode : LinkClass::InterNode)] +=
+      bytes;
+  return seconds;
+}
+
+void Simulator::finish(int rank, uint32_t stream, size_t index, double arrival,
+                       double begin, double end) {
+  StreamState &s = ranks_[size_t(rank)].streams[stream];
+  ranks_[size_t(rank)].executed.push_back({index, stream, arrival, begin, end});
+  s.free = end;
+  s.arrived = false;
+  ++s.next;
+}
+
+bool Simulator::stepCollective(int rank, uint32_t stream, size_t index) {
+  const Instruction &inst = p_.instructions[index];
+  StreamState &s = ranks_[size_t(rank)].streams[stream];
+  const std::vector<int> members = membersOf(inst, rank);
+  CollectiveInstance &c =
+      collectives_[{index, members.empty() ? rank : members.front()}];
+  if (!s.arrived) {
+    s.arrived = true;
+    s.arrival = s.free;
+    c.expected = members.size();
+    c.lastArrival = std::max(c.lastArrival, s.free);
+    if (++c.arrived == c.expected) {
+      c.start = c.lastArrival;
+      c.end = c.start + collectiveCost(inst, members);
+    }
+  }
+  if (!c.resolved())
+    return false;
+  ranks_[size_t(rank)].communication.push_back({c.start, c.end});
+  finish(rank, stream, index, s.arrival, c.start, c.end);
+  return true;
+}
+
+bool Simulator::stepRecv(int rank, uint32_t stream, size_t index) {
+  const Instruction &inst = p_.instructions[index];
+  StreamState &s = ranks_[size_t(rank)].streams[stream];
+  const int src = peerRank(inst, rank);
+  const auto key = std::make_tuple(src, rank, inst.attrs.getInt("tag", 0));
+  const std::vector<Message> &box = mailboxes_[key];
+  size_t &taken = received_[key];
+  if (taken >= box.size())
+    return false; // its Send has not started yet
+  const Message msg = box[taken++];
+  const double end = std::max(s.free, msg.sent + msg.travel);
+  const double transferBegin = std::max(s.free, msg.sent);
+  ranks_[size_t(rank)].communication.push_back({transferBegin, end});
+  finish(rank, stream, index, s.free, transferBegin, end);
+  return true;
+}
+
+bool Simulator::step(int rank, uint32_t stream) {
+  RankState &r = ranks_[size_t(rank)];
+  StreamState &s = r.streams[stream];
+  if (s.next >= s.steps.size())
+    return false;
+  const size_t index = s.steps[s.next];
+  const Instruction &inst = p_.instructions[index];
+  const double t = s.free;
+  switch (inst.kind) {
+  case OpKind::Kernel: {
+    const InstructionCost cost = kernelCost(p_, inst, m_);
+    (cost.offloadIo ? r.io : r.compute).push_back({t, t + cost.seconds});
+    r.flops += cost.flops;
+    bytesByLink_[int(LinkClass::HostDevice)] += cost.hostBytes;
+    bytesByLink_[int(LinkClass::Nvme)] += cost.nvmeBytes;
+    r.peakSeconds += cost.peakSeconds;
+    finish(rank, stream, index, t, t, t + cost.seconds);
+    return true;
+  }
+  case OpKind::Record:
+    r.eventTime[size_t(inst.event)] = t;
+    finish(rank, stream, index, t, t, t);
+    return true;
+  case OpKind::Wait: {
+    const double recorded = r.eventTime[size_t(inst.event)];
+    if (recorded < 0)
+      return false;
+    finish(rank, stream, index, t, t, std::max(t, recorded));
+    return true;
+  }
+  case OpKind::Send: {
+    // Buffered, as the executor's sends: the stream goes on at once; the
+    // bytes reach the receiver after the link's time.
+    const int dst = peerRank(inst, rank);
+    const double bytes = double(p_.buffers[inst.inputs[0]].bytes());
+    const LinkClass link = linkBetween(rank, dst);
+    bytesByLink_[int(link)] += bytes;
+    mailboxes_[std::make_tuple(rank, dst, inst.attrs.getInt("tag", 0))]
+        .push_back({t, transferSeconds(m_.link(link), bytes)});
+    finish(rank, stream, index, t, t, t);
+    return true;
+  }
+  case OpKind::Recv:
+    return stepRecv(rank, stream, index);
+  default:
+    return stepCollective(rank, stream, index);
+  }
+}
+
+Status Simulator::deadlock() const {
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    for (size_t s = 0; s < ranks_[r].streams.size(); ++s) {
+      const StreamState &st = ranks_[r].streams[s];
+      if (st.next < st.steps.size())
+        return Status::error(p_.path + ": the simulation cannot go on: rank " +
+                             std::to_string(r) + ", stream " +
+                             std::to_string(s) + " \"" + p_.streams[s].name +
+                             "\" waits at " +
+                             p_.describeInstruction(st.steps[st.next]) +
+                             " forever (an event never recorded, a collective "
+                             "some member of its group "
+                             "never reaches, or a receive without its send)");
+    }
+  return Status::ok();
+}
+
+void Simulator::summarize(int rank, double step, RankSimulation &out) const {
+  const RankState &r = ranks_[size_t(rank)];
+  std::vector<Interval> all = r.compute;
+  out.computeSeconds = unionLength(all);
+  all.insert(all.end(), r.communication.begin(), r.communication.end());
+  const double withComm = unionLength(all);
+  out.exposedCommunicationSeconds = withComm - out.computeSeconds;
+  all.insert(all.end(), r.io.begin(), r.io.end());
+  const double busy = unionLength(all);
+  out.offloadIoSeconds = busy - withComm;
+  out.bubbleSeconds = std::max(0.0, step - busy);
+  out.flops = r.flops;
+  out.peakSeconds = r.peakSeconds;
+  double end = 0;
+  for (const Executed &e : r.executed)
+    end = std::max(end, e.end);
+  out.stats.wallSeconds = end;
+  // The trace: stream order, then time order, as the executor gives it.
+  std::vector<Executed> sorted = r.executed;
+  std::stable_sort(
+      sorted.begin(), sorted.end(), [](const Executed &a, const Executed &b) {
+        return std::tie(a.stream, a.arrival) < std::tie(b.stream, b.arrival);
+      });
+  for (const Executed &e : sorted)
+    out.stats.trace.push_back({uint32_t(e.index), e.stream, e.arrival * 1e6,
+                               (e.end - e.arrival) * 1e6});
+}
+
+void Simulator::replayMemory(int rank, RankSimulation &out) const {
+  const RankState &r = ranks_[size_t(rank)];
+  std::vector<size_t> executed;
+  for (const Executed &e : r.executed)
+    executed.push_back(e.index);
+  std::sort(executed.begin(), executed.end());
+  LiveBytesTracker tracker(p_, executed);
+  tracker.setSimulatedTime(0);
+  tracker.reset();
+  // Boundaries in time order; at equal times an instruction's end comes
+  // before another's start (a stream finishes one step before its next). An
+  // instruction that takes no time (a Record, a Send) starts and finishes at
+  // its start's place, never finishing before it starts.
+  enum Edge { Finish = 0, Start = 1, StartAndFinish = 2 };
+  struct Boundary {
+    double at;
+    Edge edge;
+    size_t order;
+    size_t index;
+  };
+  std::vector<Boundary> boundaries;
+  for (size_t k = 0; k < r.executed.size(); ++k) {
+    const Executed &e = r.executed[k];
+    if (e.end <= e.arrival) {
+      boundaries.push_back({e.arrival, StartAndFinish, k, e.index});
+      continue;
+    }
+    boundaries.push_back({e.arrival, Start, k, e.index});
+    boundaries.push_back({e.end, Finish, k, e.index});
+  }
+  std::sort(boundaries.begin(), boundaries.end(),
+            [](const Boundary &a, const Boundary &b) {
+              return std::make_tuple(a.at, a.edge != Finish, a.order) <
+                     std::make_tuple(b.at, b.edge != Finish, b.order);
+            });
+  for (const Boundary &b : boundaries) {
+    tracker.setSimulatedTime(b.at * 1e6);
+    if (b.edge != Finish)
+      tracker.instructionStarted(p_.instructions[b.index]);
+    if (b.edge != Start)
+      tracker.instructionFinished(p_.instructions[b.index]);
+  }
+  out.stats.peakLiveBytes = tracker.peaks();
+  out.stats.memoryTimeline = tracker.timeline();
+  out.stats.peakGatheredBytes = tracker.peakGatheredBytes();
+  out.stats.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p_, executed);
+}
+
+Status Simulator::run(Simulation &out) {
+  ranks_.assign(size_t(p_.worldSize), {});
+  for (int rank = 0; rank < p_.worldSize; ++rank) {
+    RankState &r = ranks_[size_t(rank)];
+    r.streams.assign(p_.streams.size(), {});
+    r.eventTime.assign(p_.numEvents, -1);
+    for (size_t i : executedInstructions(p_, rank))
+      r.streams[p_.instructions[i].stream].steps.push_back(i);
+  }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int rank = 0; rank < p_.worldSize; ++rank)
+      for (uint32_t s = 0; s < p_.streams.size(); ++s)
+        while (step(rank, s))
+          progress = true;
+  }
+  ZRT_RETURN_IF_ERROR(deadlock());
+  out.ranks.assign(size_t(p_.worldSize), {});
+  out.stepSeconds = 0;
+  for (const RankState &r : ranks_)
+    for (const Executed &e : r.executed)
+      out.stepSeconds = std::max(out.stepSeconds, e.end);
+  for (int rank = 0; rank < p_.worldSize; ++rank) {
+    RankSimulation &rs = out.ranks[size_t(rank)];
+    rs.rank = rank;
+    rs.node = rank / ranksPerNode_;
+    summarize(rank, out.stepSeconds, rs);
+    replayMemory(rank, rs);
+  }
+  std::copy(std::begin(bytesByLink_), std::end(bytesByLink_),
+            std::begin(out.bytesByLink));
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<Simulation> simulateProgram(const Program &program,
+                                     const MachineModel &machine,
+                                     const SimulationOptions &options) {
+  const int world = program.worldSize;
+  const int capacity = machine.nodes * machine.devicesPerNode;
+  Simulation simulation;
+  if (options.nodes > 0) {
+    if (world % options.nodes != 0)
+      return Status::error("--nodes " + std::to_string(options.nodes) + ": " +
+                           program.path + " has " + std::to_string(world) +
+                           " ranks, which do not spread evenly over " +
+                           std::to_string(options.nodes) + " nodes");
+    simulation.ranksPerNode = world / options.nodes;
+    if (simulation.ranksPerNode > machine.devicesPerNode)
+      return Status::error("--nodes " + std::to_string(options.nodes) + ": " +
+                           std::to_string(simulation.ranksPerNode) +
+                           " ranks per node, but a node of " + machine.path +
+                           " has " + std::to_string(machine.devicesPerNode) +
+                           " devices");
+  } else {
+    if (world > capacity)
+      return Status::error(
+          program.path + " has " + std::to_string(world) + " ranks but " +
+          machine.path + " describes " + std::to_string(machine.nodes) +
+          " node(s) of " + std::to_string(machine.devicesPerNode) +
+          " devices; pass --nodes K for a larger cluster of such nodes");
+    simulation.ranksPerNode = machine.devicesPerNode;
+  }
+  simulation.nodes =
+      (world + simulation.ranksPerNode - 1) / simulation.ranksPerNode;
+  for (int rank = 0; rank < world; ++rank)
+    ZRT_RETURN_IF_ERROR(checkEventOrder(program, rank));
+  Simulator simulator(program, machine, simulation.ranksPerNode);
+  ZRT_RETURN_IF_ERROR(simulator.run(simulation));
+  return simulation;
+}
+
+nlohmann::json describeSimulation(const Program &program,
+                                  const MachineModel &machine,
+                                  const Simulation &sim) {
+  nlohmann::json ranks = nlohmann::json::array();
+  double compute = 0, comm = 0, io = 0, bubble = 0, peakSeconds = 0;
+  for (const RankSimulation &r : sim.ranks) {
+    nlohmann::json arenas = nlohmann::json::object();
+    // Device memory: every arena but host memory and swap files; the
+    // executor allocates each arena's planned size whole.
+    uint64_t peak = 0, devicePeak = 0, devicePlanned = 0;
+    for (size_t a = 0; a < program.arenas.size(); ++a) {
+      const uint64_t bytes =
+          a < r.stats.peakLiveBytes.size() ? r.stats.peakLiveBytes[a] : 0;
+      arenas[program.arenas[a].name] = bytes;
+      peak += bytes;
+      if (!program.arenas[a].host && program.arenas[a].path.empty()) {
+        devicePeak += bytes;
+        devicePlanned += program.arenas[a].size;
+      }
+    }
+    ranks.push_back(
+        {{"rank", r.rank},
+         {"node", r.node},
+         {"peak_bytes", peak},
+         {"device_peak_bytes", devicePeak},
+         {"device_planned_bytes", devicePlanned},
+         {"fits_device_memory", devicePlanned <= machine.device.memoryBytes},
+         {"arenas", arenas},
+         {"end_s", r.stats.wallSeconds},
+         {"compute_s", r.computeSeconds},
+         {"exposed_communication_s", r.exposedCommunicationSeconds},
+         {"offload_io_s", r.offloadIoSeconds},
+         {"bubble_s", r.bubbleSeconds},
+         {"flops", r.flops},
+         {"peak_gathered_bytes", r.stats.peakGatheredBytes}});
+    compute += r.computeSeconds;
+    comm += r.exposedCommunicationSeconds;
+    io += r.offloadIoSeconds;
+    bubble += r.bubbleSeconds;
+    peakSeconds += r.peakSeconds;
+  }
+  const double n = double(std::max<size_t>(1, sim.ranks.size()));
+  nlohmann::json bytesByLink = nlohmann::json::object();
+  for (int c = 0; c < kNumLinkClasses; ++c)
+    bytesByLink[linkClassName(LinkClass(c))] = sim.bytesByLink[c];
+  return {
+      {"machine", machine.path},
+      {"machine_name", machine.name},
+      {"step", program.training ? "one optimizer step" : "one forward pass"},
+      {"nodes", sim.nodes},
+      {"ranks_per_node", sim.ranksPerNode},
+      {"step_s", sim.stepSeconds},
+      {"compute_s", compute / n},
+      {"exposed_communication_s", comm / n},
+      {"bubble_s", bubble / n},
+      {"offload_io_s", io / n},
+      {"mfu", sim.stepSeconds > 0 ? peakSeconds / (n * sim.stepSeconds) : 0.0},
+      {"bytes_by_link", bytesByLink},
+      {"ranks", ranks}};
+}
+
+} // namespace zrt
