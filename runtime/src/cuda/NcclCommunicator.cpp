@@ -105,6 +105,15 @@ public:
   int worldSize() const override { return control_.worldSize(); }
   int localSize() const override { return control_.localSize(); }
   int localRank() const override { return control_.localRank(); }
+  /// The nodes and the renumbering are the MPI control communicator's: the
+  /// NCCL communicators are made after it (setup), over the renumbered
+  /// world, so the program's node groups land on nodes as they do on CPUs.
+  /// Each process keeps its device (chosen by its place on its host).
+  std::vector<std::string> nodeNames() const override { return control_.nodeNames(); }
+  Status reorder(const std::vector<int> &rankOf) override {
+    freeComms();
+    return control_.reorder(rankOf);
+  }
 
   Status setup(const std::vector<ProcessGroupDesc> &groups,
                int numChannels) override {
