@@ -109,7 +109,9 @@ public:
   /// NCCL communicators are made after it (setup), over the renumbered
   /// world, so the program's node groups land on nodes as they do on CPUs.
   /// Each process keeps its device (chosen by its place on its host).
-  std::vector<std::string> nodeNames() const override { return control_.nodeNames(); }
+  std::vector<std::string> nodeNames() const override {
+    return control_.nodeNames();
+  }
   Status reorder(const std::vector<int> &rankOf) override {
     freeComms();
     return control_.reorder(rankOf);
