@@ -819,22 +819,27 @@ Value GraphImporter::materializeInitializer(const ::onnx::TensorProto &t) {
     SmallString<256> full(llvm::sys::path::parent_path(path_));
     llvm::sys::path::append(full, ref.externalPath);
     ref.externalPath = std::string(full);
-    uint64_t fileSize = 0;
-    if (!llvm::sys::fs::is_regular_file(ref.externalPath) ||
-        llvm::sys::fs::file_size(ref.externalPath, fileSize)) {
-      fileError() << "initializer '" << t.name() << "' keeps its data in '"
-                  << ref.externalPath
-                  << "', which does not exist; put the external-data file next "
-                     "to the model";
-      return {};
-    }
     if (hasLength && ref.externalLength != bytes) {
-      fileError() << "initializer '" << t.name() << "' has external-data length "
-                  << ref.externalLength << " but its dims and type need "
-                  << bytes << " bytes";
+      fileError() << "initializer '" << t.name()
+                  << "' has external-data length " << ref.externalLength
+                  << " but its dims and type need " << bytes << " bytes";
       return {};
     }
-    if (ref.externalOffset > fileSize || fileSize - ref.externalOffset < bytes) {
+    // --no-weights: the bytes are never read; the file may be absent.
+    uint64_t fileSize = 0;
+    if (!options_.withoutWeights &&
+        (!llvm::sys::fs::is_regular_file(ref.externalPath) ||
+         llvm::sys::fs::file_size(ref.externalPath, fileSize))) {
+      fileError()
+          << "initializer '" << t.name() << "' keeps its data in '"
+          << ref.externalPath
+          << "', which does not exist; put the external-data file next "
+             "to the model (or compile without the weights, --no-weights, "
+             "for zero-run --simulate)";
+      return {};
+    }
+    if (!options_.withoutWeights && (ref.externalOffset > fileSize ||
+                                     fileSize - ref.externalOffset < bytes)) {
       fileError() << "initializer '" << t.name() << "' needs " << bytes
                   << " bytes at offset " << ref.externalOffset << " of '"
                   << ref.externalPath << "', which has " << fileSize;

@@ -69,6 +69,13 @@ static cl::opt<std::string>
                cl::desc("Where to write the imported weights (safetensors); "
                         "default: next to -o, with extension .safetensors"),
                cl::value_desc("file"), cl::cat(toolCategory));
+static cl::opt<bool> noWeights(
+    "no-weights",
+    cl::desc(
+        "Compile without reading the parameters' bytes (their external-data "
+        "files may be absent) and write no weights: a program for zero-run "
+        "--simulate, not for running"),
+    cl::cat(toolCategory));
 static cl::opt<std::string>
     functionName("function-name", cl::desc("Name of the imported function"),
                  cl::init("forward"), cl::cat(toolCategory));
@@ -383,6 +390,7 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   zero::ImportOptions options;
   options.functionName = functionName;
   options.training = train;
+  options.withoutWeights = noWeights;
   for (const std::string &spec : inputShapes) {
     StringRef s(spec);
     auto [name, dims] = s.split('=');
@@ -410,6 +418,12 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
     options.inputShapes[name.str()] = shape;
   }
   std::string weightsPath = weightsOut;
+  if (noWeights && !weightsPath.empty()) {
+    llvm::errs()
+        << "zero-opt: error: --no-weights reads no weights, so --weights-out "
+           "has nothing to write; drop one of them\n";
+    return 1;
+  }
   if (weightsPath == "-") {
     llvm::errs() << "zero-opt: error: --weights-out - : the weights are binary "
                     "safetensors and cannot go to standard output; name a file\n";
@@ -421,7 +435,8 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   const bool outIsSpecial =
       !llvm::sys::fs::status(outputFilename, outStatus) &&
       outStatus.type() != llvm::sys::fs::file_type::regular_file;
-  if (weightsPath.empty() && outputFilename != "-" && !outIsSpecial) {
+  if (weightsPath.empty() && outputFilename != "-" && !outIsSpecial &&
+      !noWeights) {
     SmallString<256> p(outputFilename);
     llvm::sys::path::replace_extension(p, "safetensors");
     weightsPath = std::string(p);

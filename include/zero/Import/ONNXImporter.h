@@ -32,6 +32,10 @@ struct ImportOptions {
   /// The model is imported to be trained: say which of its module's
   /// parameters the file does not hold apart.
   bool training = false;
+  /// `--no-weights`: the parameters' bytes are never read, so their
+  /// external-data files may be absent (a program compiled to be simulated
+  /// or planned, not run); nothing can write the weights.
+  bool withoutWeights = false;
 };
 
 /// The weights of an imported model: where each global's bytes are, so they can
