@@ -2,6 +2,7 @@
 
 #include "zero/Transforms/Analysis/Layers.h"
 #include "zero/Dialect/Zero/ZeroAttributes.h"
+#include "zero/Dialect/Zero/ZeroDialect.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -114,13 +115,20 @@ zero::LayerStructure fromModulePaths(Block &body) {
     if (auto f = attrs::kFullType.get(global))
       full = f.getValue();
     int64_t numel = cast<ShapedType>(full).getNumElements();
-    SmallVector<Operation *> work(load->getUsers().begin(), load->getUsers().end());
-    llvm::DenseSet<Operation *> visited;
+    // Followed use by use: a bucketed gather's result i is its operand i's
+    // (the other members' results lead to other layers).
+    SmallVector<OpOperand *> work;
+    for (OpOperand &use : load->getUses())
+      work.push_back(&use);
+    llvm::DenseSet<std::pair<Operation *, int>> visited;
     while (!work.empty()) {
-      Operation *user = work.pop_back_val();
+      OpOperand *use = work.pop_back_val();
+      Operation *user = use->getOwner();
+      auto bucket = dyn_cast<::zero::dist::BucketAllGatherOp>(user);
       while (user->getBlock() != &body)
         user = user->getParentOp();
-      if (!visited.insert(user).second)
+      const int member = bucket && bucket == user ? int(use->getOperandNumber()) : -1;
+      if (!visited.insert({user, member}).second)
         continue;
       auto it = result.layerOf.find(user);
       if (it != result.layerOf.end()) {
@@ -128,8 +136,10 @@ zero::LayerStructure fromModulePaths(Block &body) {
           result.layers[it->second].params += numel;
         continue;
       }
-      for (Operation *next : user->getUsers())
-        work.push_back(next);
+      for (OpResult out : user->getResults())
+        if (member < 0 || out.getResultNumber() == unsigned(member))
+          for (OpOperand &next : out.getUses())
+            work.push_back(&next);
     }
   }
   return result;
