@@ -127,7 +127,8 @@ zero::LayerStructure fromModulePaths(Block &body) {
       auto bucket = dyn_cast<::zero::dist::BucketAllGatherOp>(user);
       while (user->getBlock() != &body)
         user = user->getParentOp();
-      const int member = bucket && bucket == user ? int(use->getOperandNumber()) : -1;
+      const int member =
+          bucket && bucket == user ? int(use->getOperandNumber()) : -1;
       if (!visited.insert({user, member}).second)
         continue;
       auto it = result.layerOf.find(user);
