@@ -4,7 +4,7 @@
     build/pyenv/bin/python scripts/export_hf.py MODEL -o model.onnx
         [--task causal-lm|sequence-classification] [--loss]
         [--set KEY=VALUE ...] [--num-labels N] [--batch 2 --seq 16]
-        [--train-dropout] [--exporter dynamo|torchscript]
+        [--train-dropout] [--exporter dynamo|torchscript] [--no-weights]
 
 MODEL is a local folder (config.json, and its weights when present) or a
 model type transformers knows ("gpt2", "llama", "bert", ...), built from its
@@ -25,6 +25,12 @@ What is written:
   - dropout: the model in eval mode (no dropout) unless --train-dropout,
     which exports it in training mode with the config's probabilities
     (ONNX Dropout with training_mode, which zero-run samples per step).
+With --no-weights (dynamo exporter) the model is built on PyTorch's meta
+device and no weight is ever made: each parameter is written as an ONNX
+external-data reference (its dims, type, offset and length) to MODEL.onnx.data,
+a file that is not created. Any size exports in seconds (a 70B Llama: 276 GB of
+weights that exist nowhere); compile it with zero-opt --no-weights and
+simulate it (docs/simulate.md). Such a model cannot be trained or run.
 Prints the inputs, the parameter count and the next commands.
 """
 import argparse
@@ -44,6 +50,35 @@ def parse_value(text):
     return text
 
 
+def save_without_weights(prog, path, data_name):
+    """Saves ONNX program PROG to PATH with every initializer an external-data
+    reference to DATA_NAME (next to PATH), which is not written."""
+    import onnx
+    from onnx import TensorProto
+    prog.save(path, include_initializers=False)
+    model = onnx.load(path, load_external_data=False)
+    inits, offset = [], 0
+    for name, value in prog.model.graph.initializers.items():
+        dims = [int(d) for d in value.shape]
+        dtype = int(value.dtype.value if hasattr(value.dtype, "value") else value.dtype)
+        t = TensorProto(name=name, dims=dims, data_type=dtype)
+        t.data_location = TensorProto.EXTERNAL
+        length = onnx.helper.tensor_dtype_to_np_dtype(dtype).itemsize
+        for d in dims:
+            length *= d
+        for key, val in (("location", data_name), ("offset", offset), ("length", length)):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, str(val)
+        offset += length
+        inits.append(t)
+    names = {t.name for t in inits}
+    inputs = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    model.graph.initializer.extend(inits)
+    onnx.save(model, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", help="a local folder or a transformers model type")
@@ -57,6 +92,9 @@ def main():
     ap.add_argument("--train-dropout", action="store_true")
     ap.add_argument("--exporter", default="dynamo", choices=["dynamo", "torchscript"])
     ap.add_argument("--seed", type=int, default=0, help="random init's seed")
+    ap.add_argument("--no-weights", action="store_true",
+                    help="build on the meta device; the parameters as references to an "
+                         "external-data file that is not written (for zero-opt --no-weights)")
     a = ap.parse_args()
     try:
         import torch
@@ -96,7 +134,13 @@ def main():
     torch.manual_seed(a.seed)
     has_weights = local and any(f.endswith((".safetensors", ".bin"))
                                 for f in os.listdir(a.model))
-    if has_weights:
+    if a.no_weights:
+        if a.exporter != "dynamo":
+            sys.exit("export_hf: --no-weights needs the dynamo exporter")
+        with torch.device("meta"):
+            model = cls.from_config(config, torch_dtype=torch.float32,
+                                    attn_implementation="eager")
+    elif has_weights:
         model = cls.from_pretrained(a.model, config=config, local_files_only=True,
                                     torch_dtype=torch.float32, attn_implementation="eager")
     else:
@@ -120,9 +164,13 @@ def main():
     vocab = getattr(config, "vocab_size", 100)
     g = torch.Generator().manual_seed(a.seed + 1)
     inputs = {"input_ids": torch.randint(0, vocab, (a.batch, a.seq), generator=g)}
+    if a.no_weights:
+        inputs["input_ids"] = inputs["input_ids"].to("meta")
     if a.loss:
         inputs["labels"] = (inputs["input_ids"].clone() if a.task == "causal-lm" else
                             torch.randint(0, a.num_labels, (a.batch,), generator=g))
+        if a.no_weights:
+            inputs["labels"] = inputs["labels"].to("meta")
     batch = torch.export.Dim("batch", min=1)
     seq = torch.export.Dim("seq", min=2)
     dyn = {"input_ids": {0: batch, 1: seq}}
@@ -135,7 +183,10 @@ def main():
             prog = torch.onnx.export(model, (), kwargs=inputs, dynamo=True, dynamic_shapes=dyn,
                                      input_names=list(inputs), output_names=[out_name],
                                      optimize=False)
-            prog.save(tmp)
+            if a.no_weights:
+                save_without_weights(prog, tmp, os.path.basename(a.output) + ".data")
+            else:
+                prog.save(tmp)
         else:
             axes = {k: {0: "batch", 1: "seq"} if v.dim() == 2 else {0: "batch"}
                     for k, v in inputs.items()}
@@ -151,6 +202,11 @@ def main():
           f"inputs {', '.join(f'{k}[{tuple(v.shape)}]' for k, v in inputs.items())} -> {out_name}"
           f"{', training-mode dropout' if a.train_dropout else ''}")
     shape = f"--input-shape input_ids=BxS"
+    if a.no_weights:
+        print(f"next: zero-opt {a.output} {shape}{' --input-shape labels=BxS' if a.loss else ''} "
+              "--train --config ds_config.json --no-weights --emit=zrt -o plan.zrt; "
+              "zero-run plan.zrt --simulate machines/h100-sxm-8x.json --nodes N")
+        return
     if a.loss:
         print(f"next: zero-opt {a.output} {shape} --input-shape labels="
               f"{'BxS' if a.task == 'causal-lm' else 'B'} --train --config ds_config.json "
