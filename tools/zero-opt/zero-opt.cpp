@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Plan.h"
+
 #include "zero/Dialect/ONNX/ONNXDialect.h"
 #include "zero/Dialect/ZRT/ZRTDialect.h"
 #include "zero/Dialect/Zero/ZeroAttributes.h"
@@ -18,6 +20,7 @@
 #include "zero/Pipelines/Pipelines.h"
 #include "zero/Transforms/Passes.h"
 
+#include "Plan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/AsmState.h"
@@ -31,12 +34,12 @@
 #include "mlir/Support/ToolUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -113,6 +116,37 @@ static cl::opt<std::string> reportNodes(
         "evenly) or the ranks of each node (3,1); the report adds the bytes "
         "per step crossing nodes and staying inside, per collective"),
     cl::value_desc("N|k0,k1,..."), cl::cat(toolCategory));
+static int64_t planNodesValue = 0;
+static cl::opt<std::string> planMode(
+    "plan",
+    cl::desc(
+        "auto: compile and simulate the layouts zero-opt can build for the "
+        "model on --machine (ZeRO stage, pipeline stages, micro-batch, "
+        "checkpointing, offload, ZeRO++ across nodes) and write the fastest "
+        "that fits to --plan-out"),
+    cl::value_desc("auto"), cl::cat(toolCategory));
+static cl::opt<std::string> planMachine(
+    "machine",
+    cl::desc("With --plan: the machine description (JSON, machines/*.json)"),
+    cl::value_desc("machine.json"), cl::cat(toolCategory));
+static cl::opt<int64_t> planWorld("world",
+                                  cl::desc("With --plan: the ranks (devices)"),
+                                  cl::init(0), cl::cat(toolCategory));
+static cl::opt<int64_t> planGlobalBatch(
+    "global-batch",
+    cl::desc("With --plan: the global batch (train_batch_size)"), cl::init(0),
+    cl::cat(toolCategory));
+static cl::opt<std::string> planOut(
+    "plan-out",
+    cl::desc("With --plan: where to write ds_config.json, zero-pipeline.txt, "
+             "plan.txt and each layout tried (layouts/)"),
+    cl::value_desc("dir"), cl::cat(toolCategory));
+static cl::opt<std::string> planMemory(
+    "max-memory-per-rank",
+    cl::desc(
+        "With --plan: the memory a rank may use (bytes, or with a KiB, MiB or "
+        "GiB suffix); default: the machine's device memory"),
+    cl::value_desc("size"), cl::cat(toolCategory));
 static cl::opt<std::string> estimateMemory(
     "estimate-memory",
     cl::desc("Print the ZeRO paper's per-rank model-state memory and "
@@ -298,7 +332,8 @@ static std::vector<std::string> withConfigInPipeline(int argc, char **argv) {
   bool haveConfig = false;
   bool training = false;
   for (const std::string &a : args)
-    training |= a == "--train" || a == "-train";
+    training |=
+        a == "--train" || a == "-train" || StringRef(a).starts_with("--plan");
   for (size_t i = 1; i < args.size(); ++i) {
     StringRef a = args[i];
     if (a == "--" )
@@ -386,6 +421,53 @@ struct MemoryEstimateSpec {
 static std::optional<MemoryEstimateSpec> memoryEstimateOfModel;
 static int printModelMemoryEstimate(ModuleOp module, MemoryEstimateSpec spec);
 
+/// Where the weights go: --weights-out, else beside a regular -o (none with
+/// --no-weights); checked writable and apart from -o. None after an error
+/// (printed).
+static std::optional<std::string> weightsDestination() {
+  std::string weightsPath = weightsOut;
+  if (noWeights && !weightsPath.empty()) {
+    llvm::errs()
+        << "zero-opt: error: --no-weights reads no weights, so --weights-out "
+           "has nothing to write; drop one of them\n";
+    return std::nullopt;
+  }
+  if (weightsPath == "-") {
+    llvm::errs()
+        << "zero-opt: error: --weights-out - : the weights are binary "
+           "safetensors and cannot go to standard output; name a file\n";
+    return std::nullopt;
+  }
+  // Weights go next to -o only when -o is (or will be) a regular file: never
+  // beside /dev/null or a FIFO.
+  llvm::sys::fs::file_status outStatus;
+  const bool outIsSpecial =
+      !llvm::sys::fs::status(outputFilename, outStatus) &&
+      outStatus.type() != llvm::sys::fs::file_type::regular_file;
+  if (weightsPath.empty() && outputFilename != "-" && !outIsSpecial &&
+      !noWeights) {
+    SmallString<256> p(outputFilename);
+    llvm::sys::path::replace_extension(p, "safetensors");
+    weightsPath = std::string(p);
+  }
+  if (!weightsPath.empty() && (weightsPath == outputFilename ||
+                               zero::isSameFile(weightsPath, outputFilename))) {
+    llvm::errs() << "zero-opt: error: -o and the weights file are both '"
+                 << weightsPath << "'; give --weights-out a different file\n";
+    return std::nullopt;
+  }
+  for (const std::string &path : {std::string(outputFilename), weightsPath}) {
+    if (path.empty())
+      continue;
+    std::string err = checkWritable(path);
+    if (!err.empty()) {
+      llvm::errs() << "zero-opt: error: " << err << "\n";
+      return std::nullopt;
+    }
+  }
+  return weightsPath;
+}
+
 static int importAndWrite(MLIRContext &context, PassManager &pm) {
   zero::ImportOptions options;
   options.functionName = functionName;
@@ -417,45 +499,10 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
       }
     options.inputShapes[name.str()] = shape;
   }
-  std::string weightsPath = weightsOut;
-  if (noWeights && !weightsPath.empty()) {
-    llvm::errs()
-        << "zero-opt: error: --no-weights reads no weights, so --weights-out "
-           "has nothing to write; drop one of them\n";
+  std::optional<std::string> destination = weightsDestination();
+  if (!destination)
     return 1;
-  }
-  if (weightsPath == "-") {
-    llvm::errs() << "zero-opt: error: --weights-out - : the weights are binary "
-                    "safetensors and cannot go to standard output; name a file\n";
-    return 1;
-  }
-  // Weights go next to -o only when -o is (or will be) a regular file: never
-  // beside /dev/null or a FIFO.
-  llvm::sys::fs::file_status outStatus;
-  const bool outIsSpecial =
-      !llvm::sys::fs::status(outputFilename, outStatus) &&
-      outStatus.type() != llvm::sys::fs::file_type::regular_file;
-  if (weightsPath.empty() && outputFilename != "-" && !outIsSpecial &&
-      !noWeights) {
-    SmallString<256> p(outputFilename);
-    llvm::sys::path::replace_extension(p, "safetensors");
-    weightsPath = std::string(p);
-  }
-  if (!weightsPath.empty() &&
-      (weightsPath == outputFilename || zero::isSameFile(weightsPath, outputFilename))) {
-    llvm::errs() << "zero-opt: error: -o and the weights file are both '"
-                 << weightsPath << "'; give --weights-out a different file\n";
-    return 1;
-  }
-  for (const std::string &path : {std::string(outputFilename), weightsPath}) {
-    if (path.empty())
-      continue;
-    std::string err = checkWritable(path);
-    if (!err.empty()) {
-      llvm::errs() << "zero-opt: error: " << err << "\n";
-      return 1;
-    }
-  }
+  const std::string weightsPath = *destination;
 
   zero::ImportedModel model;
   {
@@ -816,7 +863,7 @@ static LogicalResult buildPassPipeline(PassManager &pm,
   }
   if (failed(passPipeline.addToPipeline(pm, errorHandler)))
     return failure();
-  if (!reportNodes.empty() && !zeroReport)
+  if (!reportNodes.empty() && !zeroReport && planMode.empty())
     return errorHandler(
         "--nodes needs --report (it places the ranks for the report's "
         "bytes across nodes)");
@@ -1027,6 +1074,87 @@ static void registerCommandLine() {
   zero::test::registerTestPasses();
 }
 
+/// A size in bytes, with an optional KiB, MiB or GiB suffix; 0 when bad.
+static int64_t parseSize(StringRef text) {
+  text = text.trim();
+  int64_t unit = 1;
+  for (auto [suffix, scale] : {std::pair<StringRef, int64_t>{"GiB", 1LL << 30},
+                               {"MiB", 1LL << 20},
+                               {"KiB", 1LL << 10}})
+    if (text.consume_back(suffix)) {
+      unit = scale;
+      break;
+    }
+  double value = 0;
+  if (text.trim().getAsDouble(value) || value <= 0)
+    return 0;
+  return int64_t(value * double(unit));
+}
+
+/// --plan auto: the search (Plan.cpp) over this model, on --machine.
+static int runPlan(const char *argv0) {
+  auto fail = [](const Twine &msg) {
+    llvm::errs() << "zero-opt: error: --plan: " << msg << "\n";
+    return 1;
+  };
+  if (planMode != "auto")
+    return fail("'" + planMode + "' is not a mode; give --plan auto");
+  if (!isONNXInput(inputFilename))
+    return fail("plans an ONNX model; " + inputFilename + " is not one");
+  if (planMachine.empty() || planWorld < 1 || planGlobalBatch < 1 ||
+      planOut.empty())
+    return fail("needs --machine M.json, --world N, --global-batch B and "
+                "--plan-out DIR");
+  if (reportNodes.getNumOccurrences() &&
+      (StringRef(reportNodes).getAsInteger(10, planNodesValue) ||
+       planNodesValue < 1 || planWorld % planNodesValue != 0))
+    return fail("--nodes " + reportNodes +
+                ": expected a number of nodes dividing --world " +
+                Twine(int64_t(planWorld)));
+  zero::plan::PlanRequest r;
+  r.zeroOpt = llvm::sys::fs::getMainExecutable(argv0, (void *)&runPlan);
+  SmallString<256> run(llvm::sys::path::parent_path(r.zeroOpt));
+  llvm::sys::path::append(run, "zero-run");
+  r.zeroRun = std::string(run);
+  if (!llvm::sys::fs::can_execute(r.zeroRun))
+    return fail(
+        "simulates each layout with zero-run, expected beside zero-opt at " +
+        r.zeroRun);
+  r.model = inputFilename;
+  for (const std::string &spec : inputShapes) {
+    auto [name, dims] = StringRef(spec).split('=');
+    std::vector<int64_t> shape;
+    if (!zero::parseShape(dims, shape) || shape.empty())
+      return fail("--input-shape '" + spec +
+                  "': expected NAME=BxD1x... (B, the "
+                  "micro-batch, is the plan's to choose)");
+    r.shapes[name.str()] = shape;
+  }
+  if (r.shapes.empty())
+    return fail(
+        "needs the inputs' shapes (--input-shape NAME=BxS ...; B is replaced "
+        "by each layout's micro-batch)");
+  auto flag = [&](const char *name, const std::string &value) {
+    if (!value.empty())
+      r.trainingArgs.push_back(std::string("--") + name + "=" + value);
+  };
+  flag("loss", lossSpec);
+  flag("optimizer", optimizerSpec);
+  flag("loss-output", trainOutput);
+  flag("freeze", freezeRegex);
+  flag("no-decay", noDecayRegex);
+  r.machine = planMachine;
+  r.baseConfig = trainConfig;
+  r.world = planWorld;
+  r.nodes = planNodesValue;
+  r.globalBatch = planGlobalBatch;
+  r.outDir = planOut;
+  if (!planMemory.empty() && !(r.memoryCap = parseSize(planMemory)))
+    return fail("--max-memory-per-rank '" + planMemory +
+                "': expected a positive size (bytes, or 40GiB, 512MiB, ...)");
+  return zero::plan::runPlanner(r);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerCommandLine();
@@ -1039,6 +1167,8 @@ int main(int argc, char **argv) {
     argPointers.push_back(a.c_str());
   cl::ParseCommandLineOptions(int(argPointers.size()), argPointers.data(),
                               "zero compiler driver: ONNX import, ZeRO passes\n");
+  if (!planMode.empty())
+    return runPlan(argv[0]);
   if (estimateMemory.getNumOccurrences()) {
     std::optional<MemoryEstimateSpec> spec = parseMemoryEstimate(estimateMemory);
     if (!spec)
