@@ -14,7 +14,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <thread>
 #include <utility>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 namespace zrt {
 
@@ -375,6 +379,24 @@ Status checkOutputPaths(const Options &opts) {
                              path + "; give each output its own file");
   }
   return Status::ok();
+}
+
+int allowedCores() {
+#ifdef __linux__
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+    return CPU_COUNT(&mask);
+#endif
+  return 0;
+}
+
+int defaultKernelThreads(int localRanks) {
+  int cores = int(std::thread::hardware_concurrency());
+  const int allowed = allowedCores();
+  if (allowed > 0 && allowed < cores)
+    return allowed;
+  return std::max(1, cores / std::max(1, localRanks));
 }
 
 bool wantsSimulation(int argc, char **argv) {
