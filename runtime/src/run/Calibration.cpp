@@ -14,6 +14,8 @@
 
 #include "run/Calibration.h"
 
+#include "zrt/Executor.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -196,13 +198,70 @@ std::vector<ProductShape> productLadder(bool quick) {
   return out;
 }
 
-/// The launch cost (a one-element Add), the memory bandwidth (an Add of
-/// large vectors: its three operands' bytes over its time less the launch)
-/// and the products. The peak of each type is its best rate (FLOPs, 2 m n
-/// k as the simulator counts them, over the time less the launch cost,
-/// which the simulator adds to every kernel); the curve each f32 shape's
-/// rate over the f32 peak.
-Status measureDevice(KernelRunner &k, bool quick, Calibration &out) {
+/// A program of `count` one-element Adds on one stream: the executor's
+/// cost of an instruction, kernel launch included, is the slope of its run
+/// time in `count`.
+Program tinyAddProgram(int count, int worldSize) {
+  Program p;
+  p.path = "calibration: " + std::to_string(count) + " one-element Adds";
+  p.version = kFormatVersion;
+  p.worldSize = worldSize;
+  ArenaDesc arena;
+  arena.name = "calibration";
+  arena.size = arena.noReuseSize = arena.lowerBound = 192;
+  p.arenas.push_back(arena);
+  for (uint64_t i = 0; i < 3; ++i)
+    p.buffers.push_back({"x" + std::to_string(i), DType::F32, {1}, 0, 64 * i});
+  p.streams.push_back({"compute", StreamKind::Compute});
+  for (int i = 0; i < count; ++i) {
+    Instruction add;
+    add.op = "Add";
+    add.inputs = {0, 1};
+    add.outputs = {2};
+    p.instructions.push_back(add);
+  }
+  return p;
+}
+
+/// The executor's cost of one instruction (the simulator's launch cost):
+/// programs of kFew and kMany one-element Adds, timed in `rounds`; `first`
+/// gets the index of the first of their two figures.
+constexpr int kFew = 16, kMany = 256;
+struct InstructionCost {
+  Program few = tinyAddProgram(kFew, 1), many = tinyAddProgram(kMany, 1);
+  std::unique_ptr<Executor> executors[2];
+
+  Status add(Backend &backend, Communicator &comm, RoundRobin &rounds) {
+    few.worldSize = many.worldSize = comm.worldSize();
+    const Program *programs[2] = {&few, &many};
+    for (int i = 0; i < 2; ++i) {
+      Expected<std::unique_ptr<Executor>> e =
+          Executor::create(*programs[i], backend, comm);
+      if (!e)
+        return e.status();
+      executors[i] = std::move(*e);
+      Executor *run = executors[i].get();
+      Expected<size_t> added = rounds.add([run] { return run->run(); });
+      if (!added)
+        return added.status();
+    }
+    return Status::ok();
+  }
+  /// From the two programs' run times.
+  static double perInstruction(double few, double many) {
+    const double slope = (many - few) / double(kMany - kFew);
+    return slope > 0 ? slope : many / kMany;
+  }
+};
+
+/// The launch cost (the executor's cost of an instruction: InstructionCost),
+/// the memory bandwidth (an Add of large vectors: its three operands' bytes
+/// over its time less a one-element Add's) and the products. The peak of
+/// each type is its best rate (FLOPs, 2 m n k as the simulator counts them,
+/// over the time less a one-element Add's); the curve each f32 shape's rate
+/// over the f32 peak.
+Status measureDevice(KernelRunner &k, Communicator &comm, bool quick,
+                     Calibration &out) {
   const int64_t n = quick ? (int64_t(2) << 20) : (int64_t(8) << 20);
   const std::vector<ProductShape> shapes = productLadder(quick);
   std::vector<Expected<size_t>> added;
@@ -214,16 +273,26 @@ Status measureDevice(KernelRunner &k, bool quick, Calibration &out) {
   for (Expected<size_t> &a : added)
     if (!a)
       return a.status();
+  InstructionCost instructions;
+  ZRT_RETURN_IF_ERROR(instructions.add(k.backend, comm, k.rounds));
   Expected<std::vector<double>> seconds = k.rounds.run();
   if (!seconds)
     return seconds.status();
   DeviceModel &device = out.machine.device;
   const double launch = (*seconds)[0], add = (*seconds)[1];
+  const size_t last = seconds->size();
   const double bytes = 3.0 * double(n) * 4;
-  device.launchSeconds = launch;
+  device.launchSeconds = InstructionCost::perInstruction((*seconds)[last - 2],
+                                                         (*seconds)[last - 1]);
   device.memoryBandwidth = bytes / std::max(add - launch, 0.5 * add);
   out.measurements["launch"] = {
-      {"kernel", "Add"}, {"elements", 1}, {"seconds", launch}};
+      {"kernel", "Add"},
+      {"elements", 1},
+      {"stream_seconds", launch},
+      {"executor_runs_seconds",
+       {{std::to_string(kFew), (*seconds)[last - 2]},
+        {std::to_string(kMany), (*seconds)[last - 1]}}},
+      {"executor_seconds_per_instruction", device.launchSeconds}};
   out.measurements["memory"] = {{"kernel", "Add"},
                                 {"elements", n},
                                 {"operand_bytes", bytes},
@@ -540,7 +609,7 @@ Expected<Calibration> calibrateMachine(Backend &backend, Communicator &comm,
              " kernel thread(s) per rank, every rank's kernels running at "
              "once; rank 0's figures.";
   comm.barrier();
-  ZRT_RETURN_IF_ERROR(measureDevice(k, options.quick, out));
+  ZRT_RETURN_IF_ERROR(measureDevice(k, comm, options.quick, out));
   ZRT_RETURN_IF_ERROR(
       measureLinks(comm, k.tensors, budget, options.quick, out));
   MachineModel &m = out.machine;
