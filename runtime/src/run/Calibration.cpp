@@ -361,16 +361,16 @@ LinkGroups linkGroups(Communicator &comm) {
   return out;
 }
 
-/// Times all-reduces and all-gathers over `group` (this rank a member or
-/// not: every rank calls it, for the barriers) at each of `sizes`, in
+/// Times all-reduces and all-gathers over `group` of `n` ranks (this rank
+/// a member or not: every rank calls it, for the barriers) at each of
+/// `sizes`, in
 /// rounds as RoundRobin times kernels; each repetition starts at a barrier
 /// and makes a number of calls set by the size alone (the same on every
 /// member).
 Expected<std::vector<CollectiveTiming>>
 timeCollectives(Communicator &comm, DeviceTensors &tensors,
-                const Budget &budget, int group,
+                const Budget &budget, int group, int n,
                 const std::vector<int64_t> &sizes) {
-  const int n = int(comm.groupRanks(group).size());
   const bool member = comm.groupRank(group) >= 0;
   struct Point {
     OpKind kind;
@@ -440,29 +440,37 @@ Status measureLinks(Communicator &comm, DeviceTensors &tensors,
   json rows = json::array();
   std::string notes;
   for (LinkClass c : {LinkClass::IntraNode, LinkClass::InterNode}) {
-    const int group = c == LinkClass::IntraNode ? lg.nodeGroup : lg.leaderGroup;
-    const bool timed = group >= 0 && comm.groupRanks(group).size() > 1;
+    const bool intra = c == LinkClass::IntraNode;
     const std::string name = linkClassName(c);
-    if (!timed) {
-      out.machine.links[int(c)] = c == LinkClass::InterNode
-                                      ? out.machine.link(LinkClass::IntraNode)
-                                      : estimate;
+    // Whether the world has such a link (the same on every rank: each
+    // takes part in the barriers, a member of the group or not).
+    if (intra ? lg.ranksPerNode < 2 : lg.nodes < 2) {
+      out.machine.links[int(c)] =
+          intra ? estimate : out.machine.link(LinkClass::IntraNode);
       notes += " " + name + ": not measured (" +
-               (c == LinkClass::IntraNode
-                    ? "one rank per node; estimated as a copy through shared "
-                      "memory at half the memory bandwidth, one kernel "
-                      "launch's latency)."
-                    : "one node; intra_node's figures).");
+               (intra ? "one rank per node; estimated as a copy through "
+                        "shared memory at half the memory bandwidth, one "
+                        "kernel launch's latency)."
+                      : "one node; intra_node's figures).");
       continue;
     }
+    const int group = intra ? lg.nodeGroup : lg.leaderGroup;
+    const int n = int(lg.groups[size_t(group)].ranks.size());
     Expected<std::vector<CollectiveTiming>> timings =
-        timeCollectives(comm, tensors, budget, group, sizes);
+        timeCollectives(comm, tensors, budget, group, n, sizes);
     if (!timings)
       return timings.status();
     for (json &row : timingsJson(name, *timings))
       rows.push_back(std::move(row));
     if (comm.rank() != 0)
       continue;
+    if (n < 2) { // rank 0 alone on its node, others not
+      out.machine.links[int(c)] = estimate;
+      notes += " " + name +
+               ": not measured (rank 0 is alone on its node; "
+               "estimated as with one rank per node).";
+      continue;
+    }
     Expected<LinkModel> fit = fitLink(*timings, CollectiveAlgorithm::Ring);
     if (!fit)
       return Status::error(name + ": " + fit.status().message());
