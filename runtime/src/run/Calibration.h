@@ -5,7 +5,8 @@
 // machine the job runs on, with the backend's own kernels and the job's own
 // communicator. Products at a ladder of shapes give the peak rate per element
 // type and the efficiency curve; a large elementwise kernel the memory
-// bandwidth; a one-element kernel the launch cost; all-reduces and
+// bandwidth; programs of one-element kernels run by the executor the cost
+// of an instruction (the simulator's launch cost); all-reduces and
 // all-gathers between the ranks of one node (and between one rank per node)
 // the latency and bandwidth of each link class, fitted to the simulator's own
 // collective formulas; a file written, synced and read back the NVMe link.
