@@ -11,6 +11,7 @@
 
 #include "Calibrate.h"
 
+#include "JobFailure.h"
 #include "Options.h"
 
 #include "run/Calibration.h"
@@ -156,23 +157,10 @@ Status calibrate(const CalibrateOptions &opts, Communicator &comm) {
   return Status::ok();
 }
 
-void printRankError(const Communicator &comm, const std::string &message) {
-  if (comm.worldSize() > 1)
-    std::fprintf(stderr, "[rank %d] zero-run: error: %s\n", comm.rank(),
-                 message.c_str());
-  else
-    std::fprintf(stderr, "zero-run: error: %s\n", message.c_str());
-}
-
 } // namespace
 
 bool wantsCalibration(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--calibrate" || arg.rfind("--calibrate=", 0) == 0)
-      return true;
-  }
-  return false;
+  return givesOption(argc, argv, "--calibrate");
 }
 
 int calibrateMain(int argc, char **argv, Communicator &comm) {
@@ -193,7 +181,7 @@ int calibrateMain(int argc, char **argv, Communicator &comm) {
     Status agreed = agreeOnOutcome(comm, measured ? calibrate(opts, comm)
                                                   : checkOutputs(opts, comm));
     if (!agreed.isOk()) {
-      printRankError(comm, agreed.message());
+      printError(comm, agreed.message());
       return 1;
     }
   }

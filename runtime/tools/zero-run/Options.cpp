@@ -399,13 +399,17 @@ int defaultKernelThreads(int localRanks) {
   return std::max(1, cores / std::max(1, localRanks));
 }
 
-bool wantsSimulation(int argc, char **argv) {
+bool givesOption(int argc, char **argv, const std::string &flag) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--simulate" || arg.rfind("--simulate=", 0) == 0)
+    if (arg == flag || arg.rfind(flag + "=", 0) == 0)
       return true;
   }
   return false;
+}
+
+bool wantsSimulation(int argc, char **argv) {
+  return givesOption(argc, argv, "--simulate");
 }
 
 Status checkSimulationOptions(int argc, char **argv) {

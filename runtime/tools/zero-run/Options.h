@@ -84,6 +84,9 @@ int allowedCores();
 /// depend on it (kernels split work by shape); only speed does.
 int defaultKernelThreads(int localRanks);
 
+/// Whether argv holds `flag` ("--flag" or "--flag=value").
+bool givesOption(int argc, char **argv, const std::string &flag);
+
 /// Whether argv asks for --simulate (checked before MPI is started, which a
 /// simulation does not use).
 bool wantsSimulation(int argc, char **argv);

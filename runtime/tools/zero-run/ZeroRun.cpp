@@ -64,17 +64,6 @@ using namespace zrt;
 
 namespace {
 
-
-/// Prints one rank's error line.
-void printError(const Communicator &comm, const std::string &message) {
-  if (comm.worldSize() > 1)
-    std::fprintf(stderr, "[rank %d] zero-run: error: %s\n", comm.rank(),
-                 message.c_str());
-  else
-    std::fprintf(stderr, "zero-run: error: %s\n", message.c_str());
-  std::fflush(stderr);
-}
-
 /// The pre-execution agreement: true when every rank succeeded. Otherwise
 /// every rank prints either its own error or the ranks that failed.
 bool agree(Communicator &comm, const Status &local) {
