@@ -870,6 +870,12 @@ TEST_F(ZeroRun, CalibratesThisMachine) {
       zeroRun(0, "--calibrate " + dir + "/x.json --threads 0");
   EXPECT_EQ(threads.exitCode, 2);
   EXPECT_THAT(threads.output, HasSubstr("--threads 0: expected a positive"));
+  CommandResult help = zeroRun(0, "--help");
+  EXPECT_THAT(help.output, HasSubstr("zero-run --calibrate OUT.json"));
+  CommandResult program =
+      zeroRun(0, "model.zrt --calibrate " + dir + "/x.json");
+  EXPECT_EQ(program.exitCode, 2);
+  EXPECT_THAT(program.output, HasSubstr("model.zrt: not used by --calibrate"));
   CommandResult noDir = zeroRun(0, "--calibrate /nonexistent/x.json --quick");
   EXPECT_EQ(noDir.exitCode, 1);
   EXPECT_THAT(noDir.output, HasSubstr("/nonexistent"));
