@@ -1,14 +1,15 @@
 //===- Calibration.cpp - Measuring this machine for --simulate ------------===//
 //
 // Every figure is the median of several repetitions, each repetition long
-// enough (several calls in a row) for the clock to resolve it. The kernels
-// are the backend's own, run through a stream of the backend as the executor
-// runs them; the collectives are the communicator's. A figure is turned into
-// the description's terms with the simulator's formulas read backwards: a
-// product's efficiency is its FLOPs over (time - launch cost) at the peak,
-// the memory bandwidth an elementwise kernel's operand bytes over (time -
-// launch cost), a link's latency and bandwidth the least-squares fit of
-// collectiveSeconds to the timed collectives.
+// enough (several calls in a row) for the clock to resolve it, the figures
+// timed in rounds. The kernels are the backend's own, launched on a stream
+// of the backend as the executor launches them; the cost of an instruction
+// is the executor's own, running small programs; the collectives are the
+// communicator's. A figure is turned into the description's terms with the
+// simulator's formulas read backwards: a product's rate is its FLOPs over
+// its time less a one-element kernel's, the memory bandwidth an elementwise
+// kernel's operand bytes over the same, a link's latency and bandwidth the
+// least-squares fit of collectiveSeconds to the timed collectives.
 //
 //===----------------------------------------------------------------------===//
 
