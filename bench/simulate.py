@@ -12,12 +12,15 @@ is compiled once and then
              and each rank's simulation.ranks[].peak_bytes
 and one line per layout prints both with their ratio. The machine description
 (default machines/cpu-2core.json) is hand-written, not calibrated: the time
-ratio says how far its round figures are from this machine, nothing more. No
-timing is asserted. Real runs use --overlap on (communication beside compute,
+ratio says how far its round figures are from this machine, nothing more.
+--calibrate OUT.json first measures this machine (mpirun -np 2 zero-run
+--calibrate OUT.json --threads 1, as the runs use it) and simulates every
+layout on that description too, in a second column. No timing is asserted. Real runs use --overlap on (communication beside compute,
 as --simulate models it) and the program's main memory plan.
 
 Usage: build/pyenv/bin/python bench/simulate.py [--zero-opt BIN] [--zero-run BIN]
-       [--machine machines/cpu-2core.json] [--steps 6] [--seq 32 (at most 64: the fixture's positions)] [--work DIR]
+       [--machine machines/cpu-2core.json] [--calibrate OUT.json] [--steps 6]
+       [--seq 32 (at most 64: the fixture's positions)] [--work DIR]
 """
 import argparse
 import json
@@ -74,12 +77,14 @@ def measure(args, name, ranks, stage, accumulation, extra):
     times = [s["time_s"] for s in json.load(open(log))][1:]
     real = json.load(open(report))
     real_peaks = [sum(a["peak_live_bytes"] for a in r["arenas"]) for r in real["ranks"]]
-    sim_path = os.path.join(work, "sim.json")
-    tools.run([args.zero_run, zrt, "--simulate", args.machine, "--report-json", sim_path],
-              env=os.environ)
-    sim = json.load(open(sim_path))["simulation"]
-    sim_peaks = [r["peak_bytes"] for r in sim["ranks"]]
-    return statistics.median(times), sim["step_s"], real_peaks, sim_peaks
+    sims = []  # (step_s, peaks) on each machine
+    for i, machine in enumerate(args.machines):
+        sim_path = os.path.join(work, f"sim{i}.json")
+        tools.run([args.zero_run, zrt, "--simulate", machine, "--report-json", sim_path],
+                  env=os.environ)
+        sim = json.load(open(sim_path))["simulation"]
+        sims.append((sim["step_s"], [r["peak_bytes"] for r in sim["ranks"]]))
+    return statistics.median(times), sims, real_peaks
 
 
 def main():
@@ -87,19 +92,27 @@ def main():
     p.add_argument("--zero-opt", default=os.path.join(ROOT, "build/bin/zero-opt"))
     p.add_argument("--zero-run", default=os.path.join(ROOT, "build/bin/zero-run"))
     p.add_argument("--machine", default=os.path.join(ROOT, "machines/cpu-2core.json"))
+    p.add_argument("--calibrate", metavar="OUT.json",
+                   help="measure this machine into OUT.json first and simulate on it too")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--work", default="/tmp/zero-bench-simulate")
     args = p.parse_args()
-    print(f"machine {args.machine}; gpt2_loss, {MICRO}x{args.seq} tokens per rank and "
+    args.machines = [args.machine]
+    if args.calibrate:
+        tools.run(mpi.mpirun(2, [args.zero_run, "--calibrate", args.calibrate,
+                                 "--threads", 1]))
+        args.machines.append(args.calibrate)
+    print(f"machines {', '.join(args.machines)}; gpt2_loss, {MICRO}x{args.seq} tokens per rank and "
           f"micro-batch; {args.steps} steps, median of steps 2..{args.steps}")
-    print(f"{'layout':24} {'measured s':>11} {'simulated s':>12} {'sim/meas':>9}   "
-          f"peak bytes per rank: measured / simulated")
+    columns = "".join(f" {'simulated s':>12} {'sim/meas':>9}" for _ in args.machines)
+    print(f"{'layout':24} {'measured s':>11}{columns}   "
+          f"peak bytes per rank: measured / simulated (first machine)")
     for name, ranks, stage, accumulation, extra in LAYOUTS:
-        real_t, sim_t, real_peaks, sim_peaks = measure(args, name, ranks, stage,
-                                                       accumulation, extra)
-        peaks = ", ".join(f"{r} / {s} ({s / r:.3f})" for r, s in zip(real_peaks, sim_peaks))
-        print(f"{name:24} {real_t:11.5f} {sim_t:12.5f} {sim_t / real_t:9.3f}   {peaks}")
+        real_t, sims, real_peaks = measure(args, name, ranks, stage, accumulation, extra)
+        peaks = ", ".join(f"{r} / {s} ({s / r:.3f})" for r, s in zip(real_peaks, sims[0][1]))
+        times = "".join(f" {t:12.5f} {t / real_t:9.3f}" for t, _ in sims)
+        print(f"{name:24} {real_t:11.5f}{times}   {peaks}")
 
 
 if __name__ == "__main__":

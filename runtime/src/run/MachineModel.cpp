@@ -256,8 +256,8 @@ Expected<MachineModel> parseMachineModel(const std::string &text,
   Status error = Status::ok();
   KeyReader keys(path, error);
   keys.onlyKeys(root, "",
-                {"name", "sources", "note", "nodes", "devices_per_node",
-                 "device", "links", "collectives"});
+                {"name", "sources", "note", "measurements", "nodes",
+                 "devices_per_node", "device", "links", "collectives"});
   if (auto it = root.find("name"); it != root.end()) {
     if (it->is_string())
       machine.name = it->get<std::string>();
@@ -287,6 +287,38 @@ Expected<MachineModel> loadMachineModel(const std::string &path) {
   std::ostringstream text;
   text << in.rdbuf();
   return parseMachineModel(text.str(), path);
+}
+
+nlohmann::json machineModelJson(const MachineModel &machine) {
+  const DeviceModel &d = machine.device;
+  json curve = json::array();
+  for (const EfficiencyPoint &p : d.matmulEfficiency)
+    curve.push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+  json device = {
+      {"peak_flops",
+       {{"f32", d.peakF32}, {"bf16", d.peakBF16}, {"f16", d.peakF16}}},
+      {"memory_bandwidth", d.memoryBandwidth},
+      {"memory_bytes", d.memoryBytes},
+      {"kernel_launch_s", d.launchSeconds}};
+  if (!curve.empty())
+    device["matmul_efficiency"] = curve;
+  json links = json::object();
+  for (int c = 0; c < kNumLinkClasses; ++c) {
+    const LinkModel &l = machine.links[c];
+    json &link = links[linkClassName(LinkClass(c))];
+    link = {{"bandwidth", l.bandwidth}, {"latency", l.latency}};
+    if (c <= int(LinkClass::InterNode)) // the links collectives run over
+      link["algorithm"] = l.algorithm == CollectiveAlgorithm::Ring
+                              ? "ring"
+                              : "recursive_doubling";
+  }
+  return {{"name", machine.name},
+          {"nodes", machine.nodes},
+          {"devices_per_node", machine.devicesPerNode},
+          {"device", device},
+          {"links", links},
+          {"collectives",
+           {{"across_nodes", machine.twoLevel ? "two_level" : "flat"}}}};
 }
 
 double transferSeconds(const LinkModel &link, double bytes) {

@@ -15,6 +15,8 @@
 #include "zrt/Program.h"
 #include "zrt/Status.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -84,6 +86,11 @@ Expected<MachineModel> loadMachineModel(const std::string &path);
 /// Like loadMachineModel, from the JSON text `text`; `path` names it.
 Expected<MachineModel> parseMachineModel(const std::string &text,
                                          const std::string &path);
+
+/// The description of `machine` in the schema parseMachineModel reads
+/// (without `sources` and `note`, which the model does not keep): parsing
+/// it gives `machine` back.
+nlohmann::json machineModelJson(const MachineModel &machine);
 
 /// The seconds a collective of `kind` over `ranks` (world ranks, each on node
 /// rank / ranksPerNode) takes once every member has reached it. `bytes` is

@@ -14,6 +14,8 @@
 
 #include "ProgramWriter.h"
 
+#include "run/MachineModel.h"
+
 #include "zrt/TensorFile.h"
 
 #include <gmock/gmock.h>
@@ -28,9 +30,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace zrt;
@@ -809,6 +812,74 @@ TEST_F(ZeroRun, SimulatesEveryRankWithoutALauncher) {
   CommandResult extra = zeroRun(0, args(sub, "--simulate " + machine));
   EXPECT_EQ(extra.exitCode, 2);
   EXPECT_THAT(extra.output, HasSubstr("--weights: not used by --simulate"));
+}
+
+// Tests zero-run --calibrate end to end, alone and on 2 ranks under mpirun
+// (--quick): the description loads as a machine, every figure is positive
+// and physical (below 4 GHz x 64 f32 FLOP per cycle per core, 1 TB/s), the
+// 2-rank one has timed its intra-node link and says 2 ranks per node, and
+// --simulate runs the 2-rank example on it; bad arguments are refused with
+// exit status 2 naming the option, and no partial file is left.
+TEST_F(ZeroRun, CalibratesThisMachine) {
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  for (int np : {0, 2}) {
+    const std::string out = dir + "/machine-np" + std::to_string(np) + ".json";
+    CommandResult r =
+        zeroRun(np, "--calibrate " + out + " --quick --threads 1");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("zero-run --calibrate: " + out));
+    Expected<MachineModel> m = loadMachineModel(out);
+    ASSERT_TRUE(m.isOk()) << m.status().message();
+    const DeviceModel &d = m->device;
+    EXPECT_GT(d.peakF32, 1e8);
+    EXPECT_LT(d.peakF32, cores * 4e9 * 64);
+    EXPECT_GT(d.memoryBandwidth, 1e8);
+    EXPECT_LT(d.memoryBandwidth, 1e12);
+    EXPECT_GT(d.launchSeconds, 0);
+    for (int c = 0; c < kNumLinkClasses; ++c) {
+      EXPECT_GT(m->links[c].bandwidth, 0) << c;
+      EXPECT_LT(m->links[c].bandwidth, 1e12) << c;
+      EXPECT_LT(m->links[c].latency, 1) << c;
+    }
+    EXPECT_EQ(m->nodes, 1);
+    EXPECT_EQ(m->devicesPerNode, np == 2 ? 2 : 1);
+    nlohmann::json doc = readJson(out);
+    EXPECT_THAT(doc["sources"][0].get<std::string>(),
+                HasSubstr("measured by zero-run --calibrate on "));
+    EXPECT_EQ(doc["measurements"]["collectives"].size(), np == 2 ? 6u : 0u);
+    EXPECT_THAT(doc["note"].get<std::string>(),
+                np == 2 ? HasSubstr("inter_node: not measured (one node")
+                        : HasSubstr("intra_node: not measured"));
+  }
+  std::string sub = generate(2);
+  CommandResult sim =
+      zeroRun(0, sub + "/model.zrt --simulate " + dir +
+                     "/machine-np2.json --report-json " + sub + "/sim.json");
+  ASSERT_EQ(sim.exitCode, 0) << sim.output;
+  EXPECT_GT(readJson(sub + "/sim.json")["simulation"]["step_s"].get<double>(),
+            0.0);
+
+  CommandResult noOut = zeroRun(0, "--calibrate");
+  EXPECT_EQ(noOut.exitCode, 2);
+  EXPECT_THAT(noOut.output, HasSubstr("--calibrate: expected a value"));
+  CommandResult extra =
+      zeroRun(0, "--calibrate " + dir + "/x.json --weights w.safetensors");
+  EXPECT_EQ(extra.exitCode, 2);
+  EXPECT_THAT(extra.output, HasSubstr("--weights: not used by --calibrate"));
+  CommandResult threads =
+      zeroRun(0, "--calibrate " + dir + "/x.json --threads 0");
+  EXPECT_EQ(threads.exitCode, 2);
+  EXPECT_THAT(threads.output, HasSubstr("--threads 0: expected a positive"));
+  CommandResult help = zeroRun(0, "--help");
+  EXPECT_THAT(help.output, HasSubstr("zero-run --calibrate OUT.json"));
+  CommandResult program =
+      zeroRun(0, "model.zrt --calibrate " + dir + "/x.json");
+  EXPECT_EQ(program.exitCode, 2);
+  EXPECT_THAT(program.output, HasSubstr("model.zrt: not used by --calibrate"));
+  CommandResult noDir = zeroRun(0, "--calibrate /nonexistent/x.json --quick");
+  EXPECT_EQ(noDir.exitCode, 1);
+  EXPECT_THAT(noDir.output, HasSubstr("/nonexistent"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.json"));
 }
 
 TEST_F(ZeroRun, ReportsUsageErrors) {

@@ -115,6 +115,15 @@ std::string JobPlacement::describe(const std::string &except) const {
   return out;
 }
 
+void printError(const Communicator &comm, const std::string &message) {
+  if (comm.worldSize() > 1)
+    std::fprintf(stderr, "[rank %d] zero-run: error: %s\n", comm.rank(),
+                 message.c_str());
+  else
+    std::fprintf(stderr, "zero-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
 void endJob(Communicator &comm, int code, double graceSeconds) {
   std::thread([code, graceSeconds] {
     std::this_thread::sleep_for(std::chrono::duration<double>(graceSeconds));

@@ -43,6 +43,10 @@ private:
   std::vector<std::string> nodes_;
 };
 
+/// Prints one rank's error line ("[rank R] zero-run: error: ..." in a world
+/// of several ranks, "zero-run: error: ..." alone).
+void printError(const Communicator &comm, const std::string &message);
+
 /// Ends the whole job with exit code `code` (MPI_Abort through `comm`). When
 /// the abort cannot reach the launcher (this node's link is cut) and this
 /// process is still alive `graceSeconds` later, it exits by itself.

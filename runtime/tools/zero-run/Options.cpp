@@ -14,7 +14,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <thread>
 #include <utility>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 namespace zrt {
 
@@ -377,13 +381,35 @@ Status checkOutputPaths(const Options &opts) {
   return Status::ok();
 }
 
-bool wantsSimulation(int argc, char **argv) {
+int allowedCores() {
+#ifdef __linux__
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+    return CPU_COUNT(&mask);
+#endif
+  return 0;
+}
+
+int defaultKernelThreads(int localRanks) {
+  int cores = int(std::thread::hardware_concurrency());
+  const int allowed = allowedCores();
+  if (allowed > 0 && allowed < cores)
+    return allowed;
+  return std::max(1, cores / std::max(1, localRanks));
+}
+
+bool givesOption(int argc, char **argv, const std::string &flag) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--simulate" || arg.rfind("--simulate=", 0) == 0)
+    if (arg == flag || arg.rfind(flag + "=", 0) == 0)
       return true;
   }
   return false;
+}
+
+bool wantsSimulation(int argc, char **argv) {
+  return givesOption(argc, argv, "--simulate");
 }
 
 Status checkSimulationOptions(int argc, char **argv) {

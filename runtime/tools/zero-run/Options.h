@@ -75,6 +75,18 @@ Status parseArguments(int argc, char **argv, Options &opts);
 /// Checks that no output overwrites what the run reads, nor another output.
 Status checkOutputPaths(const Options &opts);
 
+/// The cores this process may run on (its affinity mask), or 0 if unknown.
+int allowedCores();
+
+/// Threads per rank when --threads is not given: the cores this rank may run
+/// on (its affinity mask: one when mpirun binds ranks to cores), shared with
+/// the other local ranks when they all run on the same cores. Results never
+/// depend on it (kernels split work by shape); only speed does.
+int defaultKernelThreads(int localRanks);
+
+/// Whether argv holds `flag` ("--flag" or "--flag=value").
+bool givesOption(int argc, char **argv, const std::string &flag);
+
 /// Whether argv asks for --simulate (checked before MPI is started, which a
 /// simulation does not use).
 bool wantsSimulation(int argc, char **argv);

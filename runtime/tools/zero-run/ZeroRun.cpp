@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Calibrate.h"
 #include "JobFailure.h"
 #include "Options.h"
 #include "RunReport.h"
@@ -58,24 +59,10 @@
 #include <sstream>
 #include <thread>
 #include <unistd.h>
-#ifdef __linux__
-#include <sched.h>
-#endif
 
 using namespace zrt;
 
 namespace {
-
-
-/// Prints one rank's error line.
-void printError(const Communicator &comm, const std::string &message) {
-  if (comm.worldSize() > 1)
-    std::fprintf(stderr, "[rank %d] zero-run: error: %s\n", comm.rank(),
-                 message.c_str());
-  else
-    std::fprintf(stderr, "zero-run: error: %s\n", message.c_str());
-  std::fflush(stderr);
-}
 
 /// The pre-execution agreement: true when every rank succeeded. Otherwise
 /// every rank prints either its own error or the ranks that failed.
@@ -138,29 +125,6 @@ Status createBackend(const Options &opts, Communicator &world, int threads,
 #else
   return Status::error("no backend " + opts.backend);
 #endif
-}
-
-/// The cores this process may run on (its affinity mask), or 0 if unknown.
-static int allowedCores() {
-#ifdef __linux__
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
-    return CPU_COUNT(&mask);
-#endif
-  return 0;
-}
-
-/// Threads per rank when --threads is not given: the cores this rank may run
-/// on (its affinity mask: one when mpirun binds ranks to cores), shared with
-/// the other local ranks when they all run on the same cores. Results never
-/// depend on it (kernels split work by shape); only speed does.
-static int defaultThreads(int localRanks) {
-  int cores = int(std::thread::hardware_concurrency());
-  const int allowed = allowedCores();
-  if (allowed > 0 && allowed < cores)
-    return allowed;
-  return std::max(1, cores / std::max(1, localRanks));
 }
 
 /// Prints `status` and ends the job (a failure during the steps may leave
@@ -306,11 +270,11 @@ void prepareForNodeLoss(RankRun &run) {
 }
 
 /// This rank's kernel threads: --threads (with a warning when that is more
-/// than the cores it may run on), else defaultThreads().
+/// than the cores it may run on), else defaultKernelThreads().
 int kernelThreads(const Options &opts, const Communicator &comm) {
   int threads = opts.threads;
   if (threads == 0)
-    threads = defaultThreads(comm.localSize());
+    threads = defaultKernelThreads(comm.localSize());
   else if (const int allowed = allowedCores(); allowed > 0 && threads > allowed)
     std::fprintf(stderr,
                  "[rank %d] zero-run: warning: --threads %d exceeds the %d "
@@ -480,7 +444,7 @@ int createExecutor(RankRun &run) {
   execOptions.serializeStreams =
       opts.overlap == "off" ||
       (opts.overlap == "auto" && backend.name() == "cpu" &&
-       backend.numThreads() >= defaultThreads(comm.localSize()));
+       backend.numThreads() >= defaultKernelThreads(comm.localSize()));
   // Streams that take turns run a communication step only once compute
   // waits for it, so a prefetched gather can take the bytes the previous
   // layer just freed, as it would without prefetch: the program's in-order
@@ -761,6 +725,7 @@ int runMain(int argc, char **argv, Communicator &comm) {
     if (comm.rank() == 0)
       std::fputs(kZeroRunUsage, stdout);
     std::fputs(kSimulateUsage, stdout);
+    std::fputs(kCalibrateUsage, stdout);
     return 0;
   }
   if (!status.isOk()) {
@@ -793,6 +758,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "zero-run: error: %s\n", comm.status().message().c_str());
     return 1;
   }
+  if (wantsCalibration(argc, argv))
+    return calibrateMain(argc, argv, **comm);
   int code;
   try {
     code = runMain(argc, argv, **comm);

@@ -1,0 +1,657 @@
+//===- Calibration.cpp - Measuring this machine for --simulate ------------===//
+//
+// Every figure is the median of several repetitions, each repetition long
+// enough (several calls in a row) for the clock to resolve it, the figures
+// timed in rounds. The kernels are the backend's own, launched on a stream
+// of the backend as the executor launches them; the cost of an instruction
+// is the executor's own, running small programs; the collectives are the
+// communicator's. A figure is turned into the description's terms with the
+// simulator's formulas read backwards: a product's rate is its FLOPs over
+// its time less a one-element kernel's, the memory bandwidth an elementwise
+// kernel's operand bytes over the same, a link's latency and bandwidth the
+// least-squares fit of collectiveSeconds to the timed collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "run/Calibration.h"
+
+#include "zrt/Executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+namespace zrt {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// How long and how often each figure is timed.
+struct Budget {
+  int repetitions;
+  double repetitionSeconds; ///< the least a repetition lasts
+  /// The bytes a repetition of a collective moves (its calls are set by
+  /// the size alone, so that every member makes as many).
+  double collectiveBytes;
+  explicit Budget(bool quick)
+      : repetitions(quick ? 3 : 7), repetitionSeconds(quick ? 0.004 : 0.02),
+        collectiveBytes(quick ? 16e6 : 64e6) {}
+};
+
+/// Figures timed in rounds: each round times one repetition of every
+/// figure in turn, so that a burst of other work on a shared machine
+/// spreads over all of them instead of spoiling one (the products' curve
+/// would bend where it hit).
+class RoundRobin {
+public:
+  explicit RoundRobin(const Budget &budget) : budget_(budget) {}
+  /// Adds a figure: `call` is run once untimed now, and each repetition
+  /// runs it as many times as make one last repetitionSeconds. Its index.
+  Expected<size_t> add(std::function<Status()> call) {
+    const Clock::time_point start = Clock::now();
+    ZRT_RETURN_IF_ERROR(call());
+    const double once = std::max(1e-9, secondsSince(start));
+    calls_.push_back(
+        int(std::clamp(budget_.repetitionSeconds / once, 1.0, 1e5)));
+    figures_.push_back(std::move(call));
+    return figures_.size() - 1;
+  }
+  /// Times the rounds; the median seconds of one call of each figure.
+  Expected<std::vector<double>> run() {
+    std::vector<std::vector<double>> perCall(figures_.size());
+    for (int r = 0; r < budget_.repetitions; ++r)
+      for (size_t f = 0; f < figures_.size(); ++f) {
+        const Clock::time_point start = Clock::now();
+        for (int i = 0; i < calls_[f]; ++i)
+          ZRT_RETURN_IF_ERROR(figures_[f]());
+        perCall[f].push_back(secondsSince(start) / calls_[f]);
+      }
+    std::vector<double> out;
+    for (const std::vector<double> &samples : perCall)
+      out.push_back(median(samples));
+    return out;
+  }
+
+private:
+  const Budget &budget_;
+  std::vector<std::function<Status()>> figures_;
+  std::vector<int> calls_;
+};
+
+/// Tensors of the backend's memory, freed with it.
+class DeviceTensors {
+public:
+  explicit DeviceTensors(Allocator &allocator) : allocator_(allocator) {}
+  ~DeviceTensors() {
+    for (void *p : blocks_)
+      allocator_.deallocate(p);
+  }
+  /// A tensor of `dtype` and `shape` filled with small values (0.125 and
+  /// such: no denormals, no overflow however often a kernel runs).
+  Expected<TensorRef> make(DType dtype, std::vector<int64_t> shape) {
+    TensorRef t;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    Expected<void *> block = allocator_.allocate(t.bytes(), "calibration");
+    if (!block)
+      return block.status();
+    blocks_.push_back(*block);
+    t.data = *block;
+    std::vector<uint8_t> host(t.bytes());
+    const size_t n = size_t(t.numel());
+    if (dtype == DType::F32) {
+      for (size_t i = 0; i < n; ++i) {
+        const float v = 0.125f * float(1 + i % 5);
+        std::memcpy(host.data() + 4 * i, &v, 4);
+      }
+    } else { // bf16 0.125 (0x3E00), f16 0.125 (0x3000)
+      const uint16_t bits = dtype == DType::BF16 ? 0x3E00 : 0x3000;
+      for (size_t i = 0; i < n; ++i)
+        std::memcpy(host.data() + 2 * i, &bits, 2);
+    }
+    ZRT_RETURN_IF_ERROR(
+        allocator_.copyFromHost(t.data, host.data(), t.bytes()));
+    return t;
+  }
+
+private:
+  Allocator &allocator_;
+  std::vector<void *> blocks_;
+};
+
+/// The device's kernels, run on one of its streams as the executor runs
+/// them (launch, then synchronize), timed in rounds.
+struct KernelRunner {
+  Backend &backend;
+  std::unique_ptr<Stream> stream;
+  DeviceTensors tensors;
+  RoundRobin rounds;
+
+  /// Adds `op` on new tensors of `dtype` and these shapes (the outputs'
+  /// last) as a figure; its index.
+  Expected<size_t> add(const std::string &op, DType dtype,
+                       const std::vector<std::vector<int64_t>> &inputs,
+                       const std::vector<int64_t> &output) {
+    KernelFn fn = backend.kernels().lookup(op);
+    if (!fn)
+      return Status::error("the " + backend.name() + " backend has no " + op +
+                           " kernel to calibrate with");
+    std::vector<TensorRef> in, out;
+    for (const std::vector<int64_t> &shape : inputs) {
+      Expected<TensorRef> t = tensors.make(dtype, shape);
+      if (!t)
+        return t.status();
+      in.push_back(*t);
+    }
+    Expected<TensorRef> t = tensors.make(dtype, output);
+    if (!t)
+      return t.status();
+    out.push_back(*t);
+    Stream *s = stream.get();
+    return rounds.add([s, fn, in, out]() -> Status {
+      ZRT_RETURN_IF_ERROR(s->launch(fn, in, out, AttrMap()));
+      return s->synchronize();
+    });
+  }
+};
+
+/// A product of the ladder: [m, k] x [k, n] in `dtype`.
+struct ProductShape {
+  DType dtype;
+  int64_t m, n, k;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+/// The products timed: f32 at min(M, N, K) = 16, 64, 256 (and 1024) with
+/// the other two dimensions at least 256 (512), as a layer's products of a
+/// few tokens are; bf16 and f16 at the largest.
+std::vector<ProductShape> productLadder(bool quick) {
+  const std::vector<int64_t> ladder =
+      quick ? std::vector<int64_t>{16, 64, 256}
+            : std::vector<int64_t>{16, 64, 256, 1024};
+  const int64_t wide = quick ? 256 : 512;
+  std::vector<ProductShape> out;
+  for (int64_t d : ladder)
+    out.push_back({DType::F32, d, std::max(d, wide), std::max(d, wide)});
+  const int64_t top = std::max(ladder.back(), wide);
+  for (DType dtype : {DType::BF16, DType::F16})
+    out.push_back({dtype, top, top, top});
+  return out;
+}
+
+/// A program of `count` one-element Adds on one stream: the executor's
+/// cost of an instruction, kernel launch included, is the slope of its run
+/// time in `count`.
+Program tinyAddProgram(int count, int worldSize) {
+  Program p;
+  p.path = "calibration: " + std::to_string(count) + " one-element Adds";
+  p.version = kFormatVersion;
+  p.worldSize = worldSize;
+  ArenaDesc arena;
+  arena.name = "calibration";
+  arena.size = arena.noReuseSize = arena.lowerBound = 192;
+  p.arenas.push_back(arena);
+  for (uint64_t i = 0; i < 3; ++i)
+    p.buffers.push_back({"x" + std::to_string(i), DType::F32, {1}, 0, 64 * i});
+  p.streams.push_back({"compute", StreamKind::Compute});
+  for (int i = 0; i < count; ++i) {
+    Instruction add;
+    add.op = "Add";
+    add.inputs = {0, 1};
+    add.outputs = {2};
+    p.instructions.push_back(add);
+  }
+  return p;
+}
+
+/// The executor's cost of one instruction (the simulator's launch cost):
+/// programs of kFew and kMany one-element Adds, timed in `rounds`; `first`
+/// gets the index of the first of their two figures.
+constexpr int kFew = 16, kMany = 256;
+struct InstructionCost {
+  Program few = tinyAddProgram(kFew, 1), many = tinyAddProgram(kMany, 1);
+  std::unique_ptr<Executor> executors[2];
+
+  Status add(Backend &backend, Communicator &comm, RoundRobin &rounds) {
+    few.worldSize = many.worldSize = comm.worldSize();
+    const Program *programs[2] = {&few, &many};
+    for (int i = 0; i < 2; ++i) {
+      Expected<std::unique_ptr<Executor>> e =
+          Executor::create(*programs[i], backend, comm);
+      if (!e)
+        return e.status();
+      executors[i] = std::move(*e);
+      Executor *run = executors[i].get();
+      Expected<size_t> added = rounds.add([run] { return run->run(); });
+      if (!added)
+        return added.status();
+    }
+    return Status::ok();
+  }
+  /// From the two programs' run times.
+  static double perInstruction(double few, double many) {
+    const double slope = (many - few) / double(kMany - kFew);
+    return slope > 0 ? slope : many / kMany;
+  }
+};
+
+/// The launch cost (the executor's cost of an instruction: InstructionCost),
+/// the memory bandwidth (an Add of large vectors: its three operands' bytes
+/// over its time less a one-element Add's) and the products. The peak of
+/// each type is its best rate (FLOPs, 2 m n k as the simulator counts them,
+/// over the time less a one-element Add's); the curve each f32 shape's rate
+/// over the f32 peak.
+Status measureDevice(KernelRunner &k, Communicator &comm, bool quick,
+                     Calibration &out) {
+  const int64_t n = quick ? (int64_t(2) << 20) : (int64_t(8) << 20);
+  const std::vector<ProductShape> shapes = productLadder(quick);
+  std::vector<Expected<size_t>> added;
+  added.push_back(k.add("Add", DType::F32, {{1}, {1}}, {1}));
+  added.push_back(k.add("Add", DType::F32, {{n}, {n}}, {n}));
+  for (const ProductShape &p : shapes)
+    added.push_back(
+        k.add("MatMul", p.dtype, {{p.m, p.k}, {p.k, p.n}}, {p.m, p.n}));
+  for (Expected<size_t> &a : added)
+    if (!a)
+      return a.status();
+  InstructionCost instructions;
+  ZRT_RETURN_IF_ERROR(instructions.add(k.backend, comm, k.rounds));
+  Expected<std::vector<double>> seconds = k.rounds.run();
+  if (!seconds)
+    return seconds.status();
+  DeviceModel &device = out.machine.device;
+  const double launch = (*seconds)[0], add = (*seconds)[1];
+  const size_t last = seconds->size();
+  const double bytes = 3.0 * double(n) * 4;
+  device.launchSeconds = InstructionCost::perInstruction((*seconds)[last - 2],
+                                                         (*seconds)[last - 1]);
+  device.memoryBandwidth = bytes / std::max(add - launch, 0.5 * add);
+  out.measurements["launch"] = {
+      {"kernel", "Add"},
+      {"elements", 1},
+      {"stream_seconds", launch},
+      {"executor_runs_seconds",
+       {{std::to_string(kFew), (*seconds)[last - 2]},
+        {std::to_string(kMany), (*seconds)[last - 1]}}},
+      {"executor_seconds_per_instruction", device.launchSeconds}};
+  out.measurements["memory"] = {{"kernel", "Add"},
+                                {"elements", n},
+                                {"operand_bytes", bytes},
+                                {"seconds", add},
+                                {"bytes_per_s", device.memoryBandwidth}};
+  json rows = json::array();
+  std::vector<double> rates;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const ProductShape &p = shapes[i];
+    const double t = (*seconds)[2 + i];
+    rates.push_back(p.flops() / std::max(t - launch, 0.5 * t));
+    double &peak = p.dtype == DType::F32    ? device.peakF32
+                   : p.dtype == DType::BF16 ? device.peakBF16
+                                            : device.peakF16;
+    peak = std::max(peak, rates.back());
+    rows.push_back({{"kernel", "MatMul"},
+                    {"dtype", dtypeName(p.dtype)},
+                    {"m", p.m},
+                    {"n", p.n},
+                    {"k", p.k},
+                    {"seconds", t},
+                    {"flops_per_s", rates.back()}});
+  }
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i].dtype == DType::F32)
+      device.matmulEfficiency.push_back(
+          {double(std::min({shapes[i].m, shapes[i].n, shapes[i].k})),
+           std::clamp(rates[i] / device.peakF32, 1e-4, 1.0)});
+  out.measurements["products"] = rows;
+  return Status::ok();
+}
+
+/// The groups the links are timed over: each node's ranks (intra_node),
+/// then the first rank of each node (inter_node, when there are several).
+struct LinkGroups {
+  std::vector<ProcessGroupDesc> groups;
+  int nodeGroup = -1;   ///< this rank's node's group
+  int leaderGroup = -1; ///< the group of one rank per node; -1: one node
+  int nodes = 1, ranksPerNode = 1;
+};
+
+LinkGroups linkGroups(Communicator &comm) {
+  const std::vector<std::string> names = comm.nodeNames();
+  std::map<std::string, std::vector<int>> byNode;
+  std::vector<std::string> order;
+  for (int r = 0; r < int(names.size()); ++r) {
+    if (!byNode.count(names[size_t(r)]))
+      order.push_back(names[size_t(r)]);
+    byNode[names[size_t(r)]].push_back(r);
+  }
+  LinkGroups out;
+  out.nodes = int(order.size());
+  ProcessGroupDesc leaders{"calibration.leaders", {}};
+  for (const std::string &node : order) {
+    const std::vector<int> &ranks = byNode[node];
+    out.ranksPerNode = std::max(out.ranksPerNode, int(ranks.size()));
+    if (std::count(ranks.begin(), ranks.end(), comm.rank()))
+      out.nodeGroup = int(out.groups.size());
+    out.groups.push_back({"calibration.node " + node, ranks});
+    leaders.ranks.push_back(ranks.front());
+  }
+  if (out.nodes > 1) {
+    out.leaderGroup = int(out.groups.size());
+    out.groups.push_back(leaders);
+  }
+  return out;
+}
+
+/// Times all-reduces and all-gathers over `group` of `n` ranks (this rank
+/// a member or not: every rank calls it, for the barriers) at each of
+/// `sizes`, in
+/// rounds as RoundRobin times kernels; each repetition starts at a barrier
+/// and makes a number of calls set by the size alone (the same on every
+/// member).
+Expected<std::vector<CollectiveTiming>>
+timeCollectives(Communicator &comm, DeviceTensors &tensors,
+                const Budget &budget, int group, int n,
+                const std::vector<int64_t> &sizes) {
+  const bool member = comm.groupRank(group) >= 0;
+  struct Point {
+    OpKind kind;
+    TensorRef full, part;
+    int calls;
+    std::vector<double> perCall;
+  };
+  std::vector<Point> points;
+  for (OpKind kind : {OpKind::AllReduce, OpKind::AllGather})
+    for (int64_t bytes : sizes) {
+      const int64_t elements = std::max<int64_t>(n, bytes / 4 / n * n);
+      Expected<TensorRef> full = tensors.make(DType::F32, {elements});
+      Expected<TensorRef> part = tensors.make(DType::F32, {elements / n});
+      if (!full || !part)
+        return (!full ? full : part).status();
+      const int calls =
+          int(std::clamp(budget.collectiveBytes / double(bytes), 3.0, 200.0));
+      points.push_back({kind, *full, *part, calls, {}});
+    }
+  CommContext ctx;
+  ctx.group = group;
+  for (int r = 0; r <= budget.repetitions; ++r)
+    for (Point &p : points) {
+      comm.barrier();
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; member && i < (r == 0 ? 1 : p.calls); ++i)
+        ZRT_RETURN_IF_ERROR(p.kind == OpKind::AllReduce
+                                ? comm.allReduce(p.full, p.full, ctx)
+                                : comm.allGather(p.part, p.full, ctx));
+      if (r > 0) // the first round is one untimed call of each
+        p.perCall.push_back(secondsSince(start) / p.calls);
+    }
+  std::vector<CollectiveTiming> out;
+  for (const Point &p : points)
+    out.push_back({p.kind, n, double(p.full.bytes()), median(p.perCall)});
+  return out;
+}
+
+json timingsJson(const std::string &link,
+                 const std::vector<CollectiveTiming> &timings) {
+  json rows = json::array();
+  for (const CollectiveTiming &t : timings)
+    rows.push_back({{"link", link},
+                    {"collective",
+                     t.kind == OpKind::AllReduce ? "AllReduce" : "AllGather"},
+                    {"ranks", t.ranks},
+                    {"bytes", t.bytes},
+                    {"seconds", t.seconds}});
+  return rows;
+}
+
+/// intra_node and inter_node: timed where the world has such links, else
+/// estimated (and said so in the note): a copy through shared memory at
+/// half the memory bandwidth, one launch's latency.
+Status measureLinks(Communicator &comm, DeviceTensors &tensors,
+                    const Budget &budget, bool quick, Calibration &out) {
+  LinkGroups lg = linkGroups(comm);
+  out.machine.nodes = lg.nodes;
+  out.machine.devicesPerNode = lg.ranksPerNode;
+  ZRT_RETURN_IF_ERROR(comm.setup(lg.groups, 1));
+  const std::vector<int64_t> sizes =
+      quick ? std::vector<int64_t>{4096, 262144, 4194304}
+            : std::vector<int64_t>{1024, 16384, 262144, 4194304, 33554432};
+  LinkModel estimate;
+  estimate.bandwidth = out.machine.device.memoryBandwidth / 2;
+  estimate.latency = out.machine.device.launchSeconds;
+  json rows = json::array();
+  std::string notes;
+  for (LinkClass c : {LinkClass::IntraNode, LinkClass::InterNode}) {
+    const bool intra = c == LinkClass::IntraNode;
+    const std::string name = linkClassName(c);
+    // Whether the world has such a link (the same on every rank: each
+    // takes part in the barriers, a member of the group or not).
+    if (intra ? lg.ranksPerNode < 2 : lg.nodes < 2) {
+      out.machine.links[int(c)] =
+          intra ? estimate : out.machine.link(LinkClass::IntraNode);
+      notes += " " + name + ": not measured (" +
+               (intra ? "one rank per node; estimated as a copy through "
+                        "shared memory at half the memory bandwidth, one "
+                        "kernel launch's latency)."
+                      : "one node; intra_node's figures).");
+      continue;
+    }
+    const int group = intra ? lg.nodeGroup : lg.leaderGroup;
+    const int n = int(lg.groups[size_t(group)].ranks.size());
+    Expected<std::vector<CollectiveTiming>> timings =
+        timeCollectives(comm, tensors, budget, group, n, sizes);
+    if (!timings)
+      return timings.status();
+    for (json &row : timingsJson(name, *timings))
+      rows.push_back(std::move(row));
+    if (comm.rank() != 0)
+      continue;
+    if (n < 2) { // rank 0 alone on its node, others not
+      out.machine.links[int(c)] = estimate;
+      notes += " " + name +
+               ": not measured (rank 0 is alone on its node; "
+               "estimated as with one rank per node).";
+      continue;
+    }
+    Expected<LinkModel> fit = fitLink(*timings, CollectiveAlgorithm::Ring);
+    if (!fit)
+      return Status::error(name + ": " + fit.status().message());
+    out.machine.links[int(c)] = *fit;
+  }
+  out.measurements["collectives"] = rows;
+  out.note += notes;
+  return Status::ok();
+}
+
+/// Writes `bytes` to `path` and syncs it, or reads them back; the seconds.
+Expected<double> fileTransfer(const std::string &path, std::vector<char> &data,
+                              bool write) {
+  const Clock::time_point start = Clock::now();
+  const int fd = write
+                     ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600)
+                     : ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error("cannot open " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write
+                          ? ::write(fd, data.data() + done, data.size() - done)
+                          : ::read(fd, data.data() + done, data.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return Status::error(std::string("cannot ") +
+                           (write ? "write " : "read ") + path + ": " +
+                           (n < 0 ? std::strerror(errno) : "EOF"));
+    }
+    done += size_t(n);
+  }
+  if (write)
+    ::fsync(fd);
+  const double seconds = secondsSince(start);
+  if (write) // drop the file's pages, so that the read comes from the disk
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return seconds;
+}
+
+/// The NVMe link (rank 0): a small and a large file written with fsync and
+/// read back (its cached pages dropped first), in a temporary folder under
+/// the scratch folder, removed afterwards. Latency: the small file's
+/// write-and-read; bandwidth: the large file's bytes both ways over its
+/// two transfers less that latency.
+Status measureNvme(const std::string &dir, bool quick, Calibration &out) {
+  std::string pattern = dir + "/.zero-run-calibrate-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    return Status::error(
+        "--calibrate-dir " + dir +
+        ": cannot create a temporary folder: " + std::strerror(errno));
+  const std::string file = pattern + "/nvme.bin";
+  const size_t big = quick ? (size_t(16) << 20) : (size_t(256) << 20);
+  const Budget budget(quick);
+  std::vector<double> small, write, read;
+  Status status = Status::ok();
+  for (int r = 0; r < budget.repetitions && status.isOk(); ++r)
+    for (size_t bytes : {size_t(4096), big}) {
+      std::vector<char> data(bytes, char(r + 1));
+      Expected<double> w = fileTransfer(file, data, true);
+      Expected<double> rd = w ? fileTransfer(file, data, false) : w;
+      if (!rd) {
+        status = rd.status();
+        break;
+      }
+      if (bytes == big) {
+        write.push_back(*w);
+        read.push_back(*rd);
+      } else {
+        small.push_back(0.5 * (*w + *rd));
+      }
+    }
+  std::error_code ignored;
+  std::filesystem::remove_all(pattern, ignored);
+  ZRT_RETURN_IF_ERROR(status);
+  LinkModel &nvme = out.machine.links[int(LinkClass::Nvme)];
+  nvme.latency = median(small);
+  const double transfer = 0.5 * (median(write) + median(read));
+  nvme.bandwidth =
+      double(big) / std::max(transfer - nvme.latency, 0.5 * transfer);
+  out.measurements["nvme"] = {{"folder", dir},
+                              {"small_bytes", 4096},
+                              {"small_seconds", nvme.latency},
+                              {"bytes", big},
+                              {"write_fsync_seconds", median(write)},
+                              {"read_seconds", median(read)}};
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<LinkModel> fitLink(const std::vector<CollectiveTiming> &timings,
+                            CollectiveAlgorithm algorithm) {
+  // t = a L + b / B, with a and b collectiveSeconds's coefficients (its
+  // steps and its bytes on the link); each row weighted by 1 / t, so that
+  // small collectives (the latency) count as much as large ones.
+  double saa = 0, sab = 0, sbb = 0, sat = 0, sbt = 0;
+  std::set<double> sizes;
+  for (const CollectiveTiming &t : timings) {
+    if (t.ranks < 2 || t.seconds <= 0)
+      continue;
+    const double n = t.ranks;
+    const double steps = algorithm == CollectiveAlgorithm::Ring
+                             ? n - 1
+                             : std::ceil(std::log2(n));
+    const double twice = t.kind == OpKind::AllReduce ? 2 : 1;
+    const double a = twice * steps / t.seconds;
+    const double b = twice * (n - 1) / n * t.bytes / t.seconds;
+    saa += a * a, sab += a * b, sbb += b * b, sat += a, sbt += b;
+    sizes.insert(t.bytes);
+  }
+  if (sizes.size() < 2)
+    return Status::error(
+        "cannot fit a latency and a bandwidth: fewer than two sizes timed");
+  LinkModel link;
+  link.algorithm = algorithm;
+  const double det = saa * sbb - sab * sab;
+  double latency = det > 0 ? (sat * sbb - sbt * sab) / det : -1;
+  double inverse = det > 0 ? (saa * sbt - sab * sat) / det : -1;
+  if (latency < 0 || inverse <= 0) { // all bandwidth: refit without latency
+    latency = 0;
+    inverse = sbt / sbb;
+  }
+  link.latency = latency;
+  link.bandwidth = 1 / inverse;
+  return link;
+}
+
+Expected<Calibration> calibrateMachine(Backend &backend, Communicator &comm,
+                                       const CalibrationOptions &options) {
+  Calibration out;
+  Expected<std::unique_ptr<Stream>> stream =
+      backend.createStream(0, StreamDesc{"calibration", StreamKind::Compute});
+  if (!stream)
+    return stream.status();
+  const Budget budget(options.quick);
+  KernelRunner k{backend, std::move(*stream),
+                 DeviceTensors(backend.allocator()), RoundRobin(budget)};
+  out.note = "Measured by zero-run --calibrate" +
+             std::string(options.quick ? " --quick" : "") + " with " +
+             std::to_string(comm.worldSize()) + " rank(s), " +
+             std::to_string(backend.numThreads()) +
+             " kernel thread(s) per rank, every rank's kernels running at "
+             "once; rank 0's figures.";
+  comm.barrier();
+  ZRT_RETURN_IF_ERROR(measureDevice(k, comm, options.quick, out));
+  ZRT_RETURN_IF_ERROR(
+      measureLinks(comm, k.tensors, budget, options.quick, out));
+  MachineModel &m = out.machine;
+  m.links[int(LinkClass::HostDevice)] = {m.device.memoryBandwidth,
+                                         m.device.launchSeconds};
+  out.note += " host_device: the memory bandwidth and the launch cost (a "
+              "CPU's device memory is host memory).";
+  const long pages = ::sysconf(_SC_PHYS_PAGES),
+             pageSize = ::sysconf(_SC_PAGESIZE);
+  m.device.memoryBytes = uint64_t(std::max(1L, pages)) *
+                         uint64_t(std::max(1L, pageSize)) /
+                         uint64_t(std::max(1, m.devicesPerNode));
+  out.note += " memory_bytes: the node's memory over its ranks.";
+  if (comm.rank() == 0) {
+    ZRT_RETURN_IF_ERROR(measureNvme(options.scratchDir, options.quick, out));
+    out.note += " nvme: a file in " + options.scratchDir +
+                " written with fsync and read back (rank 0 alone).";
+  }
+  m.name = comm.nodeNames().front() + ": " +
+           (options.cpuModel.empty() ? "unknown CPU" : options.cpuModel) +
+           ", ISA " + options.isa + ", " + std::to_string(m.devicesPerNode) +
+           " rank(s) per node, " + std::to_string(backend.numThreads()) +
+           " thread(s) per rank";
+  return out;
+}
+
+json describeCalibration(const Calibration &calibration,
+                         const std::string &date) {
+  json doc = machineModelJson(calibration.machine);
+  doc["sources"] = {"measured by zero-run --calibrate on " + date};
+  doc["note"] = calibration.note;
+  doc["measurements"] = calibration.measurements;
+  return doc;
+}
+
+} // namespace zrt
