@@ -23,8 +23,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <tuple>
+#include <unordered_map>
 
 namespace zrt {
 
@@ -151,10 +154,44 @@ struct Executed {
   double arrival = 0, begin = 0, end = 0;
 };
 
+/// Each world rank's class: ranks of one class are listed by the same
+/// instructions' `ranks` and are members of the same groups, so they execute
+/// the same instructions (executedInstructions) and pass or fail
+/// checkEventOrder alike. Classes are numbered in order of their first rank.
+std::vector<int> rankClasses(const Program &p) {
+  std::map<std::vector<int>, size_t> lists; // distinct non-empty `ranks`
+  for (const Instruction &inst : p.instructions)
+    if (!inst.ranks.empty())
+      lists.emplace(inst.ranks, lists.size());
+  const size_t world = size_t(std::max(0, p.worldSize));
+  const size_t width = lists.size() + p.groups.size();
+  std::vector<std::vector<bool>> signature(world,
+                                           std::vector<bool>(width, false));
+  for (const auto &[ranks, id] : lists)
+    for (int r : ranks)
+      if (r >= 0 && size_t(r) < world)
+        signature[size_t(r)][id] = true;
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    for (int r : p.groups[g].ranks)
+      if (r >= 0 && size_t(r) < world)
+        signature[size_t(r)][lists.size() + g] = true;
+  std::map<std::vector<bool>, int> classes;
+  std::vector<int> classOf(world);
+  for (size_t r = 0; r < world; ++r)
+    classOf[r] =
+        classes.emplace(signature[r], int(classes.size())).first->second;
+  return classOf;
+}
+
+/// The ranks of one part of a collective's group (membersOf), shared by the
+/// part's members.
+struct CollectiveMembers {
+  std::vector<int> ranks;
+};
+
 class Simulator {
 public:
-  Simulator(const Program &p, const MachineModel &m, int ranksPerNode)
-      : p_(p), m_(m), ranksPerNode_(ranksPerNode) {}
+  Simulator(const Program &p, const MachineModel &m, int ranksPerNode);
 
   Status run(Simulation &out);
 
@@ -165,6 +202,7 @@ private:
     double free = 0;
     bool arrived = false; ///< at steps[next], a collective it registered with
     double arrival = 0;
+    CollectiveInstance *collective = nullptr; ///< the one it registered with
   };
   struct RankState {
     std::vector<StreamState> streams;
@@ -183,6 +221,10 @@ private:
               double begin, double end);
   /// The world ranks of the part of `inst`'s group that `rank` uses.
   std::vector<int> membersOf(const Instruction &inst, int rank) const;
+  /// membersOf(p_.instructions[index], rank), computed once per part.
+  const std::vector<int> &cachedMembersOf(size_t index, int rank);
+  /// kernelCost(p_, p_.instructions[index], m_), computed once.
+  const InstructionCost &cachedKernelCost(size_t index);
   int peerRank(const Instruction &inst, int rank) const;
   LinkClass linkBetween(int a, int b) const {
     return a / ranksPerNode_ == b / ranksPerNode_ ? LinkClass::IntraNode
@@ -193,11 +235,23 @@ private:
   Status deadlock() const;
   void summarize(int rank, double step, RankSimulation &out) const;
   void replayMemory(int rank, RankSimulation &out) const;
+  /// Whether ranks `a` and `b` executed the same instructions at the same
+  /// times (so summarize and replayMemory give them the same figures).
+  bool sameTimeline(int a, int b) const;
+  /// summarize and replayMemory for every rank; a rank whose timeline equals
+  /// an earlier one's copies its figures.
+  void summarizeRanks(double step, Simulation &out) const;
 
   const Program &p_;
   const MachineModel &m_;
   int ranksPerNode_;
   std::vector<RankState> ranks_;
+  /// Per group: each world rank's part (ProcessGroupDesc::partOf).
+  std::vector<std::vector<int>> partOf_;
+  std::unordered_map<uint64_t, std::unique_ptr<CollectiveMembers>>
+      members_; // (index, part)
+  std::vector<InstructionCost> costs_;
+  std::vector<bool> costed_;
   std::map<std::pair<size_t, int>, CollectiveInstance>
       collectives_; // (index, first member)
   std::map<std::tuple<int, int, int64_t>, std::vector<Message>>
@@ -205,6 +259,46 @@ private:
   std::map<std::tuple<int, int, int64_t>, size_t> received_;
   double bytesByLink_[kNumLinkClasses] = {0, 0, 0, 0};
 };
+
+Simulator::Simulator(const Program &p, const MachineModel &m, int ranksPerNode)
+    : p_(p), m_(m), ranksPerNode_(ranksPerNode) {
+  partOf_.resize(p.groups.size());
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const ProcessGroupDesc &group = p.groups[g];
+    partOf_[g].assign(size_t(p.worldSize), -1);
+    // partOf: the first place a rank is listed at.
+    for (size_t i = group.ranks.size(); i-- > 0;) {
+      const int r = group.ranks[i];
+      if (r >= 0 && r < p.worldSize)
+        partOf_[g][size_t(r)] = int(i) / group.size();
+    }
+  }
+  costs_.resize(p.instructions.size());
+  costed_.assign(p.instructions.size(), false);
+}
+
+const std::vector<int> &Simulator::cachedMembersOf(size_t index, int rank) {
+  const Instruction &inst = p_.instructions[index];
+  int part = 0;
+  if (inst.group >= 0 && p_.groups[size_t(inst.group)].groupSize > 0) {
+    const std::vector<int> &parts = partOf_[size_t(inst.group)];
+    part = rank >= 0 && size_t(rank) < parts.size() ? parts[size_t(rank)] : -1;
+  }
+  std::unique_ptr<CollectiveMembers> &members =
+      members_[(uint64_t(index) << 32) | uint32_t(part)];
+  if (!members)
+    members = std::make_unique<CollectiveMembers>(
+        CollectiveMembers{membersOf(inst, rank)});
+  return members->ranks;
+}
+
+const InstructionCost &Simulator::cachedKernelCost(size_t index) {
+  if (!costed_[index]) {
+    costs_[index] = kernelCost(p_, p_.instructions[index], m_);
+    costed_[index] = true;
+  }
+  return costs_[index];
+}
 
 std::vector<int> Simulator::membersOf(const Instruction &inst, int rank) const {
   std::vector<int> members;
@@ -260,12 +354,13 @@ void Simulator::finish(int rank, uint32_t stream, size_t index, double arrival,
 }
 
 bool Simulator::stepCollective(int rank, uint32_t stream, size_t index) {
-  const Instruction &inst = p_.instructions[index];
   StreamState &s = ranks_[size_t(rank)].streams[stream];
-  const std::vector<int> members = membersOf(inst, rank);
-  CollectiveInstance &c =
-      collectives_[{index, members.empty() ? rank : members.front()}];
   if (!s.arrived) {
+    const Instruction &inst = p_.instructions[index];
+    const std::vector<int> &members = cachedMembersOf(index, rank);
+    CollectiveInstance &c =
+        collectives_[{index, members.empty() ? rank : members.front()}];
+    s.collective = &c;
     s.arrived = true;
     s.arrival = s.free;
     c.expected = members.size();
@@ -275,6 +370,7 @@ bool Simulator::stepCollective(int rank, uint32_t stream, size_t index) {
       c.end = c.start + collectiveCost(inst, members);
     }
   }
+  const CollectiveInstance &c = *s.collective;
   if (!c.resolved())
     return false;
   ranks_[size_t(rank)].communication.push_back({c.start, c.end});
@@ -309,7 +405,7 @@ bool Simulator::step(int rank, uint32_t stream) {
   const double t = s.free;
   switch (inst.kind) {
   case OpKind::Kernel: {
-    const InstructionCost cost = kernelCost(p_, inst, m_);
+    const InstructionCost &cost = cachedKernelCost(index);
     (cost.offloadIo ? r.io : r.compute).push_back({t, t + cost.seconds});
     r.flops += cost.flops;
     bytesByLink_[int(LinkClass::HostDevice)] += cost.hostBytes;
@@ -441,13 +537,89 @@ void Simulator::replayMemory(int rank, RankSimulation &out) const {
   out.stats.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p_, executed);
 }
 
+namespace {
+
+bool sameBits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+bool sameIntervals(const std::vector<Interval> &a,
+                   const std::vector<Interval> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!sameBits(a[i].begin, b[i].begin) || !sameBits(a[i].end, b[i].end))
+      return false;
+  return true;
+}
+
+/// A hash of a rank's executed instructions and their times.
+uint64_t timelineHash(const std::vector<Executed> &executed) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const Executed &e : executed) {
+    uint64_t bits[3];
+    std::memcpy(&bits[0], &e.arrival, sizeof(double));
+    std::memcpy(&bits[1], &e.begin, sizeof(double));
+    std::memcpy(&bits[2], &e.end, sizeof(double));
+    mix(e.index);
+    mix(e.stream);
+    for (uint64_t b : bits)
+      mix(b);
+  }
+  return h;
+}
+
+} // namespace
+
+bool Simulator::sameTimeline(int a, int b) const {
+  const RankState &x = ranks_[size_t(a)], &y = ranks_[size_t(b)];
+  if (x.executed.size() != y.executed.size() || x.flops != y.flops ||
+      !sameBits(x.peakSeconds, y.peakSeconds))
+    return false;
+  for (size_t i = 0; i < x.executed.size(); ++i) {
+    const Executed &e = x.executed[i], &f = y.executed[i];
+    if (e.index != f.index || e.stream != f.stream ||
+        !sameBits(e.arrival, f.arrival) || !sameBits(e.begin, f.begin) ||
+        !sameBits(e.end, f.end))
+      return false;
+  }
+  return sameIntervals(x.compute, y.compute) &&
+         sameIntervals(x.communication, y.communication) &&
+         sameIntervals(x.io, y.io);
+}
+
+void Simulator::summarizeRanks(double step, Simulation &out) const {
+  std::unordered_map<uint64_t, std::vector<int>> seen; // hash -> ranks
+  for (int rank = 0; rank < p_.worldSize; ++rank) {
+    RankSimulation &rs = out.ranks[size_t(rank)];
+    std::vector<int> &same = seen[timelineHash(ranks_[size_t(rank)].executed)];
+    const auto earlier = std::find_if(
+        same.begin(), same.end(), [&](int r) { return sameTimeline(r, rank); });
+    if (earlier != same.end()) {
+      rs = out.ranks[size_t(*earlier)];
+    } else {
+      summarize(rank, step, rs);
+      replayMemory(rank, rs);
+      same.push_back(rank);
+    }
+    rs.rank = rank;
+    rs.node = rank / ranksPerNode_;
+  }
+}
+
 Status Simulator::run(Simulation &out) {
   ranks_.assign(size_t(p_.worldSize), {});
+  const std::vector<int> classOf = rankClasses(p_);
+  std::vector<std::vector<size_t>> executedByClass;
   for (int rank = 0; rank < p_.worldSize; ++rank) {
     RankState &r = ranks_[size_t(rank)];
     r.streams.assign(p_.streams.size(), {});
     r.eventTime.assign(p_.numEvents, -1);
-    for (size_t i : executedInstructions(p_, rank))
+    const size_t c = size_t(classOf[size_t(rank)]);
+    if (c == executedByClass.size())
+      executedByClass.push_back(executedInstructions(p_, rank));
+    for (size_t i : executedByClass[c])
       r.streams[p_.instructions[i].stream].steps.push_back(i);
   }
   for (bool progress = true; progress;) {
@@ -463,13 +635,7 @@ Status Simulator::run(Simulation &out) {
   for (const RankState &r : ranks_)
     for (const Executed &e : r.executed)
       out.stepSeconds = std::max(out.stepSeconds, e.end);
-  for (int rank = 0; rank < p_.worldSize; ++rank) {
-    RankSimulation &rs = out.ranks[size_t(rank)];
-    rs.rank = rank;
-    rs.node = rank / ranksPerNode_;
-    summarize(rank, out.stepSeconds, rs);
-    replayMemory(rank, rs);
-  }
+  summarizeRanks(out.stepSeconds, out);
   std::copy(std::begin(bytesByLink_), std::end(bytesByLink_),
             std::begin(out.bytesByLink));
   return Status::ok();
@@ -507,8 +673,14 @@ Expected<Simulation> simulateProgram(const Program &program,
   }
   simulation.nodes =
       (world + simulation.ranksPerNode - 1) / simulation.ranksPerNode;
+  // Ranks of one class run the same instructions: one check per class.
+  const std::vector<int> classOf = rankClasses(program);
+  int checked = 0;
   for (int rank = 0; rank < world; ++rank)
-    ZRT_RETURN_IF_ERROR(checkEventOrder(program, rank));
+    if (classOf[size_t(rank)] == checked) {
+      ZRT_RETURN_IF_ERROR(checkEventOrder(program, rank));
+      ++checked;
+    }
   Simulator simulator(program, machine, simulation.ranksPerNode);
   ZRT_RETURN_IF_ERROR(simulator.run(simulation));
   return simulation;
