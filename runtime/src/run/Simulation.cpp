@@ -154,6 +154,41 @@ struct Executed {
   double arrival = 0, begin = 0, end = 0;
 };
 
+/// An executed instruction's start or finish, for the memory replay.
+enum Edge { Finish = 0, Start = 1, StartAndFinish = 2 };
+struct Boundary {
+  double at;
+  Edge edge;
+  size_t order; ///< the instruction's place in the rank's executed list
+  size_t index;
+};
+
+/// Whether `a` and `b` are replayed at the same place whatever their order.
+bool tied(const Boundary &a, const Boundary &b) {
+  return a.at == b.at && (a.edge != Finish) == (b.edge != Finish);
+}
+
+/// A rank whose summarize and replayMemory figures others may copy, and the
+/// order its tied boundaries replay in (TimelineClass::ties).
+struct Representative {
+  int rank = 0;
+  std::vector<size_t> tieOrder;
+};
+
+/// Ranks that executed the same instructions at the same times (bit for bit)
+/// with the same kernel sums: their figures differ at most by the order
+/// their tied boundaries (equal times, both starts or both finishes) replay
+/// in, the order of their executed lists.
+struct TimelineClass {
+  int first = 0;
+  /// Groups of tied boundaries, as instruction indices.
+  std::vector<std::vector<size_t>> ties;
+  std::unordered_map<uint64_t, std::vector<Representative>> byTieOrder;
+  /// A tracker for the executed instructions, reset for each replay.
+  std::unique_ptr<LiveBytesTracker> tracker;
+  uint64_t plannedPeakGatheredBytes = 0;
+};
+
 /// Each world rank's class: ranks of one class are listed by the same
 /// instructions' `ranks` and are members of the same groups, so they execute
 /// the same instructions (executedInstructions) and pass or fail
@@ -234,10 +269,20 @@ private:
                         const std::vector<int> &members);
   Status deadlock() const;
   void summarize(int rank, double step, RankSimulation &out) const;
-  void replayMemory(int rank, RankSimulation &out) const;
-  /// Whether ranks `a` and `b` executed the same instructions at the same
-  /// times (so summarize and replayMemory give them the same figures).
-  bool sameTimeline(int a, int b) const;
+  /// The rank's instructions' starts and finishes in replay order.
+  std::vector<Boundary> boundaries(int rank) const;
+  void replayMemory(const std::vector<Boundary> &boundaries,
+                    LiveBytesTracker &tracker, RankSimulation &out) const;
+  /// Whether rank `b` belongs to rank `a`'s TimelineClass (`position`: each
+  /// instruction's place in b's executed list).
+  bool sameTimeline(int a, int b, const std::vector<size_t> &position) const;
+  /// A new TimelineClass of `rank`, whose sorted boundaries are `sorted`.
+  TimelineClass newClass(int rank, const std::vector<Boundary> &sorted) const;
+  /// Rank `rank`'s figures: a representative's of `c` whose tie order is its
+  /// own, or its own, computed and made a representative.
+  void summarizeIn(TimelineClass &c, int rank,
+                   const std::vector<size_t> &position, double step,
+                   Simulation &out) const;
   /// summarize and replayMemory for every rank; a rank whose timeline equals
   /// an earlier one's copies its figures.
   void summarizeRanks(double step, Simulation &out) const;
@@ -489,26 +534,12 @@ void Simulator::summarize(int rank, double step, RankSimulation &out) const {
                                (e.end - e.arrival) * 1e6});
 }
 
-void Simulator::replayMemory(int rank, RankSimulation &out) const {
+std::vector<Boundary> Simulator::boundaries(int rank) const {
   const RankState &r = ranks_[size_t(rank)];
-  std::vector<size_t> executed;
-  for (const Executed &e : r.executed)
-    executed.push_back(e.index);
-  std::sort(executed.begin(), executed.end());
-  LiveBytesTracker tracker(p_, executed);
-  tracker.setSimulatedTime(0);
-  tracker.reset();
   // Boundaries in time order; at equal times an instruction's end comes
   // before another's start (a stream finishes one step before its next). An
   // instruction that takes no time (a Record, a Send) starts and finishes at
   // its start's place, never finishing before it starts.
-  enum Edge { Finish = 0, Start = 1, StartAndFinish = 2 };
-  struct Boundary {
-    double at;
-    Edge edge;
-    size_t order;
-    size_t index;
-  };
   std::vector<Boundary> boundaries;
   for (size_t k = 0; k < r.executed.size(); ++k) {
     const Executed &e = r.executed[k];
@@ -524,6 +555,14 @@ void Simulator::replayMemory(int rank, RankSimulation &out) const {
               return std::make_tuple(a.at, a.edge != Finish, a.order) <
                      std::make_tuple(b.at, b.edge != Finish, b.order);
             });
+  return boundaries;
+}
+
+void Simulator::replayMemory(const std::vector<Boundary> &boundaries,
+                             LiveBytesTracker &tracker,
+                             RankSimulation &out) const {
+  tracker.setSimulatedTime(0);
+  tracker.reset();
   for (const Boundary &b : boundaries) {
     tracker.setSimulatedTime(b.at * 1e6);
     if (b.edge != Finish)
@@ -534,7 +573,6 @@ void Simulator::replayMemory(int rank, RankSimulation &out) const {
   out.stats.peakLiveBytes = tracker.peaks();
   out.stats.memoryTimeline = tracker.timeline();
   out.stats.peakGatheredBytes = tracker.peakGatheredBytes();
-  out.stats.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p_, executed);
 }
 
 namespace {
@@ -543,68 +581,131 @@ bool sameBits(double a, double b) {
   return std::memcmp(&a, &b, sizeof(double)) == 0;
 }
 
-bool sameIntervals(const std::vector<Interval> &a,
-                   const std::vector<Interval> &b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!sameBits(a[i].begin, b[i].begin) || !sameBits(a[i].end, b[i].end))
-      return false;
-  return true;
-}
-
-/// A hash of a rank's executed instructions and their times.
+/// A hash of a rank's executed instructions and their times, whatever the
+/// order they are listed in.
 uint64_t timelineHash(const std::vector<Executed> &executed) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  uint64_t sum = 0;
   for (const Executed &e : executed) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     uint64_t bits[3];
     std::memcpy(&bits[0], &e.arrival, sizeof(double));
     std::memcpy(&bits[1], &e.begin, sizeof(double));
     std::memcpy(&bits[2], &e.end, sizeof(double));
     mix(e.index);
-    mix(e.stream);
     for (uint64_t b : bits)
       mix(b);
+    sum += h;
   }
-  return h;
+  return sum;
 }
 
 } // namespace
 
-bool Simulator::sameTimeline(int a, int b) const {
+bool Simulator::sameTimeline(int a, int b,
+                             const std::vector<size_t> &position) const {
   const RankState &x = ranks_[size_t(a)], &y = ranks_[size_t(b)];
   if (x.executed.size() != y.executed.size() || x.flops != y.flops ||
-      !sameBits(x.peakSeconds, y.peakSeconds))
+      !sameBits(x.peakSeconds, y.peakSeconds) ||
+      x.compute.size() != y.compute.size() ||
+      x.communication.size() != y.communication.size() ||
+      x.io.size() != y.io.size())
     return false;
-  for (size_t i = 0; i < x.executed.size(); ++i) {
-    const Executed &e = x.executed[i], &f = y.executed[i];
-    if (e.index != f.index || e.stream != f.stream ||
-        !sameBits(e.arrival, f.arrival) || !sameBits(e.begin, f.begin) ||
-        !sameBits(e.end, f.end))
+  // The same instructions at the same times: each rank executes an
+  // instruction once, so the two lists hold the same entries. A stream's
+  // entries are in program order in both; the intervals and the trace are
+  // made of the entries alone.
+  for (const Executed &e : x.executed) {
+    const size_t k = position[e.index];
+    if (k == std::string::npos)
+      return false;
+    const Executed &f = y.executed[k];
+    if (e.stream != f.stream || !sameBits(e.arrival, f.arrival) ||
+        !sameBits(e.begin, f.begin) || !sameBits(e.end, f.end))
       return false;
   }
-  return sameIntervals(x.compute, y.compute) &&
-         sameIntervals(x.communication, y.communication) &&
-         sameIntervals(x.io, y.io);
+  return true;
+}
+
+TimelineClass Simulator::newClass(int rank,
+                                  const std::vector<Boundary> &sorted) const {
+  TimelineClass c;
+  c.first = rank;
+  // An instruction without operands (Record, Wait) changes nothing in the
+  // replay: its place among its ties does not matter.
+  auto touches = [&](size_t index) {
+    const Instruction &inst = p_.instructions[index];
+    return !inst.inputs.empty() || !inst.outputs.empty();
+  };
+  for (size_t i = 0, j = 0; i < sorted.size(); i = j) {
+    std::vector<size_t> group;
+    for (j = i; j < sorted.size() && tied(sorted[i], sorted[j]); ++j)
+      if (touches(sorted[j].index))
+        group.push_back(sorted[j].index);
+    if (group.size() > 1)
+      c.ties.push_back(std::move(group));
+  }
+  std::vector<size_t> executed;
+  for (const Executed &e : ranks_[size_t(rank)].executed)
+    executed.push_back(e.index);
+  std::sort(executed.begin(), executed.end());
+  c.tracker = std::make_unique<LiveBytesTracker>(p_, executed);
+  c.plannedPeakGatheredBytes = plannedPeakGatheredBytes(p_, executed);
+  return c;
+}
+
+void Simulator::summarizeIn(TimelineClass &c, int rank,
+                            const std::vector<size_t> &position, double step,
+                            Simulation &out) const {
+  // Tied boundaries replay in the order of the executed list.
+  Representative r;
+  r.rank = rank;
+  uint64_t hash = 1469598103934665603ull;
+  for (const std::vector<size_t> &group : c.ties) {
+    const size_t from = r.tieOrder.size();
+    r.tieOrder.insert(r.tieOrder.end(), group.begin(), group.end());
+    std::sort(r.tieOrder.begin() + int64_t(from), r.tieOrder.end(),
+              [&](size_t a, size_t b) { return position[a] < position[b]; });
+    for (size_t k = from; k < r.tieOrder.size(); ++k)
+      hash = (hash ^ r.tieOrder[k]) * 1099511628211ull;
+  }
+  std::vector<Representative> &same = c.byTieOrder[hash];
+  RankSimulation &rs = out.ranks[size_t(rank)];
+  const auto earlier =
+      std::find_if(same.begin(), same.end(), [&](const Representative &e) {
+        return e.tieOrder == r.tieOrder;
+      });
+  if (earlier != same.end()) {
+    rs = out.ranks[size_t(earlier->rank)];
+    return;
+  }
+  summarize(rank, step, rs);
+  replayMemory(boundaries(rank), *c.tracker, rs);
+  rs.stats.plannedPeakGatheredBytes = c.plannedPeakGatheredBytes;
+  same.push_back(std::move(r));
 }
 
 void Simulator::summarizeRanks(double step, Simulation &out) const {
-  std::unordered_map<uint64_t, std::vector<int>> seen; // hash -> ranks
+  std::unordered_map<uint64_t, std::vector<TimelineClass>> seen; // by hash
+  std::vector<size_t> position(p_.instructions.size(), std::string::npos);
   for (int rank = 0; rank < p_.worldSize; ++rank) {
-    RankSimulation &rs = out.ranks[size_t(rank)];
-    std::vector<int> &same = seen[timelineHash(ranks_[size_t(rank)].executed)];
-    const auto earlier = std::find_if(
-        same.begin(), same.end(), [&](int r) { return sameTimeline(r, rank); });
-    if (earlier != same.end()) {
-      rs = out.ranks[size_t(*earlier)];
-    } else {
-      summarize(rank, step, rs);
-      replayMemory(rank, rs);
-      same.push_back(rank);
+    const std::vector<Executed> &executed = ranks_[size_t(rank)].executed;
+    for (size_t k = 0; k < executed.size(); ++k)
+      position[executed[k].index] = k;
+    std::vector<TimelineClass> &classes = seen[timelineHash(executed)];
+    auto c = std::find_if(classes.begin(), classes.end(),
+                          [&](const TimelineClass &t) {
+                            return sameTimeline(t.first, rank, position);
+                          });
+    if (c == classes.end()) {
+      classes.push_back(newClass(rank, boundaries(rank)));
+      c = classes.end() - 1;
     }
-    rs.rank = rank;
-    rs.node = rank / ranksPerNode_;
+    summarizeIn(*c, rank, position, step, out);
+    out.ranks[size_t(rank)].rank = rank;
+    out.ranks[size_t(rank)].node = rank / ranksPerNode_;
+    for (const Executed &e : executed)
+      position[e.index] = std::string::npos;
   }
 }
 
