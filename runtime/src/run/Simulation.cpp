@@ -232,7 +232,8 @@ public:
 
 private:
   struct StreamState {
-    std::vector<size_t> steps; ///< instruction indices, in program order
+    /// Instruction indices, in program order (shared by a class of ranks).
+    const std::vector<size_t> *steps = nullptr;
     size_t next = 0;
     double free = 0;
     bool arrived = false; ///< at steps[next], a collective it registered with
@@ -285,12 +286,13 @@ private:
                    Simulation &out) const;
   /// summarize and replayMemory for every rank; a rank whose timeline equals
   /// an earlier one's copies its figures.
-  void summarizeRanks(double step, Simulation &out) const;
+  void summarizeRanks(double step, Simulation &out);
 
   const Program &p_;
   const MachineModel &m_;
   int ranksPerNode_;
   std::vector<RankState> ranks_;
+  std::vector<std::vector<std::vector<size_t>>> stepsByClass_; // [class][s]
   /// Per group: each world rank's part (ProcessGroupDesc::partOf).
   std::vector<std::vector<int>> partOf_;
   std::unordered_map<uint64_t, std::unique_ptr<CollectiveMembers>>
@@ -443,9 +445,9 @@ bool Simulator::stepRecv(int rank, uint32_t stream, size_t index) {
 bool Simulator::step(int rank, uint32_t stream) {
   RankState &r = ranks_[size_t(rank)];
   StreamState &s = r.streams[stream];
-  if (s.next >= s.steps.size())
+  if (s.next >= s.steps->size())
     return false;
-  const size_t index = s.steps[s.next];
+  const size_t index = (*s.steps)[s.next];
   const Instruction &inst = p_.instructions[index];
   const double t = s.free;
   switch (inst.kind) {
@@ -493,12 +495,12 @@ Status Simulator::deadlock() const {
   for (size_t r = 0; r < ranks_.size(); ++r)
     for (size_t s = 0; s < ranks_[r].streams.size(); ++s) {
       const StreamState &st = ranks_[r].streams[s];
-      if (st.next < st.steps.size())
+      if (st.next < st.steps->size())
         return Status::error(p_.path + ": the simulation cannot go on: rank " +
                              std::to_string(r) + ", stream " +
                              std::to_string(s) + " \"" + p_.streams[s].name +
                              "\" waits at " +
-                             p_.describeInstruction(st.steps[st.next]) +
+                             p_.describeInstruction((*st.steps)[st.next]) +
                              " forever (an event never recorded, a collective "
                              "some member of its group "
                              "never reaches, or a receive without its send)");
@@ -685,7 +687,7 @@ void Simulator::summarizeIn(TimelineClass &c, int rank,
   same.push_back(std::move(r));
 }
 
-void Simulator::summarizeRanks(double step, Simulation &out) const {
+void Simulator::summarizeRanks(double step, Simulation &out) {
   std::unordered_map<uint64_t, std::vector<TimelineClass>> seen; // by hash
   std::vector<size_t> position(p_.instructions.size(), std::string::npos);
   for (int rank = 0; rank < p_.worldSize; ++rank) {
@@ -706,22 +708,32 @@ void Simulator::summarizeRanks(double step, Simulation &out) const {
     out.ranks[size_t(rank)].node = rank / ranksPerNode_;
     for (const Executed &e : executed)
       position[e.index] = std::string::npos;
+    if (c->first != rank) // no longer needed: free it for the next ranks
+      ranks_[size_t(rank)] = RankState();
   }
 }
 
 Status Simulator::run(Simulation &out) {
   ranks_.assign(size_t(p_.worldSize), {});
   const std::vector<int> classOf = rankClasses(p_);
-  std::vector<std::vector<size_t>> executedByClass;
+  // Per class of ranks: its instructions, per stream.
+  stepsByClass_.clear();
+  std::vector<size_t> executedByClass;
   for (int rank = 0; rank < p_.worldSize; ++rank) {
+    const size_t c = size_t(classOf[size_t(rank)]);
+    if (c == stepsByClass_.size()) {
+      const std::vector<size_t> executed = executedInstructions(p_, rank);
+      executedByClass.push_back(executed.size());
+      stepsByClass_.emplace_back(p_.streams.size());
+      for (size_t i : executed)
+        stepsByClass_.back()[p_.instructions[i].stream].push_back(i);
+    }
     RankState &r = ranks_[size_t(rank)];
     r.streams.assign(p_.streams.size(), {});
+    for (size_t s = 0; s < p_.streams.size(); ++s)
+      r.streams[s].steps = &stepsByClass_[c][s];
     r.eventTime.assign(p_.numEvents, -1);
-    const size_t c = size_t(classOf[size_t(rank)]);
-    if (c == executedByClass.size())
-      executedByClass.push_back(executedInstructions(p_, rank));
-    for (size_t i : executedByClass[c])
-      r.streams[p_.instructions[i].stream].steps.push_back(i);
+    r.executed.reserve(executedByClass[c]);
   }
   for (bool progress = true; progress;) {
     progress = false;
