@@ -15,6 +15,16 @@
 // boundaries in time order, so the peaks are the executor's figure for the
 // simulated interleaving.
 //
+// Cost: SPMD ranks mostly run the same instructions at the same times, so the
+// figures (breakdown, trace, memory replay) are made once per class of ranks
+// whose executed instructions and times are equal bit for bit; within a class
+// ranks differ at most in the order equal-time boundaries replay in (the
+// order the loop executed them), and a rank whose order differs only in
+// groups of starts gets the first rank's timeline with those groups' samples
+// spliced in (a second tracker replays them in its order alongside). Every
+// shortcut keeps the figures the rank-by-rank computation gives exactly
+// (scripts/compare-simulations.sh compares two builds' outputs).
+//
 //===----------------------------------------------------------------------===//
 
 #include "run/Simulation.h"
@@ -22,6 +32,7 @@
 #include "executor/LiveBytes.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -181,9 +192,17 @@ struct Representative {
 /// in, the order of their executed lists.
 struct TimelineClass {
   int first = 0;
-  /// Groups of tied boundaries, as instruction indices.
+  /// The first rank's boundaries, sorted.
+  std::vector<Boundary> sorted;
+  /// Groups of tied boundaries, as instruction indices, in the first rank's
+  /// order; where each group's boundaries are in `sorted`; whether they are
+  /// all starts (or touch no operand): the replay only adds live bytes in
+  /// them, so it ends them in the same state whatever their order.
   std::vector<std::vector<size_t>> ties;
+  std::vector<std::pair<size_t, size_t>> tieRange;
+  std::vector<bool> startsOnly;
   std::unordered_map<uint64_t, std::vector<Representative>> byTieOrder;
+  std::vector<Representative> representatives; ///< the first one's first
   /// A tracker for the executed instructions, reset for each replay.
   std::unique_ptr<LiveBytesTracker> tracker;
   uint64_t plannedPeakGatheredBytes = 0;
@@ -279,11 +298,17 @@ private:
   bool sameTimeline(int a, int b, const std::vector<size_t> &position) const;
   /// A new TimelineClass of `rank`, whose sorted boundaries are `sorted`.
   TimelineClass newClass(int rank, const std::vector<Boundary> &sorted) const;
-  /// Rank `rank`'s figures: a representative's of `c` whose tie order is its
-  /// own, or its own, computed and made a representative.
-  void summarizeIn(TimelineClass &c, int rank,
-                   const std::vector<size_t> &position, double step,
-                   Simulation &out) const;
+  /// The representative of `c` whose tie order is rank `rank`'s (`rank`
+  /// itself, made one, if none is yet).
+  int classify(TimelineClass &c, int rank,
+               const std::vector<size_t> &position) const;
+  /// The class's first boundaries with the ties of groups `differs` in
+  /// representative k's order (`tieStart`: each group's place in tieOrder).
+  std::vector<Boundary> reordered(const TimelineClass &c, size_t k,
+                                  const std::vector<size_t> &differs,
+                                  const std::vector<size_t> &tieStart) const;
+  /// The figures of `c`'s representatives.
+  void replayClass(TimelineClass &c, double step, Simulation &out) const;
   /// summarize and replayMemory for every rank; a rank whose timeline equals
   /// an earlier one's copies its figures.
   void summarizeRanks(double step, Simulation &out);
@@ -641,12 +666,19 @@ TimelineClass Simulator::newClass(int rank,
   };
   for (size_t i = 0, j = 0; i < sorted.size(); i = j) {
     std::vector<size_t> group;
+    bool starts = true;
     for (j = i; j < sorted.size() && tied(sorted[i], sorted[j]); ++j)
-      if (touches(sorted[j].index))
+      if (touches(sorted[j].index)) {
         group.push_back(sorted[j].index);
-    if (group.size() > 1)
+        starts &= sorted[j].edge == Start;
+      }
+    if (group.size() > 1) {
       c.ties.push_back(std::move(group));
+      c.tieRange.push_back({i, j});
+      c.startsOnly.push_back(starts);
+    }
   }
+  c.sorted = sorted;
   std::vector<size_t> executed;
   for (const Executed &e : ranks_[size_t(rank)].executed)
     executed.push_back(e.index);
@@ -656,9 +688,8 @@ TimelineClass Simulator::newClass(int rank,
   return c;
 }
 
-void Simulator::summarizeIn(TimelineClass &c, int rank,
-                            const std::vector<size_t> &position, double step,
-                            Simulation &out) const {
+int Simulator::classify(TimelineClass &c, int rank,
+                        const std::vector<size_t> &position) const {
   // Tied boundaries replay in the order of the executed list.
   Representative r;
   r.rank = rank;
@@ -672,24 +703,159 @@ void Simulator::summarizeIn(TimelineClass &c, int rank,
       hash = (hash ^ r.tieOrder[k]) * 1099511628211ull;
   }
   std::vector<Representative> &same = c.byTieOrder[hash];
-  RankSimulation &rs = out.ranks[size_t(rank)];
   const auto earlier =
       std::find_if(same.begin(), same.end(), [&](const Representative &e) {
         return e.tieOrder == r.tieOrder;
       });
-  if (earlier != same.end()) {
-    rs = out.ranks[size_t(earlier->rank)];
-    return;
+  if (earlier != same.end())
+    return earlier->rank;
+  same.push_back(r);
+  c.representatives.push_back(std::move(r));
+  return rank;
+}
+
+std::vector<Boundary>
+Simulator::reordered(const TimelineClass &c, size_t k,
+                     const std::vector<size_t> &differs,
+                     const std::vector<size_t> &tieStart) const {
+  std::vector<Boundary> sorted = c.sorted;
+  const std::vector<size_t> &order = c.representatives[k].tieOrder;
+  for (size_t d : differs) {
+    // The tie group's touching boundaries, in representative k's order.
+    const auto begin = c.sorted.begin() + int64_t(c.tieRange[d].first);
+    const auto end = c.sorted.begin() + int64_t(c.tieRange[d].second);
+    size_t next = tieStart[d];
+    for (size_t q = c.tieRange[d].first; q < c.tieRange[d].second; ++q) {
+      const std::vector<size_t> &group = c.ties[d];
+      if (std::find(group.begin(), group.end(), c.sorted[q].index) ==
+          group.end())
+        continue;
+      const size_t index = order[next++];
+      sorted[q] = *std::find_if(
+          begin, end, [&](const Boundary &b) { return b.index == index; });
+    }
   }
-  summarize(rank, step, rs);
-  replayMemory(boundaries(rank), *c.tracker, rs);
-  rs.stats.plannedPeakGatheredBytes = c.plannedPeakGatheredBytes;
-  same.push_back(std::move(r));
+  return sorted;
+}
+
+void Simulator::replayClass(TimelineClass &c, double step,
+                            Simulation &out) const {
+  // The groups where representatives order their ties otherwise than the
+  // first: at starts-only groups, one other order per group is replayed
+  // alongside the first's (`other`, from the same state, ending in the same
+  // state) and spliced into the timelines of the representatives that differ
+  // from the first only there; the others are replayed whole.
+  const std::vector<size_t> &base = c.representatives.front().tieOrder;
+  std::vector<int> chosen(c.ties.size(), -1); // representative
+  std::vector<std::vector<size_t>> differs(c.representatives.size());
+  std::vector<bool> spliced(c.representatives.size(), true);
+  for (size_t k = 1; k < c.representatives.size(); ++k) {
+    const std::vector<size_t> &order = c.representatives[k].tieOrder;
+    for (size_t g = 0, at = 0; g < c.ties.size(); at += c.ties[g++].size()) {
+      const size_t n = c.ties[g].size();
+      if (std::equal(base.begin() + int64_t(at), base.begin() + int64_t(at + n),
+                     order.begin() + int64_t(at)))
+        continue;
+      differs[k].push_back(g);
+      if (c.startsOnly[g] && chosen[g] < 0)
+        chosen[g] = int(k);
+      const std::vector<size_t> &other =
+          c.representatives[size_t(std::max(0, chosen[g]))].tieOrder;
+      spliced[k] = spliced[k] && c.startsOnly[g] &&
+                   std::equal(other.begin() + int64_t(at),
+                              other.begin() + int64_t(at + n),
+                              order.begin() + int64_t(at));
+    }
+  }
+  RankSimulation &first = out.ranks[size_t(c.first)];
+  summarize(c.first, step, first);
+  std::vector<size_t> tieStart(c.ties.size());
+  for (size_t g = 0, at = 0; g < c.ties.size(); at += c.ties[g++].size())
+    tieStart[g] = at;
+  // Timeline ranges of each chosen group: [a, b) in the first's, [x, y) in
+  // the other's.
+  std::vector<std::array<size_t, 4>> ranges(c.ties.size());
+  LiveBytesTracker &tracker = *c.tracker;
+  std::vector<size_t> executed;
+  for (const Executed &e : ranks_[size_t(c.first)].executed)
+    executed.push_back(e.index);
+  std::sort(executed.begin(), executed.end());
+  LiveBytesTracker other(p_, executed);
+  for (LiveBytesTracker *t : {&tracker, &other}) {
+    t->setSimulatedTime(0);
+    t->reset();
+  }
+  size_t g = 0;
+  for (size_t i = 0; i < c.sorted.size();) {
+    while (g < c.ties.size() && c.tieRange[g].first < i)
+      ++g;
+    const bool alternative =
+        g < c.ties.size() && c.tieRange[g].first == i && chosen[g] >= 0;
+    const size_t end = alternative ? c.tieRange[g].second : i + 1;
+    if (alternative) {
+      ranges[g][0] = tracker.timeline().size();
+      ranges[g][2] = other.timeline().size();
+    }
+    for (size_t k = i; k < end; ++k) {
+      const Boundary &b = c.sorted[k];
+      tracker.setSimulatedTime(b.at * 1e6);
+      if (b.edge != Finish)
+        tracker.instructionStarted(p_.instructions[b.index]);
+      if (b.edge != Start)
+        tracker.instructionFinished(p_.instructions[b.index]);
+      if (alternative)
+        continue;
+      other.setSimulatedTime(b.at * 1e6);
+      if (b.edge != Finish)
+        other.instructionStarted(p_.instructions[b.index]);
+      if (b.edge != Start)
+        other.instructionFinished(p_.instructions[b.index]);
+    }
+    if (alternative) {
+      // Its operand-less boundaries change nothing; the others are starts.
+      other.setSimulatedTime(c.sorted[i].at * 1e6);
+      const std::vector<size_t> &order =
+          c.representatives[size_t(chosen[g])].tieOrder;
+      for (size_t k = 0; k < c.ties[g].size(); ++k)
+        other.instructionStarted(p_.instructions[order[tieStart[g] + k]]);
+      ranges[g][1] = tracker.timeline().size();
+      ranges[g][3] = other.timeline().size();
+    }
+    i = end;
+  }
+  first.stats.peakLiveBytes = tracker.peaks();
+  first.stats.memoryTimeline = tracker.timeline();
+  first.stats.peakGatheredBytes = tracker.peakGatheredBytes();
+  first.stats.plannedPeakGatheredBytes = c.plannedPeakGatheredBytes;
+  for (size_t k = 1; k < c.representatives.size(); ++k) {
+    RankSimulation &rs = out.ranks[size_t(c.representatives[k].rank)];
+    rs = first;
+    if (!spliced[k]) {
+      replayMemory(reordered(c, k, differs[k], tieStart), tracker, rs);
+      continue;
+    }
+    std::vector<MemorySample> &timeline = rs.stats.memoryTimeline;
+    timeline.clear();
+    size_t copied = 0;
+    for (size_t d : differs[k]) {
+      timeline.insert(
+          timeline.end(), first.stats.memoryTimeline.begin() + int64_t(copied),
+          first.stats.memoryTimeline.begin() + int64_t(ranges[d][0]));
+      timeline.insert(timeline.end(),
+                      other.timeline().begin() + int64_t(ranges[d][2]),
+                      other.timeline().begin() + int64_t(ranges[d][3]));
+      copied = ranges[d][1];
+    }
+    timeline.insert(timeline.end(),
+                    first.stats.memoryTimeline.begin() + int64_t(copied),
+                    first.stats.memoryTimeline.end());
+  }
 }
 
 void Simulator::summarizeRanks(double step, Simulation &out) {
   std::unordered_map<uint64_t, std::vector<TimelineClass>> seen; // by hash
   std::vector<size_t> position(p_.instructions.size(), std::string::npos);
+  std::vector<int> copyOf(size_t(p_.worldSize)); // its representative
   for (int rank = 0; rank < p_.worldSize; ++rank) {
     const std::vector<Executed> &executed = ranks_[size_t(rank)].executed;
     for (size_t k = 0; k < executed.size(); ++k)
@@ -703,13 +869,20 @@ void Simulator::summarizeRanks(double step, Simulation &out) {
       classes.push_back(newClass(rank, boundaries(rank)));
       c = classes.end() - 1;
     }
-    summarizeIn(*c, rank, position, step, out);
-    out.ranks[size_t(rank)].rank = rank;
-    out.ranks[size_t(rank)].node = rank / ranksPerNode_;
+    copyOf[size_t(rank)] = classify(*c, rank, position);
     for (const Executed &e : executed)
       position[e.index] = std::string::npos;
     if (c->first != rank) // no longer needed: free it for the next ranks
       ranks_[size_t(rank)] = RankState();
+  }
+  for (auto &[hash, classes] : seen)
+    for (TimelineClass &c : classes)
+      replayClass(c, step, out);
+  for (int rank = 0; rank < p_.worldSize; ++rank) {
+    if (copyOf[size_t(rank)] != rank)
+      out.ranks[size_t(rank)] = out.ranks[size_t(copyOf[size_t(rank)])];
+    out.ranks[size_t(rank)].rank = rank;
+    out.ranks[size_t(rank)].node = rank / ranksPerNode_;
   }
 }
 
