@@ -1,8 +1,8 @@
 //===- LiveBytes.cpp - Measured peak of live bytes per arena --------------===//
 //
 // Updates happen under one mutex at instruction boundaries; the union of live
-// ranges is recomputed by a sweep over the arena's range edges, which is linear
-// in the number of live buffers and only runs when --report asks for it.
+// ranges is kept per arena in a segment tree over the buffers' offsets
+// (RangeCover), so each update takes O(log buffers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,47 @@
 
 namespace zrt {
 
+void RangeCover::init(std::vector<uint64_t> coordinates) {
+  std::sort(coordinates.begin(), coordinates.end());
+  coordinates.erase(std::unique(coordinates.begin(), coordinates.end()),
+                    coordinates.end());
+  xs_ = std::move(coordinates);
+  clear();
+}
+
+void RangeCover::clear() {
+  const size_t nodes = xs_.size() >= 2 ? 4 * (xs_.size() - 1) : 0;
+  count_.assign(nodes, 0);
+  covered_.assign(nodes, 0);
+}
+
+void RangeCover::update(size_t node, size_t lo, size_t hi, size_t l, size_t r,
+                        int delta) {
+  if (r <= lo || hi <= l)
+    return;
+  if (l <= lo && hi <= r) {
+    count_[node] += delta;
+  } else {
+    const size_t mid = (lo + hi) / 2;
+    update(2 * node, lo, mid, l, r, delta);
+    update(2 * node + 1, mid, hi, l, r, delta);
+  }
+  if (count_[node] > 0)
+    covered_[node] = xs_[hi] - xs_[lo];
+  else
+    covered_[node] =
+        hi - lo == 1 ? 0 : covered_[2 * node] + covered_[2 * node + 1];
+}
+
+void RangeCover::add(uint64_t begin, uint64_t end, int delta) {
+  if (begin >= end || xs_.size() < 2)
+    return;
+  const size_t l =
+      size_t(std::lower_bound(xs_.begin(), xs_.end(), begin) - xs_.begin());
+  const size_t r =
+      size_t(std::lower_bound(xs_.begin(), xs_.end(), end) - xs_.begin());
+  update(1, 0, xs_.size() - 1, l, r, delta);
+}
 
 LiveBytesTracker::LiveBytesTracker(const Program &program,
                                    const std::vector<size_t> &executed)
@@ -106,6 +147,30 @@ LiveBytesTracker::LiveBytesTracker(const Program &program,
     for (uint32_t b : program.instructions[i].inputs)
       if (blockOf_[b] >= 0)
         ++blocks_[size_t(blockOf_[b])].readers;
+  // The coordinates of the ranges: every buffer's, at both of its offsets
+  // (Program::useInOrderPlan swaps them), and every block's.
+  std::vector<std::vector<uint64_t>> coordinates(program.arenas.size());
+  for (const BufferDesc &d : program.buffers) {
+    if (d.arena >= coordinates.size())
+      continue;
+    for (int64_t offset : {int64_t(d.offset), d.inOrderOffset})
+      if (offset >= 0) {
+        coordinates[d.arena].push_back(uint64_t(offset));
+        coordinates[d.arena].push_back(uint64_t(offset) + d.bytes());
+      }
+  }
+  cover_.resize(program.arenas.size());
+  for (size_t a = 0; a < program.arenas.size(); ++a)
+    cover_[a].init(std::move(coordinates[a]));
+  std::vector<std::vector<uint64_t>> blockCoordinates(program.arenas.size());
+  for (const Block &k : blocks_)
+    if (k.arena < blockCoordinates.size()) {
+      blockCoordinates[k.arena].push_back(k.begin);
+      blockCoordinates[k.arena].push_back(k.end);
+    }
+  gatheredCover_.resize(program.arenas.size());
+  for (size_t a = 0; a < program.arenas.size(); ++a)
+    gatheredCover_[a].init(std::move(blockCoordinates[a]));
   reset();
 }
 
@@ -113,7 +178,8 @@ void LiveBytesTracker::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
   remaining_ = readers_;
   live_.assign(program_.buffers.size(), false);
-  edges_.assign(program_.arenas.size(), {});
+  for (RangeCover &c : cover_)
+    c.clear();
   peak_.assign(program_.arenas.size(), 0);
   current_.assign(program_.arenas.size(), UINT64_MAX);
   timeline_.clear();
@@ -127,7 +193,9 @@ void LiveBytesTracker::reset() {
   for (size_t k = 0; k < blocks_.size(); ++k)
     blockRemaining_[k] = blocks_[k].readers;
   blockLive_.assign(blocks_.size(), false);
-  gatheredEdges_.clear();
+  for (RangeCover &c : gatheredCover_)
+    c.clear();
+  gatheredNow_ = 0;
   gatheredPeak_ = 0;
 }
 
@@ -137,8 +205,10 @@ void LiveBytesTracker::gatheredTouched(uint32_t buffer) {
     return;
   const Block &block = blocks_[size_t(k)];
   blockLive_[size_t(k)] = true;
-  ++gatheredEdges_[{block.arena, block.begin}];
-  --gatheredEdges_[{block.arena, block.end}];
+  RangeCover &cover = gatheredCover_[block.arena];
+  gatheredNow_ -= cover.covered();
+  cover.add(block.begin, block.end, +1);
+  gatheredNow_ += cover.covered();
   updateGatheredPeak();
 }
 
@@ -149,27 +219,15 @@ void LiveBytesTracker::gatheredReleased(uint32_t buffer) {
     return;
   const Block &block = blocks_[size_t(k)];
   blockLive_[size_t(k)] = false;
-  for (auto [at, delta] : {std::make_pair(block.begin, -1),
-                           std::make_pair(block.end, +1)}) {
-    auto it = gatheredEdges_.try_emplace({block.arena, at}, 0).first;
-    if ((it->second += delta) == 0)
-      gatheredEdges_.erase(it);
-  }
+  RangeCover &cover = gatheredCover_[block.arena];
+  gatheredNow_ -= cover.covered();
+  cover.add(block.begin, block.end, -1);
+  gatheredNow_ += cover.covered();
 }
 
 void LiveBytesTracker::updateGatheredPeak() {
-  // Ranges of different arenas never overlap in the sweep: the depth is back
-  // to 0 at the end of each arena's last range.
-  uint64_t total = 0, openedAt = 0;
-  int depth = 0;
-  for (auto [key, delta] : gatheredEdges_) {
-    if (depth == 0 && depth + delta > 0)
-      openedAt = key.second;
-    depth += delta;
-    if (depth == 0)
-      total += key.second - openedAt;
-  }
-  gatheredPeak_ = std::max(gatheredPeak_, total);
+  // The union of each arena's live blocks, summed over the arenas.
+  gatheredPeak_ = std::max(gatheredPeak_, gatheredNow_);
 }
 
 void LiveBytesTracker::makeLive(uint32_t buffer) {
@@ -177,9 +235,7 @@ void LiveBytesTracker::makeLive(uint32_t buffer) {
   if (live_[buffer] || b.bytes() == 0)
     return;
   live_[buffer] = true;
-  std::map<uint64_t, int> &edges = edges_[b.arena];
-  ++edges[b.offset];
-  --edges[b.offset + b.bytes()];
+  cover_[b.arena].add(b.offset, b.offset + b.bytes(), +1);
 }
 
 void LiveBytesTracker::makeDead(uint32_t buffer) {
@@ -187,27 +243,11 @@ void LiveBytesTracker::makeDead(uint32_t buffer) {
   if (!live_[buffer] || keepToEnd_[buffer])
     return;
   live_[buffer] = false;
-  std::map<uint64_t, int> &edges = edges_[b.arena];
-  for (auto [at, delta] : {std::make_pair(b.offset, -1),
-                           std::make_pair(b.offset + b.bytes(), +1)}) {
-    // An edge may have been erased when another range's edge at the same
-    // offset cancelled it; operator[] brings it back at 0.
-    auto it = edges.try_emplace(at, 0).first;
-    if ((it->second += delta) == 0)
-      edges.erase(it);
-  }
+  cover_[b.arena].add(b.offset, b.offset + b.bytes(), -1);
 }
 
 void LiveBytesTracker::updatePeak(uint32_t arena) {
-  uint64_t total = 0, openedAt = 0;
-  int depth = 0;
-  for (auto [at, delta] : edges_[arena]) {
-    if (depth == 0 && depth + delta > 0)
-      openedAt = at;
-    depth += delta;
-    if (depth == 0)
-      total += at - openedAt;
-  }
+  const uint64_t total = cover_[arena].covered();
   peak_[arena] = std::max(peak_[arena], total);
   if (total != current_[arena]) {
     current_[arena] = total;

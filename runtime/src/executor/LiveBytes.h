@@ -36,6 +36,28 @@
 
 namespace zrt {
 
+/// The total length of the union of a multiset of ranges whose ends are
+/// among fixed coordinates: a segment tree of cover counts, so adding or
+/// removing a range and reading the union take O(log n).
+class RangeCover {
+public:
+  /// Ranges will begin and end at `coordinates` (any order, repeats allowed).
+  void init(std::vector<uint64_t> coordinates);
+  /// Forgets every range.
+  void clear();
+  /// Adds (delta +1) or removes (-1, a range added before) [begin, end).
+  void add(uint64_t begin, uint64_t end, int delta);
+  /// The length of the union of the ranges held.
+  uint64_t covered() const { return covered_.empty() ? 0 : covered_[1]; }
+
+private:
+  void update(size_t node, size_t lo, size_t hi, size_t l, size_t r, int delta);
+
+  std::vector<uint64_t> xs_; ///< sorted distinct coordinates
+  std::vector<int> count_;   ///< per node: ranges covering it whole
+  std::vector<uint64_t> covered_;
+};
+
 class LiveBytesTracker {
 public:
   /// Prepares for a run of the instructions in `executed` (indices into
@@ -74,8 +96,8 @@ private:
   std::mutex mutex_;
   std::vector<uint32_t> remaining_;
   std::vector<bool> live_;
-  /// Per arena: +1 at each live range's start, -1 at its end.
-  std::vector<std::map<uint64_t, int>> edges_;
+  /// Per arena: the live buffers' byte ranges.
+  std::vector<RangeCover> cover_;
   std::vector<uint64_t> peak_;
   std::vector<uint64_t> current_; ///< per arena: the live size now
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -95,8 +117,9 @@ private:
   std::vector<Block> blocks_;
   std::vector<uint32_t> blockRemaining_;
   std::vector<bool> blockLive_;
-  /// Edges of the live blocks' ranges, keyed by (arena, offset).
-  std::map<std::pair<uint32_t, uint64_t>, int> gatheredEdges_;
+  /// Per arena: the live blocks' byte ranges; their union's total length.
+  std::vector<RangeCover> gatheredCover_;
+  uint64_t gatheredNow_ = 0;
   uint64_t gatheredPeak_ = 0;
 };
 
