@@ -17,6 +17,9 @@
 
 #include "zrt/Executor.h"
 
+#include "io/SwapFiles.h"
+#include "math/FusedMath.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace zrt {
@@ -107,7 +111,8 @@ public:
       allocator_.deallocate(p);
   }
   /// A tensor of `dtype` and `shape` filled with small values (0.125 and
-  /// such: no denormals, no overflow however often a kernel runs).
+  /// such: no denormals, no overflow however often a kernel runs; integers
+  /// 1: a valid step counter and class index).
   Expected<TensorRef> make(DType dtype, std::vector<int64_t> shape) {
     TensorRef t;
     t.dtype = dtype;
@@ -124,10 +129,18 @@ public:
         const float v = 0.125f * float(1 + i % 5);
         std::memcpy(host.data() + 4 * i, &v, 4);
       }
-    } else { // bf16 0.125 (0x3E00), f16 0.125 (0x3000)
+    } else if (dtype == DType::I64) {
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t one = 1;
+        std::memcpy(host.data() + 8 * i, &one, 8);
+      }
+    } else if (dtype == DType::BF16 || dtype == DType::F16) {
+      // bf16 0.125 (0x3E00), f16 0.125 (0x3000)
       const uint16_t bits = dtype == DType::BF16 ? 0x3E00 : 0x3000;
       for (size_t i = 0; i < n; ++i)
         std::memcpy(host.data() + 2 * i, &bits, 2);
+    } else { // int8 (quantized data): 1
+      std::fill(host.begin(), host.end(), uint8_t(1));
     }
     ZRT_RETURN_IF_ERROR(
         allocator_.copyFromHost(t.data, host.data(), t.bytes()));
@@ -137,6 +150,12 @@ public:
 private:
   Allocator &allocator_;
   std::vector<void *> blocks_;
+};
+
+/// A kernel operand's type and shape.
+struct Operand {
+  DType dtype;
+  std::vector<int64_t> shape;
 };
 
 /// The device's kernels, run on one of its streams as the executor runs
@@ -152,24 +171,33 @@ struct KernelRunner {
   Expected<size_t> add(const std::string &op, DType dtype,
                        const std::vector<std::vector<int64_t>> &inputs,
                        const std::vector<int64_t> &output) {
+    std::vector<Operand> in;
+    for (const std::vector<int64_t> &shape : inputs)
+      in.push_back({dtype, shape});
+    return add(op, in, {{dtype, output}}, AttrMap());
+  }
+
+  /// Adds `op` with `attrs` on new tensors of these types and shapes.
+  Expected<size_t> add(const std::string &op,
+                       const std::vector<Operand> &inputs,
+                       const std::vector<Operand> &outputs, AttrMap attrs) {
     KernelFn fn = backend.kernels().lookup(op);
     if (!fn)
       return Status::error("the " + backend.name() + " backend has no " + op +
                            " kernel to calibrate with");
     std::vector<TensorRef> in, out;
-    for (const std::vector<int64_t> &shape : inputs) {
-      Expected<TensorRef> t = tensors.make(dtype, shape);
-      if (!t)
-        return t.status();
-      in.push_back(*t);
-    }
-    Expected<TensorRef> t = tensors.make(dtype, output);
-    if (!t)
-      return t.status();
-    out.push_back(*t);
+    const std::pair<std::vector<TensorRef> *, const std::vector<Operand> *>
+        lists[] = {{&in, &inputs}, {&out, &outputs}};
+    for (auto [list, operands] : lists)
+      for (const Operand &o : *operands) {
+        Expected<TensorRef> t = tensors.make(o.dtype, o.shape);
+        if (!t)
+          return t.status();
+        list->push_back(*t);
+      }
     Stream *s = stream.get();
-    return rounds.add([s, fn, in, out]() -> Status {
-      ZRT_RETURN_IF_ERROR(s->launch(fn, in, out, AttrMap()));
+    return rounds.add([s, fn, in, out, attrs]() -> Status {
+      ZRT_RETURN_IF_ERROR(s->launch(fn, in, out, attrs));
       return s->synchronize();
     });
   }
@@ -182,22 +210,178 @@ struct ProductShape {
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
-/// The products timed: f32 at min(M, N, K) = 16, 64, 256 (and 1024) with
-/// the other two dimensions at least 256 (512), as a layer's products of a
-/// few tokens are; bf16 and f16 at the largest.
+/// The products timed: f32, bf16 and f16 at min(M, N, K) = 16, 64, 256 (and
+/// 1024) with the other two dimensions at least 256 (512), as a layer's
+/// products of a few tokens are.
 std::vector<ProductShape> productLadder(bool quick) {
   const std::vector<int64_t> ladder =
       quick ? std::vector<int64_t>{16, 64, 256}
             : std::vector<int64_t>{16, 64, 256, 1024};
   const int64_t wide = quick ? 256 : 512;
   std::vector<ProductShape> out;
-  for (int64_t d : ladder)
-    out.push_back({DType::F32, d, std::max(d, wide), std::max(d, wide)});
-  const int64_t top = std::max(ladder.back(), wide);
-  for (DType dtype : {DType::BF16, DType::F16})
-    out.push_back({dtype, top, top, top});
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t d : ladder)
+      out.push_back({dtype, d, std::max(d, wide), std::max(d, wide)});
   return out;
 }
+
+/// The kernels that run slower than streaming their operands at the memory
+/// bandwidth, timed for device.kernel_rates (operand bytes over the time
+/// less a one-element Add's), and FusedElementwise's seconds per element of
+/// an arithmetic and of a transcendental op (device.fused_elementwise).
+/// Shapes are a layer's: rows x cols = the size of the memory figure's
+/// vectors / 8, cols 1024 (quick: 512).
+class KernelKinds {
+public:
+  Status add(KernelRunner &k, bool quick) {
+    const int64_t cols = quick ? 512 : 1024, rows = quick ? 256 : 1024;
+    const int64_t n = rows * cols;
+    const DType f = DType::F32;
+    const Operand vec{f, {n}}, scalar{f, {}}, matrix{f, {rows, cols}},
+        row{f, {cols}};
+    AttrMap none;
+    ZRT_RETURN_IF_ERROR(kernel(
+        k, "AdamW", {vec, vec, {DType::I64, {}}, scalar, scalar, vec, vec},
+        {vec, vec, vec}, none));
+    ZRT_RETURN_IF_ERROR(kernel(
+        k, "SGD", {vec, vec, {DType::I64, {}}, scalar, scalar}, {vec}, none));
+    ZRT_RETURN_IF_ERROR(
+        kernel(k, "Transpose", {matrix}, {{f, {cols, rows}}}, none));
+    AttrMap heads; // [batch, seq, heads, head_dim] -> [batch, heads, seq, ...]
+    heads.set("perm", AttrValue{{0, 2, 1, 3}, {}, {}});
+    const int64_t seq = rows / 2, perHead = cols / 8;
+    ZRT_RETURN_IF_ERROR(kernel(k, "Transpose", {{f, {2, seq, 8, perHead}}},
+                               {{f, {2, 8, seq, perHead}}}, heads));
+    for (const char *op : {"Softmax", "LogSoftmax"})
+      ZRT_RETURN_IF_ERROR(kernel(k, op, {matrix}, {matrix}, none));
+    ZRT_RETURN_IF_ERROR(kernel(k, "SoftmaxCrossEntropyLoss",
+                               {matrix, {DType::I64, {rows}}}, {scalar}, none));
+    ZRT_RETURN_IF_ERROR(
+        kernel(k, "LayerNormalization", {matrix, row, row}, {matrix}, none));
+    ZRT_RETURN_IF_ERROR(
+        kernel(k, "RMSNormalization", {matrix, row}, {matrix}, none));
+    for (const char *op :
+         {"Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Gelu"})
+      ZRT_RETURN_IF_ERROR(kernel(k, op, {vec}, {vec}, none));
+    // ZeRO++'s quantization: int8 (qwZ) and int4 (qgZ) in blocks of 2048.
+    for (int64_t bits : {8, 4}) {
+      AttrMap q;
+      q.set("bits", AttrValue{{bits}, {}, ""});
+      q.set("block", AttrValue{{2048}, {}, ""});
+      const Operand data{DType::I8, {n * bits / 8}},
+          scales{f, {(n + 2047) / 2048}};
+      ZRT_RETURN_IF_ERROR(kernel(k, "Quantize", {vec}, {data, scales}, q));
+      ZRT_RETURN_IF_ERROR(kernel(k, "Dequantize", {data, scales}, {vec}, q));
+    }
+    // A bf16 Mul through the trampolines against the f32 one: the widening.
+    const Operand half{DType::BF16, {n}};
+    Expected<size_t> f32Mul = k.add("Mul", {vec, vec}, {vec}, none);
+    Expected<size_t> bf16Mul = k.add("Mul", {half, half}, {half}, none);
+    if (!f32Mul || !bf16Mul)
+      return !f32Mul ? f32Mul.status() : bf16Mul.status();
+    f32Mul_ = *f32Mul;
+    bf16Mul_ = *bf16Mul;
+    ZRT_RETURN_IF_ERROR(kernel(k, "Cast", {vec}, {{DType::BF16, {n}}}, none));
+    ZRT_RETURN_IF_ERROR(kernel(k, "Cast", {{DType::BF16, {n}}}, {vec}, none));
+    // FusedElementwise: 8 arithmetic ops on x and a broadcast row y, each
+    // with an operand from memory; 4 transcendental ops on x.
+    const int64_t mul = math::kFusedMul, add = math::kFusedAdd,
+                  sub = math::kFusedSub;
+    std::vector<int64_t> arithmetic;
+    for (int64_t i = 0; i < kArithmeticOps; ++i) {
+      const int64_t previous = i == 0 ? 0 : 1 + i; // an input, or op i-1
+      const int64_t code = i % 2 == 0 ? mul : (i % 4 == 1 ? add : sub);
+      arithmetic.insert(arithmetic.end(), {code, previous, i % 2 == 0 ? 1 : 0});
+    }
+    const std::vector<int64_t> transcendental = {
+        math::kFusedSigmoid, 0, 0, math::kFusedTanh, 1, 0,
+        math::kFusedExp,     2, 0, math::kFusedErf,  3, 0};
+    AttrMap a, t;
+    a.set("ops", AttrValue{arithmetic, {}, {}});
+    t.set("ops", AttrValue{transcendental, {}, {}});
+    Expected<size_t> ai =
+        k.add("FusedElementwise", {matrix, {f, {1, cols}}}, {matrix}, a);
+    Expected<size_t> ti = k.add("FusedElementwise", {vec}, {vec}, t);
+    if (!ai || !ti)
+      return !ai ? ai.status() : ti.status();
+    fusedArithmetic_ = *ai;
+    fusedTranscendental_ = *ti;
+    elements_ = double(n);
+    return Status::ok();
+  }
+
+  /// The rates from `seconds` (the rounds' medians); `launch` the time of a
+  /// one-element Add.
+  void read(const std::vector<double> &seconds, double launch,
+            Calibration &out) {
+    auto net = [&](size_t i) {
+      return std::max(seconds[i] - launch, 0.5 * seconds[i]);
+    };
+    std::map<std::string, std::pair<double, double>> perOp; // bytes, seconds
+    json rows = json::array();
+    for (const Figure &f : figures_) {
+      perOp[f.op].first += f.bytes;
+      perOp[f.op].second += net(f.index);
+      rows.push_back({{"kernel", f.op},
+                      {"operands", f.operands},
+                      {"operand_bytes", f.bytes},
+                      {"seconds", seconds[f.index]},
+                      {"bytes_per_s", f.bytes / net(f.index)}});
+    }
+    DeviceModel &device = out.machine.device;
+    for (const auto &[op, total] : perOp)
+      device.kernelRates[op] = total.first / total.second;
+    device.fusedArithmeticSeconds =
+        net(fusedArithmetic_) / (elements_ * kArithmeticOps);
+    device.fusedTranscendentalSeconds =
+        net(fusedTranscendental_) / (elements_ * kTranscendentalOps);
+    device.halfWideningSeconds =
+        std::max(0.0, net(bf16Mul_) - net(f32Mul_)) / (3 * elements_);
+    rows.push_back({{"kernel", "Mul"},
+                    {"elements", elements_},
+                    {"f32_seconds", seconds[f32Mul_]},
+                    {"bf16_seconds", seconds[bf16Mul_]},
+                    {"half_widening_s", device.halfWideningSeconds}});
+    rows.push_back({{"kernel", "FusedElementwise"},
+                    {"elements", elements_},
+                    {"arithmetic_ops", kArithmeticOps},
+                    {"arithmetic_seconds", seconds[fusedArithmetic_]},
+                    {"transcendental_ops", kTranscendentalOps},
+                    {"transcendental_seconds", seconds[fusedTranscendental_]}});
+    out.measurements["kernels"] = rows;
+  }
+
+private:
+  static constexpr int kArithmeticOps = 8, kTranscendentalOps = 4;
+  struct Figure {
+    std::string op, operands;
+    double bytes;
+    size_t index;
+  };
+  Status kernel(KernelRunner &k, const std::string &op,
+                const std::vector<Operand> &inputs,
+                const std::vector<Operand> &outputs, const AttrMap &attrs) {
+    Expected<size_t> index = k.add(op, inputs, outputs, attrs);
+    if (!index)
+      return index.status();
+    Figure f{op, "", 0, *index};
+    for (const std::vector<Operand> *list : {&inputs, &outputs})
+      for (const Operand &o : *list) {
+        TensorRef t;
+        t.dtype = o.dtype;
+        t.shape = o.shape;
+        f.bytes += double(t.bytes());
+        f.operands += (f.operands.empty() ? "" : " ") +
+                      std::string(dtypeName(o.dtype)) + shapeString(o.shape);
+      }
+    figures_.push_back(std::move(f));
+    return Status::ok();
+  }
+  std::vector<Figure> figures_;
+  size_t fusedArithmetic_ = 0, fusedTranscendental_ = 0, f32Mul_ = 0,
+         bf16Mul_ = 0;
+  double elements_ = 0;
+};
 
 /// A program of `count` one-element Adds on one stream: the executor's
 /// cost of an instruction, kernel launch included, is the slope of its run
@@ -274,6 +458,8 @@ Status measureDevice(KernelRunner &k, Communicator &comm, bool quick,
   for (Expected<size_t> &a : added)
     if (!a)
       return a.status();
+  KernelKinds kinds;
+  ZRT_RETURN_IF_ERROR(kinds.add(k, quick));
   InstructionCost instructions;
   ZRT_RETURN_IF_ERROR(instructions.add(k.backend, comm, k.rounds));
   Expected<std::vector<double>> seconds = k.rounds.run();
@@ -317,12 +503,18 @@ Status measureDevice(KernelRunner &k, Communicator &comm, bool quick,
                     {"seconds", t},
                     {"flops_per_s", rates.back()}});
   }
-  for (size_t i = 0; i < shapes.size(); ++i)
-    if (shapes[i].dtype == DType::F32)
-      device.matmulEfficiency.push_back(
-          {double(std::min({shapes[i].m, shapes[i].n, shapes[i].k})),
-           std::clamp(rates[i] / device.peakF32, 1e-4, 1.0)});
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const DType dtype = shapes[i].dtype;
+    std::vector<EfficiencyPoint> &curve =
+        dtype == DType::F32    ? device.matmulEfficiency
+        : dtype == DType::BF16 ? device.matmulEfficiencyBF16
+                               : device.matmulEfficiencyF16;
+    curve.push_back(
+        {double(std::min({shapes[i].m, shapes[i].n, shapes[i].k})),
+         std::clamp(rates[i] / out.machine.peakFlops(dtype), 1e-4, 1.0)});
+  }
   out.measurements["products"] = rows;
+  kinds.read(*seconds, launch, out);
   return Status::ok();
 }
 
@@ -482,83 +674,102 @@ Status measureLinks(Communicator &comm, DeviceTensors &tensors,
   return Status::ok();
 }
 
-/// Writes `bytes` to `path` and syncs it, or reads them back; the seconds.
-Expected<double> fileTransfer(const std::string &path, std::vector<char> &data,
-                              bool write) {
-  const Clock::time_point start = Clock::now();
-  const int fd = write
-                     ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600)
-                     : ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Status::error("cannot open " + path + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write
-                          ? ::write(fd, data.data() + done, data.size() - done)
-                          : ::read(fd, data.data() + done, data.size() - done);
-    if (n <= 0) {
+/// A file of `bytes` (whole pages) mapped shared and registered as an
+/// offload arena's swap file is (io/SwapFiles.h), unmapped and removed with
+/// it.
+class SwapFile {
+public:
+  static Expected<std::unique_ptr<SwapFile>> create(const std::string &path,
+                                                    size_t bytes) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+      return Status::error("cannot create " + path + ": " +
+                           std::strerror(errno));
+    void *base =
+        ::ftruncate(fd, off_t(bytes)) == 0
+            ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            : MAP_FAILED;
+    if (base == MAP_FAILED) {
+      const std::string why = std::strerror(errno);
       ::close(fd);
-      return Status::error(std::string("cannot ") +
-                           (write ? "write " : "read ") + path + ": " +
-                           (n < 0 ? std::strerror(errno) : "EOF"));
+      return Status::error("cannot map " + path + ": " + why);
     }
-    done += size_t(n);
+    registerSwapFile(base, bytes, fd);
+    return std::unique_ptr<SwapFile>(
+        new SwapFile(static_cast<char *>(base), bytes, fd));
   }
-  if (write)
-    ::fsync(fd);
-  const double seconds = secondsSince(start);
-  if (write) // drop the file's pages, so that the read comes from the disk
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-  return seconds;
-}
+  ~SwapFile() {
+    unregisterSwapFile(base_);
+    ::munmap(base_, bytes_);
+    ::close(fd_);
+  }
+  /// SwapOut of the whole file, SwapIn, and a byte of every page written
+  /// (as the optimizer's kernel writes its state next): the seconds.
+  double roundTrip(char value) {
+    const Clock::time_point start = Clock::now();
+    swapOutPages(base_, bytes_);
+    swapInPages(base_, bytes_);
+    volatile char *page = base_;
+    for (size_t at = 0; at < bytes_; at += kPage)
+      page[at] = value;
+    return secondsSince(start);
+  }
+  static constexpr size_t kPage = 4096;
 
-/// The NVMe link (rank 0): a small and a large file written with fsync and
-/// read back (its cached pages dropped first), in a temporary folder under
-/// the scratch folder, removed afterwards. Latency: the small file's
-/// write-and-read; bandwidth: the large file's bytes both ways over its
-/// two transfers less that latency.
+private:
+  SwapFile(char *base, size_t bytes, int fd)
+      : base_(base), bytes_(bytes), fd_(fd) {}
+  char *base_;
+  size_t bytes_;
+  int fd_;
+};
+
+/// The NVMe link as the offload runs use it (rank 0): swap files of one
+/// page and of 16 MiB (quick: 4 MiB) in a temporary folder under the
+/// scratch folder, removed afterwards, each swapped out and in and its pages
+/// written again, in rounds. A SwapOut and a SwapIn each cost latency +
+/// bytes / bandwidth in the simulation: latency is half the page's round
+/// trip, bandwidth the large file's bytes both ways over its round trip
+/// less two latencies. Where the node's memory holds the swap files (the
+/// page cache keeps their pages), that is the speed of the page cache and
+/// of the mappings, not of the disk, as it is for the runs.
 Status measureNvme(const std::string &dir, bool quick, Calibration &out) {
   std::string pattern = dir + "/.zero-run-calibrate-XXXXXX";
   if (!::mkdtemp(pattern.data()))
     return Status::error(
         "--calibrate-dir " + dir +
         ": cannot create a temporary folder: " + std::strerror(errno));
-  const std::string file = pattern + "/nvme.bin";
-  const size_t big = quick ? (size_t(16) << 20) : (size_t(256) << 20);
+  const size_t big = quick ? (size_t(4) << 20) : (size_t(16) << 20);
   const Budget budget(quick);
-  std::vector<double> small, write, read;
+  std::vector<double> small, large;
   Status status = Status::ok();
-  for (int r = 0; r < budget.repetitions && status.isOk(); ++r)
-    for (size_t bytes : {size_t(4096), big}) {
-      std::vector<char> data(bytes, char(r + 1));
-      Expected<double> w = fileTransfer(file, data, true);
-      Expected<double> rd = w ? fileTransfer(file, data, false) : w;
-      if (!rd) {
-        status = rd.status();
-        break;
-      }
-      if (bytes == big) {
-        write.push_back(*w);
-        read.push_back(*rd);
-      } else {
-        small.push_back(0.5 * (*w + *rd));
+  {
+    Expected<std::unique_ptr<SwapFile>> page =
+        SwapFile::create(pattern + "/page.swap", SwapFile::kPage);
+    Expected<std::unique_ptr<SwapFile>> file =
+        page ? SwapFile::create(pattern + "/file.swap", big) : page.status();
+    if (!file) {
+      status = file.status();
+    } else {
+      for (int r = 0; r < budget.repetitions; ++r) {
+        (*page)->roundTrip(char(r));
+        small.push_back((*page)->roundTrip(char(r + 1)));
+        large.push_back((*file)->roundTrip(char(r + 1)));
       }
     }
+  }
   std::error_code ignored;
   std::filesystem::remove_all(pattern, ignored);
   ZRT_RETURN_IF_ERROR(status);
   LinkModel &nvme = out.machine.links[int(LinkClass::Nvme)];
-  nvme.latency = median(small);
-  const double transfer = 0.5 * (median(write) + median(read));
+  nvme.latency = 0.5 * median(small);
+  const double trip = median(large);
   nvme.bandwidth =
-      double(big) / std::max(transfer - nvme.latency, 0.5 * transfer);
+      2.0 * double(big) / std::max(trip - 2 * nvme.latency, 0.5 * trip);
   out.measurements["nvme"] = {{"folder", dir},
-                              {"small_bytes", 4096},
-                              {"small_seconds", nvme.latency},
+                              {"page_round_trip_seconds", median(small)},
                               {"bytes", big},
-                              {"write_fsync_seconds", median(write)},
-                              {"read_seconds", median(read)}};
+                              {"round_trip_seconds", trip}};
   return Status::ok();
 }
 
@@ -634,8 +845,9 @@ Expected<Calibration> calibrateMachine(Backend &backend, Communicator &comm,
   out.note += " memory_bytes: the node's memory over its ranks.";
   if (comm.rank() == 0) {
     ZRT_RETURN_IF_ERROR(measureNvme(options.scratchDir, options.quick, out));
-    out.note += " nvme: a file in " + options.scratchDir +
-                " written with fsync and read back (rank 0 alone).";
+    out.note += " nvme: swap files in " + options.scratchDir +
+                " swapped out and in as an offload run's (rank 0 alone; the "
+                "page cache's speed where memory holds them).";
   }
   m.name = comm.nodeNames().front() + ": " +
            (options.cpuModel.empty() ? "unknown CPU" : options.cpuModel) +

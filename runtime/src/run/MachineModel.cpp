@@ -42,8 +42,13 @@ double MachineModel::peakFlops(DType dtype) const {
   return device.peakF32;
 }
 
-double MachineModel::matmulEfficiency(double minDim) const {
-  const std::vector<EfficiencyPoint> &curve = device.matmulEfficiency;
+double MachineModel::matmulEfficiency(double minDim, DType dtype) const {
+  const std::vector<EfficiencyPoint> &half =
+      dtype == DType::BF16  ? device.matmulEfficiencyBF16
+      : dtype == DType::F16 ? device.matmulEfficiencyF16
+                            : device.matmulEfficiency;
+  const std::vector<EfficiencyPoint> &curve =
+      half.empty() ? device.matmulEfficiency : half;
   if (curve.empty())
     return 1;
   if (minDim <= curve.front().minDim)
@@ -165,14 +170,15 @@ private:
   Status &error_;
 };
 
-/// device.matmul_efficiency: [{"min_dim", "efficiency"}...], min_dim
-/// increasing, efficiency in (0, 1].
+/// device.matmul_efficiency (or _bf16, _f16): [{"min_dim", "efficiency"}...],
+/// min_dim increasing, efficiency in (0, 1].
 void readEfficiencyCurve(KeyReader &keys, const json &device,
-                         DeviceModel &out) {
-  auto it = device.find("matmul_efficiency");
+                         const std::string &key,
+                         std::vector<EfficiencyPoint> &curve) {
+  auto it = device.find(key);
   if (it == device.end())
     return;
-  const std::string where = "device.matmul_efficiency";
+  const std::string where = "device." + key;
   if (!it->is_array() || it->empty())
     return keys.fail(
         where, "expected a non-empty array of {\"min_dim\", \"efficiency\"}");
@@ -188,11 +194,10 @@ void readEfficiencyCurve(KeyReader &keys, const json &device,
     if (p.efficiency > 1)
       return keys.fail(at + ".efficiency",
                        "expected at most 1 (a fraction of the peak)");
-    if (!out.matmulEfficiency.empty() &&
-        p.minDim <= out.matmulEfficiency.back().minDim)
+    if (!curve.empty() && p.minDim <= curve.back().minDim)
       return keys.fail(at + ".min_dim",
                        "expected min_dim to increase along the array");
-    out.matmulEfficiency.push_back(p);
+    curve.push_back(p);
   }
 }
 
@@ -200,9 +205,11 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
   const json *device = keys.object(root, "", "device");
   if (!device)
     return;
-  keys.onlyKeys(*device, "device",
-                {"peak_flops", "memory_bandwidth", "memory_bytes",
-                 "kernel_launch_s", "matmul_efficiency", "note"});
+  keys.onlyKeys(
+      *device, "device",
+      {"peak_flops", "memory_bandwidth", "memory_bytes", "kernel_launch_s",
+       "matmul_efficiency", "matmul_efficiency_bf16", "matmul_efficiency_f16",
+       "kernel_rates", "fused_elementwise", "half_widening_s", "note"});
   if (const json *peak = keys.object(*device, "device", "peak_flops")) {
     keys.onlyKeys(*peak, "device.peak_flops", {"f32", "bf16", "f16", "note"});
     keys.number(*peak, "device.peak_flops", "f32", out.peakF32);
@@ -214,7 +221,31 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
   keys.number(*device, "device", "memory_bytes", capacity);
   out.memoryBytes = uint64_t(capacity);
   keys.number(*device, "device", "kernel_launch_s", out.launchSeconds, true);
-  readEfficiencyCurve(keys, *device, out);
+  readEfficiencyCurve(keys, *device, "matmul_efficiency", out.matmulEfficiency);
+  readEfficiencyCurve(keys, *device, "matmul_efficiency_bf16",
+                      out.matmulEfficiencyBF16);
+  readEfficiencyCurve(keys, *device, "matmul_efficiency_f16",
+                      out.matmulEfficiencyF16);
+  if (const json *rates = keys.object(*device, "device", "kernel_rates", false))
+    for (auto it = rates->begin(); it != rates->end(); ++it) {
+      if (it.key() == "note")
+        continue;
+      double rate = 0;
+      keys.number(*rates, "device.kernel_rates", it.key(), rate);
+      out.kernelRates[it.key()] = rate;
+    }
+  if (device->contains("half_widening_s"))
+    keys.number(*device, "device", "half_widening_s", out.halfWideningSeconds,
+                true);
+  if (const json *fused =
+          keys.object(*device, "device", "fused_elementwise", false)) {
+    const std::string where = "device.fused_elementwise";
+    keys.onlyKeys(*fused, where, {"arithmetic_s", "transcendental_s", "note"});
+    keys.number(*fused, where, "arithmetic_s", out.fusedArithmeticSeconds,
+                true);
+    keys.number(*fused, where, "transcendental_s",
+                out.fusedTranscendentalSeconds, true);
+  }
 }
 
 void readLinks(KeyReader &keys, const json &root, MachineModel &out) {
@@ -291,9 +322,13 @@ Expected<MachineModel> loadMachineModel(const std::string &path) {
 
 nlohmann::json machineModelJson(const MachineModel &machine) {
   const DeviceModel &d = machine.device;
-  json curve = json::array();
-  for (const EfficiencyPoint &p : d.matmulEfficiency)
-    curve.push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+  auto curveJson = [](const std::vector<EfficiencyPoint> &points) {
+    json curve = json::array();
+    for (const EfficiencyPoint &p : points)
+      curve.push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+    return curve;
+  };
+  const json curve = curveJson(d.matmulEfficiency);
   json device = {
       {"peak_flops",
        {{"f32", d.peakF32}, {"bf16", d.peakBF16}, {"f16", d.peakF16}}},
@@ -302,6 +337,18 @@ nlohmann::json machineModelJson(const MachineModel &machine) {
       {"kernel_launch_s", d.launchSeconds}};
   if (!curve.empty())
     device["matmul_efficiency"] = curve;
+  if (!d.matmulEfficiencyBF16.empty())
+    device["matmul_efficiency_bf16"] = curveJson(d.matmulEfficiencyBF16);
+  if (!d.matmulEfficiencyF16.empty())
+    device["matmul_efficiency_f16"] = curveJson(d.matmulEfficiencyF16);
+  if (!d.kernelRates.empty())
+    device["kernel_rates"] = d.kernelRates;
+  if (d.halfWideningSeconds > 0)
+    device["half_widening_s"] = d.halfWideningSeconds;
+  if (d.fusedArithmeticSeconds > 0 || d.fusedTranscendentalSeconds > 0)
+    device["fused_elementwise"] = {
+        {"arithmetic_s", d.fusedArithmeticSeconds},
+        {"transcendental_s", d.fusedTranscendentalSeconds}};
   json links = json::object();
   for (int c = 0; c < kNumLinkClasses; ++c) {
     const LinkModel &l = machine.links[c];

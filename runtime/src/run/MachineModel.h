@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,24 @@ struct DeviceModel {
   /// Increasing in minDim; interpolated linearly in log2(minDim), clamped at
   /// both ends. Empty: efficiency 1.
   std::vector<EfficiencyPoint> matmulEfficiency;
+  /// The curves of bf16 and f16 products, where they differ (empty: f32's).
+  std::vector<EfficiencyPoint> matmulEfficiencyBF16, matmulEfficiencyF16;
+  /// Kernels slower than streaming their operands at memoryBandwidth (an
+  /// optimizer's update, a transpose, softmax, a transcendental function):
+  /// operand bytes (inputs and outputs) per second, by op name ("AdamW").
+  /// Kernels not named here stream at memoryBandwidth.
+  std::map<std::string, double> kernelRates;
+  /// FusedElementwise: seconds per output element for each op of its
+  /// expression, arithmetic (Add ... Relu, Reciprocal, Cast) and
+  /// transcendental (Pow, Sqrt, Exp, Log, Tanh, Erf, Sigmoid). Zero: the
+  /// kernel streams its bytes at memoryBandwidth like any other.
+  double fusedArithmeticSeconds = 0, fusedTranscendentalSeconds = 0;
+  /// A device that computes 16-bit (bf16, f16) operands in f32 through
+  /// copies (the CPU backend's trampolines, cpu/HalfWidening.cpp): seconds
+  /// per element of each 16-bit operand widened or rounded back. Such a
+  /// kernel streams its operands' f32 bytes at its rate, plus this. Zero:
+  /// 16-bit kernels stream their own bytes (a GPU's).
+  double halfWideningSeconds = 0;
 };
 
 /// A cluster of identical nodes.
@@ -75,8 +94,9 @@ struct MachineModel {
   /// The peak FLOP/s of products in element type `dtype` (f32's for types
   /// other than f16 and bf16).
   double peakFlops(DType dtype) const;
-  /// The efficiency of a product whose smallest dimension is `minDim`.
-  double matmulEfficiency(double minDim) const;
+  /// The efficiency of a product in `dtype` whose smallest dimension is
+  /// `minDim`.
+  double matmulEfficiency(double minDim, DType dtype = DType::F32) const;
 };
 
 /// Reads and checks the machine description at `path`. Every error names the

@@ -30,6 +30,7 @@
 #include "run/Simulation.h"
 
 #include "executor/LiveBytes.h"
+#include "math/FusedMath.h"
 
 #include <algorithm>
 #include <array>
@@ -37,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -79,17 +81,94 @@ uint64_t productFlops(const Program &p, const Instruction &inst,
   return inst.flops;
 }
 
+namespace {
+
+/// The operand bytes per second `op` streams at: its calibrated rate, or the
+/// memory bandwidth.
+double kernelRate(const MachineModel &machine, const std::string &op) {
+  auto it = machine.device.kernelRates.find(op);
+  return it != machine.device.kernelRates.end() && it->second > 0
+             ? it->second
+             : machine.device.memoryBandwidth;
+}
+
+/// A FusedElementwise's compute: per output element, each op of its `ops`
+/// attribute (opcode, a, b triples) at the description's arithmetic or
+/// transcendental cost. Zero for other kernels.
+double fusedSeconds(const Program &p, const Instruction &inst,
+                    const MachineModel &machine) {
+  if (inst.op != "FusedElementwise" || inst.outputs.empty())
+    return 0;
+  const std::vector<int64_t> code = inst.attrs.getInts("ops");
+  double perElement = 0;
+  for (size_t k = 0; k + 2 < code.size(); k += 3) {
+    const int64_t op = code[k];
+    const bool transcendental =
+        op == math::kFusedPow || op == math::kFusedSqrt ||
+        op == math::kFusedExp || op == math::kFusedLog ||
+        op == math::kFusedTanh || op == math::kFusedErf ||
+        op == math::kFusedSigmoid;
+    perElement += transcendental ? machine.device.fusedTranscendentalSeconds
+                                 : machine.device.fusedArithmeticSeconds;
+  }
+  return perElement * double(p.buffers[inst.outputs[0]].numel());
+}
+
+/// Kernels that take 16-bit operands themselves on a device that widens
+/// the others (cpu/HalfWidening.cpp's nativeKernels: they move or convert
+/// elements, or compute products and fused expressions a block at a time).
+bool takesHalfOperands(const std::string &op) {
+  static const std::set<std::string> names = {"Cast",
+                                              "Copy",
+                                              "LocalShard",
+                                              "Expand",
+                                              "Transpose",
+                                              "Concat",
+                                              "Split",
+                                              "Slice",
+                                              "Tile",
+                                              "Gather",
+                                              "GatherElements",
+                                              "GatherND",
+                                              "Where",
+                                              "Pad",
+                                              "Fill",
+                                              "Trilu",
+                                              "MatMul",
+                                              "Gemm",
+                                              "ScatterND",
+                                              "FusedElementwise",
+                                              "ScatterElements",
+                                              "SwapIn",
+                                              "SwapOut"};
+  return names.count(op) != 0;
+}
+
+} // namespace
+
 InstructionCost kernelCost(const Program &p, const Instruction &inst,
                            const MachineModel &machine) {
   InstructionCost cost;
-  double deviceBytes = 0, hostBytes = 0;
+  double deviceBytes = 0, hostBytes = 0, widened = 0;
+  const bool widens =
+      machine.device.halfWideningSeconds > 0 && !takesHalfOperands(inst.op);
+  // FusedElementwise widens and rounds its 16-bit operands a block at a
+  // time: the widening's cost, its own bytes.
+  const bool fusedWidens =
+      machine.device.halfWideningSeconds > 0 && inst.op == "FusedElementwise";
   for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
     for (uint32_t b : *list) {
       const BufferDesc &d = p.buffers[b];
       const ArenaDesc &arena = p.arenas[d.arena];
+      const bool half = d.dtype == DType::BF16 || d.dtype == DType::F16;
+      // A widened operand streams as its f32 copy.
+      const double bytes =
+          widens && half ? 4.0 * double(d.numel()) : double(d.bytes());
+      if ((widens || fusedWidens) && half)
+        widened += double(d.numel());
       // Host arenas (offload device cpu) are read over the bus; a swap
       // file's pages are in memory once SwapIn has read them.
-      (arena.host ? hostBytes : deviceBytes) += double(d.bytes());
+      (arena.host ? hostBytes : deviceBytes) += bytes;
     }
   if (inst.op == "SwapIn" || inst.op == "SwapOut") {
     cost.offloadIo = true;
@@ -104,14 +183,19 @@ InstructionCost kernelCost(const Program &p, const Instruction &inst,
   if (cost.flops > 0) {
     const DType dtype = p.buffers[inst.inputs[0]].dtype;
     cost.peakSeconds = double(cost.flops) / machine.peakFlops(dtype);
-    computeSeconds = cost.peakSeconds / machine.matmulEfficiency(minDim);
+    computeSeconds = cost.peakSeconds / machine.matmulEfficiency(minDim, dtype);
   }
-  const double memorySeconds = deviceBytes / machine.device.memoryBandwidth;
+  // Every operand streams through the kernel at its rate; a host arena's
+  // also crosses the host link (on a CPU, host memory is the device's).
+  const double memorySeconds =
+      (deviceBytes + hostBytes) / kernelRate(machine, inst.op);
+  computeSeconds = std::max(computeSeconds, fusedSeconds(p, inst, machine));
   const double hostSeconds =
       hostBytes / machine.link(LinkClass::HostDevice).bandwidth;
   cost.offloadIo = hostSeconds > std::max(computeSeconds, memorySeconds);
   cost.hostBytes = hostBytes;
   cost.seconds = std::max({computeSeconds, memorySeconds, hostSeconds}) +
+                 widened * machine.device.halfWideningSeconds +
                  machine.device.launchSeconds;
   return cost;
 }

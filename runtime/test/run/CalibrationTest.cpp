@@ -133,7 +133,31 @@ TEST(Calibration, QuickCalibrationOfThisMachine) {
   EXPECT_EQ(cal->machine.nodes, 1);
   EXPECT_EQ(cal->machine.devicesPerNode, 1);
   EXPECT_THAT(cal->note, HasSubstr("intra_node: not measured"));
-  EXPECT_EQ(cal->measurements["products"].size(), 5u);
+  EXPECT_EQ(cal->measurements["products"].size(), 9u);
+  ASSERT_EQ(d.matmulEfficiencyBF16.size(), 3u);
+  ASSERT_EQ(d.matmulEfficiencyF16.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    for (const EfficiencyPoint &p :
+         {d.matmulEfficiencyBF16[i], d.matmulEfficiencyF16[i]}) {
+      EXPECT_EQ(p.minDim, double(16 << (2 * i)));
+      EXPECT_GT(p.efficiency, 0);
+      EXPECT_LE(p.efficiency, 1);
+    }
+  EXPECT_GE(d.halfWideningSeconds, 0); // 0 where bf16 costs nothing more
+  EXPECT_LT(d.halfWideningSeconds, 1e-6);
+  // The kernel kinds: each rate between 1 MB/s and the 1 TB/s bound, the
+  // optimizer's update and the transpose timed; FusedElementwise's costs
+  // per element and op between 1 ps and 1 us.
+  for (const char *op : {"AdamW", "Transpose", "Softmax",
+                         "SoftmaxCrossEntropyLoss", "Sigmoid", "Cast"}) {
+    ASSERT_TRUE(d.kernelRates.count(op)) << op;
+    EXPECT_GT(d.kernelRates.at(op), 1e6) << op;
+    EXPECT_LT(d.kernelRates.at(op), 1e12) << op;
+  }
+  for (double s : {d.fusedArithmeticSeconds, d.fusedTranscendentalSeconds}) {
+    EXPECT_GT(s, 1e-12);
+    EXPECT_LT(s, 1e-6);
+  }
   for (int c = 0; c < kNumLinkClasses; ++c)
     EXPECT_GT(cal->machine.links[c].bandwidth, 0) << c;
   EXPECT_TRUE(std::filesystem::is_empty(dir));
@@ -143,6 +167,7 @@ TEST(Calibration, QuickCalibrationOfThisMachine) {
   Expected<MachineModel> back = parseMachineModel(doc.dump(), "cal.json");
   ASSERT_TRUE(back.isOk()) << back.status().message();
   EXPECT_EQ(back->device.peakF32, d.peakF32);
+  EXPECT_EQ(back->device.kernelRates, d.kernelRates);
 }
 
 } // namespace

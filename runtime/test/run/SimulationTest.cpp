@@ -285,6 +285,83 @@ TEST(Simulation, ProductFlopsFromShapes) {
   EXPECT_NEAR(cost.peakSeconds, 240 / 1e9, 1e-15);
 }
 
+// Tests the kernel kinds' rates: a Relu of 1000 + 1000 f32 bytes streams at
+// the memory bandwidth (8000 bytes at 1e9 B/s = 8 us); with "Relu": 2e8 B/s
+// in kernel_rates, 40 us; a MatMul keeps its FLOPs' time when that is
+// longer. A FusedElementwise of Mul, Sigmoid, Add (opcodes 2, 14, 0) over
+// 1000 output elements at 1 ns per arithmetic op and 10 ns per
+// transcendental one: 1000 x (1 + 10 + 1) ns = 12 us, over its bytes' 8 us
+// (two inputs of the output's size would be 12 us: made a broadcast row
+// here, so the ops' time is the longer).
+TEST(Simulation, KernelRatesAndFusedOps) {
+  std::string text = kRoundMachine;
+  text.replace(text.find("\"kernel_launch_s\": 0"), 20,
+               "\"kernel_launch_s\": 0, \"kernel_rates\": {\"Relu\": 2e8}, "
+               "\"fused_elementwise\": {\"arithmetic_s\": 1e-9, "
+               "\"transcendental_s\": 1e-8}");
+  Expected<MachineModel> m = parseMachineModel(text, "rates.json");
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  Program p;
+  p.arenas = {{"a", 1 << 20, 0, 0}};
+  p.buffers = {{"x", DType::F32, {1000}, 0, 0},
+               {"y", DType::F32, {1000}, 0, 0},
+               {"row", DType::F32, {1}, 0, 0}};
+  Instruction relu = makeInstruction("Relu", 0, {0}, {1});
+  EXPECT_NEAR(kernelCost(p, relu, roundMachine()).seconds, 8e-6, 1e-15);
+  EXPECT_NEAR(kernelCost(p, relu, *m).seconds, 4e-5, 1e-15);
+  Instruction fused = makeInstruction("FusedElementwise", 0, {0, 2}, {1});
+  fused.attrs.set("ops", AttrValue{{2, 0, 1, 14, 2, 0, 0, 3, 0}, {}, ""});
+  EXPECT_NEAR(kernelCost(p, fused, roundMachine()).seconds, 8004e-9, 1e-15);
+  EXPECT_NEAR(kernelCost(p, fused, *m).seconds, 1.2e-5, 1e-15);
+  // Read back as written; a rate that is not a positive number is refused.
+  Expected<MachineModel> back =
+      parseMachineModel(machineModelJson(*m).dump(), "back.json");
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_EQ(back->device.kernelRates.at("Relu"), 2e8);
+  EXPECT_EQ(back->device.fusedTranscendentalSeconds, 1e-8);
+  std::string bad = text;
+  bad.replace(bad.find("2e8"), 3, "0");
+  Expected<MachineModel> refused = parseMachineModel(bad, "bad.json");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("bad.json: key \"device.kernel_rates.Relu\""));
+}
+
+// Tests 16-bit kernels on a device that widens them (half_widening_s 1 ns):
+// a bf16 Relu of 1000 elements streams its f32 copies (8000 bytes at 1e9 B/s
+// = 8 us) and widens or rounds 2000 elements (2 us): 10 us; a bf16 Transpose
+// moves its own 4000 bytes (4 us); a bf16 Gemm uses the bf16 curve
+// (efficiency 0.5 at every size: 2 x 8 x 8 x 8 FLOPs at 2e9 FLOP/s / 0.5 =
+// 1.024 us, against its 384 bytes' 0.384 us).
+TEST(Simulation, HalfOperandsWidened) {
+  std::string text = kRoundMachine;
+  text.replace(text.find("\"kernel_launch_s\": 0"), 20,
+               "\"kernel_launch_s\": 0, \"half_widening_s\": 1e-9, "
+               "\"matmul_efficiency_bf16\": [{\"min_dim\": 1, "
+               "\"efficiency\": 0.5}]");
+  Expected<MachineModel> m = parseMachineModel(text, "half.json");
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  Program p;
+  p.arenas = {{"a", 1 << 20, 0, 0}};
+  p.buffers = {{"x", DType::BF16, {1000}, 0, 0},
+               {"y", DType::BF16, {1000}, 0, 0},
+               {"a", DType::BF16, {8, 8}, 0, 0},
+               {"b", DType::BF16, {8, 8}, 0, 0},
+               {"c", DType::BF16, {8, 8}, 0, 0}};
+  EXPECT_NEAR(kernelCost(p, makeInstruction("Relu", 0, {0}, {1}), *m).seconds,
+              1e-5, 1e-15);
+  EXPECT_NEAR(
+      kernelCost(p, makeInstruction("Transpose", 0, {0}, {1}), *m).seconds,
+      4e-6, 1e-15);
+  EXPECT_NEAR(
+      kernelCost(p, makeInstruction("Gemm", 0, {2, 3}, {4}), *m).seconds,
+      2.0 * 512 / 2e9 / 0.5, 1e-15);
+  EXPECT_NEAR(
+      kernelCost(p, makeInstruction("Relu", 0, {0}, {1}), roundMachine())
+          .seconds,
+      4e-6, 1e-15); // no widening: its own 4000 bytes
+}
+
 // Tests the efficiency curve (linear in log2 of min(M, N, K), clamped) and
 // the two-level AllReduce over 2 nodes of 2 ranks: an intra-node
 // reduce-scatter (n-1)/n S / B_in, an inter-node all-reduce of S/2,
