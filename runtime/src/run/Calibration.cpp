@@ -602,6 +602,33 @@ timeCollectives(Communicator &comm, DeviceTensors &tensors,
   return out;
 }
 
+/// A ReduceScatter of a 16-bit (bf16) buffer of `elements` over `group`
+/// (collective: every rank calls it), the median seconds of a call.
+Expected<double> timeHalfReduceScatter(Communicator &comm,
+                                       DeviceTensors &tensors,
+                                       const Budget &budget, int group, int n,
+                                       int64_t elements) {
+  const bool member = comm.groupRank(group) >= 0;
+  Expected<TensorRef> full = tensors.make(DType::BF16, {elements});
+  Expected<TensorRef> part = tensors.make(DType::BF16, {elements / n});
+  if (!full || !part)
+    return (!full ? full : part).status();
+  const int calls = int(
+      std::clamp(budget.collectiveBytes / double(full->bytes()), 3.0, 200.0));
+  CommContext ctx;
+  ctx.group = group;
+  std::vector<double> perCall;
+  for (int r = 0; r <= budget.repetitions; ++r) {
+    comm.barrier();
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; member && i < (r == 0 ? 1 : calls); ++i)
+      ZRT_RETURN_IF_ERROR(comm.reduceScatter(*full, *part, ctx));
+    if (r > 0)
+      perCall.push_back(secondsSince(start) / calls);
+  }
+  return median(perCall);
+}
+
 json timingsJson(const std::string &link,
                  const std::vector<CollectiveTiming> &timings) {
   json rows = json::array();
@@ -655,6 +682,13 @@ Status measureLinks(Communicator &comm, DeviceTensors &tensors,
       return timings.status();
     for (json &row : timingsJson(name, *timings))
       rows.push_back(std::move(row));
+    const int64_t halfElements = (quick ? 1 << 20 : 1 << 22) / n * n;
+    Expected<double> half = intra
+                                ? timeHalfReduceScatter(comm, tensors, budget,
+                                                        group, n, halfElements)
+                                : Expected<double>(0.0);
+    if (!half)
+      return half.status();
     if (comm.rank() != 0)
       continue;
     if (n < 2) { // rank 0 alone on its node, others not
@@ -668,6 +702,20 @@ Status measureLinks(Communicator &comm, DeviceTensors &tensors,
     if (!fit)
       return Status::error(name + ": " + fit.status().message());
     out.machine.links[int(c)] = *fit;
+    if (intra) { // the bf16 sums beyond the fitted link's time
+      const double share = double(n - 1) / double(n);
+      const double link = (n - 1) * fit->latency +
+                          share * 2.0 * double(halfElements) / fit->bandwidth;
+      out.machine.halfReduceSeconds =
+          std::max(0.0, *half - link) / (share * double(halfElements));
+      rows.push_back({{"link", name},
+                      {"collective", "ReduceScatter"},
+                      {"dtype", "bf16"},
+                      {"ranks", n},
+                      {"bytes", 2.0 * double(halfElements)},
+                      {"seconds", *half},
+                      {"half_reduce_s", out.machine.halfReduceSeconds}});
+    }
   }
   out.measurements["collectives"] = rows;
   out.note += notes;

@@ -300,7 +300,11 @@ Expected<MachineModel> parseMachineModel(const std::string &text,
   readDevice(keys, root, machine.device);
   readLinks(keys, root, machine);
   if (const json *collectives = keys.object(root, "", "collectives", false)) {
-    keys.onlyKeys(*collectives, "collectives", {"across_nodes", "note"});
+    keys.onlyKeys(*collectives, "collectives",
+                  {"across_nodes", "half_reduce_s", "note"});
+    if (collectives->contains("half_reduce_s"))
+      keys.number(*collectives, "collectives", "half_reduce_s",
+                  machine.halfReduceSeconds, true);
     std::string across = "two_level";
     keys.choice(*collectives, "collectives", "across_nodes",
                 {"two_level", "flat"}, across);
@@ -359,13 +363,16 @@ nlohmann::json machineModelJson(const MachineModel &machine) {
                               ? "ring"
                               : "recursive_doubling";
   }
+  json collectives = {
+      {"across_nodes", machine.twoLevel ? "two_level" : "flat"}};
+  if (machine.halfReduceSeconds > 0)
+    collectives["half_reduce_s"] = machine.halfReduceSeconds;
   return {{"name", machine.name},
           {"nodes", machine.nodes},
           {"devices_per_node", machine.devicesPerNode},
           {"device", device},
           {"links", links},
-          {"collectives",
-           {{"across_nodes", machine.twoLevel ? "two_level" : "flat"}}}};
+          {"collectives", collectives}};
 }
 
 double transferSeconds(const LinkModel &link, double bytes) {

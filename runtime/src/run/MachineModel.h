@@ -89,6 +89,11 @@ struct MachineModel {
   /// true: inside nodes, then across, then inside again (hierarchical);
   /// false: one flat algorithm over the inter-node link.
   bool twoLevel = true;
+  /// Seconds per element a reduction collective (ReduceScatter, AllReduce)
+  /// of a 16-bit buffer adds on each member, times (n - 1) / n: a
+  /// communicator that sums bf16 / f16 element by element in f32 (an MPI
+  /// reduction operator). Zero: such sums run at the link's speed.
+  double halfReduceSeconds = 0;
 
   const LinkModel &link(LinkClass c) const { return links[int(c)]; }
   /// The peak FLOP/s of products in element type `dtype` (f32's for types

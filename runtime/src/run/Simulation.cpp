@@ -488,8 +488,15 @@ double Simulator::collectiveCost(const Instruction &inst,
         byOutput ? inst.outputs : inst.inputs;
     if (c >= buffers.size())
       break;
-    const double s = double(p_.buffers[buffers[c]].bytes());
+    const BufferDesc &buffer = p_.buffers[buffers[c]];
+    const double s = double(buffer.bytes());
     seconds += collectiveSeconds(m_, inst.kind, members, ranksPerNode_, s);
+    const bool half = buffer.dtype == DType::BF16 || buffer.dtype == DType::F16;
+    if (half && (inst.kind == OpKind::ReduceScatter ||
+                 inst.kind == OpKind::AllReduce)) {
+      const double n = double(members.size());
+      seconds += (n - 1) / n * double(buffer.numel()) * m_.halfReduceSeconds;
+    }
     bytes += s;
   }
   bool oneNode = true;

@@ -168,6 +168,7 @@ TEST(Calibration, QuickCalibrationOfThisMachine) {
   ASSERT_TRUE(back.isOk()) << back.status().message();
   EXPECT_EQ(back->device.peakF32, d.peakF32);
   EXPECT_EQ(back->device.kernelRates, d.kernelRates);
+  EXPECT_EQ(back->halfReduceSeconds, 0); // one rank: no collective timed
 }
 
 } // namespace

@@ -173,6 +173,33 @@ TEST(Simulation, CollectiveWaitsForTheSlowestRank) {
   EXPECT_DOUBLE_EQ(two.bytesByLink[int(LinkClass::InterNode)], 1e6);
 }
 
+// Tests the 16-bit sums of a reduction collective: an AllReduce of 500000
+// bf16 elements (1e6 bytes) over 2 ranks of one node takes the link's
+// 2 x 1/2 x 1e6 / 1e9 = 1 ms, plus 1/2 x 500000 x 2 ns = 0.5 ms with
+// half_reduce_s 2 ns; the same in f32 (2e6 bytes) only its link time, 2 ms.
+TEST(Simulation, HalfReductionSums) {
+  std::string text = kRoundMachine;
+  text.replace(text.rfind('}'), 1,
+               ", \"collectives\": {\"half_reduce_s\": 2e-9}}");
+  Expected<MachineModel> m = parseMachineModel(text, "sums.json");
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    Builder b(2, 1);
+    b.buffer(500000);
+    b.buffer(500000);
+    b.p.buffers[0].dtype = b.p.buffers[1].dtype = dtype;
+    b.p.instructions.push_back(makeInstruction("AllReduce", 0, {0}, {1}));
+    const double link = dtype == DType::BF16 ? 1e-3 : 2e-3;
+    const double sums = dtype == DType::BF16 ? 0.5e-3 : 0;
+    EXPECT_NEAR(simulate(b.p, *m).stepSeconds, link + sums, kTol)
+        << dtypeName(dtype);
+  }
+  Expected<MachineModel> back =
+      parseMachineModel(machineModelJson(*m).dump(), "back.json");
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_EQ(back->halfReduceSeconds, 2e-9);
+}
+
 // Tests the bubble of a GPipe schedule with equal stage times: S = 2 stages,
 // M = 4 micro-batches, forward and backward 1 ms each, messages of no bytes.
 // Stage 0: F0..F3 [0, 4], then B3..B0 [6, 10] as stage 1's gradients come;
