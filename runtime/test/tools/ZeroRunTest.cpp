@@ -846,7 +846,12 @@ TEST_F(ZeroRun, CalibratesThisMachine) {
     nlohmann::json doc = readJson(out);
     EXPECT_THAT(doc["sources"][0].get<std::string>(),
                 HasSubstr("measured by zero-run --calibrate on "));
-    EXPECT_EQ(doc["measurements"]["collectives"].size(), np == 2 ? 6u : 0u);
+    // 2 ranks: all-reduces and all-gathers at 3 sizes, a bf16 reduce-scatter
+    // (the 16-bit sums, collectives.half_reduce_s, not negative).
+    EXPECT_EQ(doc["measurements"]["collectives"].size(), np == 2 ? 7u : 0u);
+    EXPECT_GE(m->halfReduceSeconds, 0);
+    EXPECT_EQ(doc["collectives"].contains("half_reduce_s"),
+              np == 2 && m->halfReduceSeconds > 0);
     EXPECT_THAT(doc["note"].get<std::string>(),
                 np == 2 ? HasSubstr("inter_node: not measured (one node")
                         : HasSubstr("intra_node: not measured"));
