@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 
 import numpy as np
@@ -36,16 +35,10 @@ from safetensors.numpy import save_file
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "kit"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from zerokit import mpi  # noqa: E402
+from zerokit import mpi, tools  # noqa: E402
 import simulate  # noqa: E402  (the models and their export)
 
 
-def sh(cmd, env=None):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(map(str, cmd))}\n"
-                 f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 def parse_bytes(text):
@@ -78,14 +71,14 @@ class Layout:
         self.zrt = os.path.join(folder, "run.zrt")
         self.weights = os.path.join(folder, "run.safetensors")
         extra = [f"--zero-pipeline={self.pipeline}"] if self.pipeline else []
-        sh([a.zero_opt, model, f"--input-shape=input_ids={self.micro}x{a.seq}",
+        tools.run([a.zero_opt, model, f"--input-shape=input_ids={self.micro}x{a.seq}",
             f"--input-shape=labels={self.micro}x{a.seq}", "--train", "--config", self.config,
             *extra, "--emit=zrt", "-o", self.zrt, "--weights-out", self.weights])
 
     def measure(self, a):
         log = os.path.join(self.folder, "log.json")
         report = os.path.join(self.folder, "report.json")
-        sh(mpi.mpirun(2, [a.zero_run, self.zrt, "--weights", self.weights, "--data", a.data,
+        tools.run(mpi.mpirun(2, [a.zero_run, self.zrt, "--weights", self.weights, "--data", a.data,
                           "--steps", a.steps, "--threads", 1, "--overlap", "on",
                           "--log-json", log, "--report-json", report]), env=a.env)
         self.times.append(statistics.median(s["time_s"] for s in json.load(open(log))[1:]))
@@ -112,9 +105,9 @@ def main():
     a.env = mpi.env(root=True, oversubscribe=True)
     model = simulate.export(a, "llama")
     machine = os.path.join(a.work, "cal.json")
-    sh(mpi.mpirun(2, [a.zero_run, "--calibrate", machine, "--threads", 1]), env=a.env)
+    tools.run(mpi.mpirun(2, [a.zero_run, "--calibrate", machine, "--threads", 1]), env=a.env)
     plan = os.path.join(a.work, "plan")
-    sh([a.zero_opt, model, f"--input-shape=input_ids=1x{a.seq}",
+    tools.run([a.zero_opt, model, f"--input-shape=input_ids=1x{a.seq}",
         f"--input-shape=labels=1x{a.seq}", "--plan", "auto", "--machine", machine,
         "--world", 2, "--global-batch", a.global_batch, "--max-memory-per-rank", cap,
         "--plan-out", plan])

@@ -28,10 +28,11 @@ Usage: build/pyenv/bin/python bench/published.py [--world 64] [--nodes 8]
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "kit"))
+from zerokit import tools  # noqa: E402
 SHAPES = {
     "7b": ["hidden_size=4096", "intermediate_size=11008", "num_attention_heads=32",
            "num_key_value_heads=32", "num_hidden_layers=32"],
@@ -46,12 +47,6 @@ RUNS = [  # name, shape, sequence, published tokens/s per GPU
 ACCUMULATION = 4
 
 
-def sh(cmd):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(map(str, cmd))}\n"
-                 f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 def main():
@@ -76,7 +71,7 @@ def main():
             sets = [w for s in SHAPES[shape] + ["vocab_size=32000",
                                                 "max_position_embeddings=4096"]
                     for w in ("--set", s)]
-            sh([py, os.path.join(ROOT, "scripts", "export_hf.py"), "llama", "--loss",
+            tools.run([py, os.path.join(ROOT, "scripts", "export_hf.py"), "llama", "--loss",
                 "--no-weights", *sets, "-o", model])
         config = os.path.join(work, f"ds_{shape}_{seq}.json")
         with open(config, "w") as f:
@@ -87,11 +82,13 @@ def main():
                        "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
                        "gradient_clipping": 1.0}, f)
         zrt = os.path.join(work, f"{shape}_{seq}.zrt")
-        sh([zero_opt, model, f"--input-shape=input_ids=1x{seq}", f"--input-shape=labels=1x{seq}",
-            "--train", "--config", config, "--no-weights",
-            "--zero-pipeline=activation-checkpoint-interval=1", "--emit=zrt", "-o", zrt])
+        tools.run([zero_opt, model, f"--input-shape=input_ids=1x{seq}",
+                   f"--input-shape=labels=1x{seq}", "--train", "--config", config,
+                   "--no-weights", "--zero-pipeline=activation-checkpoint-interval=1",
+                   "--emit=zrt", "-o", zrt])
         report = os.path.join(work, f"{shape}_{seq}.json")
-        sh([zero_run, zrt, "--simulate", machine, "--nodes", a.nodes, "--report-json", report])
+        tools.run([zero_run, zrt, "--simulate", machine, "--nodes", a.nodes,
+                   "--report-json", report])
         sim = json.load(open(report))["simulation"]
         tokens = ACCUMULATION * seq / sim["step_s"]
         peak = max(r["peak_bytes"] for r in sim["ranks"]) / 2**30

@@ -41,7 +41,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 
 import numpy as np
@@ -93,12 +92,6 @@ def layouts(work):
     ]
 
 
-def sh(cmd, env=None):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(map(str, cmd))}\n"
-                 f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 def export(a, name):
@@ -107,7 +100,7 @@ def export(a, name):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         sets = [w for s in MODELS[name] for w in ("--set", s)]
         kind = "llama" if name == "llama" else "gpt2"
-        sh([a.py, os.path.join(ROOT, "scripts", "export_hf.py"), kind, "--loss",
+        tools.run([a.py, os.path.join(ROOT, "scripts", "export_hf.py"), kind, "--loss",
             "--batch", "2", "--seq", "32", *sets, "-o", path])
     return path
 
@@ -139,8 +132,8 @@ class Case:
         self.zrt = os.path.join(self.work, "p.zrt")
         self.weights = os.path.join(self.work, "w.safetensors")
         shapes = {"input_ids": (MICRO, a.seq), "labels": (MICRO, a.seq)}
-        sh(tools.zero_opt(a.zero_opt, model_path, shapes, ["--train", "--config", cfg, *extra],
-                          self.zrt, self.weights))
+        tools.run(tools.zero_opt(a.zero_opt, model_path, shapes,
+                                 ["--train", "--config", cfg, *extra], self.zrt, self.weights))
         batch = MICRO * self.accum * dp
         tokens = np.random.default_rng(0).integers(0, VOCAB, (a.steps, batch, a.seq))
         self.data = os.path.join(self.work, "data.safetensors")
@@ -155,7 +148,7 @@ class Case:
         cmd = [a.zero_run, self.zrt, "--weights", self.weights, "--data", self.data,
                "--steps", a.steps, "--threads", 1, "--overlap", "on",
                "--report-json", report, "--log-json", log]
-        sh(launch(self.ranks, cmd), env=a.env)
+        tools.run(launch(self.ranks, cmd), env=a.env)
         self.times.append(statistics.median(s["time_s"] for s in json.load(open(log))[1:]))
         real = json.load(open(report))
         self.peaks = [sum(x["peak_live_bytes"] for x in r["arenas"]) for r in real["ranks"]]
@@ -165,7 +158,7 @@ class Case:
         cmd = [a.zero_run, self.zrt, "--simulate", machine, "--report-json", out]
         if self.nodes:
             cmd += ["--nodes", self.nodes]
-        sh(cmd)
+        tools.run(cmd)
         sim = json.load(open(out))["simulation"]
         self.sim_time = sim["step_s"]
         self.sim_peaks = [r["peak_bytes"] for r in sim["ranks"]]
@@ -215,7 +208,7 @@ def main():
     machines = {}  # ranks -> the calibration with that many ranks on the node
     for ranks in (1, 2):
         machines[ranks] = os.path.join(a.work, f"cal{ranks}.json")
-        sh(mpi.mpirun(ranks, [a.zero_run, "--calibrate", machines[ranks], "--threads", 1]),
+        tools.run(mpi.mpirun(ranks, [a.zero_run, "--calibrate", machines[ranks], "--threads", 1]),
            env=a.env)
     cases = [Case(a, m, export(a, m), l) for m in a.models.split(",") for l in chosen]
     local = [c for c in cases if not c.nodes]
@@ -228,7 +221,7 @@ def main():
     if across:
         with cluster.cluster(2, 1, rate=a.rate) as cl:
             nodes_machine = os.path.join(a.work, "cal_nodes.json")
-            sh(cl.mpirun(2, [a.zero_run, "--calibrate", nodes_machine, "--threads", 1],
+            tools.run(cl.mpirun(2, [a.zero_run, "--calibrate", nodes_machine, "--threads", 1],
                          map_by="slot"), env=a.env)
             for _ in range(a.rounds):
                 for c in across:
