@@ -883,8 +883,9 @@ Expected<Calibration> calibrateMachine(Backend &backend, Communicator &comm,
   MachineModel &m = out.machine;
   m.links[int(LinkClass::HostDevice)] = {m.device.memoryBandwidth,
                                          m.device.launchSeconds};
+  m.device.hostIsDevice = true;
   out.note += " host_device: the memory bandwidth and the launch cost (a "
-              "CPU's device memory is host memory).";
+              "CPU's device memory is host memory: host_is_device).";
   const long pages = ::sysconf(_SC_PHYS_PAGES),
              pageSize = ::sysconf(_SC_PAGESIZE);
   m.device.memoryBytes = uint64_t(std::max(1L, pages)) *

@@ -205,11 +205,12 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
   const json *device = keys.object(root, "", "device");
   if (!device)
     return;
-  keys.onlyKeys(
-      *device, "device",
-      {"peak_flops", "memory_bandwidth", "memory_bytes", "kernel_launch_s",
-       "matmul_efficiency", "matmul_efficiency_bf16", "matmul_efficiency_f16",
-       "kernel_rates", "fused_elementwise", "half_widening_s", "note"});
+  keys.onlyKeys(*device, "device",
+                {"peak_flops", "memory_bandwidth", "memory_bytes",
+                 "kernel_launch_s", "matmul_efficiency",
+                 "matmul_efficiency_bf16", "matmul_efficiency_f16",
+                 "kernel_rates", "fused_elementwise", "half_widening_s",
+                 "host_is_device", "note"});
   if (const json *peak = keys.object(*device, "device", "peak_flops")) {
     keys.onlyKeys(*peak, "device.peak_flops", {"f32", "bf16", "f16", "note"});
     keys.number(*peak, "device.peak_flops", "f32", out.peakF32);
@@ -234,6 +235,13 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
       keys.number(*rates, "device.kernel_rates", it.key(), rate);
       out.kernelRates[it.key()] = rate;
     }
+  if (auto it = device->find("host_is_device"); it != device->end()) {
+    if (it->is_boolean())
+      out.hostIsDevice = it->get<bool>();
+    else
+      keys.fail("device.host_is_device",
+                "expected true or false, got " + it->dump());
+  }
   if (device->contains("half_widening_s"))
     keys.number(*device, "device", "half_widening_s", out.halfWideningSeconds,
                 true);
@@ -349,6 +357,8 @@ nlohmann::json machineModelJson(const MachineModel &machine) {
     device["kernel_rates"] = d.kernelRates;
   if (d.halfWideningSeconds > 0)
     device["half_widening_s"] = d.halfWideningSeconds;
+  if (d.hostIsDevice)
+    device["host_is_device"] = true;
   if (d.fusedArithmeticSeconds > 0 || d.fusedTranscendentalSeconds > 0)
     device["fused_elementwise"] = {
         {"arithmetic_s", d.fusedArithmeticSeconds},

@@ -75,6 +75,9 @@ struct DeviceModel {
   /// kernel streams its operands' f32 bytes at its rate, plus this. Zero:
   /// 16-bit kernels stream their own bytes (a GPU's).
   double halfWideningSeconds = 0;
+  /// The device's memory is the host's (a CPU): a host arena (the optimizer
+  /// offloaded to "cpu") takes the same memory as the others.
+  bool hostIsDevice = false;
 };
 
 /// A cluster of identical nodes.

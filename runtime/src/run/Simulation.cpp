@@ -1070,15 +1070,17 @@ nlohmann::json describeSimulation(const Program &program,
   double compute = 0, comm = 0, io = 0, bubble = 0, peakSeconds = 0;
   for (const RankSimulation &r : sim.ranks) {
     nlohmann::json arenas = nlohmann::json::object();
-    // Device memory: every arena but host memory and swap files; the
-    // executor allocates each arena's planned size whole.
+    // Device memory: every arena but swap files, and host memory unless
+    // the device's memory is the host's; the executor allocates each
+    // arena's planned size whole.
     uint64_t peak = 0, devicePeak = 0, devicePlanned = 0;
     for (size_t a = 0; a < program.arenas.size(); ++a) {
       const uint64_t bytes =
           a < r.stats.peakLiveBytes.size() ? r.stats.peakLiveBytes[a] : 0;
       arenas[program.arenas[a].name] = bytes;
       peak += bytes;
-      if (!program.arenas[a].host && program.arenas[a].path.empty()) {
+      const ArenaDesc &arena = program.arenas[a];
+      if ((!arena.host || machine.device.hostIsDevice) && arena.path.empty()) {
         devicePeak += bytes;
         devicePlanned += program.arenas[a].size;
       }

@@ -168,7 +168,8 @@ TEST(Calibration, QuickCalibrationOfThisMachine) {
   ASSERT_TRUE(back.isOk()) << back.status().message();
   EXPECT_EQ(back->device.peakF32, d.peakF32);
   EXPECT_EQ(back->device.kernelRates, d.kernelRates);
-  EXPECT_EQ(back->halfReduceSeconds, 0); // one rank: no collective timed
+  EXPECT_TRUE(back->device.hostIsDevice); // a CPU's memory is the host's
+  EXPECT_EQ(back->halfReduceSeconds, 0);  // one rank: no collective timed
 }
 
 } // namespace

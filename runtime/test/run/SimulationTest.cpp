@@ -266,7 +266,18 @@ TEST(Simulation, PeakBytesFollowTheMemoryPlan) {
   EXPECT_EQ(rank["arenas"]["params"].get<uint64_t>(), 400u);
   EXPECT_EQ(rank["device_planned_bytes"].get<uint64_t>(), 2400u);
   EXPECT_TRUE(rank["fits_device_memory"].get<bool>()); // 2400 <= 1e6
-  b.p.arenas[0].size = 1000000; // planned beyond the device's 1e6 bytes
+  // The params arena in host memory (the optimizer offloaded to "cpu"): not
+  // the device's, unless the device's memory is the host's (a CPU).
+  b.p.arenas[1].host = true;
+  auto planned = [&](const MachineModel &m) {
+    return describeSimulation(b.p, m, sim)["ranks"][0]["device_planned_bytes"]
+        .get<uint64_t>();
+  };
+  EXPECT_EQ(planned(roundMachine()), 2000u);
+  MachineModel cpu = roundMachine();
+  cpu.device.hostIsDevice = true;
+  EXPECT_EQ(planned(cpu), 2400u);
+  b.p.arenas[0].size = 1000001; // planned beyond the device's 1e6 bytes
   EXPECT_FALSE(describeSimulation(b.p, roundMachine(),
                                   sim)["ranks"][0]["fits_device_memory"]
                    .get<bool>());
