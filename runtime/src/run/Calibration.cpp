@@ -233,7 +233,9 @@ std::vector<ProductShape> productLadder(bool quick) {
 /// vectors / 8, cols 1024 (quick: 512).
 class KernelKinds {
 public:
-  Status add(KernelRunner &k, bool quick) {
+  /// `memoryElements`: the size of the memory figure's vectors.
+  Status add(KernelRunner &k, bool quick, int64_t memoryElements) {
+    memoryElements_ = memoryElements;
     const int64_t cols = quick ? 512 : 1024, rows = quick ? 256 : 1024;
     const int64_t n = rows * cols;
     const DType f = DType::F32;
@@ -272,6 +274,14 @@ public:
           scales{f, {(n + 2047) / 2048}};
       ZRT_RETURN_IF_ERROR(kernel(k, "Quantize", {vec}, {data, scales}, q));
       ZRT_RETURN_IF_ERROR(kernel(k, "Dequantize", {data, scales}, {vec}, q));
+    }
+    // Adds small enough to stay in the caches: the bandwidth by size.
+    for (int64_t elements : {int64_t(4096), int64_t(32768), int64_t(262144)}) {
+      Expected<size_t> i =
+          k.add("Add", DType::F32, {{elements}, {elements}}, {elements});
+      if (!i)
+        return i.status();
+      smallAdds_.push_back({*i, elements});
     }
     // A bf16 Mul through the trampolines against the f32 one: the widening.
     const Operand half{DType::BF16, {n}};
@@ -335,6 +345,22 @@ public:
         net(fusedArithmetic_) / (elements_ * kArithmeticOps);
     device.fusedTranscendentalSeconds =
         net(fusedTranscendental_) / (elements_ * kTranscendentalOps);
+    for (const auto &[index, elements] : smallAdds_) {
+      const double bytes = 12.0 * double(elements);
+      const double bandwidth = bytes / net(index);
+      // Only where it beats streaming from memory (a point below would
+      // make small kernels slower than large ones).
+      if (bandwidth > device.memoryBandwidth)
+        device.bandwidthBySize.push_back({bytes, bandwidth});
+      rows.push_back({{"kernel", "Add"},
+                      {"elements", elements},
+                      {"operand_bytes", bytes},
+                      {"seconds", seconds[index]},
+                      {"bytes_per_s", bandwidth}});
+    }
+    if (!device.bandwidthBySize.empty()) // the memory figure closes the curve
+      device.bandwidthBySize.push_back(
+          {12.0 * double(memoryElements_), device.memoryBandwidth});
     device.halfWideningSeconds =
         std::max(0.0, net(bf16Mul_) - net(f32Mul_)) / (3 * elements_);
     rows.push_back({{"kernel", "Mul"},
@@ -380,6 +406,8 @@ private:
   std::vector<Figure> figures_;
   size_t fusedArithmetic_ = 0, fusedTranscendental_ = 0, f32Mul_ = 0,
          bf16Mul_ = 0;
+  std::vector<std::pair<size_t, int64_t>> smallAdds_; ///< figure, elements
+  int64_t memoryElements_ = 0; ///< the memory figure's vectors
   double elements_ = 0;
 };
 
@@ -459,7 +487,7 @@ Status measureDevice(KernelRunner &k, Communicator &comm, bool quick,
     if (!a)
       return a.status();
   KernelKinds kinds;
-  ZRT_RETURN_IF_ERROR(kinds.add(k, quick));
+  ZRT_RETURN_IF_ERROR(kinds.add(k, quick, n));
   InstructionCost instructions;
   ZRT_RETURN_IF_ERROR(instructions.add(k.backend, comm, k.rounds));
   Expected<std::vector<double>> seconds = k.rounds.run();

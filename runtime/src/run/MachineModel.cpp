@@ -42,6 +42,22 @@ double MachineModel::peakFlops(DType dtype) const {
   return device.peakF32;
 }
 
+double MachineModel::streamBandwidth(double bytes) const {
+  const std::vector<BandwidthPoint> &curve = device.bandwidthBySize;
+  if (curve.empty() || bytes >= curve.back().bytes)
+    return device.memoryBandwidth;
+  if (bytes <= curve.front().bytes)
+    return curve.front().bandwidth;
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (bytes <= curve[i].bytes) {
+      const BandwidthPoint &a = curve[i - 1], &b = curve[i];
+      const double t = (std::log2(bytes) - std::log2(a.bytes)) /
+                       (std::log2(b.bytes) - std::log2(a.bytes));
+      return a.bandwidth + t * (b.bandwidth - a.bandwidth);
+    }
+  return device.memoryBandwidth;
+}
+
 double MachineModel::matmulEfficiency(double minDim, DType dtype) const {
   const std::vector<EfficiencyPoint> &half =
       dtype == DType::BF16  ? device.matmulEfficiencyBF16
@@ -210,7 +226,7 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
                  "kernel_launch_s", "matmul_efficiency",
                  "matmul_efficiency_bf16", "matmul_efficiency_f16",
                  "kernel_rates", "fused_elementwise", "half_widening_s",
-                 "host_is_device", "note"});
+                 "host_is_device", "bandwidth_by_size", "note"});
   if (const json *peak = keys.object(*device, "device", "peak_flops")) {
     keys.onlyKeys(*peak, "device.peak_flops", {"f32", "bf16", "f16", "note"});
     keys.number(*peak, "device.peak_flops", "f32", out.peakF32);
@@ -235,6 +251,27 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
       keys.number(*rates, "device.kernel_rates", it.key(), rate);
       out.kernelRates[it.key()] = rate;
     }
+  if (auto it = device->find("bandwidth_by_size"); it != device->end()) {
+    const std::string where = "device.bandwidth_by_size";
+    if (!it->is_array() || it->empty())
+      return keys.fail(
+          where, "expected a non-empty array of {\"bytes\", \"bandwidth\"}");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json &point = (*it)[i];
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      if (!point.is_object())
+        return keys.fail(at, "expected an object {\"bytes\", \"bandwidth\"}");
+      keys.onlyKeys(point, at, {"bytes", "bandwidth"});
+      BandwidthPoint p;
+      keys.number(point, at, "bytes", p.bytes);
+      keys.number(point, at, "bandwidth", p.bandwidth);
+      if (!out.bandwidthBySize.empty() &&
+          p.bytes <= out.bandwidthBySize.back().bytes)
+        return keys.fail(at + ".bytes",
+                         "expected bytes to increase along the array");
+      out.bandwidthBySize.push_back(p);
+    }
+  }
   if (auto it = device->find("host_is_device"); it != device->end()) {
     if (it->is_boolean())
       out.hostIsDevice = it->get<bool>();
@@ -359,6 +396,12 @@ nlohmann::json machineModelJson(const MachineModel &machine) {
     device["half_widening_s"] = d.halfWideningSeconds;
   if (d.hostIsDevice)
     device["host_is_device"] = true;
+  if (!d.bandwidthBySize.empty()) {
+    json points = json::array();
+    for (const BandwidthPoint &p : d.bandwidthBySize)
+      points.push_back({{"bytes", p.bytes}, {"bandwidth", p.bandwidth}});
+    device["bandwidth_by_size"] = points;
+  }
   if (d.fusedArithmeticSeconds > 0 || d.fusedTranscendentalSeconds > 0)
     device["fused_elementwise"] = {
         {"arithmetic_s", d.fusedArithmeticSeconds},

@@ -48,12 +48,23 @@ struct EfficiencyPoint {
   double efficiency = 1;
 };
 
+/// A point of the streaming bandwidth by size: a kernel whose operands
+/// (inputs and outputs) take `bytes` streams them at `bandwidth`.
+struct BandwidthPoint {
+  double bytes = 1;
+  double bandwidth = 1;
+};
+
 /// One device (a GPU, or a CPU core that a rank runs on).
 struct DeviceModel {
   double peakF32 = 0, peakBF16 = 0, peakF16 = 0; ///< FLOP/s, dense
   double memoryBandwidth = 0;                    ///< bytes/s
-  uint64_t memoryBytes = 0;                      ///< capacity
-  double launchSeconds = 0;                      ///< per kernel
+  /// Where operands small enough to stay in a cache stream faster:
+  /// increasing in bytes, interpolated linearly in log2(bytes), clamped;
+  /// beyond the last point (and with none), memoryBandwidth.
+  std::vector<BandwidthPoint> bandwidthBySize;
+  uint64_t memoryBytes = 0; ///< capacity
+  double launchSeconds = 0; ///< per kernel
   /// Increasing in minDim; interpolated linearly in log2(minDim), clamped at
   /// both ends. Empty: efficiency 1.
   std::vector<EfficiencyPoint> matmulEfficiency;
@@ -102,6 +113,9 @@ struct MachineModel {
   /// The peak FLOP/s of products in element type `dtype` (f32's for types
   /// other than f16 and bf16).
   double peakFlops(DType dtype) const;
+  /// The bandwidth a kernel streams `bytes` of operands at (bandwidthBySize,
+  /// memoryBandwidth beyond it).
+  double streamBandwidth(double bytes) const;
   /// The efficiency of a product in `dtype` whose smallest dimension is
   /// `minDim`.
   double matmulEfficiency(double minDim, DType dtype = DType::F32) const;

@@ -83,13 +83,14 @@ uint64_t productFlops(const Program &p, const Instruction &inst,
 
 namespace {
 
-/// The operand bytes per second `op` streams at: its calibrated rate, or the
-/// memory bandwidth.
-double kernelRate(const MachineModel &machine, const std::string &op) {
+/// The operand bytes per second `op` streams `bytes` at: its calibrated
+/// rate, or the bandwidth for that many bytes.
+double kernelRate(const MachineModel &machine, const std::string &op,
+                  double bytes) {
   auto it = machine.device.kernelRates.find(op);
   return it != machine.device.kernelRates.end() && it->second > 0
              ? it->second
-             : machine.device.memoryBandwidth;
+             : machine.streamBandwidth(bytes);
 }
 
 /// A FusedElementwise's compute: per output element, each op of its `ops`
@@ -188,7 +189,8 @@ InstructionCost kernelCost(const Program &p, const Instruction &inst,
   // Every operand streams through the kernel at its rate; a host arena's
   // also crosses the host link (on a CPU, host memory is the device's).
   const double memorySeconds =
-      (deviceBytes + hostBytes) / kernelRate(machine, inst.op);
+      (deviceBytes + hostBytes) /
+      kernelRate(machine, inst.op, deviceBytes + hostBytes);
   computeSeconds = std::max(computeSeconds, fusedSeconds(p, inst, machine));
   const double hostSeconds =
       hostBytes / machine.link(LinkClass::HostDevice).bandwidth;

@@ -144,6 +144,16 @@ TEST(Calibration, QuickCalibrationOfThisMachine) {
       EXPECT_LE(p.efficiency, 1);
     }
   EXPECT_GE(d.halfWideningSeconds, 0); // 0 where bf16 costs nothing more
+  // The bandwidth by size: points faster than memory, closed by the memory
+  // figure (3 vectors of 2M f32 with --quick).
+  if (!d.bandwidthBySize.empty()) {
+    EXPECT_EQ(d.bandwidthBySize.back().bytes, 12.0 * (2 << 20));
+    EXPECT_EQ(d.bandwidthBySize.back().bandwidth, d.memoryBandwidth);
+    for (size_t i = 0; i + 1 < d.bandwidthBySize.size(); ++i) {
+      EXPECT_GT(d.bandwidthBySize[i].bandwidth, d.memoryBandwidth);
+      EXPECT_LT(d.bandwidthBySize[i].bytes, d.bandwidthBySize[i + 1].bytes);
+    }
+  }
   EXPECT_LT(d.halfWideningSeconds, 1e-6);
   // The kernel kinds: each rate between 1 MB/s and the 1 TB/s bound, the
   // optimizer's update and the transpose timed; FusedElementwise's costs

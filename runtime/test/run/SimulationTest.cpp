@@ -365,6 +365,40 @@ TEST(Simulation, KernelRatesAndFusedOps) {
               HasSubstr("bad.json: key \"device.kernel_rates.Relu\""));
 }
 
+// Tests the bandwidth by size, points (8000 bytes, 4e9 B/s) and (512000,
+// 1e9): below the first, 4e9; at 64000 bytes, 3 of the 6 doublings from
+// 8000 to 512000, halfway: 2.5e9; beyond the last, the memory bandwidth
+// (1e9). A Relu of 1000 + 1000 f32 elements (8000 bytes) takes 8000 / 4e9 s.
+TEST(Simulation, BandwidthBySize) {
+  std::string text = kRoundMachine;
+  text.replace(text.find("\"kernel_launch_s\": 0"), 20,
+               "\"kernel_launch_s\": 0, \"bandwidth_by_size\": "
+               "[{\"bytes\": 8000, \"bandwidth\": 4e9}, "
+               "{\"bytes\": 512000, \"bandwidth\": 1e9}]");
+  Expected<MachineModel> m = parseMachineModel(text, "sizes.json");
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_DOUBLE_EQ(m->streamBandwidth(4000), 4e9);
+  EXPECT_DOUBLE_EQ(m->streamBandwidth(64000), 2.5e9); // log2: 3 of 6 steps
+  EXPECT_DOUBLE_EQ(m->streamBandwidth(1e7), 1e9);
+  Program p;
+  p.arenas = {{"a", 1 << 20, 0, 0}};
+  p.buffers = {{"x", DType::F32, {1000}, 0, 0},
+               {"y", DType::F32, {1000}, 0, 0}};
+  EXPECT_NEAR(kernelCost(p, makeInstruction("Relu", 0, {0}, {1}), *m).seconds,
+              8000 / 4e9, 1e-15);
+  Expected<MachineModel> back =
+      parseMachineModel(machineModelJson(*m).dump(), "back.json");
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  ASSERT_EQ(back->device.bandwidthBySize.size(), 2u);
+  EXPECT_EQ(back->device.bandwidthBySize[1].bytes, 512000);
+  std::string bad = text;
+  bad.replace(bad.find("512000"), 6, "4000");
+  Expected<MachineModel> refused = parseMachineModel(bad, "bad.json");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("key \"device.bandwidth_by_size[1].bytes\""));
+}
+
 // Tests 16-bit kernels on a device that widens them (half_widening_s 1 ns):
 // a bf16 Relu of 1000 elements streams its f32 copies (8000 bytes at 1e9 B/s
 // = 8 us) and widens or rounds 2000 elements (2 us): 10 us; a bf16 Transpose
