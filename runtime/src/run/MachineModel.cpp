@@ -42,20 +42,37 @@ double MachineModel::peakFlops(DType dtype) const {
   return device.peakF32;
 }
 
+namespace {
+
+double readX(const EfficiencyPoint &p) { return p.minDim; }
+double readX(const BandwidthPoint &p) { return p.bytes; }
+double readY(const EfficiencyPoint &p) { return p.efficiency; }
+double readY(const BandwidthPoint &p) { return p.bandwidth; }
+
+/// `curve` (x increasing) at `x`: linear in log2(x) between its points,
+/// its first point's y below them, `beyond` past the last.
+template <typename Point>
+double interpolateLog2(const std::vector<Point> &curve, double x,
+                       double beyond) {
+  if (x <= readX(curve.front()))
+    return readY(curve.front());
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (x <= readX(curve[i])) {
+      const Point &a = curve[i - 1], &b = curve[i];
+      const double t = (std::log2(x) - std::log2(readX(a))) /
+                       (std::log2(readX(b)) - std::log2(readX(a)));
+      return readY(a) + t * (readY(b) - readY(a));
+    }
+  return beyond;
+}
+
+} // namespace
+
 double MachineModel::streamBandwidth(double bytes) const {
   const std::vector<BandwidthPoint> &curve = device.bandwidthBySize;
   if (curve.empty() || bytes >= curve.back().bytes)
     return device.memoryBandwidth;
-  if (bytes <= curve.front().bytes)
-    return curve.front().bandwidth;
-  for (size_t i = 1; i < curve.size(); ++i)
-    if (bytes <= curve[i].bytes) {
-      const BandwidthPoint &a = curve[i - 1], &b = curve[i];
-      const double t = (std::log2(bytes) - std::log2(a.bytes)) /
-                       (std::log2(b.bytes) - std::log2(a.bytes));
-      return a.bandwidth + t * (b.bandwidth - a.bandwidth);
-    }
-  return device.memoryBandwidth;
+  return interpolateLog2(curve, bytes, device.memoryBandwidth);
 }
 
 double MachineModel::matmulEfficiency(double minDim, DType dtype) const {
@@ -67,16 +84,7 @@ double MachineModel::matmulEfficiency(double minDim, DType dtype) const {
       half.empty() ? device.matmulEfficiency : half;
   if (curve.empty())
     return 1;
-  if (minDim <= curve.front().minDim)
-    return curve.front().efficiency;
-  for (size_t i = 1; i < curve.size(); ++i)
-    if (minDim <= curve[i].minDim) {
-      const EfficiencyPoint &a = curve[i - 1], &b = curve[i];
-      const double t = (std::log2(minDim) - std::log2(a.minDim)) /
-                       (std::log2(b.minDim) - std::log2(a.minDim));
-      return a.efficiency + t * (b.efficiency - a.efficiency);
-    }
-  return curve.back().efficiency;
+  return interpolateLog2(curve, minDim, curve.back().efficiency);
 }
 
 namespace {
@@ -186,34 +194,36 @@ private:
   Status &error_;
 };
 
-/// device.matmul_efficiency (or _bf16, _f16): [{"min_dim", "efficiency"}...],
-/// min_dim increasing, efficiency in (0, 1].
-void readEfficiencyCurve(KeyReader &keys, const json &device,
-                         const std::string &key,
-                         std::vector<EfficiencyPoint> &curve) {
+/// device.KEY: [{X, Y}...], X increasing along the array, Y at most `maxY`
+/// (`why` says why); each point into `curve` as Point{x, y}. Read for
+/// matmul_efficiency (or _bf16, _f16: min_dim, efficiency in (0, 1]) and
+/// bandwidth_by_size (bytes, bandwidth).
+template <typename Point>
+void readCurve(KeyReader &keys, const json &device, const std::string &key,
+               const std::string &x, const std::string &y, double maxY,
+               const char *why, std::vector<Point> &curve) {
   auto it = device.find(key);
   if (it == device.end())
     return;
-  const std::string where = "device." + key;
+  const std::string where = "device." + key,
+                    shape = "{\"" + x + "\", \"" + y + "\"}";
   if (!it->is_array() || it->empty())
-    return keys.fail(
-        where, "expected a non-empty array of {\"min_dim\", \"efficiency\"}");
+    return keys.fail(where, "expected a non-empty array of " + shape);
   for (size_t i = 0; i < it->size(); ++i) {
     const json &point = (*it)[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!point.is_object())
-      return keys.fail(at, "expected an object {\"min_dim\", \"efficiency\"}");
-    keys.onlyKeys(point, at, {"min_dim", "efficiency"});
-    EfficiencyPoint p;
-    keys.number(point, at, "min_dim", p.minDim);
-    keys.number(point, at, "efficiency", p.efficiency);
-    if (p.efficiency > 1)
-      return keys.fail(at + ".efficiency",
-                       "expected at most 1 (a fraction of the peak)");
-    if (!curve.empty() && p.minDim <= curve.back().minDim)
-      return keys.fail(at + ".min_dim",
-                       "expected min_dim to increase along the array");
-    curve.push_back(p);
+      return keys.fail(at, "expected an object " + shape);
+    keys.onlyKeys(point, at, {x, y});
+    double px = 1, py = 1;
+    keys.number(point, at, x, px);
+    keys.number(point, at, y, py);
+    if (py > maxY)
+      return keys.fail(at + "." + y, why);
+    if (!curve.empty() && px <= readX(curve.back()))
+      return keys.fail(at + "." + x,
+                       "expected " + x + " to increase along the array");
+    curve.push_back(Point{px, py});
   }
 }
 
@@ -238,11 +248,13 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
   keys.number(*device, "device", "memory_bytes", capacity);
   out.memoryBytes = uint64_t(capacity);
   keys.number(*device, "device", "kernel_launch_s", out.launchSeconds, true);
-  readEfficiencyCurve(keys, *device, "matmul_efficiency", out.matmulEfficiency);
-  readEfficiencyCurve(keys, *device, "matmul_efficiency_bf16",
-                      out.matmulEfficiencyBF16);
-  readEfficiencyCurve(keys, *device, "matmul_efficiency_f16",
-                      out.matmulEfficiencyF16);
+  const char *fraction = "expected at most 1 (a fraction of the peak)";
+  for (auto [key, curve] :
+       {std::pair{"matmul_efficiency", &out.matmulEfficiency},
+        std::pair{"matmul_efficiency_bf16", &out.matmulEfficiencyBF16},
+        std::pair{"matmul_efficiency_f16", &out.matmulEfficiencyF16}})
+    readCurve(keys, *device, key, "min_dim", "efficiency", 1.0, fraction,
+              *curve);
   if (const json *rates = keys.object(*device, "device", "kernel_rates", false))
     for (auto it = rates->begin(); it != rates->end(); ++it) {
       if (it.key() == "note")
@@ -251,27 +263,8 @@ void readDevice(KeyReader &keys, const json &root, DeviceModel &out) {
       keys.number(*rates, "device.kernel_rates", it.key(), rate);
       out.kernelRates[it.key()] = rate;
     }
-  if (auto it = device->find("bandwidth_by_size"); it != device->end()) {
-    const std::string where = "device.bandwidth_by_size";
-    if (!it->is_array() || it->empty())
-      return keys.fail(
-          where, "expected a non-empty array of {\"bytes\", \"bandwidth\"}");
-    for (size_t i = 0; i < it->size(); ++i) {
-      const json &point = (*it)[i];
-      const std::string at = where + "[" + std::to_string(i) + "]";
-      if (!point.is_object())
-        return keys.fail(at, "expected an object {\"bytes\", \"bandwidth\"}");
-      keys.onlyKeys(point, at, {"bytes", "bandwidth"});
-      BandwidthPoint p;
-      keys.number(point, at, "bytes", p.bytes);
-      keys.number(point, at, "bandwidth", p.bandwidth);
-      if (!out.bandwidthBySize.empty() &&
-          p.bytes <= out.bandwidthBySize.back().bytes)
-        return keys.fail(at + ".bytes",
-                         "expected bytes to increase along the array");
-      out.bandwidthBySize.push_back(p);
-    }
-  }
+  readCurve(keys, *device, "bandwidth_by_size", "bytes", "bandwidth", HUGE_VAL,
+            "", out.bandwidthBySize);
   if (auto it = device->find("host_is_device"); it != device->end()) {
     if (it->is_boolean())
       out.hostIsDevice = it->get<bool>();
