@@ -142,10 +142,11 @@ constexpr ModelDefault kFp16Defaults[] = {
     {"initial_scale_power", "16"},  {"loss_scale_window", "1000"},
     {"hysteresis", "2"},            {"consecutive_hysteresis", "false"},
     {"min_loss_scale", "1"},        {"fp16_master_weights_and_grads", "false"}};
-constexpr ModelDefault kBf16Defaults[] = {{"immediate_grad_update", "false"},
-                                          {"check_grad_overflow", "false"},
-                                          {"bf16_master_weights_and_grads", "false"},
-                                          {"bf16_optimizer_states", "false"}};
+constexpr ModelDefault kBf16Defaults[] = {
+    {"immediate_grad_update", "false"},
+    {"check_grad_overflow", "true"},
+    {"bf16_master_weights_and_grads", "false"},
+    {"bf16_optimizer_states", "false"}};
 constexpr ModelDefault kCsvMonitorDefaults[] = {
     {"enabled", "false"}, {"output_path", "\"\""}, {"job_name", "\"DeepSpeedJobName\""}};
 
@@ -1103,6 +1104,63 @@ std::string readLossScaler(StringRef path, StringRef key, const llvm::json::Valu
   return "?";
 }
 
+/// data_types.grad_accum_dtype (DeepSpeed's get_data_types), given which of
+/// fp16 and bf16 (`enabled`) the config turns on and the name of its bf16
+/// block (`bf16Name`).
+std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
+                               const bool enabled[2], const char *bf16Name,
+                               zero::TrainSettings &settings,
+                               std::vector<std::string> &warnings) {
+  // data_types.grad_accum_dtype (DeepSpeed's get_data_types): the type the
+  // micro-batches' gradients are summed in; by default the training's own.
+  // "fp32" with bf16 is DeepSpeed's BF16_Optimizer (fp32 gradients); with
+  // fp16, or a 16-bit type other than the training's, DeepSpeed stops
+  // ("unsupported mix of model dtype and gradient accumulation type").
+  if (const llvm::json::Value *d = root.get("data_types")) {
+    const llvm::json::Object *types = d->getAsObject();
+    if (!types)
+      return (path + ": data_types must be an object").str();
+    for (const auto &kv : *types) {
+      if (kv.first != "grad_accum_dtype") {
+        warnings.push_back("data_types." + kv.first.str() +
+                           " is not supported and is ignored");
+        continue;
+      }
+      if (kv.second.kind() == llvm::json::Value::Null)
+        continue; // DeepSpeed's default, None: the training's own type
+      std::optional<StringRef> given = kv.second.getAsString();
+      std::optional<StringRef> t =
+          given ? canonicalDtype(*given, /*communication=*/false)
+                : std::nullopt;
+      if (!t)
+        return (path +
+                ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or "
+                "\"bf16\" (or DeepSpeed's DtypeEnum spellings: \"float32\", "
+                "\"float16\", \"bfloat16\", ...)")
+            .str();
+      const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
+      const bool automatic =
+          enabled[0] == enabled[1] && (root.get("fp16") || root.get(bf16Name));
+      if (*t == own || (automatic && *t != "fp32"))
+        continue;
+      if (*t == "fp32" && enabled[1]) {
+        settings.accumF32 = true;
+        continue;
+      }
+      if (*t == "fp32" && !enabled[0]) {
+        settings.accumF32 = true; // an fp32 model, or "auto": a bf16 export
+        continue;
+      }
+      return (path + ": data_types.grad_accum_dtype \"" + *t + "\" with " +
+              own +
+              " training is an unsupported mix (as in DeepSpeed); give \"" +
+              own + "\"" + (enabled[1] ? " or \"fp32\"" : ""))
+          .str();
+    }
+  }
+  return "";
+}
+
 /// The "fp16" and "bf16" blocks (DeepSpeed's runtime/precision_config.py and
 /// fp16/loss_scaler.py defaults): which one is enabled, and fp16's loss
 /// scaler, checked.
@@ -1146,6 +1204,19 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
           continue;
         }
       }
+      // bf16.check_grad_overflow (DeepSpeed 0.19, default true): a step whose
+      // gradients are not finite is skipped. False lets ZeRO 1-3 apply it;
+      // at stage 0 DeepSpeed's bf16 optimizer skips it still (zero-opt
+      // follows the key).
+      if (i == 1 && key == "check_grad_overflow") {
+        std::optional<bool> b = kv.second.getAsBoolean();
+        if (!b)
+          return (path + ": " + names[i] +
+                  ".check_grad_overflow must be true or false")
+              .str();
+        settings.checkGradOverflow = *b;
+        continue;
+      }
       warnings.push_back(std::string(names[i]) + "." + key.str() +
                          " is not supported and is ignored");
     }
@@ -1177,52 +1248,7 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
           .str();
     settings.step.commF32 = *t == "fp32" && settings.precision != zero::Precision::FP32;
   }
-  // data_types.grad_accum_dtype (DeepSpeed's get_data_types): the type the
-  // micro-batches' gradients are summed in; by default the training's own.
-  // "fp32" with bf16 is DeepSpeed's BF16_Optimizer (fp32 gradients); with
-  // fp16, or a 16-bit type other than the training's, DeepSpeed stops
-  // ("unsupported mix of model dtype and gradient accumulation type").
-  if (const llvm::json::Value *d = root.get("data_types")) {
-    const llvm::json::Object *types = d->getAsObject();
-    if (!types)
-      return (path + ": data_types must be an object").str();
-    for (const auto &kv : *types) {
-      if (kv.first != "grad_accum_dtype") {
-        warnings.push_back("data_types." + kv.first.str() + " is not supported and is ignored");
-        continue;
-      }
-      if (kv.second.kind() == llvm::json::Value::Null)
-        continue; // DeepSpeed's default, None: the training's own type
-      std::optional<StringRef> given = kv.second.getAsString();
-      std::optional<StringRef> t =
-          given ? canonicalDtype(*given, /*communication=*/false)
-                : std::nullopt;
-      if (!t)
-        return (path +
-                ": data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or "
-                "\"bf16\" (or DeepSpeed's DtypeEnum spellings: \"float32\", "
-                "\"float16\", \"bfloat16\", ...)")
-            .str();
-      const char *own = enabled[0] ? "fp16" : enabled[1] ? "bf16" : "fp32";
-      const bool automatic =
-          enabled[0] == enabled[1] && (root.get("fp16") || root.get(names[1]));
-      if (*t == own || (automatic && *t != "fp32"))
-        continue;
-      if (*t == "fp32" && enabled[1]) {
-        settings.accumF32 = true;
-        continue;
-      }
-      if (*t == "fp32" && !enabled[0]) {
-        settings.accumF32 = true; // an fp32 model, or "auto": a bf16 export
-        continue;
-      }
-      return (path + ": data_types.grad_accum_dtype \"" + *t + "\" with " + own +
-              " training is an unsupported mix (as in DeepSpeed); give \"" + own + "\"" +
-              (enabled[1] ? " or \"fp32\"" : ""))
-          .str();
-    }
-  }
-  return "";
+  return readGradAccumDtype(path, root, enabled, names[1], settings, warnings);
 }
 
 /// What DeepSpeed 0.19's engine makes of what the config leaves out, and its

@@ -490,6 +490,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
     mp.hysteresis = settings.hysteresis;
     mp.minLossScale = settings.minLossScale;
     mp.consecutiveHysteresis = settings.consecutiveHysteresis;
+    mp.checkGradOverflow = settings.checkGradOverflow;
     pm.addPass(createZeroMixedPrecisionPass(mp));
   }
   ZeroAutodiffPassOptions ad;

@@ -212,6 +212,9 @@ struct TrainSettings {
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   double minLossScale = 1;
   bool consecutiveHysteresis = false;
+  /// bf16: skip a step whose gradients are not finite (DeepSpeed 0.19's
+  /// bf16.check_grad_overflow, true by default).
+  bool checkGradOverflow = true;
   /// data_types.grad_accum_dtype "fp32": 16-bit gradients summed over the
   /// micro-batches in f32 (zero-autodiff accum-f32).
   bool accumF32 = false;

@@ -523,6 +523,9 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     DeepSpeed's loss scaler (`zero.loss_scaler` and, dynamic, its state
     globals): zero-autodiff seeds the backward with the scale, zero-optimizer
     unscales, skips a step whose gradients overflow and updates the scale.
+    With bf16 and check-grad-overflow it marks the module
+    `zero.skip_nonfinite`: zero-optimizer skips a step whose gradients are
+    not finite, without a scale.
   }];
   let options = [
     Option<"precision", "precision", "::zero::Precision", "::zero::Precision::BF16",
@@ -544,6 +547,9 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
            "fp16, dynamic: the scale's floor (the halved scale is at least this)">,
     Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
            "fp16, dynamic: a clean step restores the hysteresis">,
+    Option<"checkGradOverflow", "check-grad-overflow", "bool", "false",
+           "bf16: skip a step whose gradients are not finite (DeepSpeed's "
+           "bf16.check_grad_overflow; zero.skip_nonfinite on the module)">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect"];
 }

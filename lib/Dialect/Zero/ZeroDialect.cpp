@@ -69,10 +69,10 @@ LogicalResult TrainingAttr::verify(EmitFn emitError, StringRef loss,
     return emitError()
            << "#zero.training: accumulation_steps must be >= 1, got "
            << accumulationSteps;
-  if (lossScale.empty() != skipped.empty())
+  if (!lossScale.empty() && skipped.empty())
     return emitError()
-           << "#zero.training: loss_scale and skipped come together "
-              "(fp16's dynamic loss scaler)";
+           << "#zero.training: a loss_scale needs skipped (fp16's loss scaler "
+              "skips a step that overflows)";
   if (stepsPerPrint < 0)
     return emitError() << "#zero.training: steps_per_print must be >= 0, got "
                        << stepsPerPrint;
@@ -180,6 +180,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kActivationCheckpointInterval, "an integer"),
       known(a::kPipelinePlan, "a #zero.pipeline_plan"),
       known(a::kLossScaler, "a #zero.loss_scaler"),
+      known(a::kSkipNonFinite, "a unit attribute"),
       known(a::kTensor, "a string"),
       known(a::kRole, "\"optimizer_state\" or \"counter\""),
       known(a::kShard, "a #zero.shard"),

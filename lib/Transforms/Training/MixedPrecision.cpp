@@ -22,6 +22,8 @@
 #include "LossScaler.h"
 #include "TrainingFunction.h"
 
+#include "zero/Dialect/Zero/ZeroAttributes.h"
+
 #include "zero/Transforms/Passes.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -95,6 +97,8 @@ struct ZeroMixedPrecisionPass
       ::zero::training::addLossScaler(
           module, {lossScale, initialScalePower, lossScaleWindow, hysteresis, minLossScale,
                    consecutiveHysteresis});
+    } else if (checkGradOverflow) {
+      ::zero::attrs::kSkipNonFinite.set(module, UnitAttr::get(&getContext()));
     }
   }
 

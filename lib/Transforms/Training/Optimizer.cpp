@@ -94,7 +94,8 @@ struct OptimizerStep {
                                             FlatSymbolRefAttr::get(g.getSymNameAttr()));
   }
 
-  /// Stores `v` into `g`; in a step that may be skipped (fp16's overflow),
+  /// Stores `v` into `g`; in a step that may be skipped (fp16's overflow,
+  /// bf16's non-finite gradients),
   /// the global keeps its value when it is.
   void store(ml_program::GlobalOp g, Value v) {
     if (overflow)
@@ -133,6 +134,9 @@ struct OptimizerStep {
   /// gradients overflowed (then nothing is stored: the step is skipped).
   std::optional<::zero::training::LossScaler> scaler;
   Value lossScale, overflow;
+  /// Whether a step with non-finite gradients is skipped: fp16 (its scaler)
+  /// and bf16 marked zero.skip_nonfinite.
+  bool skips = false;
 };
 
 /// One parameter's update: what the rank steps (the parameter or its shard)
@@ -189,6 +193,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     for (ParamGradient &p : s.params)
       p.grad = toF32(s.b, p.grad);
     s.scaler = ::zero::training::findLossScaler(module);
+    s.skips = s.scaler || attrs::kSkipNonFinite.isSetOn(module);
     if (s.scaler)
       unscaleGradients(s);
     addStepCounter(s);
@@ -551,7 +556,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     Value one = scalar(s.b, 1, i64);
     s.stepBefore = s.load(s.counter);
     s.t = onnx::AddOp::create(s.b, s.stepBefore, one);
-    if (!s.scaler)
+    if (!s.skips)
       s.store(s.counter, s.t);
   }
 
@@ -565,16 +570,18 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       p.grad = onnx::MulOp::create(b, p.grad, inverse);
   }
 
-  /// fp16: a step whose gradients overflowed (a non-finite global norm: some
-  /// gradient on some rank is inf or NaN; sharded, the norm is all-reduced, so
-  /// every rank sees the same flag) is skipped, as DeepSpeed skips it: the
-  /// parameters, the optimizer state and the step counter (so Adam's step and
-  /// the schedule) keep their values; then the scale is updated.
+  /// fp16 (and bf16 that checks): a step whose gradients overflowed (a
+  /// non-finite global norm: some gradient on some rank is inf or NaN;
+  /// sharded, the norm is all-reduced, so every rank sees the same flag) is
+  /// skipped, as DeepSpeed skips it: the parameters, the optimizer state and
+  /// the step counter (so Adam's step and the schedule) keep their values;
+  /// then fp16's scale is updated.
   void finishStep(OptimizerStep &s) {
-    if (!s.scaler)
+    if (!s.skips)
       return;
-    ImplicitLocOpBuilder &b = s.b;
-    ::zero::training::updateLossScale(b, *s.scaler, s.lossScale, s.overflow);
+    if (s.scaler)
+      ::zero::training::updateLossScale(s.b, *s.scaler, s.lossScale,
+                                        s.overflow);
     s.store(s.counter, s.t);
   }
 
@@ -666,7 +673,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (s.sharded)
       sumSq = ::zero::dist::AllReduceOp::create(b, sumSq.getType(), sumSq, int64_t(world));
     s.norm = onnx::SqrtOp::create(b, sumSq);
-    if (s.scaler) {
+    if (s.skips) {
       auto i1s = RankedTensorType::get({}, b.getI1Type());
       s.overflow = onnx::OrOp::create(b, i1s, onnx::IsNaNOp::create(b, i1s, sumSq),
                                       onnx::IsInfOp::create(b, i1s, sumSq));
@@ -886,12 +893,14 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     ImplicitLocOpBuilder &b = s.b;
     b.setLoc(NameLoc::get(StringAttr::get(ctx, "optimizer")));
     SmallVector<Value> results{s.ret.getOperand(0), s.norm, s.rate};
-    if (s.scaler) {
-      // fp16: the step's loss scale and whether it was skipped (1) or not (0).
+    // fp16: the step's loss scale; fp16 and bf16 that checks: whether the
+    // step was skipped (1) or not (0).
+    if (s.scaler)
       results.push_back(s.lossScale);
-      results.push_back(onnx::CastOp::create(b, RankedTensorType::get({}, b.getF32Type()),
-                                             s.overflow, TypeAttr::get(b.getF32Type())));
-    }
+    if (s.skips)
+      results.push_back(
+          onnx::CastOp::create(b, RankedTensorType::get({}, b.getF32Type()),
+                               s.overflow, TypeAttr::get(b.getF32Type())));
     func::ReturnOp::create(b, results);
     s.ret.erase();
     auto named = [&](StringRef n) {
@@ -900,10 +909,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     s.func.setType(FunctionType::get(ctx, s.func.getArgumentTypes(),
                                      ValueRange(results).getTypes()));
     SmallVector<DictionaryAttr> resAttrs{named("loss"), named("grad_norm"), named("lr")};
-    if (s.scaler) {
+    if (s.scaler)
       resAttrs.push_back(named("loss_scale"));
+    if (s.skips)
       resAttrs.push_back(named("skipped"));
-    }
     s.func.setAllResultAttrs(resAttrs);
   }
 
@@ -926,10 +935,11 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     os << " schedule=" << ::zero::stringifyEnum(schedule.getValue());
     int64_t accumulation = attrs::kAccumulationSteps.getInt(module).value_or(1);
     const bool scaled = ::zero::training::findLossScaler(module).has_value();
+    const bool skips = scaled || attrs::kSkipNonFinite.isSetOn(module);
     attrs::kTraining.set(
         module, ::zero::dist::TrainingAttr::get(
                     &getContext(), "loss", "grad_norm", "lr", accumulation,
-                    desc, scaled ? "loss_scale" : "", scaled ? "skipped" : "",
+                    desc, scaled ? "loss_scale" : "", skips ? "skipped" : "",
                     std::max<int64_t>(stepsPerPrint, 0), csvMonitor));
   }
 };

@@ -95,7 +95,7 @@ module attributes {zero.pipeline_plan = #zero.pipeline_plan<stages = 1, partitio
 
 // -----
 
-// expected-error@+1 {{#zero.training: loss_scale and skipped come together}}
+// expected-error@+1 {{#zero.training: a loss_scale needs skipped}}
 module attributes {zero.training = #zero.training<loss = "loss", grad_norm = "grad_norm", lr = "lr", accumulation_steps = 1, optimizer = "sgd", loss_scale = "loss_scale">} {
 }
 

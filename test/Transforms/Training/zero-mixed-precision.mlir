@@ -2,6 +2,8 @@
 // RUN: zero-opt %s --zero-mixed-precision="precision=fp16" | FileCheck %s --check-prefix=FP16
 // RUN: zero-opt %s --zero-mixed-precision --zero-autodiff --zero-optimizer="dp=1" | FileCheck %s --check-prefix=STEP
 // RUN: zero-opt %s --zero-mixed-precision --zero-autodiff --zero-optimizer="dp=2 stage=1" | FileCheck %s --check-prefix=SHARD
+// RUN: zero-opt %s --zero-mixed-precision="check-grad-overflow=true" --zero-autodiff --zero-optimizer="dp=1" | FileCheck %s --check-prefix=SKIP
+// RUN: zero-opt %s --zero-mixed-precision --zero-autodiff --zero-optimizer="dp=1" | FileCheck %s --check-prefix=NOSKIP
 
 // Tests that zero-mixed-precision runs the forward in 16 bits as DeepSpeed's
 // bf16 mode runs a converted model: the f32 global and every f32 value become
@@ -65,3 +67,38 @@ module {
     return %out : tensor<f32>
   }
 }
+
+// bf16 with check-grad-overflow (DeepSpeed 0.19's bf16.check_grad_overflow):
+// the module is marked zero.skip_nonfinite, and the optimizer skips a step
+// whose squared gradient norm is inf or NaN: the master, the bf16 parameter,
+// both moments and the step counter keep what they held (a Where on the flag
+// before each store), and the step returns the flag as "skipped" (no loss
+// scale: bf16 has none).
+// SKIP: module attributes {{{.*}}zero.skip_nonfinite, zero.training = #zero.training<{{.*}}skipped = "skipped">}
+// SKIP-NOT: loss_scale
+// SKIP-LABEL: func.func @train_step
+// SKIP-SAME: {onnx.name = "lr"}, tensor<f32> {onnx.name = "skipped"})
+// SKIP: %[[COUNT:.+]] = onnx.Add %optimizer_step
+// SKIP: %[[SQ:.+]] = onnx.ReduceSumSquare
+// SKIP-NEXT: %[[NORM:.+]] = onnx.Sqrt %[[SQ]]
+// SKIP-NEXT: %[[INF:.+]] = onnx.IsInf %[[SQ]]
+// SKIP-NEXT: %[[NAN:.+]] = onnx.IsNaN %[[SQ]]
+// SKIP-NEXT: %[[BAD:.+]] = onnx.Or %[[NAN]], %[[INF]]
+// SKIP: %[[M:.+]] = onnx.Where %[[BAD]], %w.master_{{[0-9]+}}, %param_out
+// SKIP-NEXT: ml_program.global_store @w.master = %[[M]]
+// SKIP: %[[W:.+]] = onnx.Where %[[BAD]], %w_{{[0-9]+}}, %{{.+}} : (tensor<i1>, tensor<4x3xbf16>, tensor<4x3xbf16>)
+// SKIP-NEXT: ml_program.global_store @w = %[[W]]
+// SKIP: %[[A:.+]] = onnx.Where %[[BAD]], %w.exp_avg_{{[0-9]+}}, %exp_avg_out
+// SKIP-NEXT: ml_program.global_store @w.exp_avg = %[[A]]
+// SKIP: %[[B:.+]] = onnx.Where %[[BAD]], %w.exp_avg_sq_{{[0-9]+}}, %exp_avg_sq_out
+// SKIP-NEXT: ml_program.global_store @w.exp_avg_sq = %[[B]]
+// SKIP: %[[C:.+]] = onnx.Where %[[BAD]], %optimizer_step_{{[0-9]+}}, %[[COUNT]]
+// SKIP-NEXT: ml_program.global_store @optimizer_step = %[[C]]
+// SKIP-NEXT: %[[FLAG:.+]] = onnx.Cast %[[BAD]] {to = f32}
+// SKIP-NEXT: return %{{.+}}, %[[NORM]], %{{.+}}, %[[FLAG]]
+
+// Without it (the pass's default), nothing of this: no flag, no Where.
+// NOSKIP-NOT: zero.skip_nonfinite
+// NOSKIP-NOT: skipped
+// NOSKIP-NOT: onnx.IsNaN
+// NOSKIP-NOT: onnx.Where

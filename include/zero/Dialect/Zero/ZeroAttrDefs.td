@@ -50,7 +50,7 @@ def Zero_TrainingAttr : Zero_Attr<"Training", "training"> {
       "int64_t":$accumulation_steps,
       StringRefParameter<"the optimizer and schedule, in one line">:$optimizer,
       StringRefParameter<"fp16's loss scale result", "\"\"">:$loss_scale,
-      StringRefParameter<"fp16's skipped-step result", "\"\"">:$skipped,
+      StringRefParameter<"the skipped-step result (fp16; bf16 that checks its gradients)", "\"\"">:$skipped,
       DefaultValuedParameter<"int64_t", "0">:$steps_per_print,
       StringRefParameter<"the CSV monitor's folder", "\"\"">:$csv_monitor);
 }

@@ -90,6 +90,10 @@ inline constexpr ZeroAttr<dist::PipelinePlanAttr> kPipelinePlan{
 /// fp16 training's loss scaler (DeepSpeed's): its settings; the dynamic
 /// scaler's state is in the loss_scaler.* globals (Training/LossScaler.h).
 inline constexpr ZeroAttr<dist::LossScalerAttr> kLossScaler{"zero.loss_scaler"};
+/// bf16 training that skips a step whose gradients are not finite (DeepSpeed
+/// 0.19's bf16 check_grad_overflow, on by default): zero-optimizer keeps the
+/// parameters, the optimizer state and the step count, as fp16's overflow.
+inline constexpr ZeroAttr<mlir::UnitAttr> kSkipNonFinite{"zero.skip_nonfinite"};
 
 // Global (parameter, buffer, optimizer state) attributes.
 /// The ONNX initializer name a global holds.
