@@ -294,12 +294,13 @@ std::string readNumber(llvm::StringRef path, const llvm::json::Object &obj,
   return "";
 }
 
-/// The Adam params DeepSpeed 0.19 refuses, or zero-opt's Adam cannot honour:
-/// max_grad_norm (DeepSpeed's ValueError: clipping is gradient_clipping),
-/// amsgrad true (FusedAdam has no AMSGrad variant) and bias_correction false
-/// (zero-opt's Adam always corrects the moments). An error naming the key.
+/// The Adam params DeepSpeed 0.19 refuses: max_grad_norm (DeepSpeed's
+/// ValueError: clipping is gradient_clipping) and amsgrad true (FusedAdam has
+/// no AMSGrad variant), an error naming the key; and bias_correction, read
+/// into `o` (false: FusedAdam's moments uncorrected).
 std::string checkAdamParams(llvm::StringRef path,
-                            const llvm::json::Object &params) {
+                            const llvm::json::Object &params,
+                            zero::ZeroOptimizerPassOptions &o) {
   if (const llvm::json::Value *v = params.get("max_grad_norm"))
     return (path +
             ": optimizer.params.max_grad_norm is not an optimizer parameter in "
@@ -324,12 +325,7 @@ std::string checkAdamParams(llvm::StringRef path,
     if (!b)
       return (path + ": optimizer.params.bias_correction must be true or false")
           .str();
-    if (!*b)
-      return (path +
-              ": optimizer.params.bias_correction false is not supported: "
-              "zero-opt's Adam always corrects the moments' bias (DeepSpeed's "
-              "default, true); drop the key or give true")
-          .str();
+    o.biasCorrection = *b;
   }
   return "";
 }
@@ -398,7 +394,7 @@ std::string readOptimizer(llvm::StringRef path, const llvm::json::Value &v,
         "0.01 (torch.optim.AdamW's default, which DeepSpeed builds)");
   }
   if (kind == "adam" || kind == "adamw")
-    if (std::string e = checkAdamParams(path, *params); !e.empty())
+    if (std::string e = checkAdamParams(path, *params, o); !e.empty())
       return e;
   for (const auto &kv : *params) {
     llvm::StringRef k = kv.first;
@@ -471,10 +467,11 @@ std::string readOneCycle(llvm::StringRef path, const llvm::json::Object &params,
 }
 
 /// scheduler.params.last_batch_iteration: DeepSpeed's schedules start after
-/// that step (-1, their default: at the beginning). zero-opt's schedule
-/// counts the program's own steps, so only -1 is honoured.
-std::string checkLastBatchIteration(llvm::StringRef path,
-                                    const llvm::json::Object &params) {
+/// that step (-1, their default: at the beginning); another L leaves the
+/// optimizer's lr for the first step and resumes the schedule at L + 1.
+std::string readLastBatchIteration(llvm::StringRef path,
+                                   const llvm::json::Object &params,
+                                   zero::ZeroOptimizerPassOptions &o) {
   const llvm::json::Value *v = params.get("last_batch_iteration");
   if (!v)
     return "";
@@ -482,13 +479,15 @@ std::string checkLastBatchIteration(llvm::StringRef path,
   if (!k)
     return (path + ": scheduler.params.last_batch_iteration must be an integer")
         .str();
-  if (*k == -1)
-    return "";
-  return (path + ": scheduler.params.last_batch_iteration " + llvm::Twine(*k) +
-          " (DeepSpeed resumes the schedule after that step) is not supported: "
-          "zero-opt's schedule starts at the program's first step; drop the "
-          "key or give -1 (DeepSpeed's default)")
-      .str();
+  if (*k < -1)
+    return (path +
+            ": scheduler.params.last_batch_iteration must be -1 (the start) or "
+            "a "
+            "step index >= 0, got " +
+            llvm::Twine(*k))
+        .str();
+  o.lastBatchIteration = *k;
+  return "";
 }
 
 /// WarmupDecayLR and WarmupCosineLR with total_num_steps at or below the
@@ -531,7 +530,7 @@ std::string readScheduler(llvm::StringRef path, const llvm::json::Value &v,
   llvm::json::Object none;
   if (!params)
     params = &none;
-  if (std::string e = checkLastBatchIteration(path, *params); !e.empty())
+  if (std::string e = readLastBatchIteration(path, *params, o); !e.empty())
     return e;
   if (*type == "OneCycle")
     return readOneCycle(path, *params, o, warnings);
@@ -1113,9 +1112,11 @@ std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
                                std::vector<std::string> &warnings) {
   // data_types.grad_accum_dtype (DeepSpeed's get_data_types): the type the
   // micro-batches' gradients are summed in; by default the training's own.
-  // "fp32" with bf16 is DeepSpeed's BF16_Optimizer (fp32 gradients); with
-  // fp16, or a 16-bit type other than the training's, DeepSpeed stops
-  // ("unsupported mix of model dtype and gradient accumulation type").
+  // DeepSpeed 0.19 takes any type at ZeRO stages 1-3 (its optimizers keep a
+  // separate accumulation buffer; bf16 with fp32 at stage 1 is its
+  // BF16_Optimizer) and only the training's own at stage 0 ("unsupported mix
+  // of model_dtype and grad_accum_dtype", checked with the stage, in
+  // zero-opt). zero-opt sums in the training's type or in fp32.
   if (const llvm::json::Value *d = root.get("data_types")) {
     const llvm::json::Object *types = d->getAsObject();
     if (!types)
@@ -1143,18 +1144,19 @@ std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
           enabled[0] == enabled[1] && (root.get("fp16") || root.get(bf16Name));
       if (*t == own || (automatic && *t != "fp32"))
         continue;
-      if (*t == "fp32" && enabled[1]) {
+      if (*t == "fp32") {
+        // 16-bit training (or "auto": a bf16 export) summing in f32.
         settings.accumF32 = true;
-        continue;
-      }
-      if (*t == "fp32" && !enabled[0]) {
-        settings.accumF32 = true; // an fp32 model, or "auto": a bf16 export
         continue;
       }
       return (path + ": data_types.grad_accum_dtype \"" + *t + "\" with " +
               own +
-              " training is an unsupported mix (as in DeepSpeed); give \"" +
-              own + "\"" + (enabled[1] ? " or \"fp32\"" : ""))
+              " training is not supported: zero-opt sums the gradients in the "
+              "training's type or in fp32 (DeepSpeed 0.19 also sums in another "
+              "16-bit "
+              "type at ZeRO stages 1-3, and refuses the mix at stage 0); give "
+              "\"" +
+              own + "\" or \"fp32\"")
           .str();
     }
   }
@@ -1255,7 +1257,7 @@ std::string readPrecision(StringRef path, const llvm::json::Object &root,
 /// gradient_allreduce_op: gradient_clipping absent clips at 1.0
 /// (GRADIENT_CLIPPING_DEFAULT; 0.18 and before: 0, no clipping); WarmupLR
 /// without warmup_max_lr peaks at the optimizer's lr (following --optimizer
-/// lr=); "sum" is refused (zero-opt's step averages the gradients).
+/// lr=); "sum" sums the gradients over the ranks instead of averaging them.
 std::string applyEngineDefaults(StringRef path, const llvm::json::Object &root,
                                 zero::TrainSettings &settings,
                                 std::vector<std::string> &warnings) {
@@ -1284,12 +1286,9 @@ std::string applyEngineDefaults(StringRef path, const llvm::json::Object &root,
       return (path + ": gradient_allreduce_op must be \"mean\" or \"sum\" "
                      "(DeepSpeed's)")
           .str();
-    if (given == "sum")
-      return (path + ": gradient_allreduce_op \"" + *op +
-              "\" (DeepSpeed sums the gradients over the ranks) is not "
-              "supported: zero-opt's step averages them (\"mean\", "
-              "DeepSpeed's default); drop the key or give \"mean\"")
-          .str();
+    // "sum" (DeepSpeed 0.19 at stages 0-2; zero-optimizer refuses it at 3,
+    // as DeepSpeed does).
+    o.gradientSum = given == "sum";
   }
   return "";
 }

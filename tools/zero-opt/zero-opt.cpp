@@ -828,12 +828,15 @@ addTrainingPipeline(PassManager &pm,
                         "gradient accumulation is not supported yet (its micro-step "
                         "reduce-scatters carry the 16-bit gradients); drop the key, or use "
                         "stage 1 or 3");
-  if (settings.accumF32 && settings.step.world > 1 && settings.step.stage >= 2)
-    return errorHandler(trainConfig + ": data_types.grad_accum_dtype \"fp32\" with ZeRO stage " +
-                        Twine(int64_t(settings.step.stage)) +
-                        " is not supported (DeepSpeed sums fp32 gradients in its BF16 optimizer, "
-                        "at stages 0 and 1); drop the key (the gradients are summed in bf16) "
-                        "or use stage 1");
+  // (A gradient program, --optimizer none, has no optimizer to refuse it.)
+  if (settings.accumF32 && settings.precision != zero::Precision::FP32 &&
+      settings.step.stage == 0 && settings.optimizer)
+    return errorHandler(
+        trainConfig + ": data_types.grad_accum_dtype \"fp32\" with " +
+        (settings.precision == zero::Precision::BF16 ? "bf16" : "fp16") +
+        " training at ZeRO stage 0 is an unsupported mix, as in DeepSpeed "
+        "0.19 (its stage 0 sums the gradients in the model's type); use "
+        "zero_optimization.stage 1-3, or drop the key");
   zero::buildTrainingPipeline(pm, settings);
   return success();
 }

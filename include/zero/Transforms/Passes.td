@@ -740,6 +740,15 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
     Option<"clip", "clip", "double", "0",
            "Global-norm gradient clipping (0: none)">,
+    Option<"biasCorrection", "bias-correction", "bool", "true",
+           "Adam: correct the moments' bias (DeepSpeed's bias_correction)">,
+    Option<"gradientSum", "gradient-sum", "bool", "false",
+           "Sum the gradients over the data-parallel ranks instead of averaging "
+           "them (DeepSpeed's gradient_allreduce_op \"sum\"; not at stage 3)">,
+    Option<"lastBatchIteration", "last-batch-iteration", "int64_t", "-1",
+           "DeepSpeed's scheduler last_batch_iteration: -1 starts the schedule; "
+           "L leaves the optimizer's lr (and betas) for the first step and "
+           "resumes the schedule at L + 1">,
     Option<"schedule", "schedule", "::zero::LRSchedule", "::zero::LRSchedule::Constant",
            "The learning-rate schedule (DeepSpeed's scheduler.type)",
            [{::llvm::cl::values(

@@ -232,6 +232,11 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (kind != "adamw" && kind != "adam" && kind != "sgd")
       return module.emitError() << "zero-optimizer: unknown optimizer '" << type
                                 << "'; the optimizers are adamw, adam and sgd";
+    if (gradientSum && stage == 3)
+      return module.emitError()
+             << "zero-optimizer: gradient-sum (gradient_allreduce_op "
+                "\"sum\") is not supported with ZeRO stage 3, as in "
+                "DeepSpeed 0.19: give \"mean\" or stage 0-2";
     if (lr < 0 || clip < 0 || weightDecay < 0 || momentum < 0 || eps < 0)
       return module.emitError() << "zero-optimizer: lr, clip, weight-decay, momentum and "
                                    "eps must be >= 0";
@@ -260,12 +265,19 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       return module.emitError() << "zero-optimizer: LRRangeTest needs lr_range_test_step_size "
                                    "> 0, got "
                                 << lrRangeTestStepSize;
-    // total_num_steps -1: "auto", the run's steps (zero-run sets it).
-    if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") && totalNumSteps != -1 &&
-        totalNumSteps < warmupNumSteps)
-      return module.emitError() << "zero-optimizer: " << sched << " needs total_num_steps ("
-                                << totalNumSteps << ") >= warmup_num_steps ("
-                                << warmupNumSteps << ")";
+    // total_num_steps -1: "auto", the run's steps (zero-run sets it); at or
+    // below the warmup, DeepSpeed clamps (the lr stays at the decay's floor
+    // after the warmup), as the runtime's LrSchedule does.
+    if ((sched == "WarmupDecayLR" || sched == "WarmupCosineLR") &&
+        totalNumSteps < -1)
+      return module.emitError()
+             << "zero-optimizer: " << sched
+             << " needs total_num_steps >= 0 (or -1: the run's), got "
+             << int64_t(totalNumSteps);
+    if (lastBatchIteration < -1)
+      return module.emitError()
+             << "zero-optimizer: last-batch-iteration must be >= -1, got "
+             << int64_t(lastBatchIteration);
     return success();
   }
 
@@ -412,6 +424,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       sum = toF32(late, sum);
       fe = late.getF32Type();
     }
+    // gradient_allreduce_op "sum": the ranks' gradients summed, not averaged.
+    if (gradientSum)
+      return sum;
     return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
   }
 
@@ -652,6 +667,14 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         lrOp->setAttr("lr", b.getF64FloatAttr(lr));
       }
     }
+    // DeepSpeed's scheduler built with last_batch_iteration L != -1 leaves
+    // the optimizer's own lr (and betas) for the first step and resumes at
+    // L + 1 after it.
+    if (lastBatchIteration != -1) {
+      lrOp->setAttr("last_batch_iteration",
+                    b.getI64IntegerAttr(lastBatchIteration));
+      lrOp->setAttr("lr", b.getF64FloatAttr(lr));
+    }
     s.rate = lrOp.getResult();
   }
 
@@ -806,8 +829,16 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
         mIn, vIn, b.getF64FloatAttr(cycle ? cycleMinMom : beta1),
         b.getF64FloatAttr(cycle ? 0.99 : beta2), b.getF64FloatAttr(eps),
         b.getF64FloatAttr(decayOf(u)), b.getI64IntegerAttr(decoupled ? 1 : 0));
+    if (!biasCorrection)
+      op->setAttr("bias_correction", b.getI64IntegerAttr(0));
     if (cycle) {
       op->setAttr("beta1_schedule", b.getStringAttr("OneCycle"));
+      if (lastBatchIteration != -1) {
+        op->setAttr("last_batch_iteration",
+                    b.getI64IntegerAttr(lastBatchIteration));
+        op->setAttr("first_beta1", b.getF64FloatAttr(beta1));
+        op->setAttr("first_beta2", b.getF64FloatAttr(beta2));
+      }
       setOneCycleShape(op, b);
       op->setAttr("cycle_min_mom", b.getF64FloatAttr(cycleMinMom));
       op->setAttr("cycle_max_mom", b.getF64FloatAttr(cycleMaxMom));

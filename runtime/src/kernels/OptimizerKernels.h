@@ -191,10 +191,19 @@ Status adamWKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   if (!beta1Schedule.empty() && beta1Schedule != "OneCycle")
     return kernelError(op, "bad attribute beta1_schedule", "\"" + beta1Schedule + "\"",
                        "\"OneCycle\" or none");
-  const double beta1 = beta1Schedule.empty()
-                           ? numberAttr(attrs, "beta1", 0.9)
-                           : OneCycle::of(attrs).momentum(attrs, step - 2);
-  const double beta2 = numberAttr(attrs, "beta2", 0.999);
+  // A schedule resumed at last_batch_iteration L (not -1) leaves the
+  // optimizer's own betas for the first step, then cycles from L + 1.
+  const int64_t resumed =
+      int64_t(numberAttr(attrs, "last_batch_iteration", -1));
+  const bool first = resumed != -1 && step == 1 && !beta1Schedule.empty();
+  const double beta1 =
+      beta1Schedule.empty() ? numberAttr(attrs, "beta1", 0.9)
+      : first               ? numberAttr(attrs, "first_beta1", 0.9)
+              : OneCycle::of(attrs).momentum(attrs, step - 1 + resumed);
+  const double beta2 = first ? numberAttr(attrs, "first_beta2", 0.999)
+                             : numberAttr(attrs, "beta2", 0.999);
+  // bias_correction 0 (DeepSpeed's FusedAdam option): the moments as they are.
+  const bool biasCorrected = numberAttr(attrs, "bias_correction", 1) != 0;
   const double eps = numberAttr(attrs, "eps", 1e-8);
   const double weightDecay = numberAttr(attrs, "weight_decay", 0.0);
   const bool decoupled = numberAttr(attrs, "decoupled", 1) != 0;
@@ -206,8 +215,8 @@ Status adamWKernel(const KernelContext &ctx, const std::vector<TensorRef> &in,
   // The host side of _single_tensor_adam, in double like Python.
   const double t = double(step);
   const double lrValue = double(lr);
-  const double biasCorrection1 = 1 - std::pow(beta1, t);
-  const double biasCorrection2 = 1 - std::pow(beta2, t);
+  const double biasCorrection1 = biasCorrected ? 1 - std::pow(beta1, t) : 1.0;
+  const double biasCorrection2 = biasCorrected ? 1 - std::pow(beta2, t) : 1.0;
   const double stepSize = lrValue / biasCorrection1;
   const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
   math::AdamScalars s;
@@ -301,7 +310,10 @@ inline double warmupGamma(const std::string &type, int64_t k, int64_t warmup) {
 /// LrSchedule(step) -> lr: the learning rate DeepSpeed's engine uses for its
 /// t-th optimizer step. The engine sets the scheduler's lr when it is built
 /// (last_batch_iteration = -1) and calls lr_scheduler.step() after every
-/// optimizer step, so step t runs with last_batch_iteration k = t - 2.
+/// optimizer step, so step t runs with last_batch_iteration k = t - 2. Built
+/// with last_batch_iteration L (attribute; not -1), the scheduler leaves the
+/// optimizer's lr (attribute lr) for the first step and step t runs with
+/// k = L + t - 1.
 template <typename Loops>
 Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out,
@@ -316,7 +328,16 @@ Status lrScheduleKernel(const KernelContext &, const std::vector<TensorRef> &in,
   if (warmupType != "log" && warmupType != "linear")
     return kernelError(op, "bad attribute warmup_type",
                        "\"" + warmupType + "\"", "\"log\" or \"linear\"");
-  const int64_t k = step - 2; // last_batch_iteration
+  const int64_t resumed =
+      int64_t(numberAttr(attrs, "last_batch_iteration", -1));
+  if (resumed != -1 && step == 1) {
+    if (!attrs.has("lr"))
+      return kernelError(
+          op, "missing attribute lr", "none",
+          "the optimizer's lr, for the first step of a resumed schedule");
+    return Loops::write(out[0].as<float>(), float(numberAttr(attrs, "lr", 0)));
+  }
+  const int64_t k = step - 1 + resumed; // last_batch_iteration
   // DeepSpeed raises warmup_num_steps to at least 2 (log(1) would be 0).
   const int64_t warmup = std::max<int64_t>(
       2, int64_t(numberAttr(attrs, "warmup_num_steps", 1000)));
