@@ -1149,14 +1149,18 @@ std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
         settings.accumF32 = true;
         continue;
       }
-      return (path + ": data_types.grad_accum_dtype \"" + *t + "\" with " +
-              own +
-              " training is not supported: zero-opt sums the gradients in the "
-              "training's type or in fp32 (DeepSpeed 0.19 also sums in another "
-              "16-bit "
-              "type at ZeRO stages 1-3, and refuses the mix at stage 0); give "
-              "\"" +
-              own + "\" or \"fp32\"")
+      if (own != StringRef("fp32")) {
+        // The other 16-bit type: DeepSpeed's ZeRO optimizers cast each
+        // gradient to it and sum there.
+        settings.accumDtype = t->str();
+        continue;
+      }
+      return (path + ": data_types.grad_accum_dtype \"" + *t +
+              "\" with fp32 training is not supported: zero-opt sums fp32 "
+              "gradients "
+              "in fp32 (DeepSpeed 0.19 sums them in a 16-bit type at ZeRO "
+              "stages 1-3 "
+              "and refuses the mix at stage 0); give \"fp32\"")
           .str();
     }
   }

@@ -498,6 +498,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
   ad.accumF32 = settings.accumF32;
+  ad.accumDtype = settings.accumDtype;
   ad.microBatchSize = settings.microBatchSize;
   ad.microBatchOrigin = settings.microBatchOrigin;
   const int64_t checkpoint = settings.zeroGiven ? settings.zero.activationCheckpointInterval : 0;
@@ -511,6 +512,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
     ZeroReduceMicroStepsPassOptions reduce;
     reduce.world = settings.step.world;
     reduce.stage = settings.step.stage;
+    reduce.gradientSum = settings.step.gradientSum;
     pm.addPass(createZeroReduceMicroStepsPass(reduce));
   }
   if (checkpoint > 0) {

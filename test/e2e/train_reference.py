@@ -492,11 +492,13 @@ class Reference:
         loss_scale_window, min_loss_scale), an overflowing step skipped (no update, no
         scheduler step, Adam's step count unchanged), else the gradients unscaled by the
         scale the backward used, clipped and AdamW applied to the masters, the model's
-        parameters the masters rounded to fp16. With ranks > 1, data parallelism as
-        DeepSpeed runs it: each rank's backward on its rows (its own mean loss), the
-        ranks' fp16 gradients summed in fp16 (the all-reduce; a sum past fp16's range
-        overflows), then the mean over ranks in fp32; the logged loss is the ranks' mean.
-        Returns dict(losses, scales, skipped)."""
+        parameters the masters rounded to fp16. The scale doubles after a clean step
+        whose stable interval (cur_iter - last_overflow_iter - 1, DeepSpeed 0.19) is a
+        positive multiple of loss_scale_window. With ranks > 1, data parallelism as
+        DeepSpeed's ZeRO 1-3 run it: each rank's backward on its rows (its own mean
+        loss), each rank's fp16 gradient divided by the ranks in fp16 and the results
+        summed in fp16 (the reduction; a sum past fp16's range overflows); the logged
+        loss is the ranks' mean. Returns dict(losses, scales, skipped)."""
         import torch
         fp = config["fp16"]
         # DeepSpeed 0.19 clips at 1.0 when a config leaves gradient_clipping out
@@ -526,7 +528,9 @@ class Reference:
                 loss = self.loss({k: v[t, r * rows:(r + 1) * rows] for k, v in data.items()})
                 (loss.float() * cur_scale).backward()
                 losses.append(float(loss.detach().float()))
-                g = [None if p.grad is None else p.grad.detach().clone() for p in params]
+                # ZeRO 1-3 divide each rank's gradient before the reduction.
+                g = [None if p.grad is None else p.grad.detach().clone() * (1.0 / ranks)
+                     if ranks > 1 else p.grad.detach().clone() for p in params]
                 summed = g if summed is None else [
                     None if x is None else x + y for x, y in zip(summed, g)]  # fp16 adds
                 self.model.zero_grad(set_to_none=True)
@@ -546,14 +550,15 @@ class Reference:
             else:
                 if consecutive:
                     cur_h = H
-                if (cur_iter - last_overflow) % window == 0:
+                stable = cur_iter - last_overflow - 1
+                if stable > 0 and stable % window == 0:
                     if not consecutive:
                         cur_h = H
                     cur_scale *= 2.0
             cur_iter += 1
             if not overflow:
                 for m, x in zip(masters, summed):
-                    m.grad = None if x is None else (x.float() / ranks) * (1.0 / used)
+                    m.grad = None if x is None else x.float() * (1.0 / used)
                 torch.nn.utils.clip_grad_norm_(masters, clip if clip > 0 else float("inf"),
                                                foreach=False)
                 opt.step()

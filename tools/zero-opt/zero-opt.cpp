@@ -829,10 +829,14 @@ addTrainingPipeline(PassManager &pm,
                         "reduce-scatters carry the 16-bit gradients); drop the key, or use "
                         "stage 1 or 3");
   // (A gradient program, --optimizer none, has no optimizer to refuse it.)
-  if (settings.accumF32 && settings.precision != zero::Precision::FP32 &&
-      settings.step.stage == 0 && settings.optimizer)
+  if ((settings.accumF32 || !settings.accumDtype.empty()) &&
+      settings.precision != zero::Precision::FP32 && settings.step.stage == 0 &&
+      settings.optimizer)
     return errorHandler(
-        trainConfig + ": data_types.grad_accum_dtype \"fp32\" with " +
+        trainConfig + ": data_types.grad_accum_dtype \"" +
+        (settings.accumDtype.empty() ? std::string("fp32")
+                                     : settings.accumDtype) +
+        "\" with " +
         (settings.precision == zero::Precision::BF16 ? "bf16" : "fp16") +
         " training at ZeRO stage 0 is an unsupported mix, as in DeepSpeed "
         "0.19 (its stage 0 sums the gradients in the model's type); use "

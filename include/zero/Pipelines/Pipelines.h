@@ -218,6 +218,9 @@ struct TrainSettings {
   /// data_types.grad_accum_dtype "fp32": 16-bit gradients summed over the
   /// micro-batches in f32 (zero-autodiff accum-f32).
   bool accumF32 = false;
+  /// data_types.grad_accum_dtype "fp16" / "bf16" with training in the other
+  /// 16-bit type (zero-autodiff accum-dtype); empty: none.
+  std::string accumDtype;
   /// The config's scheduler.params.warmup_max_lr is "auto": the optimizer's
   /// lr, --optimizer's when given.
   bool warmupMaxLrAuto = false;

@@ -593,6 +593,10 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "mlir::ModuleOp"> {
            "Sum 16-bit gradients over the micro-batches in f32 (DeepSpeed's "
            "data_types.grad_accum_dtype fp32): each micro-batch's gradient "
            "widened, the step's gradient f32">,
+    Option<"accumDtype", "accum-dtype", "std::string", "\"\"",
+           "The type 16-bit gradients are summed in over the micro-batches "
+           "(DeepSpeed's grad_accum_dtype): fp32 (as accum-f32), fp16 or bf16; "
+           "empty: their own">,
     Option<"microBatchSize", "micro-batch-size", "int64_t", "0",
            "The rows of one micro-batch the config promises "
            "(train_micro_batch_size_per_gpu; 0: not checked): the model's "
@@ -659,6 +663,10 @@ def ZeroReduceMicroStepsPass : Pass<"zero-reduce-micro-steps", "mlir::ModuleOp">
     Option<"stage", "stage", "int64_t", "0",
            "ZeRO stage (zero-optimizer's stage): 2 reduce-scatters every "
            "micro-step; 0, 1 and 3 leave the step as it is">,
+    Option<"gradientSum", "gradient-sum", "bool", "false",
+           "The gradients are summed over the ranks (zero-optimizer's "
+           "gradient-sum); else each micro-step's gradient is divided by the "
+           "world size before its reduce-scatter">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect", "::zero::dist::ZeroDialect"];
 }

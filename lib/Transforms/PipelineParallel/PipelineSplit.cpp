@@ -1030,6 +1030,10 @@ struct ZeroPipelineSplitPass
   /// send goes as early as its value allows, a receive (or a repeated load)
   /// as late as its first user.
   LogicalResult assignSteps(TrainingStepCut &step) {
+    auto floating = [&](Operation *op) {
+      return op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
+             !step.slotOf.count(op) && isa<::zero::onnx::ConstantOp>(op);
+    };
     SmallVector<Operation *> &ops = step.ops;
     llvm::DenseMap<Operation *, int64_t> &position = step.position, &stepOf = step.stepOf;
     for (Operation &op : step.body)
@@ -1067,7 +1071,7 @@ struct ZeroPipelineSplitPass
       const int64_t st = step.stageOf.lookup(op);
       int64_t lo = -1;
       for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp())
+        if (Operation *d = v.getDefiningOp(); d && !floating(d))
           lo = std::max(lo, stepOf.lookup(d));
       int64_t at;
       if (isa<::zero::dist::SendOp>(op))
@@ -1083,6 +1087,13 @@ struct ZeroPipelineSplitPass
                                "stage's schedule than its users");
       stepOf[op] = at;
     }
+    // An untagged op without operands (a constant) runs in the step of its
+    // earliest user: it does not hold its users back (above), nor comes after.
+    for (Operation *op : ops)
+      if (floating(op))
+        for (Operation *user : op->getUsers())
+          if (auto it = stepOf.find(user); it != stepOf.end())
+            stepOf[op] = std::min(stepOf[op], it->second);
     return success();
   }
 

@@ -103,23 +103,24 @@ Value sumGradients(ImplicitLocOpBuilder &b, Value sum, Value g) {
   return summed;
 }
 
-/// `g`, a 16-bit gradient, widened to f32 (exactly) to start an f32 sum over
-/// micro-batches. A Gather's gradient (a scatter-add of the looked-up rows
-/// into zeros) that nothing reads yet is rebuilt in f32 from its widened
-/// rows: the rows are widened, not the table.
-Value widenGradient(ImplicitLocOpBuilder &b, Value g) {
+/// `g`, a 16-bit gradient, cast to `into` (f32: exactly; the other 16-bit
+/// type: as DeepSpeed casts to its grad_accum_dtype) to start a sum over
+/// micro-batches in that type. A Gather's gradient (a scatter-add of the
+/// looked-up rows into zeros) that nothing reads yet is rebuilt in `into`
+/// from its cast rows: the rows are cast, not the table.
+Value widenGradient(ImplicitLocOpBuilder &b, Value g, Type into) {
   auto t = cast<RankedTensorType>(g.getType());
-  auto f32 = RankedTensorType::get(t.getShape(), b.getF32Type());
+  auto whole = RankedTensorType::get(t.getShape(), into);
   auto widen = [&](Value v) -> Value {
     auto vt = cast<RankedTensorType>(v.getType());
-    return onnx::CastOp::create(b, RankedTensorType::get(vt.getShape(), b.getF32Type()), v,
-                                TypeAttr::get(b.getF32Type()));
+    return onnx::CastOp::create(b, RankedTensorType::get(vt.getShape(), into),
+                                v, TypeAttr::get(into));
   };
   onnx::ScatterNDOp scatter = rowsIntoZeros(g);
   if (!scatter)
     return widen(g);
   Value table = onnx::ConstantOp::create(
-      b, f32, DenseElementsAttr::get(f32, FloatAttr::get(b.getF32Type(), 0.0)));
+      b, whole, DenseElementsAttr::get(whole, FloatAttr::get(into, 0.0)));
   Value rebuilt = onnx::ScatterNDOp::create(b, table, scatter.getIndices(),
                                             widen(scatter.getUpdates()), "add");
   eraseRowsIntoZeros(scatter);
@@ -221,6 +222,13 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       return signalPassFailure();
     if (accumulation < 1) {
       module.emitError() << "zero-autodiff: accumulation must be >= 1, got " << accumulation;
+      return signalPassFailure();
+    }
+    if (!accumDtype.empty() && accumDtype != "fp32" && accumDtype != "fp16" &&
+        accumDtype != "bf16") {
+      module.emitError()
+          << "zero-autodiff: accum-dtype must be fp32, fp16 or bf16, got '"
+          << accumDtype << "'";
       return signalPassFailure();
     }
     if (failed(keepOnlyLoss(func)) || failed(checkLoss(func)))
@@ -500,17 +508,31 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
       // in f32 (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16
       // gradient into fp32 ones).
       auto et = cast<RankedTensorType>(v.getType()).getElementType();
-      const bool widen = accumF32 && accumulation > 1 && isa<FloatType>(et) &&
-                         et.getIntOrFloatBitWidth() == 16;
+      Type into = accumulationType(b);
+      const bool widen = into && accumulation > 1 && isa<FloatType>(et) &&
+                         et.getIntOrFloatBitWidth() == 16 && et != into;
       auto it = s.grads.find(g);
       if (it == s.grads.end())
-        s.grads.insert({g, widen ? widenGradient(b, v) : v});
+        s.grads.insert({g, widen ? widenGradient(b, v, into) : v});
       else
-        it->second = sumGradients(b, it->second, widen ? widenGradient(b, v) : v);
+        it->second =
+            sumGradients(b, it->second, widen ? widenGradient(b, v, into) : v);
     }
     s.lossSum = s.lossSum ? onnx::AddOp::create(b, s.lossSum, loss).getResult() : loss;
     tagSince(s, beforeBackward, k, attrs::Phase::Backward);
     return success();
+  }
+
+  /// The type 16-bit gradients are summed in over the micro-batches (accum-f32,
+  /// accum-dtype); null: their own.
+  Type accumulationType(Builder &b) {
+    if (accumF32 || accumDtype == "fp32")
+      return b.getF32Type();
+    if (accumDtype == "fp16")
+      return b.getF16Type();
+    if (accumDtype == "bf16")
+      return b.getBF16Type();
+    return {};
   }
 
   /// Micro-batch `k`'s forward: the loss function's ops cloned, reading the

@@ -133,11 +133,18 @@ void updateLossScale(ImplicitLocOpBuilder &b, const LossScaler &s, Value scale,
   Value scaleO = where(b, shift, halved, scale);
   Value spentO = where(b, shift, spent, onnx::AddOp::create(b, spent, one));
   Value lastO = onnx::AddOp::create(b, iter, one);
-  // A clean step: (cur_iter - last_overflow_iter) % window == 0 doubles the
-  // scale and (without consecutive_hysteresis) restores the hysteresis;
-  // with consecutive_hysteresis every clean step restores it.
-  Value since = onnx::SubOp::create(b, onnx::AddOp::create(b, iter, one), lastPlus1);
-  Value grow = equal(b, onnx::ModOp::create(b, since, scalar(b, double(c.window), i64)), zero);
+  // A clean step: DeepSpeed 0.19's stable interval, cur_iter -
+  // last_overflow_iter - 1, positive and a multiple of the window, doubles
+  // the scale and (without consecutive_hysteresis) restores the hysteresis;
+  // with consecutive_hysteresis every clean step restores it. (0.18 and
+  // before doubled one step earlier: (cur_iter - last_overflow_iter) %
+  // window == 0.)
+  Value stable = onnx::SubOp::create(b, iter, lastPlus1);
+  auto i1s = RankedTensorType::get({}, b.getI1Type());
+  Value grow = onnx::AndOp::create(
+      b, i1s, onnx::GreaterOp::create(b, i1s, stable, zero),
+      equal(b, onnx::ModOp::create(b, stable, scalar(b, double(c.window), i64)),
+            zero));
   Value scaleC = where(b, grow, onnx::MulOp::create(b, scale, scalar(b, 2.0, f32)), scale);
   Value spentC = c.consecutiveHysteresis ? zero : where(b, grow, zero, spent);
   store(b, s.scale, where(b, overflow, scaleO, scaleC));

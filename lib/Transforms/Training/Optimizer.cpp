@@ -187,6 +187,7 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     if (failed(collectGradients(module, s)) || failed(configureDataParallel(module, s)))
       return signalPassFailure();
     recordHeldGradients(s);
+    preDivides = s.sharded && !gradientSum;
     if (world > 1)
       averageGradients(s);
     // 16-bit gradients (zero-mixed-precision) are clipped and applied in f32.
@@ -369,13 +370,12 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
   /// the optimizer step: a stream runs in order, so a reader right behind the
   /// collective would hold the rest of backward until the collective is done.
   void averageGradients(OptimizerStep &s) {
-    // Gradients zero-reduce-micro-steps already reduce-scattered (every micro-step, ZeRO-2)
-    // and summed: only the mean is left.
-    for (unsigned i : s.reduced) {
-      Value &grad = s.params[i].grad;
-      Type fe = cast<RankedTensorType>(grad.getType()).getElementType();
-      grad = meanOverRanks(s.b, grad, fe);
-    }
+    // Gradients zero-reduce-micro-steps already reduce-scattered (every
+    // micro-step, ZeRO-2) and summed: only the mean is left.
+    // zero-reduce-micro-steps divided each micro-batch's gradient by N before
+    // its reduce-scatter (as DeepSpeed's ZeRO-2), unless gradients are summed.
+    for (unsigned i : s.reduced)
+      s.params[i].grad = toF32(s.b, s.params[i].grad);
     for (ArrayRef<size_t> members : bucketGradients(s)) {
       ++numGradientCollectives;
       if (members.size() == 1)
@@ -424,8 +424,9 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
       sum = toF32(late, sum);
       fe = late.getF32Type();
     }
-    // gradient_allreduce_op "sum": the ranks' gradients summed, not averaged.
-    if (gradientSum)
+    // gradient_allreduce_op "sum": the ranks' gradients summed, not averaged;
+    // at stages 1-3 each rank's gradient was divided before the collective.
+    if (gradientSum || preDivides)
       return sum;
     return onnx::MulOp::create(late, sum, scalar(late, 1.0 / double(world), fe)).getResult();
   }
@@ -441,6 +442,10 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
 
   /// Averages the gradient of parameter `i` on its own: all-reduced, or
   /// reduce-scattered into the rank's shard.
+  /// Whether each rank's gradient is divided by N before the collective
+  /// (stages 1-3 averaging: forCommunication), not the sum after.
+  bool preDivides = false;
+
   /// The element type the collectives carry `param`'s gradient in: f32 with
   /// comm-fp32 (communication_data_type "fp32"), else the parameter's own
   /// (16 bits for a 16-bit parameter, even when its gradient was summed over
@@ -450,16 +455,25 @@ struct ZeroOptimizerPass : public ::zero::impl::ZeroOptimizerPassBase<ZeroOptimi
     return commF32 || !isa<FloatType>(pe) ? Float32Type::get(&getContext()) : pe;
   }
 
-  /// `grad` as the collectives carry it (communicationType).
+  /// `grad` as the collectives carry it (communicationType); at stages 1-3
+  /// (preDivides) divided by the world size there, before the collective, as
+  /// DeepSpeed's ZeRO optimizers divide each rank's gradient in the
+  /// communication type (a 16-bit sum then stays in range where the halves
+  /// do; stage 0 sums, then scales, as DeepSpeed's engine).
   Value forCommunication(ImplicitLocOpBuilder &cb, Value grad, ml_program::GlobalOp param) {
     auto t = cast<RankedTensorType>(grad.getType());
     Type want = communicationType(param);
-    if (t.getElementType() == want)
-      return grad;
-    if (want.isF32())
-      return toF32(cb, grad);
-    return onnx::CastOp::create(cb, RankedTensorType::get(t.getShape(), want), grad,
-                                TypeAttr::get(want));
+    if (t.getElementType() != want)
+      grad = want.isF32() ? toF32(cb, grad)
+                          : onnx::CastOp::create(
+                                cb, RankedTensorType::get(t.getShape(), want),
+                                grad, TypeAttr::get(want))
+                                .getResult();
+    if (preDivides) {
+      Value inverse = scalar(cb, 1.0 / double(world), want);
+      grad = onnx::MulOp::create(cb, grad, inverse).getResult();
+    }
+    return grad;
   }
 
   void averageAlone(OptimizerStep &s, size_t i) {

@@ -254,6 +254,16 @@ struct ZeroReduceMicroStepsPass
       int64_t padded = ::zero::paddedNumel(t.getNumElements(), world);
       b.setInsertionPointAfterValue(part);
       Value flat = ::zero::flatPadded(b, part, padded);
+      // Averaged gradients are divided by N before the collective, in their
+      // own type, as DeepSpeed's ZeRO-2 divides each micro-step's bucket.
+      if (!gradientSum) {
+        Type elem = t.getElementType();
+        Value inverse = onnx::ConstantOp::create(
+            b, RankedTensorType::get({}, elem),
+            DenseElementsAttr::get(RankedTensorType::get({}, elem),
+                                   FloatAttr::get(elem, 1.0 / double(world))));
+        flat = onnx::MulOp::create(b, flat, inverse).getResult();
+      }
       auto shard = ::zero::dist::ReduceScatterOp::create(
           b, RankedTensorType::get({padded / world}, t.getElementType()), flat,
           int64_t(world));

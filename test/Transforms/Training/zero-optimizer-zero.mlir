@@ -41,30 +41,33 @@
 // S0: zero.adamw %w1_0, %[[GW1]], {{.+}} : tensor<3x5xf32>, tensor<3x5xf32>, tensor<i64>, tensor<f32>, tensor<f32>, tensor<3x5xf32>, tensor<3x5xf32> -> tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
 // S0: zero.adamw %b2_{{[0-9]+}}, %[[GB]],
 
-// Stages 1 and 2: the gradient flattened, zero-padded to a multiple of 2
-// (15 -> 16, 3 -> 4), reduce-scattered and times 1/2; the global norm is the
-// all-reduced sum of the local squared norms; each rank steps its shard of
-// the parameter (zero.local_shard) and all-gathers the update back.
+// Stages 1 and 2: the gradient times 1/2 (before the collective, in its own
+// type, as DeepSpeed's ZeRO optimizers divide each rank's gradient), flattened,
+// zero-padded to a multiple of 2 (15 -> 16, 3 -> 4) and reduce-scattered; the
+// global norm is the all-reduced sum of the local squared norms; each rank
+// steps its shard of the parameter (zero.local_shard) and all-gathers the
+// update back.
 // S1: module attributes {zero.accumulation_steps = 1 : i64, zero.stage = {{[12]}} : i64, zero.training = {{.+}}, zero.world_size = 2 : i64}
 // S1-LABEL: func.func @train_step
 // S1: %[[DB:.+]] = onnx.Reshape %{{.+}} {shape = array<i64: 3>} : (tensor<1x3xf32>) -> tensor<3xf32>
-// S1-NEXT: %[[PB:.+]] = onnx.Pad %[[DB]] {pads = array<i64: 0, 1>} : (tensor<3xf32>) -> tensor<4xf32>
-// S1-NEXT: %[[RB:.+]] = zero.reduce_scatter %[[PB]] {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+// S1-NEXT: %[[HB:.+]] = onnx.Constant dense<5.000000e-01> : tensor<f32>
+// S1-NEXT: %[[MB:.+]] = onnx.Mul %[[DB]], %[[HB]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// S1-NEXT: %[[PB:.+]] = onnx.Pad %[[MB]] {pads = array<i64: 0, 1>} : (tensor<3xf32>) -> tensor<4xf32>
+// S1-NEXT: %[[GB:.+]] = zero.reduce_scatter %[[PB]] {world = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
 // S1-NEXT: onnx.Transpose %w2
 // S1: %[[DW2:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
-// S1-NEXT: %[[FW2:.+]] = onnx.Reshape %[[DW2]] {shape = array<i64: 15>} : (tensor<5x3xf32>) -> tensor<15xf32>
+// S1-NEXT: onnx.Constant dense<5.000000e-01>
+// S1-NEXT: %[[MW2:.+]] = onnx.Mul %[[DW2]]
+// S1-NEXT: %[[FW2:.+]] = onnx.Reshape %[[MW2]] {shape = array<i64: 15>} : (tensor<5x3xf32>) -> tensor<15xf32>
 // S1-NEXT: %[[PW2:.+]] = onnx.Pad %[[FW2]] {pads = array<i64: 0, 1>} : (tensor<15xf32>) -> tensor<16xf32>
-// S1-NEXT: %[[RW2:.+]] = zero.reduce_scatter %[[PW2]] {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1-NEXT: zero.reduce_scatter %[[PW2]] {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
 // S1: %[[DW1:.+]] = onnx.MatMul %{{.+}}, %{{.+}} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
-// S1-NEXT: onnx.Reshape %[[DW1]] {shape = array<i64: 15>}
+// S1-NEXT: onnx.Constant dense<5.000000e-01>
+// S1-NEXT: %[[MW1:.+]] = onnx.Mul %[[DW1]]
+// S1-NEXT: onnx.Reshape %[[MW1]] {shape = array<i64: 15>}
 // S1-NEXT: onnx.Pad
-// S1-NEXT: %[[RW1:.+]] = zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
-// S1-NEXT: onnx.Constant dense<5.000000e-01>
-// S1-NEXT: %[[GB:.+]] = onnx.Mul %[[RB]]
-// S1-NEXT: onnx.Constant dense<5.000000e-01>
-// S1-NEXT: onnx.Mul %[[RW2]]
-// S1-NEXT: onnx.Constant dense<5.000000e-01>
-// S1-NEXT: %[[GW1:.+]] = onnx.Mul %[[RW1]]
+// S1-NEXT: %[[GW1:.+]] = zero.reduce_scatter %{{.+}} {world = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+// S1-NOT: dense<5.000000e-01>
 // S1: onnx.ReduceSumSquare %[[GW1]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
 // S1: onnx.ReduceSumSquare %[[GB]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2xf32>) -> tensor<f32>
 // S1-NEXT: %[[SQ:[^ ]+]] = onnx.Add %{{[^ ]+}}, %{{[^ ]+}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
@@ -101,15 +104,16 @@
 // B0-NEXT: onnx.Reshape %[[W2S]] {shape = array<i64: 5, 3>}
 // At stages 1-3 a bucket lays each padded gradient out as [N, s] rows and
 // concatenates the columns, so rank r's block of the reduce-scatter holds its
-// shard of every gradient: b2 (2 per rank), w2 (8), w1 (8).
+// shard of every gradient: b2 (2 per rank), w2 (8), w1 (8), each gradient
+// times 1/2 before (as DeepSpeed divides a bucket before reducing it).
 // B1-LABEL: func.func @train_step
+// B1: onnx.Constant dense<5.000000e-01>
+// B1-NEXT: onnx.Mul %{{.+}}, %{{.+}} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // B1: onnx.Reshape %{{.+}} {shape = array<i64: 2, 2>} : (tensor<4xf32>) -> tensor<2x2xf32>
 // B1: onnx.Reshape %{{.+}} {shape = array<i64: 2, 8>} : (tensor<16xf32>) -> tensor<2x8xf32>
 // B1: %[[ROWS:.+]] = onnx.Concat %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x18xf32>
 // B1-NEXT: %[[FLAT:.+]] = onnx.Reshape %[[ROWS]] {shape = array<i64: 36>}
-// B1-NEXT: %[[RS:.+]] = zero.reduce_scatter %[[FLAT]] {world = 2 : i64} : tensor<36xf32> -> tensor<18xf32>
-// B1-NEXT: onnx.Constant dense<5.000000e-01>
-// B1-NEXT: %[[AVG:.+]] = onnx.Mul %[[RS]]
+// B1-NEXT: %[[AVG:.+]] = zero.reduce_scatter %[[FLAT]] {world = 2 : i64} : tensor<36xf32> -> tensor<18xf32>
 // B1-NEXT: %[[GB:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 2>, starts = array<i64: 0>, steps = array<i64: 1>}
 // B1-NEXT: %[[GW2:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 10>, starts = array<i64: 2>, steps = array<i64: 1>}
 // B1-NEXT: %[[GW1:.+]] = onnx.Slice %[[AVG]] {ends = array<i64: 18>, starts = array<i64: 10>, steps = array<i64: 1>}

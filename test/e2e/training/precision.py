@@ -234,11 +234,11 @@ def mode_bf16(a, tools, name, work):
     train("z2n2k2", 2, 2, accum=2)  # ZeRO-2 reduce-scatters every micro-step's gradient
     # grad_accum_dtype fp32: the micro-batches' gradients summed in fp32 reach the
     # optimizer unrounded on one rank (other losses than the bf16-summed run's); over
-    # ranks they are all-reduced (stage 0) or reduce-scattered (stage 1) in bf16
-    # (DeepSpeed's communication_data_type default): the bf16-summed run's bytes (with
-    # 2 micro-batches, rounding the fp32 sum for the collective gives the bf16 sum's
-    # bits but for the embedding rows' order).
-    runs = [("k2", 1, None)] + [(f"z{st}n2k2", 2, st) for st in (0, 1)]
+    # ranks they are reduce-scattered in bf16 (DeepSpeed's communication_data_type
+    # default): the bf16-summed run's bytes (with 2 micro-batches, rounding the fp32
+    # sum for the collective gives the bf16 sum's bits but for the embedding rows'
+    # order). At ZeRO stage 1, as DeepSpeed 0.19 refuses the mix at stage 0.
+    runs = [("k2", 1, 1), ("z1n2k2", 2, 1)]
     for tag, ranks, stage in runs:
         got16, rep16 = train(tag, ranks, stage, accum=2)
         got, rep = train(tag + "_acc32", ranks, stage, accum=2, acc32=True)
@@ -340,7 +340,7 @@ def mode_bf16(a, tools, name, work):
     for suffix in ("", "_acc32"):
         one = np.array([r["loss"] for r in
                         json.loads((work / f"log_k2{suffix}.json").read_text())])
-        pp, _ = train("pp2" + suffix, 2, accum=2, zopts="pp=2 micro-batches=2",
+        pp, _ = train("pp2" + suffix, 2, 1, accum=2, zopts="pp=2 micro-batches=2",
                       acc32=bool(suffix))
         ok = one.tobytes() == pp.tobytes()
         log(f"  {'ok  ' if ok else 'FAIL'} bf16 pp=2 (1F1B, 2 micro-batches"
