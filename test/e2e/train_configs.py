@@ -7,7 +7,8 @@ ZeRO-1 config, LLaMA-Factory's ds_z3_offload_config with bf16, a ZeRO-Infinity
 NVMe config (with its "aio" block), ZeRO++ (qwZ, hpZ, qgZ) with bf16, and
 gradient accumulation with WarmupCosineLR and "Adam" + torch_adam. Each is
 compiled with zero-opt --config (the Trainer's command-line values where the
-template says "auto": --optimizer lr) and trained with zero-run on byte tokens of
+template says "auto": --optimizer lr; LLaMA-Factory's has no optimizer: the
+Trainer's AdamW, weight decay 0) and trained with zero-run on byte tokens of
 a real text (the GPL-3 as Debian ships it) over 2 ranks (4 for hpZ). Checks, per
 config:
   falls      the loss falls by more than 0.5 nats (mean of the first 5 steps
@@ -19,6 +20,12 @@ config:
              moments) with 16 bits, 8 with fp32; partitioned by N per stage,
              within DeepSpeed's per-parameter padding to N;
   fp16       fp16 configs log a loss_scale every step;
+  deepspeed  the run logs what DeepSpeed 0.19's own engine logged on the same
+             config, model, data and world (deepspeed_oracle.py, stored in
+             deepspeed_oracle.ref.json; --live reruns DeepSpeed where it is
+             installed): every step's lr, the loss and gradient norm within
+             TOLERANCE of the precision, and for fp16 the loss scale and the
+             skipped steps exactly;
   eval       every run evaluates on held-out chunks of the text every 20 steps
              (--eval-tokens): the eval loss is finite and falls from step 20 to
              40, and the run logs the same training losses as one without
@@ -37,6 +44,27 @@ import onnx
 from zerokit import mpi
 from zerokit.data import GPL3, gpl3_split
 from zerokit.tools import run, zero_opt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORACLE = os.path.join(HERE, "deepspeed_oracle.ref.json")
+
+# Against DeepSpeed's run, per precision: relative tolerances of the loss and the
+# gradient norm over the first `steps` steps (all when None), and of the mean loss of
+# the steps after them; set from the largest differences measured (deepspeed_oracle
+# .ref.json of DeepSpeed 0.19.8, this build):
+# - fp32: rounding alone (summation orders differ: DeepSpeed reduces over gloo and
+#   its shared-memory all-reduce, zero-run over its own ring): losses equal to 1e-7
+#   for some 35 steps, then 3.2e-5 and norms 2.5e-3 at most (hf-zero2,
+#   zero-infinity-nvme), where a step's norm jumps.
+# - bf16 and fp16: steps 1-20 within 1.2e-4 (loss) and 2.0e-3 (norm) (bf16: ZeRO++,
+#   against DeepSpeed's unquantized run since its quantizer has no CPU kernel, and
+#   the LLaMA-Factory config; fp16: 7.7e-6 and 2.4e-4). After that a 16-bit run
+#   meets steps where the norm jumps 3x (bf16 step 29: DeepSpeed 1.66, zero-run
+#   0.58), and two correct runs part: the mean loss of steps 21-40 differs by 2.5% at
+#   most (bf16; fp16 8.5e-5).
+TOLERANCE = {"fp32": dict(steps=None, loss=1e-4, norm=5e-3),
+             "bf16": dict(steps=20, loss=1e-3, norm=1e-2, tail_mean=5e-2),
+             "fp16": dict(steps=20, loss=1e-3, norm=1e-2, tail_mean=5e-2)}
 
 
 HF_FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
@@ -114,7 +142,7 @@ CONFIGS = {
                               "stage3_max_live_parameters": 1e9,
                               "stage3_max_reuse_distance": 1e9,
                               "stage3_gather_16bit_weights_on_model_save": True}},
-        2, ["--optimizer", "adamw lr=3e-3"], "bf16", 3),
+        2, ["--optimizer", "adamw lr=3e-3 weight-decay=0"], "bf16", 3),
     # ZeRO-Infinity: optimizer state on NVMe; parameters too, past max_in_cpu
     # (1e9 elements: this model's shards all stay in host memory, as in DeepSpeed)
     "zero-infinity-nvme": ({
@@ -156,6 +184,84 @@ CONFIGS = {
 }
 
 
+def sha256(path):
+    import hashlib
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def oracle_cases(path, model):
+    """The stored DeepSpeed runs, after checking they were made from this model and text."""
+    oracle = json.load(open(path))
+    meta = oracle["meta"]
+    for what, file, key in (("the model", model, "model_sha256"), ("the text", GPL3, "text_sha256")):
+        if sha256(file) != meta[key]:
+            sys.exit(f"FAIL: {path} was made from another {what} than {file}: regenerate it "
+                     f"({meta['regenerate']})")
+    return oracle["cases"]
+
+
+def against_deepspeed(name, cfg, precision, records, case, source):
+    """Holds zero-run's log of a config to DeepSpeed's run of it (see TOLERANCE)."""
+    if case is None:
+        sys.exit(f"FAIL: {name}: {source} has no DeepSpeed run of this config")
+    if case.get("config") != cfg:
+        sys.exit(f"FAIL: {name}: {source} ran another config than this one: regenerate it")
+    if "error" in case:
+        sys.exit(f"FAIL: {name}: DeepSpeed refuses the config ({case['error']}); zero-opt "
+                 "accepted it")
+    ds = case["steps"]
+    if [r["step"] for r in records] != [r["step"] for r in ds]:
+        sys.exit(f"FAIL: {name}: zero-run logged steps {[r['step'] for r in records]}, "
+                 f"DeepSpeed {[r['step'] for r in ds]}")
+    tol = TOLERANCE[precision]
+    tight = min(tol["steps"] or len(ds), len(ds))
+    worst = {"loss": 0.0, "grad_norm": 0.0}
+    for z, d in zip(records, ds):
+        where = f"FAIL: {name}: step {d['step']}"
+        if not math.isclose(z["lr"], d["lr"], rel_tol=1e-6, abs_tol=1e-12):
+            sys.exit(f"{where}: lr {z['lr']!r}, DeepSpeed's {d['lr']!r}")
+        if precision == "fp16":
+            if z.get("loss_scale") != d["loss_scale"] or bool(z.get("skipped")) != d["skipped"]:
+                sys.exit(f"{where}: loss scale {z.get('loss_scale')} skipped "
+                         f"{bool(z.get('skipped'))}, DeepSpeed's {d['loss_scale']} "
+                         f"{d['skipped']}")
+        if d["step"] > tight:
+            continue
+        for key, limit in (("loss", tol["loss"]), ("grad_norm", tol["norm"])):
+            if d[key] is None or (key == "grad_norm" and d["skipped"]):
+                continue
+            rel = abs(z[key] - d[key]) / abs(d[key])
+            worst[key] = max(worst[key], rel)
+            if not rel <= limit:
+                sys.exit(f"{where}: {key} {z[key]!r}, DeepSpeed's {d[key]!r}: {rel:.2g} "
+                         f"relative, over {limit:g}")
+    said = (f"DeepSpeed's {len(ds)} steps ({source}): lr equal, steps 1-{tight} loss within "
+            f"{worst['loss']:.1e}, grad norm within {worst['grad_norm']:.1e}")
+    if tight < len(ds):
+        mine = float(np.mean([r["loss"] for r in records[tight:]]))
+        theirs = float(np.mean([r["loss"] for r in ds[tight:]]))
+        rel = abs(mine - theirs) / theirs
+        if not rel <= tol["tail_mean"]:
+            sys.exit(f"FAIL: {name}: mean loss of steps {tight + 1}-{len(ds)} {mine:.4f}, "
+                     f"DeepSpeed's {theirs:.4f}: {rel:.2g} relative, over {tol['tail_mean']:g}")
+        said += f", steps {tight + 1}-{len(ds)} mean loss within {rel:.1e}"
+    return said
+
+
+def live_case(name, cfg):
+    """DeepSpeed's run of the config, now (None when DeepSpeed is not installed)."""
+    try:
+        import deepspeed  # noqa: F401
+    except ImportError:
+        return None
+    import tempfile
+    import deepspeed_oracle
+    with tempfile.TemporaryDirectory(prefix="ds-live-") as tmp:
+        tokens = gpl3_split(tmp)[0]
+    return dict(config=cfg, **deepspeed_oracle.run_case(name, deepspeed_oracle.cases()[name],
+                                                        tokens))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zero-opt", required=True)
@@ -163,6 +269,9 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--only", help="one config's name")
+    ap.add_argument("--oracle", default=ORACLE, help="DeepSpeed's stored runs")
+    ap.add_argument("--live", action="store_true",
+                    help="also hold each run to DeepSpeed run now (where it is installed)")
     a = ap.parse_args()
     w = a.work
     os.makedirs(w, exist_ok=True)
@@ -172,6 +281,7 @@ def main():
         return
     _, _, tokens, held = split
     model = os.path.join(a.models, "gpt2_loss.onnx")
+    oracle = oracle_cases(a.oracle, model)
     m = onnx.load(model)
     sizes = [int(np.prod(t.dims)) for t in m.graph.initializer
              if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) > 0]
@@ -219,6 +329,16 @@ def main():
                      f"{last:.3f}), not more than 0.5")
         if precision == "fp16" and not all("loss_scale" in r for r in records):
             sys.exit(f"FAIL: {name}: fp16 steps without a loss_scale")
+        agreement = against_deepspeed(name, cfg, precision, records, oracle.get(name),
+                                      os.path.basename(a.oracle))
+        if a.live:
+            live = live_case(name, cfg)
+            if live is None:
+                print(f"{name}: live: UNSUPPORTED: DeepSpeed is not installed "
+                      "(scripts/setup-pyenv.sh deepspeed)")
+            else:
+                print(f"{name}: live: " + against_deepspeed(name, cfg, precision, records,
+                                                            live, "live"))
         # ZeRO's figures for this precision and stage.
         p_bytes, o_bytes = (2, 12) if precision in ("bf16", "fp16") else (4, 8)
         n = ranks
@@ -246,7 +366,7 @@ def main():
         print(f"{name}: ok over {ranks} ranks, {precision}, stage {stage}: loss "
               f"{first:.3f} -> {last:.3f}; model state {got['parameters']} + "
               f"{got['gradients']} + {got['optimizer']} bytes = ZeRO's figures; eval loss "
-              f"{evals[0][1]:.3f} -> {evals[1][1]:.3f}, training untouched")
+              f"{evals[0][1]:.3f} -> {evals[1][1]:.3f}, training untouched; {agreement}")
 
 
 if __name__ == "__main__":

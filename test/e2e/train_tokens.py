@@ -31,23 +31,10 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from zerokit import mpi
+from zerokit.data import token_window as window
 from zerokit.tools import run, zero_opt
 
 TEXT = "/usr/share/common-licenses/GPL-3"
-M64 = (1 << 64) - 1
-
-
-def mix64(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def window(seed, step, row, count):
-    """TokenData.h's tokenWindow, written from its description."""
-    key = mix64(mix64(seed) ^ mix64((step + 0x8CB92BA72F3D8DD7) & M64))
-    v = mix64((key + row * 0x9E3779B97F4A7C15) & M64)
-    return (v * count) >> 64
 
 
 def steps_of(path):

@@ -27,13 +27,19 @@ NO_TRAINING_REGATHERS = {
 }
 
 
+# Quantization's effect on the loss against the unquantized run: steps 1-10 and
+# after. Measured (mlp, gpt2, bert, llama; one level and hierarchical): at most
+# 5.5e-4 and 2.4e-3; the bounds are 4x that.
+EARLY, LATE = 2e-3, 1e-2
+
+
 def mode_zeropp(a, tools, name, work):
     """ZeRO++ in training, stage 3 over 4 ranks (2 per simulated node), on the stored
     reference's data tiled to --zeropp-steps (50) steps:
       * qwZ int8 + qgZ int4 (zero_quantized_weights / zero_quantized_gradients, blocks
-        of 64 so the fixtures have many): every loss after step 10 within 2% of the
-        fp32 run's (the same program without quantization); the largest relative loss
-        difference per phase is printed. Bytes per rank and step, measured by the
+        of 64 so the fixtures have many): every loss within EARLY of the fp32 run's
+        (the same program without quantization) in steps 1-10 and within LATE after;
+        the largest relative loss difference per phase is printed. Bytes per rank and step, measured by the
         runtime: the world all-gathers move (N-1)(s + 4 ceil(s/64)) per shard gather
         and the gradients' all-to-alls (N-1)(a/2 + 4 a/64) per parameter, its shard s
         padded to a = 64 ceil(s/64) in the one bucket of DeepSpeed's default
@@ -43,7 +49,7 @@ def mode_zeropp(a, tools, name, work):
         the backward re-gathers went over the group only: the world group carries one
         gather of every shard per micro-batch, the hpz group (K-1)/K of the padded
         bytes the run without hpZ re-gathered over the world.
-      * qgZ's hierarchical form (hpZ groups as nodes) within 2% of fp32 too."""
+      * qgZ's hierarchical form (hpZ groups as nodes) within the same bounds."""
     stored = read_train_ref(a.models, name)
     cfg0, data = stored["config"], stored["data"]
     steps = a.zeropp_steps
@@ -101,8 +107,9 @@ def mode_zeropp(a, tools, name, work):
     q_rows, _, q_rep, _ = train("qwz_qgz", dict(zero_quantized_weights=True,
                                                 zero_quantized_gradients=True))
     early, late = loss_gap(q_rows)
-    if not late <= 0.02:
-        failures.append(f"qwZ+qgZ loss differs from fp32 by {late:.3g} after step 10")
+    if not (early <= EARLY and late <= LATE):
+        failures.append(f"qwZ+qgZ loss differs from fp32 by {early:.3g} in steps 1-10, "
+                        f"{late:.3g} after (bounds {EARLY}, {LATE})")
     fp_gather = fp_rep[0]["bytes_sent"].get("AllGather", 0) // steps
     one = sum((ranks - 1) * 4 * s for s in shard)  # every shard gathered once
     trained = [-(-fp_w[k].size // ranks) for k in fp_w]
@@ -123,7 +130,7 @@ def mode_zeropp(a, tools, name, work):
                             f"{r['bytes_sent'].get('ReduceScatter', 0)}; formulas {want_a2a} / 0")
     fp_rs = fp_rep[0]["bytes_sent"].get("ReduceScatter", 0)
     log(f"  qwZ int8 + qgZ int4: loss within {early:.3g} of fp32 in steps 1-10, "
-        f"{late:.3g} after (bound 0.02); bytes per rank: all-gather {q_gather} "
+        f"{late:.3g} after (bounds {EARLY}, {LATE}); bytes per rank: all-gather {q_gather} "
         f"(fp32 {fp_gather * steps}, {q_gather / (fp_gather * steps):.3f}x), gradients "
         f"{want_a2a} as the formula (fp32 reduce-scatter {fp_rs}, "
         f"{want_a2a / max(fp_rs, 1):.3f}x)")
@@ -171,9 +178,9 @@ def mode_zeropp(a, tools, name, work):
                                             zero_quantized_gradients=True,
                                             zero_hpz_partition_size=group))
     early, late = loss_gap(a_rows)
-    if not late <= 0.02:
-        failures.append(f"qwZ+hpZ+qgZ (hierarchical) loss differs from fp32 by {late:.3g} "
-                        f"after step 10")
+    if not (early <= EARLY and late <= LATE):
+        failures.append(f"qwZ+hpZ+qgZ (hierarchical) loss differs from fp32 by {early:.3g} "
+                        f"in steps 1-10, {late:.3g} after (bounds {EARLY}, {LATE})")
     want_q = sum((ranks - 1) * qbytes(s, 8) for s in shard) * steps
     for r in a_rep:
         by_group = r.get("bytes_sent_by_group", {})
