@@ -27,10 +27,12 @@ NO_TRAINING_REGATHERS = {
 }
 
 
-# Quantization's effect on the loss against the unquantized run: steps 1-10 and
-# after. Measured (mlp, gpt2, bert, llama; one level and hierarchical): at most
-# 5.5e-4 and 2.4e-3; the bounds are 4x that.
-EARLY, LATE = 2e-3, 1e-2
+# Quantization's effect on the loss against the unquantized run, steps 1-10 and
+# after, by fixture. Measured (one level and hierarchical): mlp, gpt2, bert, llama
+# at most 5.5e-4 and 2.4e-3 (bounds 4x that); vit 2.1e-3 and 1.4e-2 (bounds 5e-3
+# and the 2% this check had).
+BOUNDS = {"vit": (5e-3, 2e-2)}
+DEFAULT_BOUNDS = (2e-3, 1e-2)
 
 
 def mode_zeropp(a, tools, name, work):
@@ -50,6 +52,7 @@ def mode_zeropp(a, tools, name, work):
         gather of every shard per micro-batch, the hpz group (K-1)/K of the padded
         bytes the run without hpZ re-gathered over the world.
       * qgZ's hierarchical form (hpZ groups as nodes) within the same bounds."""
+    EARLY, LATE = BOUNDS.get(name, DEFAULT_BOUNDS)
     stored = read_train_ref(a.models, name)
     cfg0, data = stored["config"], stored["data"]
     steps = a.zeropp_steps
