@@ -955,9 +955,11 @@ std::string readZeroKey(llvm::StringRef path, const std::string &key,
   } else if (key == "zero_hpz_partition_size") {
     opts.hpz = std::max<int64_t>(*v, 1);
   } else if (key == "allgather_bucket_size") {
-    warnings.push_back("zero_optimization.allgather_bucket_size is a ZeRO-1/2 "
-                       "setting and has no effect at stage 3, where "
-                       "stage3_prefetch_bucket_size bounds each coalesced fetch");
+    warnings.push_back(
+        "zero_optimization.allgather_bucket_size is not used: at "
+        "stages 1-2 each updated parameter is all-gathered on its own, "
+        "and at stage 3 stage3_prefetch_bucket_size bounds each "
+        "coalesced fetch (stage 0 gathers nothing)");
   } else if (key == "offload_optimizer" || key == "offload_param") {
     return readOffload(path, key, value, opts, warnings);
   } else if (key == "sub_group_size") {
