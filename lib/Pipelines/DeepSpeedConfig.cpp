@@ -481,9 +481,8 @@ std::string readLastBatchIteration(llvm::StringRef path,
         .str();
   if (*k < -1)
     return (path +
-            ": scheduler.params.last_batch_iteration must be -1 (the start) or "
-            "a "
-            "step index >= 0, got " +
+            ": scheduler.params.last_batch_iteration must be -1 (the start) "
+            "or a step index >= 0, got " +
             llvm::Twine(*k))
         .str();
   o.lastBatchIteration = *k;
@@ -1148,7 +1147,7 @@ std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
         continue;
       if (*t == "fp32") {
         // 16-bit training (or "auto": a bf16 export) summing in f32.
-        settings.accumF32 = true;
+        settings.accumDtype = "fp32";
         continue;
       }
       if (own != StringRef("fp32")) {
@@ -1159,10 +1158,9 @@ std::string readGradAccumDtype(StringRef path, const llvm::json::Object &root,
       }
       return (path + ": data_types.grad_accum_dtype \"" + *t +
               "\" with fp32 training is not supported: zero-opt sums fp32 "
-              "gradients "
-              "in fp32 (DeepSpeed 0.19 sums them in a 16-bit type at ZeRO "
-              "stages 1-3 "
-              "and refuses the mix at stage 0); give \"fp32\"")
+              "gradients in fp32 (DeepSpeed 0.19 sums them in a 16-bit type "
+              "at ZeRO stages 1-3 and refuses the mix at stage 0); give "
+              "\"fp32\"")
           .str();
     }
   }

@@ -497,7 +497,6 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
   ad.freeze = settings.freeze;
   ad.lossOutput = settings.trainOutput;
   ad.accumulation = settings.accumulation;
-  ad.accumF32 = settings.accumF32;
   ad.accumDtype = settings.accumDtype;
   ad.microBatchSize = settings.microBatchSize;
   ad.microBatchOrigin = settings.microBatchOrigin;

@@ -829,13 +829,11 @@ addTrainingPipeline(PassManager &pm,
                         "reduce-scatters carry the 16-bit gradients); drop the key, or use "
                         "stage 1 or 3");
   // (A gradient program, --optimizer none, has no optimizer to refuse it.)
-  if ((settings.accumF32 || !settings.accumDtype.empty()) &&
+  if (!settings.accumDtype.empty() &&
       settings.precision != zero::Precision::FP32 && settings.step.stage == 0 &&
       settings.optimizer)
     return errorHandler(
-        trainConfig + ": data_types.grad_accum_dtype \"" +
-        (settings.accumDtype.empty() ? std::string("fp32")
-                                     : settings.accumDtype) +
+        trainConfig + ": data_types.grad_accum_dtype \"" + settings.accumDtype +
         "\" with " +
         (settings.precision == zero::Precision::BF16 ? "bf16" : "fp16") +
         " training at ZeRO stage 0 is an unsupported mix, as in DeepSpeed "

@@ -215,11 +215,9 @@ struct TrainSettings {
   /// bf16: skip a step whose gradients are not finite (DeepSpeed 0.19's
   /// bf16.check_grad_overflow, true by default).
   bool checkGradOverflow = true;
-  /// data_types.grad_accum_dtype "fp32": 16-bit gradients summed over the
-  /// micro-batches in f32 (zero-autodiff accum-f32).
-  bool accumF32 = false;
-  /// data_types.grad_accum_dtype "fp16" / "bf16" with training in the other
-  /// 16-bit type (zero-autodiff accum-dtype); empty: none.
+  /// data_types.grad_accum_dtype when it is not the training's own type:
+  /// "fp32" (16-bit gradients summed in f32), or the other 16-bit type
+  /// (zero-autodiff accum-dtype); empty: the training's own.
   std::string accumDtype;
   /// The config's scheduler.params.warmup_max_lr is "auto": the optimizer's
   /// lr, --optimizer's when given.
