@@ -230,6 +230,13 @@ private:
   /// module's running statistics (buffers in PyTorch), not trained.
   llvm::StringSet<> runningStatistics_;
   void findRunningStatistics();
+  /// Whether the export is of a transformers model (a transformers class at
+  /// the root or just under it, class_hierarchy), and whether a loss node ran
+  /// in transformers' loss function with its logits cast to f32, a cast the
+  /// export drops (the op is then marked zero.compute_f32).
+  bool transformersModel_ = false;
+  void findTransformersModules();
+  bool lossUpcastByModel(const ::onnx::NodeProto &node) const;
   void warnMergedParameters();
   void warnFoldedConvParameters();
   bool isParameter(const ::onnx::TensorProto &t) const;
@@ -535,6 +542,86 @@ static void moduleScopes(const ::onnx::NodeProto &node, SmallVector<std::string>
     scopes.push_back(path);
     classes.push_back("");
   }
+}
+
+/// The dynamo exporter's class_hierarchy of a node, fully qualified: the
+/// root module's class first, then each module's down to the node's, then
+/// the op ("aten.cross_entropy_loss.default"). Empty without the metadata.
+static SmallVector<std::string> classHierarchy(const ::onnx::NodeProto &node) {
+  const auto &unknown = node.unknown_fields();
+  for (int f = 0; f < unknown.field_count(); ++f) {
+    const auto &field = unknown.field(f);
+    if (field.number() != 9 ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::StringStringEntryProto prop;
+    if (prop.ParseFromString(field.length_delimited()) &&
+        prop.key() == "pkg.torch.onnx.class_hierarchy")
+      return pythonStrings(prop.value());
+  }
+  return {};
+}
+
+/// Whether transformers computes the loss of a model of class `cls` (its
+/// name, unqualified) on logits cast to f32: PreTrainedModel picks the loss
+/// from the first LOSS_MAPPING key in the class name, ForCausalLM when none;
+/// ForCausalLMLoss (also ForConditionalGeneration's), ForMaskedLMLoss and
+/// ForTokenClassification start with `logits = logits.float()`, the
+/// classification, question-answering, segmentation, detection and CTC
+/// losses do not.
+static bool transformersLossUpcasts(StringRef cls) {
+  static constexpr std::pair<const char *, bool> kLossTypes[] = {
+      {"ForCausalLM", true},
+      {"ForMaskedLM", true},
+      {"ForTokenClassification", true},
+      {"ForConditionalGeneration", true},
+      {"ForSequenceClassification", false},
+      {"ForImageClassification", false},
+      {"ForVideoClassification", false},
+      {"ForAudioClassification", false},
+      {"ForQuestionAnswering", false},
+      {"ForSemanticSegmentation", false},
+      {"ForSegmentation", false},
+      {"ForObjectDetection", false},
+      {"ForCTC", false}};
+  size_t first = StringRef::npos;
+  bool upcasts = true; // no key: ForCausalLM
+  for (auto [key, up] : kLossTypes)
+    if (size_t at = cls.find(key); at < first) {
+      first = at;
+      upcasts = up;
+    }
+  return upcasts;
+}
+
+void GraphImporter::findTransformersModules() {
+  for (const ::onnx::NodeProto &node : model_->graph().node()) {
+    SmallVector<std::string> h = classHierarchy(node);
+    for (size_t i = 0; i + 1 < h.size() && i < 2; ++i)
+      if (StringRef(h[i]).starts_with("transformers."))
+        transformersModel_ = true;
+  }
+}
+
+bool GraphImporter::lossUpcastByModel(const ::onnx::NodeProto &node) const {
+  if (!transformersModel_)
+    return false;
+  SmallVector<std::string> h = classHierarchy(node);
+  if (h.size() < 2)
+    return false;
+  // The modules, the op (last) left out; the innermost runs the loss.
+  ArrayRef<std::string> modules = ArrayRef<std::string>(h).drop_back();
+  if (llvm::any_of(modules, [](const std::string &c) {
+        return StringRef(c).starts_with("torch.nn.modules.loss.");
+      }))
+    return false; // the model's own loss module
+  StringRef inner = modules.back();
+  // A transformers class, or the root (a subclass of a transformers model:
+  // its class is the user's, the modules under it transformers').
+  if (!inner.starts_with("transformers.") && modules.size() != 1)
+    return false;
+  return transformersLossUpcasts(
+      inner.rsplit('.').second.empty() ? inner : inner.rsplit('.').second);
 }
 
 Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
@@ -1267,7 +1354,15 @@ LogicalResult GraphImporter::importNode(const ::onnx::NodeProto &node,
   NodeContext nc(*this, node, opset, loc);
   if (failed(importer->second(nc)))
     return failure();
-  return bindResults(node, loc, nc);
+  if (failed(bindResults(node, loc, nc)))
+    return failure();
+  if ((node.op_type() == "SoftmaxCrossEntropyLoss" ||
+       node.op_type() == "NegativeLogLikelihoodLoss") &&
+      lossUpcastByModel(node))
+    if (Value loss = lookup(node.output(0)); loss && loss.getDefiningOp())
+      ::zero::attrs::kComputeF32.set(loss.getDefiningOp(),
+                                     builder_.getUnitAttr());
+  return success();
 }
 
 LogicalResult GraphImporter::importNodes(
@@ -1540,6 +1635,7 @@ FailureOr<ImportedModel> GraphImporter::run() {
     initializers_[t.name()] = &t;
   readExportKinds();
   findRunningStatistics();
+  findTransformersModules();
   if (options_.training) {
     warnMergedParameters();
     warnFoldedConvParameters();

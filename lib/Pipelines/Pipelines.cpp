@@ -491,6 +491,7 @@ void zero::buildTrainingPipeline(OpPassManager &pm, const TrainSettings &setting
     mp.minLossScale = settings.minLossScale;
     mp.consecutiveHysteresis = settings.consecutiveHysteresis;
     mp.checkGradOverflow = settings.checkGradOverflow;
+    mp.f32Loss = settings.f32Loss;
     pm.addPass(createZeroMixedPrecisionPass(mp));
   }
   ZeroAutodiffPassOptions ad;

@@ -190,6 +190,13 @@ static cl::opt<std::string> noDecayRegex(
              "get weight decay 0 (a second parameter group; the Hugging Face "
              "Trainer's: \"bias|norm|ln_\")"),
     cl::value_desc("regex"), cl::cat(toolCategory));
+static cl::opt<bool> fp32Loss(
+    "fp32-loss",
+    cl::desc(
+        "With --train and bf16/fp16: compute every loss in fp32 "
+        "(torch.autocast's list), whatever the model does; by default a loss "
+        "computes as the model computes it (docs/training.md)"),
+    cl::init(false), cl::cat(toolCategory));
 /// --config's file when --train takes it (the training keys and the check
 /// that it describes one rank).
 static std::string trainConfig;
@@ -817,6 +824,7 @@ addTrainingPipeline(PassManager &pm,
   settings.freeze = freezeRegex;
   settings.step.noDecay = noDecayRegex;
   settings.trainOutput = trainOutput;
+  settings.f32Loss = fp32Loss;
   if (!settings.optimizer && settings.step.world > 1)
     return errorHandler("--optimizer none outputs one rank's gradients; the "
                         "gradient averaging over " + Twine(settings.step.world) +
@@ -865,6 +873,9 @@ static LogicalResult buildPassPipeline(PassManager &pm,
              !noDecayRegex.empty() ||
              !trainOutput.empty()) {
     return errorHandler("--loss, --loss-output, --optimizer, --freeze and --no-decay need --train");
+  } else if (fp32Loss) {
+    return errorHandler(
+        "--fp32-loss needs --train (and a bf16 or fp16 config)");
   }
   if (failed(passPipeline.addToPipeline(pm, errorHandler)))
     return failure();
@@ -1148,6 +1159,8 @@ static int runPlan(const char *argv0) {
   flag("loss-output", trainOutput);
   flag("freeze", freezeRegex);
   flag("no-decay", noDecayRegex);
+  if (fp32Loss)
+    r.trainingArgs.push_back("--fp32-loss");
   r.machine = planMachine;
   r.baseConfig = trainConfig;
   r.world = planWorld;

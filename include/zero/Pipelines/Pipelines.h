@@ -215,6 +215,9 @@ struct TrainSettings {
   /// bf16: skip a step whose gradients are not finite (DeepSpeed 0.19's
   /// bf16.check_grad_overflow, true by default).
   bool checkGradOverflow = true;
+  /// bf16/fp16: every loss in f32 (zero-opt --fp32-loss), not as the model
+  /// computes it.
+  bool f32Loss = false;
   /// data_types.grad_accum_dtype when it is not the training's own type:
   /// "fp32" (16-bit gradients summed in f32), or the other 16-bit type
   /// (zero-autodiff accum-dtype); empty: the training's own.

@@ -514,11 +514,15 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     (constants converted, `Cast` to f32 casts to the 16-bit type), and f32
     inputs are cast to 16 bits on entry. Each kernel still computes in f32
     (16-bit operands are widened, the result rounded once): the type is the
-    storage. The losses (`SoftmaxCrossEntropyLoss`,
-    `NegativeLogLikelihoodLoss`) and whatever is computed from their results
-    stay in f32, their 16-bit operands cast up, so the loss, its gradient
-    seed and the logged value are f32. zero-autodiff then produces 16-bit
-    gradients, and zero-optimizer steps an fp32 master copy of each 16-bit
+    storage. A loss (`SoftmaxCrossEntropyLoss`, `NegativeLogLikelihoodLoss`)
+    computes as the model computes it: in 16 bits on 16-bit operands, as a
+    model's own loss module does after `.half()` (its value and fp16's
+    gradient seed, the scale, are then 16-bit: 2^16 overflows in fp16), or in
+    f32 where the op is marked `zero.compute_f32` (the model casts its logits
+    to f32 first; the importer marks transformers' language-model losses, a
+    cast the export drops) or with f32-loss; an f32 loss's 16-bit operands are
+    cast up, and what is computed from its results stays f32. zero-autodiff
+    then produces 16-bit gradients, and zero-optimizer steps an fp32 master copy of each 16-bit
     parameter (docs/training.md, "Mixed precision"). With fp16 it adds
     DeepSpeed's loss scaler (`zero.loss_scaler` and, dynamic, its state
     globals): zero-autodiff seeds the backward with the scale, zero-optimizer
@@ -550,6 +554,9 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
     Option<"checkGradOverflow", "check-grad-overflow", "bool", "false",
            "bf16: skip a step whose gradients are not finite (DeepSpeed's "
            "bf16.check_grad_overflow; zero.skip_nonfinite on the module)">,
+    Option<"f32Loss", "f32-loss", "bool", "false",
+           "Compute every loss in f32 (torch.autocast's list), whatever the "
+           "model does; default: as the model computes it (zero.compute_f32)">,
   ];
   let dependentDialects = ["::zero::onnx::ONNXDialect"];
 }

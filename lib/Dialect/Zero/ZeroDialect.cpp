@@ -198,6 +198,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kStream, "\"compute\" or \"comm\""),
       known(a::kFusionGroup, "an integer"),
       known(a::kRecompute, "a unit attribute"),
+      known(a::kComputeF32, "a unit attribute"),
       known(a::kQgzFallback, "a unit attribute"),
       known(a::kGradOf, "a symbol reference"),
       known(a::kGradShard, "an integer"),

@@ -518,6 +518,14 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
         it->second =
             sumGradients(b, it->second, widen ? widenGradient(b, v, into) : v);
     }
+    // The step's loss is logged in f32: a 16-bit loss (zero-mixed-precision
+    // keeps the model's) widened, exactly, before the micro-batches' mean.
+    if (auto lt = cast<RankedTensorType>(loss.getType());
+        isa<FloatType>(lt.getElementType()) &&
+        lt.getElementType().getIntOrFloatBitWidth() == 16)
+      loss = onnx::CastOp::create(
+          b, RankedTensorType::get(lt.getShape(), b.getF32Type()), loss,
+          TypeAttr::get(b.getF32Type()));
     s.lossSum = s.lossSum ? onnx::AddOp::create(b, s.lossSum, loss).getResult() : loss;
     tagSince(s, beforeBackward, k, attrs::Phase::Backward);
     return success();
@@ -568,7 +576,7 @@ struct ZeroAutodiffPass : public ::zero::impl::ZeroAutodiffPassBase<ZeroAutodiff
   Value meanLoss(TrainStep &s) {
     if (accumulation <= 1)
       return s.lossSum;
-    auto t = cast<RankedTensorType>(s.forwardRet.getOperand(0).getType());
+    auto t = cast<RankedTensorType>(s.lossSum.getType());
     Value k = onnx::ConstantOp::create(
         s.b, t,
         DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), double(accumulation))));

@@ -1,21 +1,29 @@
-//===- MixedPrecision.cpp - zero-mixed-precision ---------------------------===//
+//===- MixedPrecision.cpp - zero-mixed-precision
+//---------------------------===//
 //
 // The forward in 16 bits, as DeepSpeed's "bf16" / "fp16" modes run it after
 // `module.bfloat16()` / `.half()`: every f32 global and value of the training
-// function becomes 16-bit, except the losses and what is computed from them
-// (kept f32, their 16-bit operands cast up). Each kernel computes in f32 on
-// widened operands and rounds its result once: the 16-bit type is what the
-// values are stored, gathered and sent as. zero-optimizer keeps the fp32
-// master copies (Optimizer.cpp). See Passes.td.
+// function becomes 16-bit. Each kernel computes in f32 on widened operands and
+// rounds its result once: the 16-bit type is what the values are stored,
+// gathered and sent as. zero-optimizer keeps the fp32 master copies
+// (Optimizer.cpp). See Passes.td.
 //
-// The table of what stays f32 (like PyTorch autocast's lists, for a model
-// converted whole):
-//   losses      SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss: f32
-//               operands (cast up), f32 loss and log-probabilities
-//   after them  every op with an operand computed from a loss result
+// The loss is computed where and as the model computes it: in 16 bits on the
+// 16-bit logits (a model's own torch.nn.CrossEntropyLoss under `.half()`:
+// its value, and fp16's seed, the scale, are 16-bit, so 2^16 overflows), in
+// f32 where the model casts first (`zero.compute_f32`, which the importer
+// puts on transformers' language-model losses, whose `logits.float()` the
+// export drops). f32-loss computes every loss in f32 (torch.autocast's list).
+//
+// The table of what computes in f32 (standing in for the casts to f32 an f32
+// export drops: transformers' RMSNorm, softmax(dtype=float32)):
+//   f32 losses  f32 operands (cast up), f32 loss and log-probabilities, and
+//               every op with an operand computed from their results
+//   zero.compute_f32  any op the source model computes in f32
 //   the rest    16-bit storage; softmax, normalization statistics, exp/log and
-//               reductions accumulate in f32 inside their kernels, as every
-//               kernel does on 16-bit operands (runtime/src/cpu/HalfWidening.cpp)
+//               reductions compute in f32 (their results cast to 16 bits for
+//               16-bit ops), as every kernel accumulates in f32 on 16-bit
+//               operands (runtime/src/cpu/HalfWidening.cpp)
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,8 +164,9 @@ struct ZeroMixedPrecisionPass
       entryCasts.insert(down.getDefiningOp());
     }
     Type f32 = Float32Type::get(&getContext());
-    // Which ops compute in f32 (found before anything is retyped): the
-    // losses and every op after one; the f32 ops of the table; and an op
+    // Which ops compute in f32 (found before anything is retyped): the f32
+    // losses and every op after one; the f32 ops of the table and those the
+    // model computes in f32 (zero.compute_f32); and an op
     // whose float operands all come from f32 ops (constants count for
     // neither side), as a variance's + epsilon between a reduction and its
     // square root. Every other op computes in 16 bits.
@@ -168,7 +177,9 @@ struct ZeroMixedPrecisionPass
         return op.emitOpError() << "zero-mixed-precision: ops with regions are not supported";
       if (isa<func::ReturnOp>(op) || entryCasts.contains(&op) || isa<onnx::ConstantOp>(op))
         continue;
-      if (isLoss(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+      if ((isLoss(&op) &&
+           (f32Loss || ::zero::attrs::kComputeF32.isSetOn(op))) ||
+          llvm::any_of(op.getOperands(), [&](Value v) {
             return lossRegion.contains(v.getDefiningOp());
           })) {
         lossRegion.insert(&op);
@@ -183,7 +194,10 @@ struct ZeroMixedPrecisionPass
           continue;
         (fromF32(v) ? anyF32 : any16) = true; // the inputs' entry casts count as 16-bit
       }
-      if (isF32Op(&op) || (anyF32 && !any16))
+      // A 16-bit loss reads 16-bit operands (its log-probabilities rounded,
+      // as a half log_softmax's).
+      if (isF32Op(&op) || ::zero::attrs::kComputeF32.isSetOn(op) ||
+          (anyF32 && !any16 && !isLoss(&op)))
         f32Ops.insert(&op);
     }
     // A constant stays f32 when only f32 ops read it.

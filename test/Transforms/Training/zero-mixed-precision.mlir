@@ -1,4 +1,4 @@
-// RUN: zero-opt %s --zero-mixed-precision | FileCheck %s
+// RUN: zero-opt %s --zero-mixed-precision="f32-loss=true" | FileCheck %s
 // RUN: zero-opt %s --zero-mixed-precision="precision=fp16" | FileCheck %s --check-prefix=FP16
 // RUN: zero-opt %s --zero-mixed-precision --zero-autodiff --zero-optimizer="dp=1" | FileCheck %s --check-prefix=STEP
 // RUN: zero-opt %s --zero-mixed-precision --zero-autodiff --zero-optimizer="dp=2 stage=1" | FileCheck %s --check-prefix=SHARD
@@ -7,9 +7,10 @@
 
 // Tests that zero-mixed-precision runs the forward in 16 bits as DeepSpeed's
 // bf16 mode runs a converted model: the f32 global and every f32 value become
-// bf16 (constants converted, the f32 input cast on entry), while the loss and
-// what is computed from it stay f32 (its 16-bit operand cast up, the constant
-// only it reads kept f32).
+// bf16 (constants converted, the f32 input cast on entry), while an f32 loss
+// (here f32-loss; zero-mixed-precision-loss.mlir: the model's own) and what is
+// computed from it stay f32 (its 16-bit operand cast up, the constant only it
+// reads kept f32).
 // CHECK: ml_program.global private @w(dense<1.000000e+00> : tensor<4x3xbf16>) : tensor<4x3xbf16>
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.+]]: tensor<2x4xf32> {onnx.name = "x"}, %[[L:.+]]: tensor<2xi64> {onnx.name = "labels"}) -> (tensor<f32> {onnx.name = "loss"})

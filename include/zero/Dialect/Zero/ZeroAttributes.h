@@ -141,6 +141,10 @@ inline constexpr ZeroEnumAttr<StreamKind> kStream{"zero.stream"};
 /// zero-lower-to-runtime lowers each group to one FusedElementwise kernel at
 /// its last member.
 inline constexpr ZeroAttr<mlir::IntegerAttr> kFusionGroup{"zero.fusion_group"};
+/// An op the source model computes in f32 whatever its operands' type: a
+/// cast to f32 the export dropped (the importer marks transformers'
+/// language-model losses, `logits.float()`); zero-mixed-precision keeps it f32.
+inline constexpr ZeroAttr<mlir::UnitAttr> kComputeF32{"zero.compute_f32"};
 /// An op activation checkpointing recomputes in backward.
 inline constexpr ZeroAttr<mlir::UnitAttr> kRecompute{"zero.recompute"};
 /// A reduce-scatter qgZ left unquantized (not f32, or another world): the
