@@ -496,28 +496,41 @@ static SmallVector<std::string> pythonStrings(StringRef text) {
   return out;
 }
 
+/// The metadata_props entries a message keeps in field `number`, a field
+/// newer than the onnx headers we build with (ValueInfoProto's 4 and
+/// GraphProto's 16, NodeProto's 9, IR version 10): read from the unknown
+/// fields.
+template <typename Fn>
+static void forEachNewerMetadataProp(const google::protobuf::Message &msg,
+                                     int number, Fn fn) {
+  const auto &unknown = msg.GetReflection()->GetUnknownFields(msg);
+  for (int f = 0; f < unknown.field_count(); ++f) {
+    const auto &field = unknown.field(f);
+    if (field.number() != number ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::StringStringEntryProto prop;
+    if (prop.ParseFromString(field.length_delimited()))
+      fn(prop);
+  }
+}
+
 /// The module path of a node, outermost first ("transformer",
 /// "transformer.h.0", "transformer.h.0.attn"), with each module's class where
 /// the exporter recorded it: the dynamo exporter's name_scopes / class_hierarchy
 /// metadata (NodeProto.metadata_props, field 9, newer than our onnx headers),
 /// else the TorchScript exporter's node names ("/transformer/h.0/attn/MatMul").
-static void moduleScopes(const ::onnx::NodeProto &node, SmallVector<std::string> &scopes,
+static void moduleScopes(const ::onnx::NodeProto &node,
+                         SmallVector<std::string> &scopes,
                          SmallVector<std::string> &classes) {
-  const auto &unknown = node.unknown_fields();
   SmallVector<std::string> names, types;
-  for (int f = 0; f < unknown.field_count(); ++f) {
-    const auto &field = unknown.field(f);
-    if (field.number() != 9 ||
-        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    ::onnx::StringStringEntryProto prop;
-    if (!prop.ParseFromString(field.length_delimited()))
-      continue;
-    if (prop.key() == "pkg.torch.onnx.name_scopes")
-      names = pythonStrings(prop.value());
-    else if (prop.key() == "pkg.torch.onnx.class_hierarchy")
-      types = pythonStrings(prop.value());
-  }
+  forEachNewerMetadataProp(
+      node, 9, [&](const ::onnx::StringStringEntryProto &prop) {
+        if (prop.key() == "pkg.torch.onnx.name_scopes")
+          names = pythonStrings(prop.value());
+        else if (prop.key() == "pkg.torch.onnx.class_hierarchy")
+          types = pythonStrings(prop.value());
+      });
   if (!names.empty()) {
     // The last entry is the op itself; the first the root module ('').
     // (Nodes outside every module carry a placeholder module instead.)
@@ -548,18 +561,13 @@ static void moduleScopes(const ::onnx::NodeProto &node, SmallVector<std::string>
 /// root module's class first, then each module's down to the node's, then
 /// the op ("aten.cross_entropy_loss.default"). Empty without the metadata.
 static SmallVector<std::string> classHierarchy(const ::onnx::NodeProto &node) {
-  const auto &unknown = node.unknown_fields();
-  for (int f = 0; f < unknown.field_count(); ++f) {
-    const auto &field = unknown.field(f);
-    if (field.number() != 9 ||
-        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    ::onnx::StringStringEntryProto prop;
-    if (prop.ParseFromString(field.length_delimited()) &&
-        prop.key() == "pkg.torch.onnx.class_hierarchy")
-      return pythonStrings(prop.value());
-  }
-  return {};
+  SmallVector<std::string> hierarchy;
+  forEachNewerMetadataProp(node, 9,
+                           [&](const ::onnx::StringStringEntryProto &prop) {
+                             if (prop.key() == "pkg.torch.onnx.class_hierarchy")
+                               hierarchy = pythonStrings(prop.value());
+                           });
+  return hierarchy;
 }
 
 /// Whether transformers computes the loss of a model of class `cls` (its
@@ -688,24 +696,6 @@ bool GraphImporter::isParameter(const ::onnx::TensorProto &t) const {
   }
   return isFloat || n > zero::onnx::kMaxFoldElements ||
          t.data_location() == TP::EXTERNAL;
-}
-
-/// The metadata_props entries a message keeps in field `number`, a field
-/// newer than the onnx headers we build with (ValueInfoProto's 4 and
-/// GraphProto's 16, IR version 10): read from the unknown fields.
-template <typename Fn>
-static void forEachNewerMetadataProp(const google::protobuf::Message &msg, int number,
-                                     Fn fn) {
-  const auto &unknown = msg.GetReflection()->GetUnknownFields(msg);
-  for (int f = 0; f < unknown.field_count(); ++f) {
-    const auto &field = unknown.field(f);
-    if (field.number() != number ||
-        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    ::onnx::StringStringEntryProto prop;
-    if (prop.ParseFromString(field.length_delimited()))
-      fn(prop);
-  }
 }
 
 void GraphImporter::findRunningStatistics() {
