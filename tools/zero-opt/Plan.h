@@ -6,7 +6,9 @@
 // slow links) with zero-opt --no-weights, simulates each program with
 // zero-run --simulate on the machine description, drops those that do not
 // fit the memory per rank, and writes the fastest as a ds_config and a
-// --zero-pipeline string (docs/simulate.md, "Planning").
+// --zero-pipeline string (docs/simulate.md, "Planning"). A deep model's
+// layouts are compiled as proxies (its first blocks, fewer micro-batches) at
+// two sizes each and their simulations extrapolated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +38,9 @@ struct PlanRequest {
   int64_t world = 0, nodes = 0, globalBatch = 0;
   int64_t memoryCap = 0; ///< bytes per rank; 0: the device's memory
   std::string outDir;
+  /// Every layout compiled whole (no proxies of fewer blocks / micro-batches).
+  bool exact = false;
+  unsigned jobs = 0; ///< compiles at once; 0: the hardware threads
 };
 
 /// Runs the search and writes outDir/ds_config.json, zero-pipeline.txt and

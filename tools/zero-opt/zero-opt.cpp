@@ -141,6 +141,16 @@ static cl::opt<std::string> planOut(
     cl::desc("With --plan: where to write ds_config.json, zero-pipeline.txt, "
              "plan.txt and each layout tried (layouts/)"),
     cl::value_desc("dir"), cl::cat(toolCategory));
+static cl::opt<bool> planExact(
+    "plan-exact",
+    cl::desc("With --plan: compile and simulate every layout whole, never on "
+             "proxies of fewer blocks and micro-batches (docs/simulate.md)"),
+    cl::init(false), cl::cat(toolCategory));
+static cl::opt<unsigned> planJobs(
+    "plan-jobs",
+    cl::desc("With --plan: layouts compiled and simulated at once (default: "
+             "the hardware threads)"),
+    cl::init(0), cl::cat(toolCategory));
 static cl::opt<std::string> planMemory(
     "max-memory-per-rank",
     cl::desc(
@@ -190,6 +200,12 @@ static cl::opt<std::string> noDecayRegex(
              "get weight decay 0 (a second parameter group; the Hugging Face "
              "Trainer's: \"bias|norm|ln_\")"),
     cl::value_desc("regex"), cl::cat(toolCategory));
+static cl::opt<int64_t> truncateLayers(
+    "truncate-layers",
+    cl::desc(
+        "Keep only the model's first N repeated blocks (zero-truncate-layers): "
+        "the proxies --plan auto simulates a deep model's layouts on"),
+    cl::value_desc("N"), cl::init(0), cl::cat(toolCategory));
 static cl::opt<bool> fp32Loss(
     "fp32-loss",
     cl::desc(
@@ -520,6 +536,10 @@ static int importAndWrite(MLIRContext &context, PassManager &pm) {
   }
   if (failed(pm.run(*model.module)))
     return 1;
+  if (auto from = zero::attrs::kTruncatedFrom.get(*model.module))
+    llvm::errs() << "zero-opt: note: --truncate-layers: kept "
+                 << std::min<int64_t>(truncateLayers, from.getInt()) << " of "
+                 << from.getInt() << " repeated blocks\n";
   if (memoryEstimateOfModel)
     return printModelMemoryEstimate(*model.module, *memoryEstimateOfModel);
 
@@ -866,6 +886,11 @@ static LogicalResult buildPassPipeline(PassManager &pm,
     verify.phase = zero::VerifyPhase::Imported;
     pm.addPass(zero::createZeroVerifyPass(verify));
   }
+  if (truncateLayers > 0) {
+    zero::ZeroTruncateLayersPassOptions truncate;
+    truncate.keep = truncateLayers;
+    pm.addPass(zero::createZeroTruncateLayersPass(truncate));
+  }
   if (train) {
     if (failed(addTrainingPipeline(pm, errorHandler)))
       return failure();
@@ -1167,6 +1192,8 @@ static int runPlan(const char *argv0) {
   r.nodes = planNodesValue;
   r.globalBatch = planGlobalBatch;
   r.outDir = planOut;
+  r.exact = planExact;
+  r.jobs = planJobs;
   if (!planMemory.empty() && !(r.memoryCap = parseSize(planMemory)))
     return fail("--max-memory-per-rank '" + planMemory +
                 "': expected a positive size (bytes, or 40GiB, 512MiB, ...)");

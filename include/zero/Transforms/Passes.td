@@ -257,6 +257,26 @@ def ZeroPipelineSplitPass : Pass<"zero-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["::zero::dist::ZeroDialect"];
 }
 
+def ZeroTruncateLayersPass : Pass<"zero-truncate-layers", "mlir::ModuleOp"> {
+  let summary = "Keep the imported model's first repeated blocks (a planning proxy)";
+  let description = [{
+    `zero-opt --plan auto` compiles and simulates a deep model's layouts on
+    proxies of it at two depths and extrapolates (a stack of equal blocks
+    costs a constant plus a per-block part; docs/simulate.md). This pass
+    makes such a proxy from the imported (forward) model: the repeated blocks
+    are Layers.h's (module paths ending in an index); the activation leaving
+    block `keep` - 1 replaces the one leaving the last block, the later blocks
+    are erased, then what only they read (loads, constants) and the globals
+    no longer loaded. The module's `zero.truncated_from` holds how many blocks
+    the model had. A
+    model whose blocks do not hand on exactly one activation is an error; one
+    with no more than `keep` blocks is left as it is.
+  }];
+  let options = [
+    Option<"keep", "keep", "int64_t", "1", "Blocks to keep (the first ones)">,
+  ];
+}
+
 def ZeroReportPass : Pass<"zero-report", "mlir::ModuleOp"> {
   let summary = "Print per-rank memory and communication of the sharded program";
   let description = [{

@@ -199,6 +199,7 @@ ArrayRef<KnownAttribute> knownAttributes() {
       known(a::kFusionGroup, "an integer"),
       known(a::kRecompute, "a unit attribute"),
       known(a::kComputeF32, "a unit attribute"),
+      known(a::kTruncatedFrom, "an integer attribute"),
       known(a::kQgzFallback, "a unit attribute"),
       known(a::kGradOf, "a symbol reference"),
       known(a::kGradShard, "an integer"),

@@ -95,6 +95,11 @@ inline constexpr ZeroAttr<dist::LossScalerAttr> kLossScaler{"zero.loss_scaler"};
 /// parameters, the optimizer state and the step count, as fp16's overflow.
 inline constexpr ZeroAttr<mlir::UnitAttr> kSkipNonFinite{"zero.skip_nonfinite"};
 
+/// A planning proxy (zero-truncate-layers): the repeated blocks the model
+/// had; the module keeps the first ones only.
+inline constexpr ZeroAttr<mlir::IntegerAttr> kTruncatedFrom{
+    "zero.truncated_from"};
+
 // Global (parameter, buffer, optimizer state) attributes.
 /// The ONNX initializer name a global holds.
 inline constexpr ZeroAttr<mlir::StringAttr> kTensor{"zero.tensor"};
