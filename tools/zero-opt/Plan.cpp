@@ -548,20 +548,29 @@ private:
   /// Whether `l`'s proxies at their first micro-batch count, extrapolated
   /// to every block, exceed the memory per rank.
   bool overAtFirst(const Layout &l, ArrayRef<Job> jobs) const {
+    if (llvm::all_of(jobs, [](const Job &j) { return j.phase == 0; }) ||
+        llvm::any_of(
+            jobs, [](const Job &j) { return j.phase == 0 && !j.result.built; }))
+      return false; // one micro-batch count (nothing to skip), or a proxy
+                    // failed
+    // The live peak, extrapolated: below the planned arenas.
+    return atFirstCount(jobs, [](const Outcome &r) { return double(r.live); }) >
+           double(cap_);
+  }
+
+  /// `value` of the proxies at the first micro-batch count, extrapolated
+  /// (linearly) to every block.
+  double atFirstCount(ArrayRef<Job> jobs,
+                      function_ref<double(const Outcome &)> value) const {
     SmallVector<int64_t, 2> xs;
-    SmallVector<double, 2> peaks;
+    SmallVector<double, 2> f;
     for (const Job &j : jobs)
       if (j.phase == 0) {
-        if (!j.result.built)
-          return false;
         xs.push_back(j.blocks ? j.blocks : blocks_);
-        peaks.push_back(double(j.result.live));
+        f.push_back(value(j.result));
       }
-    if (jobs.size() == xs.size())
-      return false; // one micro-batch count: nothing to skip
-    // The live peak, extrapolated: below the planned arenas.
     const int64_t y[] = {0};
-    return bilinear(xs, y, peaks, blocks_, 0) > double(cap_);
+    return bilinear(xs, y, f, blocks_, 0);
   }
 
   /// A layout's outcome from its program, or extrapolated from its proxies'
@@ -575,20 +584,18 @@ private:
     auto [blocks, micro] = proxyPoints(l);
     if (llvm::any_of(jobs, [](const Job &j) { return j.skipped; })) {
       // Over the memory at the first micro-batch count already.
-      SmallVector<int64_t, 2> xs;
-      SmallVector<double, 2> peaks, arena;
       o.arena = jobs.front().result.arena;
+      o.peak = int64_t(
+          atFirstCount(jobs, [](const Outcome &r) { return double(r.live); }));
+      o.arenaBytes = int64_t(
+          std::max(0.0, atFirstCount(jobs, [&](const Outcome &r) {
+                     auto it = r.arenas.find(o.arena);
+                     return it == r.arenas.end() ? 0.0 : double(it->second);
+                   })));
+      SmallVector<int64_t, 2> xs;
       for (const Job &j : jobs)
-        if (j.phase == 0) {
+        if (j.phase == 0)
           xs.push_back(j.blocks ? j.blocks : blocks_);
-          peaks.push_back(double(j.result.live));
-          auto it = j.result.arenas.find(o.arena);
-          arena.push_back(it == j.result.arenas.end() ? 0.0
-                                                      : double(it->second));
-        }
-      const int64_t y[] = {0};
-      o.peak = int64_t(bilinear(xs, y, peaks, blocks_, 0));
-      o.arenaBytes = int64_t(std::max(0.0, bilinear(xs, y, arena, blocks_, 0)));
       o.basis =
           formatv(
               "over the memory at {0} micro-batches already, extrapolated from "
